@@ -1,0 +1,74 @@
+// common.h: what every kernel file includes. One dialect of CUDA C for both backends:
+// on `cuda` this is nvcc's own; on `emu` (TM_EMU defined) csrc/emu/cuda_emu.h supplies the
+// same names for the host C++ compiler, so kernel bodies never need #ifdef.
+#pragma once
+
+#ifdef TM_EMU
+#include "emu/cuda_emu.h"
+#else
+#include <cuda_runtime.h>
+#endif
+
+#include <stddef.h>
+#include "registry.h"
+
+// Dynamic shared memory. `extern __shared__ T name[]` cannot be expressed on the emulator,
+// so kernels declare it through this macro (16-byte aligned, so float4 access is legal).
+#ifdef TM_EMU
+#define TM_DYNAMIC_SHARED(type, name) type *name = reinterpret_cast<type *>(tm_emu_dynamic_shared())
+#else
+#define TM_DYNAMIC_SHARED(type, name)                                  \
+    extern __shared__ __align__(16) unsigned char tm_dynamic_smem_[];  \
+    type *name = reinterpret_cast<type *>(tm_dynamic_smem_)
+#endif
+
+// Launch a kernel and return the launch error (not the completion error).
+// The `<<<...>>>` syntax exists only under nvcc; the emulator runs the grid itself.
+template <typename... Params, typename... Args>
+static inline cudaError_t tm_launch(void (*kernel)(Params...), dim3 grid, dim3 block,
+                                    size_t shared_bytes, Args... args)
+{
+#ifdef TM_EMU
+    return tm_emu_launch(kernel, grid, block, shared_bytes, args...);
+#else
+    kernel<<<grid, block, shared_bytes>>>(args...);
+    return cudaGetLastError();
+#endif
+}
+
+// Largest gridDim.y / gridDim.z the hardware allows (gridDim.x allows 2^31-1).
+#define TM_MAX_GRID_YZ 65535u
+
+static inline unsigned tm_ceil_div(long long n, long long d) { return (unsigned)((n + d - 1) / d); }
+
+static inline void tm_facts_set(tm_launch_facts *facts, const void *func, dim3 grid, dim3 block,
+                                size_t shared_bytes, int launches)
+{
+    facts->grid[0] = grid.x; facts->grid[1] = grid.y; facts->grid[2] = grid.z;
+    facts->block[0] = block.x; facts->block[1] = block.y; facts->block[2] = block.z;
+    facts->shared_bytes = shared_bytes;
+    facts->func = func;
+    facts->launches = launches;
+}
+
+// The lecture's "loop around the kernel call" (003, multi-block matmul): when the rows of C
+// need more blocks than gridDim.y allows, launch once per chunk of at most 65535 block-rows
+// and pass the chunk's first block-row to the kernel. `launch_chunk(grid, first_block_row)`
+// returns the launch error; facts record the first chunk's shape and the launch count.
+// A grid with no rows launches nothing (the caller handles empty problems before this).
+template <typename LaunchChunk>
+static inline int tm_launch_row_chunks(const void *func, dim3 grid, dim3 block, size_t shared_bytes,
+                                       tm_launch_facts *facts, LaunchChunk launch_chunk)
+{
+    unsigned total_rows = grid.y;
+    int launches = 0;
+    for (unsigned first = 0; first < total_rows; first += TM_MAX_GRID_YZ) {
+        unsigned rows = total_rows - first < TM_MAX_GRID_YZ ? total_rows - first : TM_MAX_GRID_YZ;
+        cudaError_t err = launch_chunk(dim3(grid.x, rows, grid.z), first);
+        if (err != cudaSuccess) return err;
+        ++launches;
+    }
+    tm_facts_set(facts, func, dim3(grid.x, grid.y < TM_MAX_GRID_YZ ? grid.y : TM_MAX_GRID_YZ, grid.z),
+                 block, shared_bytes, launches);
+    return cudaSuccess;
+}

@@ -1,0 +1,68 @@
+/* registry.h: the one table of kernels, shared by the C glue and the kernel files.
+ * Plain C so csrc/ (C11) and cuda/ (CUDA C++ / host C++ on emu) both include it. */
+#pragma once
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { TM_F32 = 1, TM_F64 = 2 };
+
+#define TM_MAX_PARAMS 4
+#define TM_MAX_VALUES 8
+
+/* One tunable of a kernel (tile, coarsen, block...): its allowed values and default. */
+typedef struct {
+    const char *name;
+    int default_value;
+    int n_values;
+    int values[TM_MAX_VALUES];
+    const char *doc;
+} tm_param_spec;
+
+/* What a launcher is asked to compute. Device pointers, row-major, contiguous.
+ * matmul:      out(M x N) = in0(M x K) @ in1(K x N)
+ * reduce:      out[0] = sum of in0[0 .. M)            (N = K = 1)
+ * elementwise: out = in0 + in1, M x N elements        (K = 1)                       */
+typedef struct {
+    int dtype;                  /* TM_F32 or TM_F64 */
+    long long M, N, K;
+    const void *in0, *in1;
+    void *out;
+    void *scratch;              /* spec->scratch_bytes(problem) bytes of device memory, or NULL */
+    int params[TM_MAX_PARAMS];  /* in the order of spec->params */
+} tm_problem;
+
+/* What a launcher reports about the launch it made (the first, when it made several). */
+typedef struct {
+    unsigned grid[3], block[3];
+    size_t shared_bytes;        /* dynamic + static shared memory per block, as requested */
+    const void *func;           /* the __global__ function, for cudaFuncGetAttributes/occupancy */
+    int launches;               /* kernel launches per call (grid chunks, tree levels...) */
+} tm_launch_facts;
+
+/* Launch the kernel on the current device, default stream. Returns a cudaError_t value. */
+typedef int (*tm_launcher)(const tm_problem *problem, tm_launch_facts *facts);
+/* A model evaluated for a problem (bytes of scratch, bytes of global traffic...). */
+typedef double (*tm_problem_model)(const tm_problem *problem);
+
+typedef struct {
+    const char *name;           /* what users pass as kernel=... */
+    const char *family;         /* "matmul" | "reduce" | "elementwise" */
+    int dtypes;                 /* TM_F32 | TM_F64 */
+    int n_params;
+    tm_param_spec params[TM_MAX_PARAMS];
+    tm_launcher launch;
+    tm_problem_model scratch_bytes;   /* NULL: the kernel needs no scratch */
+    tm_problem_model global_bytes;    /* modelled global-memory traffic (loads + stores) */
+    const char *lecture;        /* where the lesson is taught */
+    const char *summary;        /* one line: what the kernel shows */
+} tm_kernel_spec;
+
+extern const tm_kernel_spec tm_registry[];
+extern const int tm_registry_size;
+
+#ifdef __cplusplus
+}
+#endif
