@@ -42,19 +42,21 @@ static inline cudaError_t tm_launch(void (*kernel)(Params...), dim3 grid, dim3 b
 static inline unsigned tm_ceil_div(long long n, long long d) { return (unsigned)((n + d - 1) / d); }
 
 static inline void tm_facts_set(tm_launch_facts *facts, const void *func, dim3 grid, dim3 block,
-                                size_t shared_bytes, int launches)
+                                size_t shared_bytes, size_t dynamic_shared_bytes, int launches)
 {
     facts->grid[0] = grid.x; facts->grid[1] = grid.y; facts->grid[2] = grid.z;
     facts->block[0] = block.x; facts->block[1] = block.y; facts->block[2] = block.z;
     facts->shared_bytes = shared_bytes;
+    facts->dynamic_shared_bytes = dynamic_shared_bytes;
     facts->func = func;
     facts->launches = launches;
 }
 
-// The lecture's "loop around the kernel call" (003, multi-block matmul): when the rows of C
-// need more blocks than gridDim.y allows, launch once per chunk of at most 65535 block-rows
-// and pass the chunk's first block-row to the kernel. `launch_chunk(grid, first_block_row)`
+// The lecture's "loop around the kernel call" (003, multi-block matmul): when a grid needs
+// more blocks along y than gridDim.y allows, launch once per chunk of at most 65535 block-rows
+// and pass the chunk's first block-row to the kernel. `launch_chunk(grid, first_block_y)`
 // returns the launch error; facts record the first chunk's shape and the launch count.
+// `shared_bytes` is the block's static shared memory (facts only); the launch passes none.
 // A grid with no rows launches nothing (the caller handles empty problems before this).
 template <typename LaunchChunk>
 static inline int tm_launch_row_chunks(const void *func, dim3 grid, dim3 block, size_t shared_bytes,
@@ -69,6 +71,6 @@ static inline int tm_launch_row_chunks(const void *func, dim3 grid, dim3 block, 
         ++launches;
     }
     tm_facts_set(facts, func, dim3(grid.x, grid.y < TM_MAX_GRID_YZ ? grid.y : TM_MAX_GRID_YZ, grid.z),
-                 block, shared_bytes, launches);
+                 block, shared_bytes, 0, launches);
     return cudaSuccess;
 }

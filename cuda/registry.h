@@ -37,7 +37,8 @@ typedef struct {
 /* What a launcher reports about the launch it made (the first, when it made several). */
 typedef struct {
     unsigned grid[3], block[3];
-    size_t shared_bytes;        /* dynamic + static shared memory per block, as requested */
+    size_t shared_bytes;        /* shared memory per block, static + dynamic, as the kernel uses it */
+    size_t dynamic_shared_bytes;/* the dynamic part, as passed at launch (for the occupancy API) */
     const void *func;           /* the __global__ function, for cudaFuncGetAttributes/occupancy */
     int launches;               /* kernel launches per call (grid chunks, tree levels...) */
 } tm_launch_facts;

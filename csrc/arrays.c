@@ -1,0 +1,204 @@
+/* arrays.c: NumPy argument checking and conversion. Kernels see contiguous row-major
+ * float32 or float64 buffers; anything else is copied here (F-order, strided, negative
+ * strides) or refused with a message that says what to do (dtype policy in README). */
+#include "glue.h"
+#include <string.h>
+
+const tm_kernel_spec *tm_find_kernel(const char *name)
+{
+    for (int i = 0; i < tm_registry_size; ++i)
+        if (strcmp(tm_registry[i].name, name) == 0) return &tm_registry[i];
+    return NULL;
+}
+
+static const char *input_label(const tm_kernel_spec *spec, int index)
+{
+    if (strcmp(spec->family, "reduce") == 0) return "x";
+    if (strcmp(spec->family, "matmul") == 0) return index == 0 ? "A" : "B";
+    return index == 0 ? "a" : "b";
+}
+
+/* The float type the kernel runs in: float32 if every input is float32, float64 if any is
+ * float64 (NumPy's promotion, which loses nothing). Every other dtype is a TypeError. */
+static int common_float_type(PyArrayObject *arrays[], int n, const tm_kernel_spec *spec,
+                             const char *fn)
+{
+    int typenum = NPY_FLOAT32;
+    for (int i = 0; i < n; ++i) {
+        int t = PyArray_TYPE(arrays[i]);
+        if (t == NPY_FLOAT64) typenum = NPY_FLOAT64;
+        else if (t != NPY_FLOAT32) {
+            PyObject *dtype_str = PyObject_Str((PyObject *)PyArray_DESCR(arrays[i]));
+            if (dtype_str == NULL) return -1;
+            PyErr_Format(PyExc_TypeError,
+                         "%s: %s has dtype %U; tiledmm kernels run in float32 or float64. "
+                         "Convert explicitly, e.g. %s.astype(numpy.float32)",
+                         fn, input_label(spec, i), dtype_str, input_label(spec, i));
+            Py_DECREF(dtype_str);
+            return -1;
+        }
+    }
+    int wanted = typenum == NPY_FLOAT32 ? TM_F32 : TM_F64;
+    if (!(spec->dtypes & wanted)) {
+        PyErr_Format(PyExc_TypeError, "%s: kernel '%s' does not support %s; use float%s inputs",
+                     fn, spec->name, typenum == NPY_FLOAT32 ? "float32" : "float64",
+                     typenum == NPY_FLOAT32 ? "64" : "32");
+        return -1;
+    }
+    return typenum;
+}
+
+/* bytes = count * itemsize, refusing sizes that do not fit in size_t (MemoryError). */
+static int checked_bytes(npy_intp count, int itemsize, size_t *bytes, const char *fn)
+{
+    if (count < 0 || __builtin_mul_overflow((size_t)count, (size_t)itemsize, bytes)) {
+        PyErr_Format(PyExc_MemoryError, "%s: array of %zd elements is too large", fn, count);
+        return -1;
+    }
+    return 0;
+}
+
+/* Raise ValueError "<fn>: <what> ... shape (a, b)"; the shape tuple is built and released here. */
+static int shape_error(const char *fn, const char *what, PyArrayObject *a, PyArrayObject *b)
+{
+    PyObject *sa = PyArray_IntTupleFromIntp(PyArray_NDIM(a), PyArray_DIMS(a));
+    PyObject *sb = b ? PyArray_IntTupleFromIntp(PyArray_NDIM(b), PyArray_DIMS(b)) : NULL;
+    if (sa != NULL && (b == NULL || sb != NULL)) {
+        if (b) PyErr_Format(PyExc_ValueError, "%s: %s: %R and %R", fn, what, sa, sb);
+        else PyErr_Format(PyExc_ValueError, "%s: %s, got shape %R", fn, what, sa);
+    }
+    Py_XDECREF(sa);
+    Py_XDECREF(sb);
+    return -1;
+}
+
+static int shape_matmul(tm_job *job, const char *fn, PyArrayObject *a[], npy_intp out_shape[],
+                        int *out_ndim)
+{
+    for (int i = 0; i < 2; ++i) {
+        if (PyArray_NDIM(a[i]) != 2)
+            return shape_error(fn, i ? "B must be a 2-D matrix (reshape a vector to (n, 1) or "
+                                       "(1, n))"
+                                     : "A must be a 2-D matrix (reshape a vector to (n, 1) or "
+                                       "(1, n))",
+                               a[i], NULL);
+    }
+    npy_intp M = PyArray_DIM(a[0], 0), K = PyArray_DIM(a[0], 1);
+    npy_intp K2 = PyArray_DIM(a[1], 0), N = PyArray_DIM(a[1], 1);
+    if (K != K2) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: inner dimensions differ: A is %zd x %zd and B is %zd x %zd "
+                     "(A's columns must equal B's rows)", fn, M, K, K2, N);
+        return -1;
+    }
+    job->problem.M = M; job->problem.N = N; job->problem.K = K;
+    out_shape[0] = M; out_shape[1] = N; *out_ndim = 2;
+    return 0;
+}
+
+static int shape_reduce(tm_job *job, PyArrayObject *a[], npy_intp out_shape[], int *out_ndim)
+{
+    job->problem.M = PyArray_SIZE(a[0]); job->problem.N = 1; job->problem.K = 1;
+    out_shape[0] = 1; *out_ndim = 1;
+    return 0;
+}
+
+static int shape_elementwise(tm_job *job, const char *fn, PyArrayObject *a[],
+                             npy_intp out_shape[], int *out_ndim)
+{
+    int nd = PyArray_NDIM(a[0]);
+    if (nd != PyArray_NDIM(a[1]) ||
+        !PyArray_CompareLists(PyArray_DIMS(a[0]), PyArray_DIMS(a[1]), nd))
+        return shape_error(fn, "shapes differ (tiledmm does not broadcast)", a[0], a[1]);
+    for (int d = 0; d < nd; ++d) out_shape[d] = PyArray_DIM(a[0], d);
+    *out_ndim = nd;
+    /* M x N with N the last dimension (1-D: M = 1), so mat_add sees rows and columns. */
+    npy_intp size = PyArray_SIZE(a[0]);
+    job->problem.N = nd ? PyArray_DIM(a[0], nd - 1) : 1;
+    job->problem.M = job->problem.N ? size / job->problem.N : 0;
+    job->problem.K = 1;
+    return 0;
+}
+
+static int parse_params(tm_job *job, const char *fn, PyObject *params)
+{
+    const tm_kernel_spec *spec = job->spec;
+    if (!PyTuple_Check(params) || PyTuple_GET_SIZE(params) != spec->n_params) {
+        PyErr_Format(PyExc_ValueError, "%s: kernel '%s' takes %d parameter(s)", fn, spec->name,
+                     spec->n_params);
+        return -1;
+    }
+    for (int i = 0; i < spec->n_params; ++i) {
+        long v = PyLong_AsLong(PyTuple_GET_ITEM(params, i));
+        if (v == -1 && PyErr_Occurred()) return -1;
+        int allowed = 0;
+        for (int j = 0; j < spec->params[i].n_values; ++j)
+            allowed |= spec->params[i].values[j] == v;
+        if (!allowed) {
+            PyErr_Format(PyExc_ValueError, "%s: %s=%ld is not allowed for kernel '%s'", fn,
+                         spec->params[i].name, v, spec->name);
+            return -1;
+        }
+        job->problem.params[i] = (int)v;
+    }
+    return 0;
+}
+
+/* Fill the job from Python inputs. On success arrays[] and *out are new references (the
+ * caller releases them); on failure everything taken here is released and -1 returned. */
+int tm_prepare_job(tm_job *job, const char *fn, PyObject *inputs, PyObject *params,
+                   PyArrayObject *arrays[TM_MAX_INPUTS], PyArrayObject **out)
+{
+    const tm_kernel_spec *spec = job->spec;
+    int is_matmul = strcmp(spec->family, "matmul") == 0;
+    int is_reduce = strcmp(spec->family, "reduce") == 0;
+    int n = is_reduce ? 1 : 2;
+    npy_intp out_shape[NPY_MAXDIMS];
+    int out_ndim = 0, typenum, itemsize;
+
+    arrays[0] = arrays[1] = NULL;
+    *out = NULL;
+    if (!PyTuple_Check(inputs) || PyTuple_GET_SIZE(inputs) != n) {
+        PyErr_Format(PyExc_TypeError, "%s: expected %d input array(s)", fn, n);
+        return -1;
+    }
+    if (parse_params(job, fn, params) < 0) return -1;
+    /* First as they are (no copy), to check dtypes and shapes before converting anything. */
+    for (int i = 0; i < n; ++i) {
+        PyObject *obj = PyTuple_GET_ITEM(inputs, i);
+        arrays[i] = (PyArrayObject *)PyArray_FromAny(obj, NULL, 0, 0, 0, NULL);
+        if (arrays[i] == NULL) goto fail;
+    }
+    if ((typenum = common_float_type(arrays, n, spec, fn)) < 0) goto fail;
+    if (is_matmul ? shape_matmul(job, fn, arrays, out_shape, &out_ndim)
+                  : is_reduce ? shape_reduce(job, arrays, out_shape, &out_ndim)
+                              : shape_elementwise(job, fn, arrays, out_shape, &out_ndim))
+        goto fail;
+    /* Now the buffers the kernel reads: C-contiguous, aligned, native, of the common type. */
+    for (int i = 0; i < n; ++i) {
+        PyArrayObject *converted = (PyArrayObject *)PyArray_FromAny(
+            (PyObject *)arrays[i], PyArray_DescrFromType(typenum), 0, 0,
+            NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_NOTSWAPPED, NULL);
+        if (converted == NULL) goto fail;
+        Py_SETREF(arrays[i], converted);
+    }
+    *out = (PyArrayObject *)PyArray_SimpleNew(out_ndim, out_shape, typenum);
+    if (*out == NULL) goto fail;
+
+    itemsize = typenum == NPY_FLOAT32 ? 4 : 8;
+    job->problem.dtype = typenum == NPY_FLOAT32 ? TM_F32 : TM_F64;
+    job->n_inputs = n;
+    for (int i = 0; i < n; ++i)
+        if (checked_bytes(PyArray_SIZE(arrays[i]), itemsize, &job->in_bytes[i], fn) < 0) goto fail;
+    if (checked_bytes(PyArray_SIZE(*out), itemsize, &job->out_bytes, fn) < 0) goto fail;
+    job->problem.in0 = PyArray_DATA(arrays[0]);
+    job->problem.in1 = n > 1 ? PyArray_DATA(arrays[1]) : NULL;
+    job->problem.out = PyArray_DATA(*out);
+    return 0;
+
+fail:
+    Py_CLEAR(arrays[0]);
+    Py_CLEAR(arrays[1]);
+    Py_CLEAR(*out);
+    return -1;
+}

@@ -1,0 +1,56 @@
+/* glue.h: what the C glue files share. The same sources build both backends
+ * (tiledmm._cuda and tiledmm._emu); TM_EMU selects the emulator's runtime. */
+#pragma once
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#define NPY_NO_DEPRECATED_API NPY_2_0_API_VERSION
+#define PY_ARRAY_UNIQUE_SYMBOL tm_ARRAY_API
+#ifndef TM_MODULE_INIT_FILE
+#define NO_IMPORT_ARRAY
+#endif
+#include <numpy/arrayobject.h>
+
+#include "runtime.h"
+#include "registry.h"
+
+#define TM_MAX_INPUTS 2
+
+/* One call of one kernel: filled from Python objects with the GIL, executed without it. */
+typedef struct {
+    const tm_kernel_spec *spec;
+    tm_problem problem;                 /* in0/in1/out hold HOST pointers until execution */
+    size_t in_bytes[TM_MAX_INPUTS];
+    int n_inputs;
+    size_t out_bytes;
+    int warmup, repeat;
+
+    /* filled by tm_execute */
+    tm_launch_facts facts;
+    double h2d_ms, d2h_ms;
+    double *samples_ms;                 /* repeat entries, owned by the job */
+    int registers;                      /* per thread; 0 where the backend cannot tell */
+    int static_shared_bytes;            /* as the compiler reports it; 0 where unknown */
+    int blocks_per_sm;
+    double occupancy;                   /* resident threads / max threads per SM */
+    cudaError_t err;
+    const char *failed_step;            /* which step failed, for the message */
+    size_t failed_bytes;                /* the allocation size, when a cudaMalloc failed */
+} tm_job;
+
+/* arrays.c */
+const tm_kernel_spec *tm_find_kernel(const char *name);
+int tm_prepare_job(tm_job *job, const char *fn, PyObject *inputs, PyObject *params,
+                   PyArrayObject *arrays[TM_MAX_INPUTS], PyArrayObject **out);
+
+/* timing.c */
+int tm_execute(tm_job *job);            /* call WITHOUT the GIL; returns 0 or -1 (job->err) */
+void tm_job_free(tm_job *job);
+int tm_copy_time(size_t bytes, int warmup, int repeat, double *samples_ms, cudaError_t *err,
+                 const char **step);
+PyObject *tm_raise_job_error(const tm_job *job);
+PyObject *tm_raise_cuda_error(cudaError_t err, const char *step);
+
+/* result.c */
+PyObject *tm_result_dict(const tm_job *job, PyArrayObject *out);
+PyObject *tm_device_properties(void);
+PyObject *tm_registry_list(void);

@@ -1,0 +1,175 @@
+/* module.c: the extension's method table and init. Built twice, as tiledmm._cuda (real GPU)
+ * and tiledmm._emu (CPU emulator); TM_MODULE names it. Import touches no device, so the
+ * `cuda` build imports on machines with no GPU or driver; errors come at the first call. */
+#define TM_MODULE_INIT_FILE
+#include "glue.h"
+#include <stdlib.h>
+
+#ifndef TM_MODULE
+#error "build with -DTM_MODULE=_cuda or -DTM_MODULE=_emu"
+#endif
+#define TM_STR_(x) #x
+#define TM_STR(x) TM_STR_(x)
+#define TM_CAT_(a, b) a##b
+#define TM_CAT(a, b) TM_CAT_(a, b)
+
+/* run(kernel, inputs, params, warmup, repeat) -> dict; see tiledmm/_core.py. */
+static PyObject *tm_run(PyObject *self, PyObject *args)
+{
+    const char *name;
+    PyObject *inputs, *params, *result = NULL;
+    PyArrayObject *arrays[TM_MAX_INPUTS] = {NULL, NULL}, *out = NULL;
+    tm_job job = {0};
+    int rc;
+    (void)self;
+
+    if (!PyArg_ParseTuple(args, "sO!O!ii", &name, &PyTuple_Type, &inputs, &PyTuple_Type, &params,
+                          &job.warmup, &job.repeat))
+        return NULL;
+    if ((job.spec = tm_find_kernel(name)) == NULL)
+        return PyErr_Format(PyExc_ValueError, "unknown kernel '%s'", name);
+    if (job.warmup < 0 || job.repeat < 1)
+        return PyErr_Format(PyExc_ValueError, "warmup must be >= 0 and repeat >= 1, got %d and %d",
+                            job.warmup, job.repeat);
+    if (tm_prepare_job(&job, job.spec->family, inputs, params, arrays, &out) < 0) return NULL;
+
+    /* Nothing to compute (an empty output, or K = 0 / an empty sum): NumPy's answer is zeros
+     * and no kernel runs. */
+    if (job.problem.M * job.problem.N == 0 || job.problem.K == 0) {
+        PyArray_FILLWBYTE(out, 0); /* all-zero bytes are 0.0 in IEEE float32/float64 */
+        result = tm_result_dict(&job, out);
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    rc = tm_execute(&job);
+    Py_END_ALLOW_THREADS
+    result = rc == 0 ? tm_result_dict(&job, out) : tm_raise_job_error(&job);
+done:
+    tm_job_free(&job);
+    Py_XDECREF(arrays[0]);
+    Py_XDECREF(arrays[1]);
+    Py_XDECREF(out);
+    return result;
+}
+
+/* copy_time(bytes, warmup, repeat) -> list of ms: device-to-device copies timed with events,
+ * the bandwidth reference that bench reports "% of a copy" against. */
+static PyObject *tm_copy_time_py(PyObject *self, PyObject *args)
+{
+    Py_ssize_t bytes;
+    int warmup, repeat, rc;
+    cudaError_t err;
+    const char *step = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "nii", &bytes, &warmup, &repeat)) return NULL;
+    if (bytes <= 0 || warmup < 0 || repeat < 1)
+        return PyErr_Format(PyExc_ValueError, "copy_time: need bytes > 0, warmup >= 0, repeat >= 1");
+    double *samples = calloc((size_t)repeat, sizeof(double));
+    if (samples == NULL) return PyErr_NoMemory();
+    Py_BEGIN_ALLOW_THREADS
+    rc = tm_copy_time((size_t)bytes, warmup, repeat, samples, &err, &step);
+    Py_END_ALLOW_THREADS
+    PyObject *result = NULL;
+    if (rc == 0 && (result = PyList_New(repeat)) != NULL) {
+        for (int i = 0; i < repeat; ++i) {
+            PyObject *v = PyFloat_FromDouble(samples[i]);
+            if (v == NULL) { Py_CLEAR(result); break; }
+            PyList_SET_ITEM(result, i, v);
+        }
+    } else if (rc != 0) {
+        tm_raise_cuda_error(err, step);
+    }
+    free(samples);
+    return result;
+}
+
+static PyObject *tm_registry_py(PyObject *self, PyObject *unused)
+{
+    (void)self; (void)unused;
+    return tm_registry_list();
+}
+
+static PyObject *tm_device_info_py(PyObject *self, PyObject *unused)
+{
+    (void)self; (void)unused;
+    return tm_device_properties();
+}
+
+/* device_count() -> (count, error name or None); never raises for a missing device. */
+static PyObject *tm_device_count_py(PyObject *self, PyObject *unused)
+{
+    int count = 0;
+    cudaError_t err;
+    (void)self; (void)unused;
+    Py_BEGIN_ALLOW_THREADS
+    err = cudaGetDeviceCount(&count);
+    Py_END_ALLOW_THREADS
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        return Py_BuildValue("(is)", 0, cudaGetErrorName(err));
+    }
+    return Py_BuildValue("(iO)", count, Py_None);
+}
+
+/* mem_info() -> (free_bytes, total_bytes) of the current device. */
+static PyObject *tm_mem_info_py(PyObject *self, PyObject *unused)
+{
+    size_t free_bytes = 0, total_bytes = 0;
+    cudaError_t err;
+    (void)self; (void)unused;
+    Py_BEGIN_ALLOW_THREADS
+    err = cudaMemGetInfo(&free_bytes, &total_bytes);
+    Py_END_ALLOW_THREADS
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        return tm_raise_cuda_error(err, "cudaMemGetInfo");
+    }
+    return Py_BuildValue("(nn)", (Py_ssize_t)free_bytes, (Py_ssize_t)total_bytes);
+}
+
+#ifdef TM_EMU
+static PyObject *tm_emu_threads_py(PyObject *self, PyObject *args)
+{
+    int n = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "|i", &n)) return NULL;
+    if (n < 0) return PyErr_Format(PyExc_ValueError, "threads must be >= 1, got %d", n);
+    if (n > 0) tm_emu_set_threads(n);
+    return PyLong_FromLong(tm_emu_threads());
+}
+#endif
+
+static PyMethodDef tm_methods[] = {
+    {"run", tm_run, METH_VARARGS, "run(kernel, inputs, params, warmup, repeat) -> dict"},
+    {"registry", tm_registry_py, METH_NOARGS, "registry() -> list of kernel rows"},
+    {"device_properties", tm_device_info_py, METH_NOARGS, "the runtime's device query"},
+    {"device_count", tm_device_count_py, METH_NOARGS, "device_count() -> (count, error)"},
+    {"copy_time", tm_copy_time_py, METH_VARARGS, "copy_time(bytes, warmup, repeat) -> [ms]"},
+    {"mem_info", tm_mem_info_py, METH_NOARGS, "mem_info() -> (free, total) bytes"},
+#ifdef TM_EMU
+    {"threads", tm_emu_threads_py, METH_VARARGS, "threads([n]) -> worker threads for blocks"},
+#endif
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef tm_module = {
+    PyModuleDef_HEAD_INIT, "tiledmm." TM_STR(TM_MODULE), "tiledmm kernels, one backend", -1,
+    tm_methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC TM_CAT(PyInit_, TM_MODULE)(void)
+{
+    import_array();
+    PyObject *m = PyModule_Create(&tm_module);
+    if (m == NULL) return NULL;
+#ifdef TM_EMU
+    const char *backend = "emu";
+#else
+    const char *backend = "cuda";
+#endif
+    if (PyModule_AddStringConstant(m, "BACKEND", backend) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,217 @@
+/* timing.c: one call's device work, run without the GIL: allocate, copy in (timed), launch
+ * `warmup` untimed and `repeat` timed times (CUDA events around each launch), copy out
+ * (timed), free. One cleanup path frees everything, errors included. */
+#include "glue.h"
+#include <stdlib.h>
+#include <string.h>
+
+#define TRY(step, call)                      \
+    do {                                     \
+        err = (call);                        \
+        if (err != cudaSuccess) {            \
+            job->failed_step = (step);       \
+            goto cleanup;                    \
+        }                                    \
+    } while (0)
+
+/* Elapsed ms between two events already recorded; waits for `stop`. */
+static cudaError_t elapsed_ms(cudaEvent_t start, cudaEvent_t stop, double *ms)
+{
+    float f = 0.0f;
+    cudaError_t err = cudaEventSynchronize(stop);
+    if (err == cudaSuccess) err = cudaEventElapsedTime(&f, start, stop);
+    *ms = f;
+    return err;
+}
+
+static cudaError_t device_alloc(tm_job *job, void **ptr, size_t bytes, const char *step)
+{
+    *ptr = NULL;
+    if (bytes == 0) return cudaSuccess;
+    cudaError_t err = cudaMalloc(ptr, bytes);
+    if (err != cudaSuccess) {
+        *ptr = NULL;
+        job->failed_step = step;
+        job->failed_bytes = bytes;
+    }
+    return err;
+}
+
+/* Registers, static shared memory and occupancy of the launched kernel, from the runtime. */
+static cudaError_t query_launch_facts(tm_job *job)
+{
+    struct cudaFuncAttributes attr;
+    cudaError_t err;
+    int device, max_threads_per_sm = 0, blocks = 0;
+    const int threads = (int)(job->facts.block[0] * job->facts.block[1] * job->facts.block[2]);
+
+    if ((err = cudaFuncGetAttributes(&attr, job->facts.func)) != cudaSuccess) return err;
+    job->registers = attr.numRegs;
+    job->static_shared_bytes = (int)attr.sharedSizeBytes;
+    if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;
+    if ((err = cudaDeviceGetAttribute(&max_threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor,
+                                      device)) != cudaSuccess)
+        return err;
+#ifdef TM_EMU
+    /* The emulator cannot see static __shared__ sizes; pass what the launcher computed. */
+    const size_t occupancy_shared = job->facts.shared_bytes;
+#else
+    const size_t occupancy_shared = job->facts.dynamic_shared_bytes;
+#endif
+    if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, job->facts.func, threads,
+                                                             occupancy_shared)) != cudaSuccess)
+        return err;
+    job->blocks_per_sm = blocks;
+    job->occupancy = max_threads_per_sm ? (double)blocks * threads / max_threads_per_sm : 0.0;
+    return cudaSuccess;
+}
+
+int tm_execute(tm_job *job)
+{
+    const tm_kernel_spec *spec = job->spec;
+    tm_problem device_problem = job->problem;
+    void *d_in[TM_MAX_INPUTS] = {NULL, NULL}, *d_out = NULL, *d_scratch = NULL;
+    const void *h_in[TM_MAX_INPUTS] = {job->problem.in0, job->problem.in1};
+    cudaEvent_t start = NULL, stop = NULL;
+    cudaError_t err = cudaSuccess;
+    size_t scratch_bytes = 0;
+
+    job->samples_ms = calloc((size_t)job->repeat, sizeof(double));
+    if (job->samples_ms == NULL) {
+        job->failed_step = "host allocation of timing samples";
+        err = cudaErrorMemoryAllocation;
+        goto cleanup;
+    }
+    TRY("cudaEventCreate", cudaEventCreate(&start));
+    TRY("cudaEventCreate", cudaEventCreate(&stop));
+
+    for (int i = 0; i < job->n_inputs; ++i)
+        if ((err = device_alloc(job, &d_in[i], job->in_bytes[i], "cudaMalloc (input)")))
+            goto cleanup;
+    if ((err = device_alloc(job, &d_out, job->out_bytes, "cudaMalloc (output)"))) goto cleanup;
+    device_problem.in0 = d_in[0];
+    device_problem.in1 = d_in[1];
+    device_problem.out = d_out;
+    if (spec->scratch_bytes) scratch_bytes = (size_t)spec->scratch_bytes(&device_problem);
+    if ((err = device_alloc(job, &d_scratch, scratch_bytes, "cudaMalloc (scratch)"))) goto cleanup;
+    device_problem.scratch = d_scratch;
+
+    TRY("cudaEventRecord", cudaEventRecord(start, 0));
+    for (int i = 0; i < job->n_inputs; ++i)
+        if (job->in_bytes[i])
+            TRY("cudaMemcpy host to device",
+                cudaMemcpy(d_in[i], h_in[i], job->in_bytes[i], cudaMemcpyHostToDevice));
+    TRY("cudaEventRecord", cudaEventRecord(stop, 0));
+    TRY("timing the copy to the device", elapsed_ms(start, stop, &job->h2d_ms));
+
+    for (int i = 0; i < job->warmup; ++i) {
+        TRY("kernel launch", (cudaError_t)spec->launch(&device_problem, &job->facts));
+        TRY("kernel execution", cudaDeviceSynchronize());
+    }
+    for (int i = 0; i < job->repeat; ++i) {
+        TRY("cudaEventRecord", cudaEventRecord(start, 0));
+        TRY("kernel launch", (cudaError_t)spec->launch(&device_problem, &job->facts));
+        TRY("cudaEventRecord", cudaEventRecord(stop, 0));
+        TRY("kernel execution", elapsed_ms(start, stop, &job->samples_ms[i]));
+    }
+    if (job->facts.launches > 0 && job->facts.func != NULL)
+        TRY("querying launch facts", query_launch_facts(job));
+
+    TRY("cudaEventRecord", cudaEventRecord(start, 0));
+    if (job->out_bytes)
+        TRY("cudaMemcpy device to host",
+            cudaMemcpy(job->problem.out, d_out, job->out_bytes, cudaMemcpyDeviceToHost));
+    TRY("cudaEventRecord", cudaEventRecord(stop, 0));
+    TRY("timing the copy to the host", elapsed_ms(start, stop, &job->d2h_ms));
+
+cleanup:
+    /* Free on every path; the first error is the one reported. */
+    for (int i = 0; i < TM_MAX_INPUTS; ++i)
+        if (d_in[i]) cudaFree(d_in[i]);
+    if (d_out) cudaFree(d_out);
+    if (d_scratch) cudaFree(d_scratch);
+    if (start) cudaEventDestroy(start);
+    if (stop) cudaEventDestroy(stop);
+    job->err = err;
+    if (err != cudaSuccess) (void)cudaGetLastError(); /* clear a non-sticky error for the next call */
+    return err == cudaSuccess ? 0 : -1;
+}
+
+void tm_job_free(tm_job *job)
+{
+    free(job->samples_ms);
+    job->samples_ms = NULL;
+}
+
+PyObject *tm_raise_cuda_error(cudaError_t err, const char *step)
+{
+    const char *name = cudaGetErrorName(err), *text = cudaGetErrorString(err);
+    if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver)
+        return PyErr_Format(PyExc_RuntimeError,
+                            "no usable CUDA device (%s: %s). Run on the CPU emulator with "
+                            "backend='emu', tiledmm.set_backend('emu') or TILEDMM_BACKEND=emu",
+                            name, text);
+    if (err == cudaErrorMemoryAllocation)
+        return PyErr_Format(PyExc_MemoryError, "device out of memory during %s (%s)", step, name);
+    return PyErr_Format(PyExc_RuntimeError, "%s failed: %s: %s", step, name, text);
+}
+
+PyObject *tm_raise_job_error(const tm_job *job)
+{
+    const char *name = cudaGetErrorName(job->err), *text = cudaGetErrorString(job->err);
+    if (job->err == cudaErrorMemoryAllocation) {
+        size_t free_bytes = 0, total_bytes = 0;
+        (void)cudaMemGetInfo(&free_bytes, &total_bytes);
+        (void)cudaGetLastError();
+        return PyErr_Format(PyExc_MemoryError,
+                            "kernel '%s': device out of memory: %s of %zu bytes failed "
+                            "(%zu of %zu bytes free); use smaller arrays",
+                            job->spec->name, job->failed_step, job->failed_bytes, free_bytes,
+                            total_bytes);
+    }
+    if (job->err == cudaErrorNoDevice || job->err == cudaErrorInsufficientDriver)
+        return tm_raise_cuda_error(job->err, job->failed_step);
+#ifdef TM_EMU
+    const char *detail = tm_emu_last_error_detail();
+    if (detail && *detail)
+        return PyErr_Format(PyExc_RuntimeError, "kernel '%s': %s failed: %s: %s\n%s",
+                            job->spec->name, job->failed_step, name, text, detail);
+#endif
+    return PyErr_Format(PyExc_RuntimeError, "kernel '%s': %s failed: %s: %s", job->spec->name,
+                        job->failed_step, name, text);
+}
+
+/* The reference for "% of a copy": median time of `repeat` device-to-device copies of `bytes`
+ * bytes after `warmup`, each timed with CUDA events. Fills *median_ms; returns 0 or -1. */
+int tm_copy_time(size_t bytes, int warmup, int repeat, double *samples_ms, cudaError_t *err_out,
+                 const char **step)
+{
+    void *src = NULL, *dst = NULL;
+    cudaEvent_t start = NULL, stop = NULL;
+    cudaError_t err = cudaSuccess;
+    tm_job step_holder = {0};
+    tm_job *job = &step_holder; /* TRY records the failing step here */
+
+    TRY("cudaEventCreate", cudaEventCreate(&start));
+    TRY("cudaEventCreate", cudaEventCreate(&stop));
+    TRY("cudaMalloc (copy source)", cudaMalloc(&src, bytes));
+    TRY("cudaMalloc (copy destination)", cudaMalloc(&dst, bytes));
+    TRY("cudaMemset", cudaMemset(src, 1, bytes));
+    for (int i = 0; i < warmup + repeat; ++i) {
+        TRY("cudaEventRecord", cudaEventRecord(start, 0));
+        TRY("cudaMemcpy device to device", cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
+        TRY("cudaEventRecord", cudaEventRecord(stop, 0));
+        double ms = 0;
+        TRY("timing the copy", elapsed_ms(start, stop, &ms));
+        if (i >= warmup) samples_ms[i - warmup] = ms;
+    }
+cleanup:
+    if (src) cudaFree(src);
+    if (dst) cudaFree(dst);
+    if (start) cudaEventDestroy(start);
+    if (stop) cudaEventDestroy(stop);
+    if (err != cudaSuccess) (void)cudaGetLastError();
+    *err_out = err;
+    *step = job->failed_step;
+    return err == cudaSuccess ? 0 : -1;
+}

@@ -1,0 +1,154 @@
+"""Build tiledmm's two backends from the same sources.
+
+tiledmm._cuda  nvcc compiles cuda/*.cu for the GPU; the C glue links the CUDA runtime
+               statically, so the module imports without CUDA_HOME and without a driver.
+               Skipped, with a notice, when nvcc is not found.
+tiledmm._emu   g++ compiles the same cuda/*.cu against the emulator in csrc/emu/.
+
+Environment:
+  TILEDMM_CUDA_ARCHS  compute capabilities to build, e.g. "90" or "80;90"
+                      (default "75;80;86;89;90"; PTX of the last is embedded too)
+  TILEDMM_NO_CUDA=1   build only the emulator backend
+  TILEDMM_EMU_ASAN=1  build the emulator backend under AddressSanitizer
+  CUDA_HOME           where the CUDA toolkit is (default: from nvcc on PATH, /usr/local/cuda)
+"""
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+os.chdir(HERE)  # source paths below are relative to the project root
+
+KERNEL_SOURCES = sorted(glob.glob("cuda/*.cu"))
+HEADERS = sorted(glob.glob("cuda/*.h") + glob.glob("csrc/*.h") + glob.glob("csrc/emu/*.h"))
+GLUE_SOURCES = sorted(glob.glob("csrc/*.c"))
+EMU_RUNTIME_SOURCES = sorted(glob.glob("csrc/emu/*.cpp"))
+DEFAULT_ARCHS = "75;80;86;89;90"
+
+
+def find_cuda_home():
+    """The CUDA toolkit root, or None when no nvcc can be found."""
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")):
+        if root and os.path.exists(os.path.join(root, "bin", "nvcc")):
+            return root
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        return os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))
+    if os.path.exists("/usr/local/cuda/bin/nvcc"):
+        return "/usr/local/cuda"
+    return None
+
+
+def gencode_flags():
+    archs = [a.strip().replace(".", "") for a in
+             os.environ.get("TILEDMM_CUDA_ARCHS", DEFAULT_ARCHS).replace(",", ";").split(";")
+             if a.strip()]
+    flags = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
+    flags.append(f"-gencode=arch=compute_{archs[-1]},code=compute_{archs[-1]}")
+    return flags
+
+
+def emu_asan_flags():
+    if os.environ.get("TILEDMM_EMU_ASAN") == "1":
+        return ["-fsanitize=address", "-fsanitize-recover=address", "-fno-omit-frame-pointer"]
+    return []
+
+
+def up_to_date(obj, src):
+    if not os.path.exists(obj):
+        return False
+    stamp = os.path.getmtime(obj)
+    return all(os.path.getmtime(p) <= stamp for p in [src, *HEADERS, __file__])
+
+
+class BuildExt(build_ext):
+    """Compile the kernel sources with the backend's compiler, then let setuptools compile the
+    C glue and link. setuptools cannot drive nvcc or compile one source twice with different
+    macros into separate objects, hence the per-extension build folders here."""
+
+    def run(self):
+        self.cuda_home = None if os.environ.get("TILEDMM_NO_CUDA") == "1" else find_cuda_home()
+        if self.cuda_home is None:
+            print("tiledmm: nvcc not found (or TILEDMM_NO_CUDA=1): building the CPU emulator "
+                  "backend only; backend='cuda' will say so at the first call", file=sys.stderr)
+            self.extensions = [e for e in self.extensions if e.name != "tiledmm._cuda"]
+        super().run()
+
+    def build_extension(self, ext):
+        backend = ext.name.rsplit("._", 1)[1]
+        build_temp = os.path.join(self.build_temp, backend)
+        os.makedirs(build_temp, exist_ok=True)
+        if backend == "cuda":
+            compile_one = self._nvcc_command
+            sources = KERNEL_SOURCES
+            ext.include_dirs.append(os.path.join(self.cuda_home, "include"))
+            ext.library_dirs.append(self._cuda_lib_dir())
+        else:
+            compile_one = self._emu_command
+            sources = KERNEL_SOURCES + EMU_RUNTIME_SOURCES
+        jobs = []
+        for src in sources:
+            obj = os.path.join(build_temp, os.path.basename(src) + ".o")
+            if not (up_to_date(obj, src) and not self.force):
+                jobs.append(compile_one(src, obj))
+            ext.extra_objects.append(obj)
+        workers = max(1, min(len(jobs), os.cpu_count() or 1))
+        with ThreadPoolExecutor(workers) as pool:
+            for cmd, result in zip(jobs, pool.map(self._run, jobs)):
+                if result.returncode != 0:
+                    sys.stderr.write(result.stdout + result.stderr)
+                    raise RuntimeError(f"tiledmm: compiling failed: {' '.join(cmd)}")
+        saved = self.build_temp
+        self.build_temp = build_temp  # the glue's objects differ per backend (-DTM_EMU)
+        try:
+            super().build_extension(ext)
+        finally:
+            self.build_temp = saved
+
+    @staticmethod
+    def _run(cmd):
+        print(" ".join(cmd))
+        return subprocess.run(cmd, capture_output=True, text=True)
+
+    def _cuda_lib_dir(self):
+        for sub in ("lib64", "lib", os.path.join("targets", "x86_64-linux", "lib")):
+            path = os.path.join(self.cuda_home, sub)
+            if os.path.exists(os.path.join(path, "libcudart_static.a")):
+                return path
+        return os.path.join(self.cuda_home, "lib64")
+
+    def _nvcc_command(self, src, obj):
+        return [os.path.join(self.cuda_home, "bin", "nvcc"), "-std=c++17", "-O3", "-lineinfo",
+                "-Xcompiler", "-fPIC", "-Icuda", "-Icsrc", *gencode_flags(), "-c", src, "-o", obj]
+
+    def _emu_command(self, src, obj):
+        cxx = os.environ.get("CXX", "g++")
+        return [cxx, "-x", "c++", "-std=c++17", "-O2", "-fPIC", "-fopenmp", "-DTM_EMU",
+                "-Wall", "-Wno-unknown-pragmas", "-Icsrc", "-Icuda", *emu_asan_flags(),
+                "-c", src, "-o", obj]
+
+
+GLUE_ARGS = dict(
+    sources=GLUE_SOURCES,
+    include_dirs=["csrc", "cuda", numpy.get_include()],
+    extra_compile_args=["-std=c11", "-O2"],
+    language="c++",  # link with the C++ driver: the kernel objects are C++
+)
+
+extensions = [
+    Extension("tiledmm._cuda", define_macros=[("TM_MODULE", "_cuda")],
+              extra_link_args=["-l:libcudart_static.a", "-ldl", "-lpthread", "-lrt"],
+              **GLUE_ARGS),
+    Extension("tiledmm._emu", define_macros=[("TM_MODULE", "_emu"), ("TM_EMU", "1")],
+              extra_link_args=["-fopenmp", *emu_asan_flags()], **GLUE_ARGS),
+]
+
+setup(ext_modules=extensions, cmdclass={"build_ext": BuildExt})

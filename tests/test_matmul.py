@@ -1,0 +1,121 @@
+"""matmul kernels against numpy.matmul in float64, over shapes, tiles, dtypes and layouts."""
+import numpy as np
+import pytest
+
+import tiledmm as tm
+from tiledmm.testing import assert_matmul_close
+from conftest import random_matrix
+
+MATMUL_KERNELS = [k.name for k in tm.kernels("matmul")]
+
+# 1x1, tiny, non-multiples of every tile, tall, wide, long K, and one multiple of 32.
+SHAPES = [(1, 1, 1), (1, 7, 1), (3, 5, 2), (17, 33, 9), (33, 17, 65), (64, 64, 64),
+          (100, 3, 1), (2, 200, 3), (5, 1, 130), (31, 29, 37)]
+
+
+def kernel_param_cases():
+    """(kernel, params) for every kernel and every allowed value of its parameters."""
+    for spec in tm.kernels("matmul"):
+        if not spec.params:
+            yield pytest.param(spec.name, {}, id=spec.name)
+        for p in spec.params:
+            for v in p.values:
+                yield pytest.param(spec.name, {p.name: v}, id=f"{spec.name}-{p.name}{v}")
+
+
+@pytest.mark.parametrize("kernel,params", list(kernel_param_cases()))
+@pytest.mark.parametrize("M,N,K", SHAPES, ids=lambda s: str(s))
+def test_shapes_float32(backend, rng, kernel, params, M, N, K):
+    A, B = random_matrix(rng, (M, K)), random_matrix(rng, (K, N))
+    C, timing = tm.matmul(A, B, kernel=kernel, backend=backend, **params)
+    assert C.dtype == np.float32 and C.shape == (M, N)
+    assert_matmul_close(C, A, B)
+
+
+@pytest.mark.parametrize("kernel", MATMUL_KERNELS)
+@pytest.mark.parametrize("M,N,K", [(1, 1, 1), (19, 23, 41), (70, 33, 5)])
+def test_float64_runs_as_float64(backend, rng, kernel, M, N, K):
+    A, B = random_matrix(rng, (M, K), np.float64), random_matrix(rng, (K, N), np.float64)
+    C = tm.matmul(A, B, kernel=kernel, backend=backend).out
+    assert C.dtype == np.float64
+    assert_matmul_close(C, A, B)
+    # float64 accuracy, not float32's: far tighter than a float32 tolerance would allow.
+    assert np.max(np.abs(C - A @ B)) < 1e-12 * K
+
+
+LAYOUTS = {
+    "fortran": lambda x: np.asfortranarray(x),
+    "transposed_view": lambda x: np.ascontiguousarray(x.T).T,
+    "strided": lambda x: np.repeat(np.repeat(x, 2, axis=0), 3, axis=1)[::2, ::3],
+    "negative_strides": lambda x: np.ascontiguousarray(x[::-1, ::-1])[::-1, ::-1],
+}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("kernel", MATMUL_KERNELS)
+def test_layouts(backend, rng, kernel, layout):
+    A, B = random_matrix(rng, (21, 13)), random_matrix(rng, (13, 18))
+    A_view, B_view = LAYOUTS[layout](A), LAYOUTS[layout](B)
+    assert np.array_equal(A_view, A) and np.array_equal(B_view, B)
+    C = tm.matmul(A_view, B_view, kernel=kernel, backend=backend).out
+    assert C.flags.c_contiguous
+    assert_matmul_close(C, A, B)
+
+
+def test_mixed_float32_float64_promotes_to_float64(backend, rng):
+    A, B = random_matrix(rng, (4, 5)), random_matrix(rng, (5, 3), np.float64)
+    C = tm.matmul(A, B, backend=backend).out
+    assert C.dtype == np.result_type(A, B) == np.float64
+    assert_matmul_close(C, A, B)
+
+
+def test_array_likes(backend):
+    C = tm.matmul([[1.0, 2.0], [3.0, 4.0]], [[5.0], [6.0]], backend=backend).out
+    np.testing.assert_array_equal(C, np.array([[17.0], [39.0]]))
+
+
+@pytest.mark.parametrize("kernel", MATMUL_KERNELS)
+@pytest.mark.parametrize("M,N,K", [(0, 3, 4), (3, 0, 4), (3, 4, 0), (0, 0, 0)])
+def test_empty_shapes_like_numpy(backend, kernel, M, N, K):
+    A, B = np.ones((M, K), np.float32), np.ones((K, N), np.float32)
+    res = tm.matmul(A, B, kernel=kernel, backend=backend)
+    expected = A @ B
+    assert res.out.shape == expected.shape and res.out.dtype == expected.dtype
+    np.testing.assert_array_equal(res.out, expected)  # K = 0: zeros, as NumPy gives
+    assert res.launch.launches == 0
+
+
+@pytest.mark.parametrize("kernel", MATMUL_KERNELS)
+def test_grid_larger_than_grid_dimension_limit(backend, rng, kernel):
+    # 600000 rows with 8-row blocks need 75000 block-rows: more than gridDim.y's 65535, so
+    # the launcher loops around the kernel (lecture 003).
+    params = {"tile": 8} if kernel == "tiled" else {"block": 8}
+    A, B = random_matrix(rng, (600000, 4)), random_matrix(rng, (4, 4))
+    res = tm.matmul(A, B, kernel=kernel, backend=backend, **params)
+    assert res.launch.launches == 2
+    assert_matmul_close(res.out, A, B)
+
+
+@pytest.mark.parametrize("kernel", MATMUL_KERNELS)
+def test_nan_and_inf_propagate_like_numpy(backend, rng, kernel):
+    A, B = random_matrix(rng, (9, 6)), random_matrix(rng, (6, 11))
+    A[2, 3] = np.nan
+    A[5, 0] = np.inf
+    B[1, 7] = -np.inf
+    C = tm.matmul(A, B, kernel=kernel, backend=backend).out
+    assert_matmul_close(C, A, B)
+    assert np.isnan(C[2]).all()
+
+
+def test_inputs_are_not_modified(backend, rng):
+    A, B = random_matrix(rng, (10, 12)), random_matrix(rng, (12, 7))
+    A0, B0 = A.copy(), B.copy()
+    tm.matmul(A, B, backend=backend)
+    assert np.array_equal(A, A0) and np.array_equal(B, B0)
+
+
+def test_larger_square_all_tiles(backend, rng):
+    n = 96 if backend == "emu" else 1000
+    A, B = random_matrix(rng, (n, n)), random_matrix(rng, (n, n))
+    for tile in (8, 16, 32):
+        assert_matmul_close(tm.matmul(A, B, kernel="tiled", tile=tile, backend=backend).out, A, B)

@@ -1,0 +1,41 @@
+"""tiledmm.testing's assertions must catch what they exist to catch."""
+import numpy as np
+import pytest
+
+from tiledmm.testing import assert_matmul_close, assert_sum_close
+from conftest import random_matrix
+
+
+def test_matmul_assertion_passes_float32_rounding(rng):
+    A, B = random_matrix(rng, (30, 500)), random_matrix(rng, (500, 20))
+    assert_matmul_close((A @ B).astype(np.float32), A, B)
+
+
+@pytest.mark.parametrize("corrupt", [
+    lambda C: C.__setitem__((3, 4), C[3, 4] + 0.01),    # one wrong element
+    lambda C: C.__setitem__((0, slice(None)), 0.0),      # an unwritten row
+    lambda C: C.__setitem__(slice(None), C[:, ::-1]),    # wrong column indexing
+    lambda C: C.__setitem__((1, 1), np.nan),             # a NaN that NumPy does not produce
+])
+def test_matmul_assertion_catches_errors(rng, corrupt):
+    A, B = random_matrix(rng, (8, 64)), random_matrix(rng, (64, 9))
+    C = (A.astype(np.float64) @ B).astype(np.float32)
+    corrupt(C)
+    with pytest.raises(AssertionError):
+        assert_matmul_close(C, A, B)
+
+
+def test_matmul_tolerance_grows_with_K(rng):
+    from tiledmm.testing import matmul_tolerance
+    A, B = np.full((1, 10), 1.0), np.full((10, 1), 1.0)
+    A2, B2 = np.full((1, 1000), 1.0), np.full((1000, 1), 1.0)
+    assert matmul_tolerance(A2, B2, np.float32)[0, 0] > 10 * matmul_tolerance(A, B, np.float32)[0, 0]
+
+
+def test_sum_assertion(rng):
+    x = random_matrix(rng, 1000)
+    assert_sum_close(np.float32(x.astype(np.float64).sum()), x)
+    with pytest.raises(AssertionError):
+        assert_sum_close(x.astype(np.float64).sum() + 0.01, x)
+    with pytest.raises(AssertionError):
+        assert_sum_close(np.nan, x)

@@ -1,0 +1,20 @@
+"""tiledmm: run, time and compare a parallel-computing course's CUDA kernels on NumPy arrays.
+
+    import numpy as np, tiledmm as tm
+    A = np.random.rand(512, 300).astype(np.float32)
+    B = np.random.rand(300, 200).astype(np.float32)
+    C, t = tm.matmul(A, B, kernel="tiled", tile=16)
+    print(t.kernel_ms, tm.kernels("matmul"))
+
+Backends: 'cuda' (the GPU) and 'emu' (the same kernel sources on the CPU). The default is
+'cuda' when a device is present, else 'emu'; `set_backend`, TILEDMM_BACKEND or `backend=`
+choose.
+"""
+from ._backend import get_backend, set_backend
+from ._core import Launch, Result, Timing, mat_add, matmul, reduce, vec_add
+from ._device import device_info, mem_info
+from ._registry import KernelSpec, kernels
+
+__version__ = "0.1.0"
+__all__ = ["matmul", "reduce", "vec_add", "mat_add", "kernels", "device_info", "mem_info",
+           "set_backend", "get_backend", "Result", "Timing", "Launch", "KernelSpec"]

@@ -1,0 +1,81 @@
+"""python -m tiledmm info | demo | bench"""
+import argparse
+import sys
+
+import numpy as np
+
+import tiledmm as tm
+from tiledmm import bench
+from tiledmm.testing import assert_matmul_close
+
+
+def cmd_info(args):
+    print(tm.device_info(backend=args.backend))
+    print()
+    for spec in tm.kernels():
+        print(spec)
+
+
+def cmd_demo(args):
+    backend = args.backend or tm.get_backend()
+    n = args.size or (2048 if backend == "cuda" else 128)
+    info = tm.device_info(backend=backend)
+    print(f"backend {backend}: {info['name']}")
+    rng = np.random.default_rng(1)
+    A = (rng.random((n, n), dtype=np.float32) * 2 - 1)
+    B = (rng.random((n, n), dtype=np.float32) * 2 - 1)
+    print(f"C = A @ B, {n}x{n} float32, checked against numpy in float64\n")
+    print(f"{'kernel':<20}{'ms':>10}{'GFLOP/s':>12}{'modelled traffic MB':>22}  check")
+    for kernel, params in [("naive", {}), ("naive_uncoalesced", {}), ("tiled", {"tile": 8}),
+                           ("tiled", {"tile": 16}), ("tiled", {"tile": 32})]:
+        res = tm.matmul(A, B, kernel=kernel, backend=backend, **params)
+        assert_matmul_close(res.out, A, B)
+        label = kernel + "".join(f" {k}={v}" for k, v in params.items())
+        print(f"{label:<20}{res.timing.kernel_ms:>10.3f}{res.gflops:>12.1f}"
+              f"{res.model_bytes / 1e6:>22.1f}  ok")
+    print(f"\n({res.timing.clock}; median of {len(res.timing.samples_ms)} run(s))")
+
+
+def cmd_bench(args):
+    runners = {"matmul": bench.bench_matmul, "reduce": bench.bench_reduce}
+    families = list(runners) if args.family == "all" else [args.family]
+    all_rows, tables = [], []
+    for family in families:
+        if not tm.kernels(family):
+            continue
+        sizes = args.sizes if len(families) == 1 else None
+        rows = runners[family](sizes=sizes, kernels=args.kernels, backend=args.backend,
+                               warmup=args.warmup, repeat=args.repeat,
+                               progress=bench.progress_to_stderr if args.verbose else None)
+        all_rows += [dict(r, family=family) for r in rows]
+        tables.append(bench.format_table(rows, family))
+    bench.save(all_rows, args.csv, args.json)
+    print("\n\n".join(tables))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m tiledmm", description=__doc__)
+    parser.add_argument("--backend", choices=["cuda", "emu"], default=None)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("info", help="device query and the kernel registry").set_defaults(fn=cmd_info)
+    demo = sub.add_parser("demo", help="naive vs tiled matmul, checked and timed")
+    demo.add_argument("--size", type=int, default=None)
+    demo.set_defaults(fn=cmd_demo)
+    b = sub.add_parser("bench", help="matmul kernels x sizes: time, TFLOP/s, %% of cuBLAS")
+    b.add_argument("--family", choices=["matmul", "reduce", "all"], default="all")
+    b.add_argument("--sizes", type=int, nargs="+", default=None,
+                   help="with one --family: square sizes (matmul) or lengths (reduce)")
+    b.add_argument("--kernels", nargs="+", default=None)
+    b.add_argument("--warmup", type=int, default=None)
+    b.add_argument("--repeat", type=int, default=None)
+    b.add_argument("--csv", default=None)
+    b.add_argument("--json", default=None)
+    b.add_argument("-v", "--verbose", action="store_true")
+    b.set_defaults(fn=cmd_bench)
+    args = parser.parse_args(argv)
+    args.fn(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

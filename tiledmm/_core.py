@@ -1,0 +1,163 @@
+"""The calls users make: matmul, reduce, vec_add, mat_add, and what they return."""
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from . import _backend, _registry
+
+# Defaults per backend: the GPU is timed as the median of several launches after warm-up; the
+# emulator runs once (it is there to check kernels, and its timings are CPU timings).
+DEFAULT_RUNS = {"cuda": (2, 10), "emu": (0, 1)}
+
+
+@dataclass(frozen=True)
+class Timing:
+    """What was timed, in milliseconds. `kernel_ms` is the median of `samples_ms` (one entry per
+    timed launch after `warmup` untimed ones); `total_ms` = h2d + kernel (median) + d2h.
+    `clock` says what measured it: CUDA events on the GPU, the host clock on the emulator."""
+    h2d_ms: float
+    kernel_ms: float
+    kernel_ms_min: float
+    samples_ms: Tuple[float, ...]
+    d2h_ms: float
+    total_ms: float
+    h2d_bytes: int
+    d2h_bytes: int
+    warmup: int
+    clock: str
+
+    def __repr__(self):
+        return (f"Timing(kernel {self.kernel_ms:.4g} ms median of {len(self.samples_ms)} "
+                f"[min {self.kernel_ms_min:.4g}], h2d {self.h2d_ms:.4g} ms, "
+                f"d2h {self.d2h_ms:.4g} ms, {self.clock})")
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How the kernel was launched (the first launch, when a call makes several)."""
+    grid: Tuple[int, int, int]
+    block: Tuple[int, int, int]
+    shared_bytes: int           # per block, as the kernel uses it
+    registers: Optional[int]    # per thread; None where the backend cannot tell (emu)
+    blocks_per_sm: int          # resident blocks per multiprocessor (CUDA occupancy API)
+    occupancy: float            # resident threads / max threads per multiprocessor
+    launches: int               # kernel launches per call (grid chunks, tree levels, ...)
+
+    @property
+    def threads_per_block(self):
+        return self.block[0] * self.block[1] * self.block[2]
+
+
+class Result:
+    """What a tiledmm call returns. Unpacks as `out, timing = tm.matmul(...)`."""
+
+    def __init__(self, raw, spec, params, backend, flops, min_bytes, warmup):
+        self.out = raw["out"]
+        self.kernel = spec.name
+        self.family = spec.family
+        self.params = dict(zip((p.name for p in spec.params), params))
+        self.backend = backend
+        samples = tuple(raw["samples_ms"])
+        kernel_ms = statistics.median(samples) if samples else 0.0
+        self.timing = Timing(
+            h2d_ms=raw["h2d_ms"], kernel_ms=kernel_ms,
+            kernel_ms_min=min(samples) if samples else 0.0, samples_ms=samples,
+            d2h_ms=raw["d2h_ms"], total_ms=raw["h2d_ms"] + kernel_ms + raw["d2h_ms"],
+            h2d_bytes=raw["h2d_bytes"] if samples else 0, d2h_bytes=raw["d2h_bytes"] if samples else 0,
+            warmup=warmup,
+            clock="CUDA events" if backend == "cuda" else "CPU time (emulator)")
+        self.launch = Launch(
+            grid=raw["grid"], block=raw["block"], shared_bytes=raw["shared_bytes"],
+            registers=raw["registers"] or None, blocks_per_sm=raw["blocks_per_sm"],
+            occupancy=raw["occupancy"], launches=raw["launches"])
+        self.flops = flops
+        self.min_bytes = min_bytes          # inputs read once + output written once
+        self.model_bytes = raw["model_bytes"]  # the lecture's traffic model for this kernel
+
+    @property
+    def gflops(self):
+        """Floating-point operations per second of the kernel (median), in GFLOP/s."""
+        ms = self.timing.kernel_ms
+        return self.flops / (ms * 1e6) if ms > 0 else math.nan
+
+    @property
+    def tflops(self):
+        return self.gflops / 1e3
+
+    @property
+    def gbps(self):
+        """Effective bandwidth: the fewest bytes the call must move over the kernel time."""
+        ms = self.timing.kernel_ms
+        return self.min_bytes / (ms * 1e6) if ms > 0 else math.nan
+
+    def __iter__(self):
+        yield self.out
+        yield self.timing
+
+    def __repr__(self):
+        params = "".join(f", {k}={v}" for k, v in self.params.items())
+        shape = "x".join(map(str, self.out.shape)) or "scalar"
+        rate = (f"{self.gflops:.4g} GFLOP/s" if self.family == "matmul"
+                else f"{self.gbps:.4g} GB/s")
+        return (f"<Result {self.kernel}{params} on {self.backend}: {self.out.dtype}[{shape}], "
+                f"kernel {self.timing.kernel_ms:.4g} ms ({rate}), "
+                f"total {self.timing.total_ms:.4g} ms, {self.timing.clock}>")
+
+
+# Per family: (floating-point operations, fewest bytes moved) for a problem M, N, K.
+_FAMILY_MODELS = {
+    "matmul": lambda M, N, K, size: (2.0 * M * N * K, size * (M * K + K * N + M * N)),
+    "reduce": lambda M, N, K, size: (float(M), size * (M + 1)),
+    "elementwise": lambda M, N, K, size: (float(M * N), size * 3 * M * N),
+}
+
+
+def _run(family, kernel, inputs, params, backend, warmup, repeat):
+    spec = _registry.lookup(kernel, family)
+    values = _registry.param_values(spec, params)
+    mod, name = _backend.resolve(backend)
+    default_warmup, default_repeat = DEFAULT_RUNS[name]
+    warmup = default_warmup if warmup is None else warmup
+    repeat = default_repeat if repeat is None else repeat
+    for label, value, least in (("warmup", warmup, 0), ("repeat", repeat, 1)):
+        if _registry._as_int(value) is None or value < least:
+            raise ValueError(f"{label} must be an integer >= {least}, got {value!r}")
+    raw = mod.run(kernel, inputs, values, warmup, repeat)
+    flops, min_bytes = _FAMILY_MODELS[family](*raw["problem"], raw["out"].itemsize)
+    return Result(raw, spec, values, name, flops, min_bytes, warmup)
+
+
+def matmul(A, B, kernel="tiled", *, backend=None, warmup=None, repeat=None, **params):
+    """C = A @ B with one of the course's matmul kernels, timed.
+
+    A is M x K, B is K x N (NumPy arrays or array-likes of float32/float64; any layout).
+    `kernel` names a registered matmul kernel (see `tiledmm.kernels('matmul')`); its
+    parameters (e.g. `tile=16`) come as keywords. Returns a Result: `C, t = tm.matmul(A, B)`.
+
+    >>> import numpy as np, tiledmm as tm
+    >>> A = np.arange(6, dtype=np.float32).reshape(2, 3); B = np.ones((3, 2), np.float32)
+    >>> tm.matmul(A, B, kernel="tiled", tile=8, backend="emu").out
+    array([[ 3.,  3.],
+           [12., 12.]], dtype=float32)
+    """
+    return _run("matmul", kernel, (A, B), params, backend, warmup, repeat)
+
+
+def reduce(x, kernel="shuffle", *, backend=None, warmup=None, repeat=None, **params):
+    """The sum of all elements of x (float32 or float64, any shape, flattened) with one of the
+    course's reduction kernels. `res.out` is a 0-d array: `float(res.out)` is the sum. The
+    sum of an empty array is 0, as in NumPy."""
+    result = _run("reduce", kernel, (x,), params, backend, warmup, repeat)
+    result.out = result.out.reshape(())
+    return result
+
+
+def vec_add(a, b, kernel="vec_add", *, backend=None, warmup=None, repeat=None, **params):
+    """c = a + b elementwise, one thread per element (the lectures' first kernel)."""
+    return _run("elementwise", kernel, (a, b), params, backend, warmup, repeat)
+
+
+def mat_add(a, b, kernel="mat_add", *, backend=None, warmup=None, repeat=None, **params):
+    """C = A + B for matrices, with 2-D thread indices (CMU 15-418 lecture 001)."""
+    return _run("elementwise", kernel, (a, b), params, backend, warmup, repeat)

@@ -1,0 +1,99 @@
+"""The kernel registry as Python sees it: one row per kernel, read from the compiled table in
+cuda/registry.cu (both backends are built from it, so either one can answer)."""
+import operator
+from dataclasses import dataclass
+from typing import Tuple
+
+from . import _backend
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    default: int
+    values: Tuple[int, ...]
+    doc: str
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    name: str
+    family: str
+    dtypes: Tuple[str, ...]
+    params: Tuple[Param, ...]
+    lecture: str
+    summary: str
+
+    def __str__(self):
+        params = ", ".join(f"{p.name} in {{{', '.join(map(str, p.values))}}} (default {p.default})"
+                           for p in self.params) or "no parameters"
+        return (f"{self.name:<20} {self.family:<11} {'/'.join(self.dtypes):<16} {params}\n"
+                f"{'':<20} {self.summary}\n{'':<20} lecture: {self.lecture}")
+
+
+_specs = None
+
+
+def specs():
+    """name -> KernelSpec, in registry order."""
+    global _specs
+    if _specs is None:
+        try:
+            rows = _backend.module("emu").registry()
+        except RuntimeError:
+            rows = _backend.module("cuda").registry()
+        _specs = {
+            row["name"]: KernelSpec(row["name"], row["family"], tuple(row["dtypes"]),
+                                    tuple(Param(**p) for p in row["params"]), row["lecture"],
+                                    row["summary"])
+            for row in rows}
+    return _specs
+
+
+def kernels(family=None):
+    """The registered kernels (optionally of one family: 'matmul', 'reduce', 'elementwise')."""
+    rows = list(specs().values())
+    if family is not None:
+        families = sorted({k.family for k in rows})
+        if family not in families:
+            raise ValueError(f"unknown family {family!r}; choose one of {', '.join(families)}")
+        rows = [k for k in rows if k.family == family]
+    return rows
+
+
+def lookup(name, family):
+    """The spec of kernel `name`, which must belong to `family`; ValueError lists the choices."""
+    spec = specs().get(name)
+    if spec is None or spec.family != family:
+        names = ", ".join(k.name for k in kernels(family))
+        raise ValueError(f"unknown {family} kernel {name!r}; choose one of: {names}")
+    return spec
+
+
+def param_values(spec, given):
+    """The tuple of parameter values for a call, in registry order, from keyword arguments."""
+    known = {p.name for p in spec.params}
+    unknown = sorted(set(given) - known)
+    if unknown:
+        allowed = ", ".join(sorted(known)) or "none"
+        raise ValueError(f"kernel {spec.name!r} has no parameter {unknown[0]!r} "
+                         f"(its parameters: {allowed})")
+    values = []
+    for p in spec.params:
+        given_value = given.get(p.name, p.default)
+        value = _as_int(given_value)
+        if value not in p.values:
+            raise ValueError(f"{p.name}={given_value!r} is not allowed for kernel {spec.name!r}; "
+                             f"allowed: {', '.join(map(str, p.values))}")
+        values.append(value)
+    return tuple(values)
+
+
+def _as_int(value):
+    """value as a Python int (NumPy integers included), or None if it is not an integer."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None

@@ -1,0 +1,153 @@
+"""Benchmarks: kernels x sizes -> rows of time and rate, with the reference measured in the same
+run: % of cuBLAS for matmul (where the `cublas` kernel is registered), % of a device-to-device
+copy for reductions. Speed targets live here, never in timed tests.
+
+Each row is the median of `repeat` launches after `warmup`, timed with CUDA events on the GPU
+(host clock on the emulator). Inputs are random in [-1, 1), never zeros.
+"""
+import csv
+import json
+import sys
+
+import numpy as np
+
+from . import _backend, _core, _registry
+
+GPU_SIZES = {"matmul": (1024, 2048, 4096), "reduce": (1 << 20, 1 << 24, 1 << 28)}
+EMU_SIZES = {"matmul": (64, 128), "reduce": (1 << 12, 1 << 16)}
+
+
+def _runs(name, warmup, repeat, sizes, family):
+    """Backend defaults for warmup, repeat and sizes where the caller gave none."""
+    on_gpu = name == "cuda"
+    warmup = (2 if on_gpu else 0) if warmup is None else warmup
+    repeat = (10 if on_gpu else 1) if repeat is None else repeat
+    sizes = sizes or (GPU_SIZES if on_gpu else EMU_SIZES)[family]
+    return warmup, repeat, sizes
+
+
+def variants(family="matmul", names=None):
+    """(kernel, params) for every kernel of a family and every value of its parameter."""
+    for spec in _registry.kernels(family):
+        if names and spec.name not in names:
+            continue
+        if not spec.params:
+            yield spec.name, {}
+            continue
+        p = spec.params[0]  # sweep the first parameter; others keep their defaults
+        for value in p.values:
+            yield spec.name, {p.name: value}
+
+
+def bench_matmul(sizes=None, kernels=None, backend=None, warmup=None, repeat=None,
+                 check=True, progress=None):
+    """Rows of dicts: kernel, params, M, N, K, ms, tflops, pct_cublas (None without cuBLAS),
+    max_rel_error (vs float64 NumPy on a sample of rows, when check is True)."""
+    name = backend or _backend.get_backend()
+    warmup, repeat, sizes = _runs(name, warmup, repeat, sizes, "matmul")
+    sizes = [s if isinstance(s, tuple) else (s, s, s) for s in sizes]
+    cases = list(variants("matmul", kernels))
+    has_cublas = "cublas" in _registry.specs() and name == "cuda"
+    rng = np.random.default_rng(0)
+    rows = []
+    for M, N, K in sizes:
+        A = (rng.random((M, K), dtype=np.float32) * 2 - 1)
+        B = (rng.random((K, N), dtype=np.float32) * 2 - 1)
+        reference = None
+        if has_cublas:
+            reference = _core.matmul(A, B, kernel="cublas", backend=name, warmup=warmup,
+                                     repeat=repeat)
+        check_rows = rng.choice(M, size=min(M, 16), replace=False)
+        expected = A[check_rows].astype(np.float64) @ B.astype(np.float64) if check else None
+        for kernel, params in cases:
+            if progress:
+                progress(f"{kernel} {params} {M}x{N}x{K}")
+            res = _core.matmul(A, B, kernel=kernel, backend=name, warmup=warmup, repeat=repeat,
+                               **params)
+            row = dict(kernel=kernel, params=_fmt_params(params), M=M, N=N, K=K,
+                       ms=res.timing.kernel_ms, tflops=res.tflops,
+                       pct_cublas=(100 * reference.timing.kernel_ms / res.timing.kernel_ms
+                                   if reference else None),
+                       backend=name)
+            if check:
+                got = res.out[check_rows].astype(np.float64)
+                row["max_rel_error"] = float(np.max(np.abs(got - expected))
+                                             / max(np.max(np.abs(expected)), 1e-30))
+            rows.append(row)
+    return rows
+
+
+def bench_reduce(sizes=None, kernels=None, backend=None, warmup=None, repeat=None,
+                 check=True, progress=None):
+    """Rows of dicts: kernel, params, n, ms, gbps (bytes read over time), pct_copy (of a
+    device-to-device copy of the same bytes measured in the same run, counting its read plus
+    write), rel_error against NumPy's float64 sum."""
+    name = backend or _backend.get_backend()
+    warmup, repeat, sizes = _runs(name, warmup, repeat, sizes, "reduce")
+    mod = _backend.module(name)
+    rng = np.random.default_rng(0)
+    rows = []
+    for n in sizes:
+        x = rng.random(n, dtype=np.float32) * 2 - 1
+        copy_ms = sorted(mod.copy_time(x.nbytes, warmup, repeat))[repeat // 2]
+        copy_gbps = 2 * x.nbytes / (copy_ms * 1e6)
+        expected = x.astype(np.float64).sum() if check else None
+        for kernel, params in variants("reduce", kernels):
+            if progress:
+                progress(f"{kernel} {params} n={n}")
+            res = _core.reduce(x, kernel=kernel, backend=name, warmup=warmup, repeat=repeat,
+                               **params)
+            gbps = x.nbytes / (res.timing.kernel_ms * 1e6)
+            row = dict(kernel=kernel, params=_fmt_params(params), n=n, ms=res.timing.kernel_ms,
+                       gbps=gbps, copy_gbps=copy_gbps, pct_copy=100 * gbps / copy_gbps,
+                       backend=name)
+            if check:
+                row["rel_error"] = float(abs(float(res.out) - expected)
+                                         / max(np.abs(x).sum(dtype=np.float64), 1e-30))
+            rows.append(row)
+    return rows
+
+
+def _fmt_params(params):
+    return " ".join(f"{k}={v}" for k, v in params.items())
+
+
+TABLE_COLUMNS = {
+    "matmul": [("kernel", "{}", "kernel"), ("params", "{}", "params"), ("size", "{}", "size"),
+               ("ms", "{:.3f}", "ms"), ("TFLOP/s", "{:.2f}", "tflops"),
+               ("% cuBLAS", "{:.0f}", "pct_cublas"), ("max rel err", "{:.1e}", "max_rel_error")],
+    "reduce": [("kernel", "{}", "kernel"), ("params", "{}", "params"), ("n", "{}", "n"),
+               ("ms", "{:.4f}", "ms"), ("GB/s", "{:.0f}", "gbps"),
+               ("% of copy", "{:.0f}", "pct_copy"), ("rel err", "{:.1e}", "rel_error")],
+}
+
+
+def format_table(rows, family="matmul"):
+    """A plain-text table of bench rows of one family."""
+    headers = TABLE_COLUMNS[family]
+    lines = []
+    for r in rows:
+        r = dict(r, size=f"{r['M']}x{r['N']}x{r['K']}" if "M" in r else None)
+        values = [r.get(key) for _, _, key in headers]
+        lines.append([("-" if v is None else fmt.format(v)) for (_, fmt, _), v in zip(headers, values)])
+    widths = [max(len(h), *(len(line[i]) for line in lines)) if lines else len(h)
+              for i, (h, _, _) in enumerate(headers)]
+    out = ["  ".join(h.ljust(w) for (h, _, _), w in zip(headers, widths))]
+    out += ["  ".join(v.ljust(w) for v, w in zip(line, widths)) for line in lines]
+    return "\n".join(out)
+
+
+def save(rows, csv_path=None, json_path=None):
+    if csv_path:
+        with open(csv_path, "w", newline="") as f:
+            fields = list(dict.fromkeys(key for row in rows for key in row))
+            writer = csv.DictWriter(f, fieldnames=fields)
+            writer.writeheader()
+            writer.writerows(rows)
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+def progress_to_stderr(message):
+    print(f"  {message}", file=sys.stderr, flush=True)

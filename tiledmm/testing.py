@@ -1,0 +1,91 @@
+"""Assertions for comparing tiledmm (or any kernel's) results with NumPy, for tiledmm's own
+tests and a course's. References are computed in float64; tolerances grow with the length of
+the dot products or sums, as floating-point error bounds do.
+
+Bound used: a float sum of n terms differs from the exact one by at most about n * eps times
+the sum of the terms' magnitudes (Higham, "Accuracy and Stability of Numerical Algorithms",
+3.1). Typical errors are far smaller (about sqrt(n) * eps), so a wrong index or an unwritten
+element, which is off by the size of an element, still fails.
+"""
+import numpy as np
+
+__all__ = ["assert_matmul_close", "assert_sum_close", "matmul_tolerance", "assert_same_nonfinite"]
+
+
+def _eps(dtype):
+    return float(np.finfo(np.dtype(dtype)).eps)
+
+
+def matmul_tolerance(A, B, dtype, safety=2.0):
+    """Per-element tolerance for A @ B computed in `dtype`: safety * (K + 2) * eps * |A| @ |B|,
+    plus the smallest normal number so exact zeros compare."""
+    A64 = np.abs(np.asarray(A, dtype=np.float64))
+    B64 = np.abs(np.asarray(B, dtype=np.float64))
+    K = A64.shape[1]
+    with np.errstate(invalid="ignore", over="ignore"):
+        bound = A64 @ B64
+    return safety * (K + 2) * _eps(dtype) * bound + np.finfo(np.dtype(dtype)).tiny
+
+
+def assert_same_nonfinite(actual, expected, what="result"):
+    """NaN where expected is NaN, the same infinity where expected is infinite."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    nan_expected, nan_actual = np.isnan(expected), np.isnan(actual)
+    if not np.array_equal(nan_expected, nan_actual):
+        where = np.argwhere(nan_expected != nan_actual)[:5].tolist()
+        raise AssertionError(f"{what}: NaN positions differ from NumPy's, e.g. at {where}")
+    inf_expected = np.isinf(expected)
+    if not np.array_equal(inf_expected, np.isinf(actual)) or \
+            not np.array_equal(expected[inf_expected], actual[inf_expected]):
+        where = np.argwhere(inf_expected != np.isinf(actual))[:5].tolist()
+        raise AssertionError(f"{what}: infinities differ from NumPy's, e.g. at {where}")
+
+
+def assert_matmul_close(C, A, B, safety=2.0):
+    """C must equal A @ B (computed in float64) within the K-scaled tolerance of C's dtype, and
+    have NaN and infinities exactly where NumPy's float64 product has them."""
+    C = np.asarray(C)
+    A64, B64 = np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        expected = A64 @ B64
+    if C.shape != expected.shape:
+        raise AssertionError(f"shape {C.shape}, expected {expected.shape}")
+    if C.dtype == np.float32:
+        # Products that overflow float32 but not float64 are not errors of the kernel.
+        with np.errstate(over="ignore"):
+            expected_in_dtype = expected.astype(np.float32)
+    else:
+        expected_in_dtype = expected
+    assert_same_nonfinite(C, expected_in_dtype, "matmul")
+    finite = np.isfinite(expected_in_dtype)
+    tol = matmul_tolerance(A, B, C.dtype, safety)
+    err = np.abs(C.astype(np.float64) - expected)
+    bad = finite & ~(err <= tol)
+    if bad.any():
+        i, j = np.argwhere(bad)[0]
+        raise AssertionError(
+            f"matmul: {int(bad.sum())} of {C.size} elements out of tolerance; first at "
+            f"[{i}, {j}]: got {C[i, j]!r}, expected {expected[i, j]!r} "
+            f"(error {err[i, j]:.3g} > tolerance {tol[i, j]:.3g}, K={A64.shape[1]})")
+
+
+def assert_sum_close(total, x, safety=2.0):
+    """total must equal sum(x) (computed in float64) within (n + 2) * eps * sum|x| for the
+    dtype of x; NaN and infinities as NumPy's float64 sum has them."""
+    x = np.asarray(x)
+    dtype = x.dtype if x.dtype in (np.float32, np.float64) else np.float64
+    x64 = x.astype(np.float64).ravel()
+    with np.errstate(invalid="ignore", over="ignore"):
+        expected = x64.sum()
+        magnitude = np.abs(x64).sum()
+    total = np.asarray(total, dtype=np.float64)
+    if not np.isfinite(expected) or not np.isfinite(total):
+        if dtype == np.float32 and np.isfinite(expected) and abs(expected) > np.finfo(np.float32).max:
+            return
+        assert_same_nonfinite(total, expected, "sum")
+        return
+    tol = safety * (x64.size + 2) * _eps(dtype) * magnitude + np.finfo(dtype).tiny
+    if not abs(float(total) - expected) <= tol:
+        raise AssertionError(f"sum: got {float(total)!r}, expected {expected!r} "
+                             f"(error {abs(float(total) - expected):.3g} > tolerance {tol:.3g}, "
+                             f"n={x64.size})")
