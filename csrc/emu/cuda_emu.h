@@ -1,0 +1,356 @@
+// cuda_emu.h: makes plain CUDA C kernel sources compile with a host C++17 compiler (g++) and
+// run on the tiledmm CPU emulator. Included by cuda/common.h when TM_EMU is defined.
+//
+// Model: each block's threads are cooperatively scheduled fibers on one OS thread; blocks run
+// in parallel on OS worker threads. __shared__ is `static thread_local` (one block at a time
+// per OS thread); threadIdx/blockIdx/... read per-OS-thread state the scheduler sets on each
+// fiber switch; __syncthreads() and warp operations are barriers that switch fibers.
+#pragma once
+#ifndef __cplusplus
+#error "cuda_emu.h is C++ (kernels are compiled as C++17); C code includes emu/runtime_api.h"
+#endif
+
+// Standard headers first: the macros below (__noinline__ in particular) would break them if
+// they were included afterwards.
+#include <algorithm>
+#include <atomic>
+#include <cassert>
+#include <cfloat>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <new>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <math.h>
+#include <stdint.h>
+
+#include "runtime_api.h"
+
+#pragma GCC diagnostic ignored "-Wunknown-pragmas"   // `#pragma unroll`
+
+// ---- function and variable qualifiers ----
+#define __global__
+#define __device__
+#define __host__
+#define __constant__
+#define __forceinline__ inline __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
+#define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
+#define __shared__ static thread_local
+#define __CUDA_ARCH_EMU__ 1
+
+// ---- per-OS-thread execution state (set by the scheduler on every fiber switch) ----
+struct tm_emu_tls_t {
+    uint3 thread_idx;
+    uint3 block_idx;
+    dim3 block_dim;
+    dim3 grid_dim;
+    int linear_tid;     // x + y*bx + z*bx*by
+};
+extern __thread tm_emu_tls_t tm_emu_tls;
+
+#define threadIdx (static_cast<const uint3 &>(tm_emu_tls.thread_idx))
+#define blockIdx (static_cast<const uint3 &>(tm_emu_tls.block_idx))
+#define blockDim (static_cast<const dim3 &>(tm_emu_tls.block_dim))
+#define gridDim (static_cast<const dim3 &>(tm_emu_tls.grid_dim))
+static constexpr int warpSize = 32;
+
+// ---- scheduler entry points (csrc/emu/scheduler.cpp) ----
+extern "C" void *tm_emu_dynamic_shared(void);
+extern "C" void tm_emu_syncthreads(const char *file, int line);
+extern "C" int tm_emu_syncthreads_op(int op, int pred, const char *file, int line);
+
+namespace tm_emu {
+enum WarpOp { OP_SYNCWARP = 0, OP_SHFL, OP_SHFL_UP, OP_SHFL_DOWN, OP_SHFL_XOR, OP_BALLOT, OP_ALL, OP_ANY };
+unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int arg, int width,
+                           const char *file, int line);
+unsigned activemask();
+void threadfence();
+cudaError_t launch(const void *func, void (*invoke)(void *), void *pack, dim3 grid, dim3 block,
+                   size_t shared_bytes);
+long long clock64();
+
+template <typename T>
+static inline unsigned long long to_bits(T v)
+{
+    static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value,
+                  "warp shuffles move scalars of at most 8 bytes");
+    unsigned long long b = 0;
+    std::memcpy(&b, &v, sizeof(T));
+    return b;
+}
+template <typename T>
+static inline T from_bits(unsigned long long b)
+{
+    T v;
+    std::memcpy(&v, &b, sizeof(T));
+    return v;
+}
+}  // namespace tm_emu
+
+// ---- synchronisation ----
+#define __syncthreads() tm_emu_syncthreads(__FILE__, __LINE__)
+#define __syncthreads_count(pred) tm_emu_syncthreads_op(0, (pred), __FILE__, __LINE__)
+#define __syncthreads_and(pred) tm_emu_syncthreads_op(1, (pred), __FILE__, __LINE__)
+#define __syncthreads_or(pred) tm_emu_syncthreads_op(2, (pred), __FILE__, __LINE__)
+
+static inline void __syncwarp(unsigned mask = 0xffffffffu, const char *file = __builtin_FILE(),
+                              int line = __builtin_LINE())
+{
+    tm_emu::warp_op(tm_emu::OP_SYNCWARP, mask, 0, 0, 32, file, line);
+}
+static inline void __threadfence() { tm_emu::threadfence(); }
+static inline void __threadfence_block() { std::atomic_signal_fence(std::memory_order_seq_cst); }
+static inline void __threadfence_system() { tm_emu::threadfence(); }
+static inline unsigned __activemask() { return tm_emu::activemask(); }
+static inline long long clock64() { return tm_emu::clock64(); }
+
+// ---- warp shuffles and votes (32-lane semantics over the lanes in the mask) ----
+template <typename T>
+static inline T __shfl_sync(unsigned mask, T var, int srcLane, int width = 32,
+                            const char *file = __builtin_FILE(), int line = __builtin_LINE())
+{
+    return tm_emu::from_bits<T>(
+        tm_emu::warp_op(tm_emu::OP_SHFL, mask, tm_emu::to_bits(var), srcLane, width, file, line));
+}
+template <typename T>
+static inline T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = 32,
+                               const char *file = __builtin_FILE(), int line = __builtin_LINE())
+{
+    return tm_emu::from_bits<T>(tm_emu::warp_op(tm_emu::OP_SHFL_UP, mask, tm_emu::to_bits(var),
+                                                (int)delta, width, file, line));
+}
+template <typename T>
+static inline T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = 32,
+                                 const char *file = __builtin_FILE(), int line = __builtin_LINE())
+{
+    return tm_emu::from_bits<T>(tm_emu::warp_op(tm_emu::OP_SHFL_DOWN, mask, tm_emu::to_bits(var),
+                                                (int)delta, width, file, line));
+}
+template <typename T>
+static inline T __shfl_xor_sync(unsigned mask, T var, int laneMask, int width = 32,
+                                const char *file = __builtin_FILE(), int line = __builtin_LINE())
+{
+    return tm_emu::from_bits<T>(tm_emu::warp_op(tm_emu::OP_SHFL_XOR, mask, tm_emu::to_bits(var),
+                                                laneMask, width, file, line));
+}
+static inline unsigned __ballot_sync(unsigned mask, int pred, const char *file = __builtin_FILE(),
+                                     int line = __builtin_LINE())
+{
+    return (unsigned)tm_emu::warp_op(tm_emu::OP_BALLOT, mask, pred != 0, 0, 32, file, line);
+}
+static inline int __all_sync(unsigned mask, int pred, const char *file = __builtin_FILE(),
+                             int line = __builtin_LINE())
+{
+    return (int)tm_emu::warp_op(tm_emu::OP_ALL, mask, pred != 0, 0, 32, file, line);
+}
+static inline int __any_sync(unsigned mask, int pred, const char *file = __builtin_FILE(),
+                             int line = __builtin_LINE())
+{
+    return (int)tm_emu::warp_op(tm_emu::OP_ANY, mask, pred != 0, 0, 32, file, line);
+}
+
+// ---- atomics (real atomics: blocks run in parallel) ----
+namespace tm_emu {
+template <typename T>
+static inline T atomic_fetch_add(T *p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+template <typename F, typename U>
+static inline F atomic_float_update(F *p, F v, int op)
+{
+    static_assert(sizeof(F) == sizeof(U), "size");
+    U *up = reinterpret_cast<U *>(p);
+    U old = __atomic_load_n(up, __ATOMIC_RELAXED);
+    for (;;) {
+        F of;
+        std::memcpy(&of, &old, sizeof(F));
+        F nf = op == 0 ? of + v : op == 1 ? (v < of ? v : of) : op == 2 ? (v > of ? v : of) : v;
+        U nu;
+        std::memcpy(&nu, &nf, sizeof(F));
+        if (__atomic_compare_exchange_n(up, &old, nu, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+            return of;
+    }
+}
+template <typename T>
+static inline T atomic_min(T *p, T v)
+{
+    T old = __atomic_load_n(p, __ATOMIC_RELAXED);
+    while (v < old && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {}
+    return old;
+}
+template <typename T>
+static inline T atomic_max(T *p, T v)
+{
+    T old = __atomic_load_n(p, __ATOMIC_RELAXED);
+    while (v > old && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {}
+    return old;
+}
+template <typename T>
+static inline T atomic_cas(T *p, T compare, T val)
+{
+    __atomic_compare_exchange_n(p, &compare, val, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    return compare;   // the old value either way
+}
+}  // namespace tm_emu
+
+static inline int atomicAdd(int *p, int v) { return tm_emu::atomic_fetch_add(p, v); }
+static inline unsigned atomicAdd(unsigned *p, unsigned v) { return tm_emu::atomic_fetch_add(p, v); }
+static inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v) { return tm_emu::atomic_fetch_add(p, v); }
+static inline long long atomicAdd(long long *p, long long v) { return tm_emu::atomic_fetch_add(p, v); }
+static inline float atomicAdd(float *p, float v) { return tm_emu::atomic_float_update<float, uint32_t>(p, v, 0); }
+static inline double atomicAdd(double *p, double v) { return tm_emu::atomic_float_update<double, uint64_t>(p, v, 0); }
+static inline int atomicSub(int *p, int v) { return __atomic_fetch_sub(p, v, __ATOMIC_SEQ_CST); }
+static inline unsigned atomicSub(unsigned *p, unsigned v) { return __atomic_fetch_sub(p, v, __ATOMIC_SEQ_CST); }
+static inline int atomicExch(int *p, int v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
+static inline unsigned atomicExch(unsigned *p, unsigned v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
+static inline unsigned long long atomicExch(unsigned long long *p, unsigned long long v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
+static inline float atomicExch(float *p, float v) { return tm_emu::atomic_float_update<float, uint32_t>(p, v, 3); }
+static inline int atomicMin(int *p, int v) { return tm_emu::atomic_min(p, v); }
+static inline unsigned atomicMin(unsigned *p, unsigned v) { return tm_emu::atomic_min(p, v); }
+static inline long long atomicMin(long long *p, long long v) { return tm_emu::atomic_min(p, v); }
+static inline unsigned long long atomicMin(unsigned long long *p, unsigned long long v) { return tm_emu::atomic_min(p, v); }
+static inline int atomicMax(int *p, int v) { return tm_emu::atomic_max(p, v); }
+static inline unsigned atomicMax(unsigned *p, unsigned v) { return tm_emu::atomic_max(p, v); }
+static inline long long atomicMax(long long *p, long long v) { return tm_emu::atomic_max(p, v); }
+static inline unsigned long long atomicMax(unsigned long long *p, unsigned long long v) { return tm_emu::atomic_max(p, v); }
+static inline int atomicCAS(int *p, int c, int v) { return tm_emu::atomic_cas(p, c, v); }
+static inline unsigned atomicCAS(unsigned *p, unsigned c, unsigned v) { return tm_emu::atomic_cas(p, c, v); }
+static inline unsigned long long atomicCAS(unsigned long long *p, unsigned long long c, unsigned long long v) { return tm_emu::atomic_cas(p, c, v); }
+static inline int atomicAnd(int *p, int v) { return __atomic_fetch_and(p, v, __ATOMIC_SEQ_CST); }
+static inline unsigned atomicAnd(unsigned *p, unsigned v) { return __atomic_fetch_and(p, v, __ATOMIC_SEQ_CST); }
+static inline int atomicOr(int *p, int v) { return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }
+static inline unsigned atomicOr(unsigned *p, unsigned v) { return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }
+static inline int atomicXor(int *p, int v) { return __atomic_fetch_xor(p, v, __ATOMIC_SEQ_CST); }
+static inline unsigned atomicXor(unsigned *p, unsigned v) { return __atomic_fetch_xor(p, v, __ATOMIC_SEQ_CST); }
+static inline unsigned atomicInc(unsigned *p, unsigned limit)
+{
+    unsigned old = __atomic_load_n(p, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(p, &old, old >= limit ? 0u : old + 1u, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {}
+    return old;
+}
+static inline unsigned atomicDec(unsigned *p, unsigned limit)
+{
+    unsigned old = __atomic_load_n(p, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(p, &old, (old == 0u || old > limit) ? limit : old - 1u, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {}
+    return old;
+}
+
+// ---- loads, math and bit intrinsics ----
+template <typename T>
+static inline T __ldg(const T *p) { return *p; }
+
+template <typename A, typename B,
+          typename = std::enable_if_t<std::is_arithmetic<A>::value && std::is_arithmetic<B>::value>>
+static inline std::common_type_t<A, B> min(A a, B b)
+{
+    typedef std::common_type_t<A, B> C;
+    return (C)b < (C)a ? (C)b : (C)a;
+}
+template <typename A, typename B,
+          typename = std::enable_if_t<std::is_arithmetic<A>::value && std::is_arithmetic<B>::value>>
+static inline std::common_type_t<A, B> max(A a, B b)
+{
+    typedef std::common_type_t<A, B> C;
+    return (C)a < (C)b ? (C)b : (C)a;
+}
+static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+static inline float __fdividef(float a, float b) { return a / b; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+static inline double __fma_rn(double a, double b, double c) { return fma(a, b, c); }
+static inline double __dmul_rn(double a, double b) { return a * b; }
+static inline double __dadd_rn(double a, double b) { return a + b; }
+// __expf, __logf, __sinf, __cosf, __powf: glibc declares them (same results as expf...).
+static inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
+static inline int __float_as_int(float f) { return tm_emu::from_bits<int>(tm_emu::to_bits(f)); }
+static inline float __int_as_float(int i) { return tm_emu::from_bits<float>(tm_emu::to_bits(i)); }
+static inline unsigned __float_as_uint(float f) { return tm_emu::from_bits<unsigned>(tm_emu::to_bits(f)); }
+static inline float __uint_as_float(unsigned i) { return tm_emu::from_bits<float>(tm_emu::to_bits(i)); }
+static inline long long __double_as_longlong(double d) { return tm_emu::from_bits<long long>(tm_emu::to_bits(d)); }
+static inline double __longlong_as_double(long long i) { return tm_emu::from_bits<double>(tm_emu::to_bits(i)); }
+static inline int __popc(unsigned x) { return __builtin_popcount(x); }
+static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+static inline int __ffs(int x) { return __builtin_ffs(x); }
+static inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+static inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
+static inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll((unsigned long long)x); }
+static inline unsigned __brev(unsigned x)
+{
+    x = ((x >> 1) & 0x55555555u) | ((x & 0x55555555u) << 1);
+    x = ((x >> 2) & 0x33333333u) | ((x & 0x33333333u) << 2);
+    x = ((x >> 4) & 0x0f0f0f0fu) | ((x & 0x0f0f0f0fu) << 4);
+    return __builtin_bswap32(x);
+}
+static inline int __mul24(int a, int b) { return a * b; }
+static inline unsigned __umul24(unsigned a, unsigned b) { return a * b; }
+static inline int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
+static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
+
+// ---- C++ overloads of the runtime API that take a kernel pointer (as cuda_runtime.h has) ----
+template <typename... P>
+static inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *attr, void (*func)(P...))
+{
+    return cudaFuncGetAttributes(attr, reinterpret_cast<const void *>(func));
+}
+template <typename... P>
+static inline cudaError_t cudaFuncSetAttribute(void (*func)(P...), cudaFuncAttribute attr, int value)
+{
+    return cudaFuncSetAttribute(reinterpret_cast<const void *>(func), attr, value);
+}
+template <typename... P>
+static inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, void (*func)(P...),
+                                                                         int blockSize, size_t dyn)
+{
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(n, reinterpret_cast<const void *>(func),
+                                                         blockSize, dyn);
+}
+template <typename T>
+static inline cudaError_t cudaMemcpyToSymbol(T &symbol, const void *src, size_t count,
+                                             size_t offset = 0,
+                                             cudaMemcpyKind kind = cudaMemcpyHostToDevice)
+{
+    if (offset + count > sizeof(T)) return cudaErrorInvalidValue;
+    (void)kind;
+    std::memcpy(reinterpret_cast<char *>(&symbol) + offset, src, count);
+    return cudaSuccess;
+}
+template <typename T>
+static inline cudaError_t cudaMemcpyFromSymbol(void *dst, const T &symbol, size_t count,
+                                               size_t offset = 0,
+                                               cudaMemcpyKind kind = cudaMemcpyDeviceToHost)
+{
+    if (offset + count > sizeof(T)) return cudaErrorInvalidValue;
+    (void)kind;
+    std::memcpy(dst, reinterpret_cast<const char *>(&symbol) + offset, count);
+    return cudaSuccess;
+}
+
+// ---- launch: runs the whole grid synchronously; returns the launch's error ----
+template <typename... Params, typename... Args>
+static inline cudaError_t tm_emu_launch(void (*kernel)(Params...), dim3 grid, dim3 block,
+                                        size_t shared_bytes, Args... args)
+{
+    static_assert(sizeof...(Params) == sizeof...(Args), "kernel argument count mismatch");
+    typedef std::tuple<std::decay_t<Params>...> Tuple;
+    struct Pack {
+        void (*k)(Params...);
+        Tuple a;
+    };
+    Pack pack{kernel, Tuple(args...)};
+    return tm_emu::launch(reinterpret_cast<const void *>(kernel),
+                          [](void *p) {
+                              Pack *pk = static_cast<Pack *>(p);
+                              std::apply(pk->k, pk->a);
+                          },
+                          &pack, grid, block, shared_bytes);
+}

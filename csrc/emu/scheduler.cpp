@@ -1,0 +1,934 @@
+// scheduler.cpp: the emulator's core. Runs a grid: blocks spread over OS threads (OpenMP),
+// each block's CUDA threads are cooperatively scheduled fibers on one OS thread.
+//
+// - A fiber is a stack plus a saved stack pointer. Fibers are pooled per OS thread and
+//   reused across blocks and launches; a fiber whose CUDA thread returns without waiting
+//   picks the next unstarted thread of the block directly (a plain loop, no switch).
+// - __syncthreads() and warp operations are barriers: an arriving thread that is not the
+//   last switches straight to the next runnable fiber (one 6-register switch); the last one
+//   to arrive releases the others and keeps running.
+// - When no thread can run and some have not finished, the block is abandoned and the launch
+//   fails with cudaErrorLaunchFailure and a report of where the threads wait.
+#include "cuda_emu.h"
+#include "emu_internal.h"
+
+#include <cxxabi.h>
+#include <dlfcn.h>
+#include <omp.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define TM_EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TM_EMU_ASAN 1
+#endif
+#endif
+#ifdef TM_EMU_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+#if defined(__x86_64__) && !defined(TM_EMU_FORCE_UCONTEXT)
+#define TM_EMU_ASM_SWITCH 1
+#else
+#include <ucontext.h>
+#endif
+
+__thread tm_emu_tls_t tm_emu_tls = {uint3{0, 0, 0}, uint3{0, 0, 0}, dim3(1, 1, 1), dim3(1, 1, 1), 0};
+
+#ifdef TM_EMU_ASM_SWITCH
+// void tm_emu_ctx_switch(void **save_sp, void *to_sp): saves the callee-saved registers,
+// mxcsr and the x87 control word on the current stack, stores the stack pointer in *save_sp,
+// and resumes the context whose stack pointer is to_sp.
+extern "C" void tm_emu_ctx_switch(void **save_sp, void *to_sp);
+extern "C" void tm_emu_fiber_trampoline(void);
+asm(R"(
+    .text
+    .globl tm_emu_ctx_switch
+    .hidden tm_emu_ctx_switch
+    .type tm_emu_ctx_switch, @function
+    .p2align 4
+tm_emu_ctx_switch:
+    .cfi_startproc
+    endbr64
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    subq $8, %rsp
+    stmxcsr (%rsp)
+    fnstcw 4(%rsp)
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    ldmxcsr (%rsp)
+    fldcw 4(%rsp)
+    addq $8, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .cfi_endproc
+    .size tm_emu_ctx_switch, .-tm_emu_ctx_switch
+
+    .globl tm_emu_fiber_trampoline
+    .hidden tm_emu_fiber_trampoline
+    .type tm_emu_fiber_trampoline, @function
+    .p2align 4
+tm_emu_fiber_trampoline:
+    .cfi_startproc
+    .cfi_undefined rip
+    endbr64
+    movq %r12, %rdi
+    callq *%rbx
+    ud2
+    .cfi_endproc
+    .size tm_emu_fiber_trampoline, .-tm_emu_fiber_trampoline
+)");
+#endif
+
+namespace tm_emu {
+namespace {
+
+enum State : unsigned char { S_NEW, S_RUN, S_BAR, S_WARP, S_DONE };
+
+struct Fiber {
+    void *sp = nullptr;
+#ifndef TM_EMU_ASM_SWITCH
+    ucontext_t uc;
+#endif
+    char *map = nullptr;
+    size_t map_size = 0;
+    char *lo = nullptr;     // usable stack [lo, lo + size)
+    size_t size = 0;
+    int thread = -1;        // the CUDA thread (linear id) it runs, -1 when free
+};
+
+struct Thr {
+    State st;
+    unsigned char wop;
+    short wwidth;
+    int line;
+    const char *file;
+    uint3 tid;
+    unsigned wmask;
+    int warg;
+    unsigned long long wval, wres;
+    Fiber *fiber;
+};
+
+struct Launch {
+    const void *func;
+    void (*invoke)(void *);
+    void *pack;
+    dim3 grid, block;
+    size_t shared_bytes;
+    int nthreads;
+    bool strict;
+    std::atomic<bool> failed{false};
+    std::mutex mu;
+    cudaError_t err = cudaSuccess;
+    std::string detail;
+
+    void fail(cudaError_t e, const std::string &d)
+    {
+        std::lock_guard<std::mutex> g(mu);
+        if (err == cudaSuccess) {
+            err = e;
+            detail = d;
+        }
+        failed.store(true, std::memory_order_relaxed);
+    }
+};
+
+struct Block {
+    Launch *L;
+    int n;
+    Thr *t;
+    int next_new;       // next thread never started
+    int done;           // threads that returned
+    int bar_wait;       // threads waiting at the block barrier
+    int bar_line;
+    const char *bar_file;
+    bool bar_mismatch;
+    bool bar_op;        // a __syncthreads_count/and/or is pending
+    bool abort;         // e.g. no stack could be allocated
+    int *rq;            // ring of runnable thread ids (each at most once)
+    int rq_head, rq_count;
+    unsigned *warp_arrived;
+};
+
+size_t page_size() { static size_t p = (size_t)sysconf(_SC_PAGESIZE); return p; }
+
+struct Worker {
+    void *sched_sp = nullptr;
+#ifndef TM_EMU_ASM_SWITCH
+    ucontext_t sched_uc;
+#endif
+    Fiber *cur = nullptr;           // the running fiber, nullptr on the scheduler's stack
+    Block *b = nullptr;             // the block being run
+    std::vector<Fiber *> fibers, free_fibers;
+    size_t fiber_stack = 0;
+    void *dyn = nullptr;
+    size_t dyn_size = 0;
+    std::vector<Thr> thr_buf;
+    std::vector<int> rq_buf;
+    std::vector<unsigned> warp_buf;
+#ifdef TM_EMU_ASAN
+    const void *sched_bottom = nullptr;
+    size_t sched_size = 0;
+#endif
+    Worker()
+    {
+#ifdef TM_EMU_ASAN
+        pthread_attr_t a;
+        if (pthread_getattr_np(pthread_self(), &a) == 0) {
+            void *addr;
+            size_t sz;
+            pthread_attr_getstack(&a, &addr, &sz);
+            sched_bottom = addr;
+            sched_size = sz;
+            pthread_attr_destroy(&a);
+        }
+#endif
+    }
+    ~Worker()
+    {
+        for (Fiber *f : fibers) {
+            munmap(f->map, f->map_size);
+            delete f;
+        }
+        free(dyn);
+    }
+};
+
+thread_local std::unique_ptr<Worker> tl_worker;
+
+inline Worker &worker()
+{
+    Worker *w = tl_worker.get();
+    if (__builtin_expect(!w, 0)) {
+        tl_worker.reset(new Worker());
+        w = tl_worker.get();
+    }
+    return *w;
+}
+
+void fiber_entry(void *arg);
+
+#ifndef TM_EMU_ASM_SWITCH
+void fiber_entry_uc(unsigned hi, unsigned lo)
+{
+    fiber_entry((void *)(((uintptr_t)hi << 32) | (uintptr_t)lo));
+}
+#endif
+
+// (Re)initialises f so that switching to it calls fiber_entry(f) on a clean stack.
+void fiber_reset(Fiber *f)
+{
+#ifdef TM_EMU_ASAN
+    ASAN_UNPOISON_MEMORY_REGION(f->lo, f->size);
+#endif
+#ifdef TM_EMU_ASM_SWITCH
+    uintptr_t top = ((uintptr_t)(f->lo + f->size)) & ~(uintptr_t)15;
+    uint64_t *s = (uint64_t *)top;
+    unsigned mxcsr = __builtin_ia32_stmxcsr();
+    unsigned short fpcw;
+    __asm__ volatile("fnstcw %0" : "=m"(fpcw));
+    s[-1] = (uint64_t)(uintptr_t)&tm_emu_fiber_trampoline;   // ret target
+    s[-2] = 0;                                              // rbp
+    s[-3] = (uint64_t)(uintptr_t)&fiber_entry;              // rbx: function
+    s[-4] = (uint64_t)(uintptr_t)f;                         // r12: argument
+    s[-5] = 0;                                              // r13
+    s[-6] = 0;                                              // r14
+    s[-7] = 0;                                              // r15
+    s[-8] = (uint64_t)mxcsr | ((uint64_t)fpcw << 32);
+    f->sp = &s[-8];
+#else
+    getcontext(&f->uc);
+    f->uc.uc_stack.ss_sp = f->lo;
+    f->uc.uc_stack.ss_size = f->size;
+    f->uc.uc_link = nullptr;
+    uintptr_t p = (uintptr_t)f;
+    makecontext(&f->uc, (void (*)())fiber_entry_uc, 2, (unsigned)(p >> 32), (unsigned)(p & 0xffffffffu));
+#endif
+}
+
+Fiber *fiber_new(Worker &w)
+{
+    size_t pg = page_size();
+    size_t size = (w.fiber_stack + pg - 1) / pg * pg;
+    size_t map_size = size + pg;
+    void *m = mmap(nullptr, map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK,
+                   -1, 0);
+    if (m == MAP_FAILED) return nullptr;
+    if (mprotect(m, pg, PROT_NONE) != 0) {   // guard page below the stack
+        munmap(m, map_size);
+        return nullptr;
+    }
+    Fiber *f = new (std::nothrow) Fiber();
+    if (!f) {
+        munmap(m, map_size);
+        return nullptr;
+    }
+    f->map = (char *)m;
+    f->map_size = map_size;
+    f->lo = (char *)m + pg;
+    f->size = size;
+    fiber_reset(f);
+    w.fibers.push_back(f);
+    return f;
+}
+
+// Switches from `from` (nullptr: the scheduler's own stack) to `to` (nullptr: the scheduler).
+inline void jump(Worker &w, Fiber *from, Fiber *to)
+{
+#ifdef TM_EMU_ASAN
+    void *fake = nullptr;
+    __sanitizer_start_switch_fiber(&fake, to ? (const void *)to->lo : w.sched_bottom, to ? to->size : w.sched_size);
+#endif
+    w.cur = to;
+#ifdef TM_EMU_ASM_SWITCH
+    tm_emu_ctx_switch(from ? &from->sp : &w.sched_sp, to ? to->sp : w.sched_sp);
+#else
+    swapcontext(from ? &from->uc : &w.sched_uc, to ? &to->uc : &w.sched_uc);
+#endif
+#ifdef TM_EMU_ASAN
+    __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#endif
+}
+
+inline void set_tls(Block *b, int t)
+{
+    tm_emu_tls.thread_idx = b->t[t].tid;
+    tm_emu_tls.linear_tid = t;
+}
+
+inline void rq_push(Block *b, int t)
+{
+    int i = b->rq_head + b->rq_count;
+    if (i >= b->n) i -= b->n;
+    b->rq[i] = t;
+    b->rq_count++;
+}
+
+// The next fiber to run: a released thread, else a fresh thread on a free fiber, else nullptr.
+Fiber *pick_next(Worker &w, Block *b)
+{
+    if (b->rq_count) {
+        int t = b->rq[b->rq_head];
+        if (++b->rq_head == b->n) b->rq_head = 0;
+        b->rq_count--;
+        return b->t[t].fiber;
+    }
+    if (b->next_new < b->n && !b->abort) {
+        Fiber *f;
+        if (!w.free_fibers.empty()) {
+            f = w.free_fibers.back();
+            w.free_fibers.pop_back();
+        } else {
+            f = fiber_new(w);
+            if (!f) {
+                b->abort = true;
+                b->L->fail(cudaErrorLaunchOutOfResources,
+                           "tiledmm emulator: could not allocate a fiber stack (" +
+                               std::to_string(w.fibers.size()) + " stacks of " +
+                               std::to_string(w.fiber_stack / 1024) +
+                               " KiB in use); lower TILEDMM_EMU_STACK_KB or the block size");
+                return nullptr;
+            }
+        }
+        int t = b->next_new++;
+        f->thread = t;
+        b->t[t].fiber = f;
+        b->t[t].st = S_RUN;
+        return f;
+    }
+    return nullptr;
+}
+
+// Called by a waiting thread t: run something else until t is released.
+inline void block_wait(Worker &w, Block *b, int t)
+{
+    Fiber *f = w.cur;
+    Fiber *nx = pick_next(w, b);
+    jump(w, f, nx);
+    set_tls(w.b, t);
+}
+
+inline bool barrier_ready(Block *b)
+{
+    if (b->bar_mismatch || b->bar_wait == 0) return false;
+    if (b->L->strict) return b->done == 0 && b->bar_wait == b->n;
+    return b->bar_wait == b->n - b->done;
+}
+
+// Opens the block barrier: every waiting thread except `self` becomes runnable.
+void barrier_release(Block *b, int self)
+{
+    int count = 0, all = 1, any = 0;
+    if (b->bar_op) {
+        for (int i = 0; i < b->n; ++i)
+            if (b->t[i].st == S_BAR) {
+                int p = b->t[i].wval != 0;
+                count += p;
+                all &= p;
+                any |= p;
+            }
+    }
+    for (int i = 0; i < b->n; ++i) {
+        Thr &x = b->t[i];
+        if (x.st != S_BAR) continue;
+        if (b->bar_op) x.wres = x.wop == 0 ? (unsigned long long)count : x.wop == 1 ? all : any;
+        x.st = S_RUN;
+        if (i != self) rq_push(b, i);
+    }
+    b->bar_wait = 0;
+    b->bar_op = false;
+}
+
+void thread_exit(Worker &w, Block *b, Fiber *f, int t)
+{
+    b->t[t].st = S_DONE;
+    b->done++;
+    if (!b->L->strict && barrier_ready(b)) barrier_release(b, -1);
+    if (b->rq_count == 0 && b->next_new < b->n && !b->abort) {   // plain loop: reuse this stack
+        int nt = b->next_new++;
+        f->thread = nt;
+        b->t[nt].fiber = f;
+        b->t[nt].st = S_RUN;
+        return;
+    }
+    f->thread = -1;
+    w.free_fibers.push_back(f);
+    Fiber *nx = pick_next(w, b);
+    if (nx == f) return;
+    jump(w, f, nx);   // resumed when the scheduler hands this fiber a new thread
+}
+
+void fiber_entry(void *arg)
+{
+    Fiber *f = (Fiber *)arg;
+#ifdef TM_EMU_ASAN
+    __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr);
+#endif
+    Worker &w = worker();
+    for (;;) {
+        Block *b = w.b;
+        int t = f->thread;
+        set_tls(b, t);
+        b->L->invoke(b->L->pack);
+        thread_exit(w, b, f, t);
+    }
+}
+
+std::string kernel_name(const void *func)
+{
+    Dl_info info;
+    char buf[64];
+    if (dladdr(func, &info) && info.dli_sname && info.dli_saddr == func) {
+        int status = 0;
+        char *dm = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
+        std::string s = (status == 0 && dm) ? dm : info.dli_sname;
+        free(dm);
+        return s;
+    }
+    snprintf(buf, sizeof buf, "%p", func);
+    std::string s = std::string("kernel at ") + buf;
+    if (dladdr(func, &info) && info.dli_fname) {
+        snprintf(buf, sizeof buf, "+0x%lx", (unsigned long)((const char *)func - (const char *)info.dli_fbase));
+        s += std::string(" (") + info.dli_fname + buf + ")";
+    }
+    return s;
+}
+
+const char *op_name(int op)
+{
+    switch (op) {
+    case OP_SYNCWARP: return "__syncwarp()";
+    case OP_SHFL: return "__shfl_sync()";
+    case OP_SHFL_UP: return "__shfl_up_sync()";
+    case OP_SHFL_DOWN: return "__shfl_down_sync()";
+    case OP_SHFL_XOR: return "__shfl_xor_sync()";
+    case OP_BALLOT: return "__ballot_sync()";
+    case OP_ALL: return "__all_sync()";
+    case OP_ANY: return "__any_sync()";
+    }
+    return "warp operation";
+}
+
+std::string dim_str(uint3 v)
+{
+    return "(" + std::to_string(v.x) + "," + std::to_string(v.y) + "," + std::to_string(v.z) + ")";
+}
+
+// Why no thread of block b can run: which call sites its threads wait at.
+std::string stuck_report(Block *b, uint3 bid)
+{
+    Launch *L = b->L;
+    struct Key {
+        int kind;   // 0 block barrier, 1 warp op
+        const char *file;
+        int line;
+        int op;
+        bool operator<(const Key &o) const
+        {
+            if (kind != o.kind) return kind < o.kind;
+            int c = strcmp(file ? file : "", o.file ? o.file : "");
+            if (c) return c < 0;
+            if (line != o.line) return line < o.line;
+            return op < o.op;
+        }
+    };
+    std::map<Key, int> sites;
+    int waiting_bar = 0, waiting_warp = 0, not_started = 0;
+    std::string warp_missing;
+    for (int i = 0; i < b->n; ++i) {
+        Thr &x = b->t[i];
+        if (x.st == S_BAR) {
+            sites[Key{0, x.file, x.line, 0}]++;
+            waiting_bar++;
+        } else if (x.st == S_WARP) {
+            sites[Key{1, x.file, x.line, x.wop}]++;
+            waiting_warp++;
+        } else if (x.st == S_NEW) {
+            not_started++;
+        }
+    }
+    // For warp operations: which lanes of the mask never arrived, and where they are.
+    int reported = 0;
+    for (int i = 0; i < b->n && reported < 4; ++i) {
+        Thr &x = b->t[i];
+        if (x.st != S_WARP) continue;
+        int base = i & ~31;
+        unsigned missing = 0;
+        int exited = 0, at_bar = 0, elsewhere = 0;
+        for (int l = 0; l < 32; ++l)
+            if ((x.wmask >> l) & 1u) {
+                Thr &y = b->t[base + l];
+                if (y.st == S_WARP) continue;
+                missing |= 1u << l;
+                if (y.st == S_DONE) exited++;
+                else if (y.st == S_BAR) at_bar++;
+                else elsewhere++;
+            }
+        if (!missing) continue;
+        char buf[256];
+        snprintf(buf, sizeof buf,
+                 "\n  warp %d: lane %d waits at %s (%s:%d) with mask 0x%08x, but lanes 0x%08x never "
+                 "arrive (%d exited, %d wait at __syncthreads(), %d elsewhere)",
+                 i / 32, i - base, op_name(x.wop), x.file, x.line, x.wmask, missing, exited, at_bar, elsewhere);
+        warp_missing += buf;
+        ++reported;
+        i = base + 31;   // one report per warp
+    }
+    std::string s = "tiledmm emulator: kernel " + kernel_name(L->func) + ", block " + dim_str(tm_emu_tls.block_idx) +
+                    " of grid " + dim_str(L->grid) + ", blockDim " + dim_str(L->block) +
+                    ": no thread can proceed (a __syncthreads() or warp operation that not every thread reaches).";
+    for (auto &kv : sites) {
+        char buf[512];
+        if (kv.first.kind == 0)
+            snprintf(buf, sizeof buf, "\n  %d thread%s wait%s at __syncthreads() at %s:%d", kv.second,
+                     kv.second == 1 ? "" : "s", kv.second == 1 ? "s" : "", kv.first.file, kv.first.line);
+        else
+            snprintf(buf, sizeof buf, "\n  %d thread%s wait%s at %s at %s:%d", kv.second, kv.second == 1 ? "" : "s",
+                     kv.second == 1 ? "s" : "", op_name(kv.first.op), kv.first.file, kv.first.line);
+        s += buf;
+    }
+    s += "\n  " + std::to_string(b->done) + " thread" + (b->done == 1 ? " has" : "s have") + " exited (returned)";
+    if (not_started) s += "; " + std::to_string(not_started) + " never started";
+    s += warp_missing;
+    if (waiting_bar && sites.size() > 1 && !waiting_warp)
+        s += "\n  every thread of a block must reach the same __syncthreads() call";
+    else if (waiting_bar && b->done && L->strict)
+        s += "\n  threads returned while others wait at a barrier (undefined in CUDA; set "
+             "TILEDMM_EMU_STRICT_EXIT=0 to let exited threads leave the barrier count as current GPUs do)";
+    (void)bid;
+    return s;
+}
+
+void dyn_reserve(Worker &w, size_t bytes)
+{
+#ifdef TM_EMU_ASAN
+    bool need = w.dyn == nullptr || w.dyn_size != bytes;   // exact size, so ASan sees overruns
+#else
+    bool need = w.dyn == nullptr || w.dyn_size < bytes;
+#endif
+    if (!need) return;
+    free(w.dyn);
+    w.dyn = nullptr;
+    size_t sz = bytes ? bytes : 1;
+#ifndef TM_EMU_ASAN
+    sz = (sz + 63) / 64 * 64;
+#endif
+    if (posix_memalign(&w.dyn, 64, sz) != 0) w.dyn = nullptr;
+    w.dyn_size = w.dyn ? bytes : 0;
+}
+
+// Runs one block on the calling OS thread. Returns false when the block failed.
+bool run_block(Worker &w, Launch *L, uint3 bid)
+{
+    int n = L->nthreads;
+    if (w.thr_buf.size() < (size_t)n) {
+        w.thr_buf.resize(n);
+        w.rq_buf.resize(n);
+    }
+    size_t nw = ((size_t)n + 31) / 32;
+    if (w.warp_buf.size() < nw) w.warp_buf.resize(nw);
+    Block blk;
+    Block *b = &blk;
+    b->L = L;
+    b->n = n;
+    b->t = w.thr_buf.data();
+    b->next_new = 0;
+    b->done = 0;
+    b->bar_wait = 0;
+    b->bar_line = 0;
+    b->bar_file = nullptr;
+    b->bar_mismatch = false;
+    b->bar_op = false;
+    b->abort = false;
+    b->rq = w.rq_buf.data();
+    b->rq_head = b->rq_count = 0;
+    b->warp_arrived = w.warp_buf.data();
+    std::fill(b->warp_arrived, b->warp_arrived + nw, 0u);
+    unsigned bx = L->block.x, by = L->block.y;
+    for (int i = 0; i < n; ++i) {
+        Thr &x = b->t[i];
+        x.st = S_NEW;
+        x.fiber = nullptr;
+        x.tid = uint3{(unsigned)i % bx, ((unsigned)i / bx) % by, (unsigned)i / (bx * by)};
+    }
+    tm_emu_tls.block_idx = bid;
+    tm_emu_tls.block_dim = L->block;
+    tm_emu_tls.grid_dim = L->grid;
+    w.b = b;
+    for (Fiber *nx; (nx = pick_next(w, b));) jump(w, nullptr, nx);
+    bool ok = b->done == n;
+    if (!ok) {
+        if (!b->abort) L->fail(cudaErrorLaunchFailure, stuck_report(b, bid));
+        for (int i = 0; i < n; ++i) {   // abandon the suspended fibers: fresh stacks, back to the pool
+            Thr &x = b->t[i];
+            if ((x.st == S_BAR || x.st == S_WARP || x.st == S_RUN) && x.fiber) {
+                x.fiber->thread = -1;
+                fiber_reset(x.fiber);
+                w.free_fibers.push_back(x.fiber);
+            }
+        }
+    }
+    w.b = nullptr;
+    return ok;
+}
+
+std::atomic<int> g_threads{0};
+std::atomic<int> g_strict{-1};
+
+int env_int(const char *name, int dflt)
+{
+    const char *e = getenv(name);
+    if (!e || !*e) return dflt;
+    char *end;
+    long v = strtol(e, &end, 10);
+    return end == e ? dflt : (int)v;
+}
+
+int default_threads()
+{
+    int n = env_int("TILEDMM_EMU_THREADS", 0);
+    if (n > 0) return n;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+    if (n <= 0) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? n : 1;
+}
+
+}  // namespace
+
+// ---- entry points used by kernels (through cuda_emu.h) ----
+
+unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int arg, int width, const char *file,
+                           int line)
+{
+    Worker &w = worker();
+    Block *b = w.b;
+    if (width <= 0 || width > 32 || (width & (width - 1))) width = 32;
+    int t = b ? tm_emu_tls.linear_tid : 0;
+    int lane = t & 31, base = t - lane;
+    unsigned exist = b ? ((b->n - base >= 32) ? ~0u : ((1u << (b->n - base)) - 1u)) : 1u;
+    unsigned eff = (mask & exist) | (1u << lane);
+    Thr self_storage;
+    Thr &me = b ? b->t[t] : self_storage;
+    me.wop = (unsigned char)op;
+    me.wmask = eff;
+    me.wval = value;
+    me.warg = arg;
+    me.wwidth = (short)width;
+    me.file = file;
+    me.line = line;
+    if (eff == (1u << lane) || !b) {   // alone: the operation involves no other lane
+        unsigned long long r = value;
+        switch (op) {
+        case OP_BALLOT: r = value ? (1u << lane) : 0u; break;
+        case OP_ALL: case OP_ANY: r = value != 0; break;
+        case OP_SYNCWARP: r = 0; break;
+        default: break;
+        }
+        return r;
+    }
+    unsigned &arrived = b->warp_arrived[t >> 5];
+    arrived |= 1u << lane;
+    me.st = S_WARP;
+    // The group: every lane named by a mask of a lane in it (closure), all of which must wait here.
+    unsigned g = eff, prev = 0;
+    while (g != prev && (arrived & g) == g) {
+        prev = g;
+        for (unsigned m = g; m; m &= m - 1) g |= b->t[base + __builtin_ctz(m)].wmask;
+    }
+    if ((arrived & g) != g) {
+        block_wait(w, b, t);
+        return me.wres;
+    }
+    // Last lane of the group: compute every lane's result, release the others.
+    for (unsigned m = g; m; m &= m - 1) {
+        int l = __builtin_ctz(m);
+        Thr &x = b->t[base + l];
+        unsigned xm = x.wmask & g;
+        unsigned long long r = x.wval;
+        int wd = x.wwidth, seg = l & ~(wd - 1), src = -1;
+        switch (x.wop) {
+        case OP_SYNCWARP: r = 0; break;
+        case OP_SHFL: src = seg + (x.warg & (wd - 1)); break;
+        case OP_SHFL_UP: src = ((l & (wd - 1)) >= x.warg) ? l - x.warg : -1; break;
+        case OP_SHFL_DOWN: src = ((l & (wd - 1)) + x.warg < wd) ? l + x.warg : -1; break;
+        case OP_SHFL_XOR: src = l ^ x.warg; if (src < 0 || src >= seg + wd) src = -1; break;
+        case OP_BALLOT: case OP_ALL: case OP_ANY: {
+            unsigned bal = 0;
+            for (unsigned k = xm; k; k &= k - 1) {
+                int q = __builtin_ctz(k);
+                if (b->t[base + q].wval) bal |= 1u << q;
+            }
+            r = x.wop == OP_BALLOT ? bal : x.wop == OP_ALL ? (bal == xm) : (bal != 0);
+            break;
+        }
+        }
+        if (src >= 0 && src < 32 && ((g >> src) & 1u)) r = b->t[base + src].wval;
+        x.wres = r;
+    }
+    arrived &= ~g;
+    for (unsigned m = g; m; m &= m - 1) {
+        int i = base + __builtin_ctz(m);
+        b->t[i].st = S_RUN;
+        if (i != t) rq_push(b, i);
+    }
+    return me.wres;
+}
+
+unsigned activemask()
+{
+    Worker &w = worker();
+    Block *b = w.b;
+    if (!b) return 1u;
+    int t = tm_emu_tls.linear_tid, base = t & ~31;
+    unsigned m = 0;
+    for (int l = 0; l < 32 && base + l < b->n; ++l)
+        if (b->t[base + l].st != S_DONE) m |= 1u << l;
+    return m;
+}
+
+void threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+
+long long clock64()
+{
+    return (long long)std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+cudaError_t launch(const void *func, void (*invoke)(void *), void *pack, dim3 grid, dim3 block,
+                   size_t shared_bytes)
+{
+    char buf[512];
+    unsigned long long nthreads = (unsigned long long)block.x * block.y * block.z;
+    if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z || block.x > (unsigned)kMaxBlockDim[0] ||
+        block.y > (unsigned)kMaxBlockDim[1] || block.z > (unsigned)kMaxBlockDim[2] ||
+        nthreads > (unsigned long long)kMaxThreadsPerBlock || grid.x > kMaxGrid[0] || grid.y > kMaxGrid[1] ||
+        grid.z > kMaxGrid[2]) {
+        snprintf(buf, sizeof buf,
+                 "tiledmm emulator: invalid launch configuration grid (%u,%u,%u) block (%u,%u,%u): blocks allow at "
+                 "most 1024 threads and (1024,1024,64) per dimension, grids (2^31-1,65535,65535), no zero dimension",
+                 grid.x, grid.y, grid.z, block.x, block.y, block.z);
+        return set_error(cudaErrorInvalidConfiguration, buf);
+    }
+    if (!func) return set_error(cudaErrorInvalidDeviceFunction, "tiledmm emulator: null kernel");
+    size_t max_dyn = max_dynamic_shared(func);
+    if (shared_bytes > max_dyn) {
+        snprintf(buf, sizeof buf,
+                 "tiledmm emulator: %zu bytes of dynamic shared memory requested, the kernel allows %zu (raise it with "
+                 "cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, n), n <= %zu)",
+                 shared_bytes, max_dyn, kSharedPerBlockOptin);
+        return set_error(cudaErrorInvalidValue, buf);
+    }
+    Worker &self = worker();
+    if (self.b)
+        return set_error(cudaErrorNotSupported, "tiledmm emulator: launching a kernel from a kernel is not emulated");
+
+    Launch L;
+    L.func = func;
+    L.invoke = invoke;
+    L.pack = pack;
+    L.grid = grid;
+    L.block = block;
+    L.shared_bytes = shared_bytes;
+    L.nthreads = (int)nthreads;
+    L.strict = tm_emu_strict_exit() != 0;
+    long long nblocks = (long long)grid.x * grid.y * grid.z;
+    long long gx = grid.x, gxy = (long long)grid.x * grid.y;
+    size_t stack = tm_emu_stack_bytes();
+    int nw = tm_emu_threads();
+    if ((long long)nw > nblocks) nw = (int)nblocks;
+
+    auto body = [&](Worker &w, long long i) {
+        if (L.failed.load(std::memory_order_relaxed)) return;
+        if (w.fiber_stack != stack) {   // stack size changed: drop the old (free) fibers
+            if (w.free_fibers.size() == w.fibers.size()) {
+                for (Fiber *f : w.fibers) {
+                    munmap(f->map, f->map_size);
+                    delete f;
+                }
+                w.fibers.clear();
+                w.free_fibers.clear();
+                w.fiber_stack = stack;
+            }
+        }
+        uint3 bid{(unsigned)(i % gx), (unsigned)((i / gx) % grid.y), (unsigned)(i / gxy)};
+        run_block(w, &L, bid);
+    };
+    auto prepare = [&](Worker &w) {
+        if (w.fiber_stack == 0) w.fiber_stack = stack;
+        dyn_reserve(w, shared_bytes);
+        if (!w.dyn) L.fail(cudaErrorMemoryAllocation, "tiledmm emulator: cannot allocate dynamic shared memory");
+    };
+
+    if (nw <= 1 || omp_in_parallel()) {
+        prepare(self);
+        for (long long i = 0; i < nblocks && !L.failed.load(std::memory_order_relaxed); ++i) body(self, i);
+    } else {
+#pragma omp parallel num_threads(nw)
+        {
+            Worker &w = worker();
+            prepare(w);
+#pragma omp for schedule(dynamic, 1)
+            for (long long i = 0; i < nblocks; ++i) body(w, i);
+        }
+    }
+    if (L.failed.load()) return set_error(L.err, L.detail);
+    return cudaSuccess;
+}
+
+}  // namespace tm_emu
+
+// ---- C entry points ----
+
+extern "C" void *tm_emu_dynamic_shared(void)
+{
+    return tm_emu::worker().dyn;
+}
+
+extern "C" void tm_emu_syncthreads(const char *file, int line)
+{
+    using namespace tm_emu;
+    Worker &w = worker();
+    Block *b = w.b;
+    if (!b || b->n == 1) return;
+    int t = tm_emu_tls.linear_tid;
+    Thr &me = b->t[t];
+    if (b->bar_wait == 0) {
+        b->bar_file = file;
+        b->bar_line = line;
+    } else if (line != b->bar_line || (file != b->bar_file && strcmp(file, b->bar_file) != 0)) {
+        b->bar_mismatch = true;
+    }
+    me.file = file;
+    me.line = line;
+    me.st = S_BAR;
+    b->bar_wait++;
+    if (barrier_ready(b)) {
+        barrier_release(b, t);
+        return;
+    }
+    block_wait(w, b, t);
+}
+
+extern "C" int tm_emu_syncthreads_op(int op, int pred, const char *file, int line)
+{
+    using namespace tm_emu;
+    Worker &w = worker();
+    Block *b = w.b;
+    if (!b) return op == 0 ? (pred != 0) : (pred != 0);
+    int t = tm_emu_tls.linear_tid;
+    Thr &me = b->t[t];
+    me.wop = (unsigned char)op;
+    me.wval = pred != 0;
+    b->bar_op = true;
+    if (b->n == 1) return op == 0 ? (int)(pred != 0) : (pred != 0);
+    tm_emu_syncthreads(file, line);
+    return (int)me.wres;
+}
+
+extern "C" int tm_emu_threads(void)
+{
+    int n = tm_emu::g_threads.load();
+    if (n <= 0) {
+        n = tm_emu::default_threads();
+        tm_emu::g_threads.store(n);
+    }
+    return n;
+}
+
+extern "C" void tm_emu_set_threads(int n) { tm_emu::g_threads.store(n > 0 ? n : tm_emu::default_threads()); }
+
+extern "C" size_t tm_emu_stack_bytes(void)
+{
+#ifdef TM_EMU_ASAN
+    int dflt = 256;
+#else
+    int dflt = 64;
+#endif
+    int kb = tm_emu::env_int("TILEDMM_EMU_STACK_KB", dflt);
+    if (kb < 16) kb = 16;
+    return (size_t)kb * 1024;
+}
+
+extern "C" int tm_emu_strict_exit(void)
+{
+    int s = tm_emu::g_strict.load();
+    if (s < 0) {
+        s = tm_emu::env_int("TILEDMM_EMU_STRICT_EXIT", 1) != 0;
+        tm_emu::g_strict.store(s);
+    }
+    return s;
+}
+
+extern "C" void tm_emu_set_strict_exit(int strict) { tm_emu::g_strict.store(strict < 0 ? -1 : strict != 0); }
+
+extern "C" const char *tm_emu_switch_kind(void)
+{
+#ifdef TM_EMU_ASM_SWITCH
+    return "x86-64 asm";
+#else
+    return "ucontext";
+#endif
+}
