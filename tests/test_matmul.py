@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import tiledmm as tm
-from tiledmm.testing import assert_matmul_close
+from tiledmm.testing import assert_matmul_close, exact_integer_matrix
 from conftest import random_matrix
 
 MATMUL_KERNELS = [k.name for k in tm.kernels("matmul")]
@@ -87,13 +87,20 @@ def test_empty_shapes_like_numpy(backend, kernel, M, N, K):
 
 @pytest.mark.parametrize("kernel", MATMUL_KERNELS)
 def test_grid_larger_than_grid_dimension_limit(backend, rng, kernel):
-    # 600000 rows with 8-row blocks need 75000 block-rows: more than gridDim.y's 65535, so
-    # the launcher loops around the kernel (lecture 003).
-    params = {"tile": 8} if kernel == "tiled" else {"block": 8}
-    A, B = random_matrix(rng, (600000, 4)), random_matrix(rng, (4, 4))
-    res = tm.matmul(A, B, kernel=kernel, backend=backend, **params)
-    assert res.launch.launches == 2
-    assert_matmul_close(res.out, A, B)
+    # 600000 rows (or columns) in 8-wide blocks need 75000 blocks: more than gridDim.y's 65535
+    # whichever dimension a kernel maps to y, so its launcher must loop around the kernel
+    # (lecture 003) for the tall or for the wide problem.
+    spec = {k.name: k for k in tm.kernels("matmul")}[kernel]
+    params = {p.name: min(p.values) for p in spec.params}
+    tall = random_matrix(rng, (600000, 4)), random_matrix(rng, (4, 4))
+    wide = random_matrix(rng, (4, 4)), random_matrix(rng, (4, 600000))
+    launches = []
+    for A, B in (tall, wide):
+        res = tm.matmul(A, B, kernel=kernel, backend=backend, **params)
+        assert_matmul_close(res.out, A, B)
+        assert res.launch.grid[1] <= 65535
+        launches.append(res.launch.launches)
+    assert max(launches) >= 2
 
 
 @pytest.mark.parametrize("kernel", MATMUL_KERNELS)
@@ -119,3 +126,13 @@ def test_larger_square_all_tiles(backend, rng):
     A, B = random_matrix(rng, (n, n)), random_matrix(rng, (n, n))
     for tile in (8, 16, 32):
         assert_matmul_close(tm.matmul(A, B, kernel="tiled", tile=tile, backend=backend).out, A, B)
+
+
+@pytest.mark.parametrize("kernel,params", list(kernel_param_cases()))
+def test_exact_on_small_integers(backend, rng, kernel, params):
+    # |partial sums| <= K * 64 < 2**24: every order of additions gives the exact result, so an
+    # element read twice, skipped or taken from the wrong place cannot hide in a tolerance.
+    M, N, K = 37, 45, 71
+    A, B = exact_integer_matrix(rng, (M, K)), exact_integer_matrix(rng, (K, N))
+    C = tm.matmul(A, B, kernel=kernel, backend=backend, **params).out
+    np.testing.assert_array_equal(C, A.astype(np.int64) @ B.astype(np.int64))
