@@ -41,7 +41,9 @@
 #define __host__
 #define __constant__
 #define __forceinline__ inline __attribute__((always_inline))
-#define __noinline__ __attribute__((noinline))
+// No __noinline__: newer libstdc++ headers spell `__attribute__((__noinline__))`, which such a
+// macro would break in any standard header included after this one (seen with the GPU
+// machine's g++); tiledmm's kernels do not use it.
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
 #define __shared__ static thread_local
