@@ -8,24 +8,29 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
 
 echo "== build (sm_$arch)"
 TILEDMM_CUDA_ARCHS=$arch python3 setup.py -q build_ext --inplace >"$OUT/build.log" 2>&1 \
     || { tail -40 "$OUT/build.log"; exit 1; }
 
 echo "== tests (both backends)"
-python3 -m pytest -q -x -p no:cacheprovider 2>&1 | tee "$OUT/pytest.log" | tail -5
+python3 -m pytest -q --maxfail=20 -p no:cacheprovider 2>&1 | tee "$OUT/pytest.log" | tail -15
 
 echo "== compute-sanitizer (memcheck, racecheck, synccheck) over every kernel"
+: >"$OUT/sanitizer.log"
 for tool in memcheck racecheck synccheck; do
+    echo "=== $tool" >>"$OUT/sanitizer.log"
     compute-sanitizer --tool $tool --error-exitcode 9 python3 benchmarks/sanitize_cases.py \
-        >"$OUT/sanitizer_$tool.log" 2>&1
-    echo "$tool: exit $? ($(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitizer_$tool.log") clean summaries)"
+        >>"$OUT/sanitizer.log" 2>&1
+    rc=$?
+    echo "$tool: exit $rc, $(grep -c ': ok$' "$OUT/sanitizer.log") kernel variants so far;" \
+         "$(grep 'ERROR SUMMARY' "$OUT/sanitizer.log" | tail -1)"
+    [ $rc -eq 0 ] || tail -15 "$OUT/sanitizer.log"
 done
 
 echo "== demo"
 python3 -m tiledmm demo 2>&1 | tee "$OUT/demo.log"
 
 echo "== bench"
-python3 -m tiledmm bench --csv "$OUT/bench.csv" --json "$OUT/bench.json" "$@" | tee "$OUT/bench.txt"
+python3 -m tiledmm bench --csv "$OUT/bench.csv" "$@" | tee "$OUT/bench.txt"
