@@ -114,7 +114,7 @@ def _fmt_params(params):
 
 TABLE_COLUMNS = {
     "matmul": [("kernel", "{}", "kernel"), ("params", "{}", "params"), ("size", "{}", "size"),
-               ("ms", "{:.3f}", "ms"), ("TFLOP/s", "{:.2f}", "tflops"),
+               ("ms", "{:.3f}", "ms"), ("TFLOP/s", "{:.3g}", "tflops"),
                ("% cuBLAS", "{:.0f}", "pct_cublas"), ("max rel err", "{:.1e}", "max_rel_error")],
     "reduce": [("kernel", "{}", "kernel"), ("params", "{}", "params"), ("n", "{}", "n"),
                ("ms", "{:.4f}", "ms"), ("GB/s", "{:.0f}", "gbps"),
