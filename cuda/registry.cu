@@ -17,6 +17,27 @@ TM_DECLARE_KERNEL(tm_matmul_naive);
 TM_DECLARE_KERNEL(tm_matmul_naive_uncoalesced);
 TM_DECLARE_KERNEL(tm_matmul_tiled);
 // ---- reduce declarations ----
+TM_DECLARE_KERNEL(tm_reduce_per_level);
+TM_DECLARE_KERNEL(tm_reduce_wrong_block_sync);
+TM_DECLARE_KERNEL(tm_reduce_single_block);
+TM_DECLARE_KERNEL(tm_reduce_multi_pass);
+TM_DECLARE_KERNEL(tm_reduce_shared);
+double tm_reduce_work_copy_scratch(const tm_problem *p);
+#define TM_DECLARE_REDUCE_STEP(prefix) TM_DECLARE_KERNEL(prefix); double prefix##_scratch(const tm_problem *p)
+TM_DECLARE_REDUCE_STEP(tm_reduce_interleaved_divergent);
+TM_DECLARE_REDUCE_STEP(tm_reduce_interleaved_bank_conflicts);
+TM_DECLARE_REDUCE_STEP(tm_reduce_sequential);
+TM_DECLARE_REDUCE_STEP(tm_reduce_first_add);
+TM_DECLARE_REDUCE_STEP(tm_reduce_unroll_last_warp);
+TM_DECLARE_REDUCE_STEP(tm_reduce_multi_element);
+int tm_reduce_shuffle_launch(const tm_problem *p, tm_launch_facts *facts);
+int tm_reduce_vectorized_launch(const tm_problem *p, tm_launch_facts *facts);
+double tm_reduce_shuffle_scratch(const tm_problem *p);
+double tm_reduce_vectorized_scratch(const tm_problem *p);
+double tm_reduce_grid_stride_bytes(const tm_problem *p);
+TM_DECLARE_KERNEL(tm_reduce_atomic);
+TM_DECLARE_KERNEL(tm_reduce_atomic_per_element);
+#define TM_PARAM_PER_THREAD {"per_thread", 8, 5, {2, 4, 8, 16, 32}, "elements each thread adds before the tree"}
 // ---- elementwise declarations ----
 int tm_vec_add_launch(const tm_problem *p, tm_launch_facts *facts);
 int tm_mat_add_launch(const tm_problem *p, tm_launch_facts *facts);
@@ -37,6 +58,71 @@ extern "C" const tm_kernel_spec tm_registry[] = {
      "000 CS133: Tiled Matrix Multiplication Kernel; 003: tiled kernel; 001: 2N^3/L",
      "shared-memory tiles cut global loads by the tile edge"},
     // ---- reduce ----
+    {"shuffle", "reduce", TM_F32 | TM_F64, 1, {TM_PARAM_THREADS},
+     tm_reduce_shuffle_launch, tm_reduce_shuffle_scratch, tm_reduce_grid_stride_bytes,
+     "002 GPU performance basics: coalescing, latency hiding, coarsening; warp shuffle (__shfl_down_sync)",
+     "fastest: 128-bit loads in a grid-stride loop, warp-shuffle sums, last block adds the partials (1 launch)"},
+    {"vectorized", "reduce", TM_F32 | TM_F64, 1, {TM_PARAM_THREADS},
+     tm_reduce_vectorized_launch, tm_reduce_vectorized_scratch, tm_reduce_grid_stride_bytes,
+     "002 GPU performance basics: coalescing, latency hiding, thread coarsening",
+     "128-bit loads in a grid-stride loop, shared-memory tree per block, a second launch adds the partials"},
+    {"per_level", "reduce", TM_F32 | TM_F64, 1, {TM_PARAM_THREADS},
+     tm_reduce_per_level_launch, tm_reduce_work_copy_scratch, tm_reduce_per_level_bytes,
+     "001 CMU 15-418: CUDA Example 3: Reduction, Idea 1 (kernel end as a barrier)",
+     "one launch per tree level (ceil(log2 n) launches), the loop over levels on the host"},
+    {"single_block", "reduce", TM_F32 | TM_F64, 1, {TM_PARAM_THREADS},
+     tm_reduce_single_block_launch, tm_reduce_work_copy_scratch, tm_reduce_single_block_bytes,
+     "001 CMU 15-418: CUDA Example 3: Reduction, Idea 2.1 (only launch 1 block)",
+     "one block walks the whole tree in global memory with __syncthreads between levels"},
+    {"multi_pass", "reduce", TM_F32 | TM_F64, 1, {TM_PARAM_THREADS},
+     tm_reduce_multi_pass_launch, tm_reduce_work_copy_scratch, tm_reduce_multi_pass_bytes,
+     "001 CMU 15-418: CUDA Example 3: Reduction, Idea 2.2 (barriers in blocks, launches across)",
+     "per pass each block trees its values in global memory; passes on partials blockDim^pass apart"},
+    {"shared", "reduce", TM_F32 | TM_F64, 1, {TM_PARAM_THREADS},
+     tm_reduce_shared_launch, tm_reduce_work_copy_scratch, tm_reduce_shared_bytes,
+     "001 CMU 15-418: CUDA Example 3: Using Shared Memory, Idea 2.3",
+     "multi_pass with the block's tree in shared memory: one global read per element"},
+    {"interleaved_divergent", "reduce", TM_F32 | TM_F64, 1, {TM_PARAM_THREADS},
+     tm_reduce_interleaved_divergent_launch, tm_reduce_interleaved_divergent_scratch,
+     tm_reduce_interleaved_divergent_bytes,
+     "001 Idea 2.3; 002 optimisation checklist: divergence; Harris, Optimizing Parallel Reduction, kernel 1",
+     "shared-memory tree, tid % (2*stride) == 0 adds: warps keep diverging"},
+    {"interleaved_bank_conflicts", "reduce", TM_F32 | TM_F64, 1, {TM_PARAM_THREADS},
+     tm_reduce_interleaved_bank_conflicts_launch, tm_reduce_interleaved_bank_conflicts_scratch,
+     tm_reduce_interleaved_bank_conflicts_bytes,
+     "002: shared memory banks; Harris, Optimizing Parallel Reduction, kernel 2",
+     "index = 2*stride*tid: no divergence, but strided shared-memory accesses conflict in banks"},
+    {"sequential", "reduce", TM_F32 | TM_F64, 1, {TM_PARAM_THREADS},
+     tm_reduce_sequential_launch, tm_reduce_sequential_scratch, tm_reduce_sequential_bytes,
+     "002: shared memory banks, divergence; Harris, Optimizing Parallel Reduction, kernel 3",
+     "sequential addressing: thread tid adds partial[tid + half], conflict-free"},
+    {"first_add", "reduce", TM_F32 | TM_F64, 1, {TM_PARAM_THREADS},
+     tm_reduce_first_add_launch, tm_reduce_first_add_scratch, tm_reduce_first_add_bytes,
+     "002: thread coarsening; Harris, Optimizing Parallel Reduction, kernel 4",
+     "first add during load: each thread loads two elements, half the blocks"},
+    {"unroll_last_warp", "reduce", TM_F32 | TM_F64, 1, {TM_PARAM_THREADS},
+     tm_reduce_unroll_last_warp_launch, tm_reduce_unroll_last_warp_scratch,
+     tm_reduce_unroll_last_warp_bytes,
+     "002: optimisation checklist; Harris, Optimizing Parallel Reduction, kernel 5",
+     "first_add, and the last warp unrolled with __syncwarp instead of __syncthreads"},
+    {"multi_element", "reduce", TM_F32 | TM_F64, 2, {TM_PARAM_THREADS, TM_PARAM_PER_THREAD},
+     tm_reduce_multi_element_launch, tm_reduce_multi_element_scratch,
+     tm_reduce_multi_element_bytes,
+     "002: thread coarsening (COARSE_FACTOR); Harris, Optimizing Parallel Reduction, kernel 6",
+     "several elements per thread (coalesced), then the unrolled tree"},
+    {"atomic", "reduce", TM_F32 | TM_F64, 1, {TM_PARAM_THREADS},
+     tm_reduce_atomic_launch, NULL, tm_reduce_atomic_bytes,
+     "001 CMU 15-418: Advanced topics: atomics",
+     "grid-stride sums, warp-shuffle block sums, one atomicAdd per block (order varies run to run)"},
+    {"atomic_per_element", "reduce", TM_F32 | TM_F64, 1, {TM_PARAM_THREADS},
+     tm_reduce_atomic_per_element_launch, NULL, tm_reduce_atomic_per_element_bytes,
+     "001 CMU 15-418: Advanced topics: atomics",
+     "one atomicAdd per element on one address: contention serialises them"},
+    {"demo_wrong_block_sync", "reduce", TM_F32 | TM_F64, 1, {TM_PARAM_THREADS},
+     tm_reduce_wrong_block_sync_launch, tm_reduce_work_copy_scratch,
+     tm_reduce_wrong_block_sync_bytes,
+     "001 CMU 15-418: CUDA Example 3: Reduction, Idea 2 (\"this implementation is not correct\")",
+     "DEMONSTRATION, WRONG beyond one block: one launch, __syncthreads cannot synchronise blocks"},
     // ---- elementwise ----
     {"vec_add", "elementwise", TM_F32 | TM_F64, 1, {TM_PARAM_THREADS},
      tm_vec_add_launch, NULL, tm_elementwise_bytes,
