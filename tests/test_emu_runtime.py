@@ -107,6 +107,15 @@ def test_strict_exit_env(programs):
     assert r.returncode == 1 and "FAIL early_exit" in r.stdout, r.stdout
 
 
+def test_ucontext_fallback(tmp_path):
+    """The portable fiber switch (used off x86-64) passes the same tests."""
+    exe = _build(tmp_path, ["emu_tests"], ["-DTM_EMU_FORCE_UCONTEXT"])["emu_tests"]
+    r = _run(exe, "barrier", "divergent", "early_exit", "warp", "warp_exited", "atomics",
+             "concurrent_hosts", "local_array", "events_device")
+    assert r.returncode == 0 and r.stdout.count("PASS") == 9, r.stdout + r.stderr
+    assert "switch ucontext" in r.stdout
+
+
 def test_tiled_matmul_speed(programs):
     """The speed target: 16x16 tiled matmul at 256^3 well under 0.25 s on one core."""
     r = _run(programs["bench_matmul"], 256, 3, timeout=120)

@@ -56,8 +56,9 @@ struct tm_emu_tls_t {
     dim3 block_dim;
     dim3 grid_dim;
     int linear_tid;     // x + y*bx + z*bx*by
+    void *worker;       // the emulator's per-OS-thread state (opaque)
 };
-extern __thread tm_emu_tls_t tm_emu_tls;
+extern __thread tm_emu_tls_t tm_emu_tls __attribute__((visibility("hidden")));
 
 #define threadIdx (static_cast<const uint3 &>(tm_emu_tls.thread_idx))
 #define blockIdx (static_cast<const uint3 &>(tm_emu_tls.block_idx))

@@ -43,12 +43,13 @@
 #include <ucontext.h>
 #endif
 
-__thread tm_emu_tls_t tm_emu_tls = {uint3{0, 0, 0}, uint3{0, 0, 0}, dim3(1, 1, 1), dim3(1, 1, 1), 0};
+__thread tm_emu_tls_t tm_emu_tls = {uint3{0, 0, 0}, uint3{0, 0, 0}, dim3(1, 1, 1), dim3(1, 1, 1), 0, nullptr};
 
 #ifdef TM_EMU_ASM_SWITCH
 // void tm_emu_ctx_switch(void **save_sp, void *to_sp): saves the callee-saved registers,
 // mxcsr and the x87 control word on the current stack, stores the stack pointer in *save_sp,
-// and resumes the context whose stack pointer is to_sp.
+// and resumes the context whose stack pointer is to_sp. The floating-point control state is
+// reloaded only when it differs from the current one (ldmxcsr/fldcw are slow).
 extern "C" void tm_emu_ctx_switch(void **save_sp, void *to_sp);
 extern "C" void tm_emu_fiber_trampoline(void);
 asm(R"(
@@ -67,12 +68,17 @@ tm_emu_ctx_switch:
     pushq %r14
     pushq %r15
     subq $8, %rsp
+    movq $0, (%rsp)
     stmxcsr (%rsp)
     fnstcw 4(%rsp)
+    movq (%rsp), %rax
     movq %rsp, (%rdi)
     movq %rsi, %rsp
+    cmpq (%rsp), %rax
+    je 1f
     ldmxcsr (%rsp)
     fldcw 4(%rsp)
+1:
     addq $8, %rsp
     popq %r15
     popq %r14
@@ -115,6 +121,7 @@ struct Fiber {
     char *lo = nullptr;     // usable stack [lo, lo + size)
     size_t size = 0;
     int thread = -1;        // the CUDA thread (linear id) it runs, -1 when free
+    size_t color = 0;       // bytes left unused at the top of the stack
 };
 
 struct Thr {
@@ -143,12 +150,16 @@ struct Launch {
     cudaError_t err = cudaSuccess;
     std::string detail;
 
-    void fail(cudaError_t e, const std::string &d)
+    long long fail_block = -1;
+
+    // Keeps the report of the failing block with the lowest linear index.
+    void fail(cudaError_t e, const std::string &d, long long block_index)
     {
         std::lock_guard<std::mutex> g(mu);
-        if (err == cudaSuccess) {
+        if (err == cudaSuccess || block_index < fail_block) {
             err = e;
             detail = d;
+            fail_block = block_index;
         }
         failed.store(true, std::memory_order_relaxed);
     }
@@ -169,6 +180,7 @@ struct Block {
     int *rq;            // ring of runnable thread ids (each at most once)
     int rq_head, rq_count;
     unsigned *warp_arrived;
+    long long index;    // linear block index
 };
 
 size_t page_size() { static size_t p = (size_t)sysconf(_SC_PAGESIZE); return p; }
@@ -207,6 +219,7 @@ struct Worker {
     }
     ~Worker()
     {
+        tm_emu_tls.worker = nullptr;
         for (Fiber *f : fibers) {
             munmap(f->map, f->map_size);
             delete f;
@@ -217,13 +230,18 @@ struct Worker {
 
 thread_local std::unique_ptr<Worker> tl_worker;
 
+Worker &worker_slow()
+{
+    if (!tl_worker) tl_worker.reset(new Worker());   // owned here, destroyed at thread exit
+    tm_emu_tls.worker = tl_worker.get();
+    return *tl_worker;
+}
+
+// One TLS access on the hot path (tm_emu_tls also holds threadIdx and friends).
 inline Worker &worker()
 {
-    Worker *w = tl_worker.get();
-    if (__builtin_expect(!w, 0)) {
-        tl_worker.reset(new Worker());
-        w = tl_worker.get();
-    }
+    Worker *w = static_cast<Worker *>(tm_emu_tls.worker);
+    if (__builtin_expect(!w, 0)) return worker_slow();
     return *w;
 }
 
@@ -243,7 +261,9 @@ void fiber_reset(Fiber *f)
     ASAN_UNPOISON_MEMORY_REGION(f->lo, f->size);
 #endif
 #ifdef TM_EMU_ASM_SWITCH
-    uintptr_t top = ((uintptr_t)(f->lo + f->size)) & ~(uintptr_t)15;
+    // Stack tops at the same page offset would all compete for the same L1 cache sets; colour
+    // them with a per-fiber offset.
+    uintptr_t top = ((uintptr_t)(f->lo + f->size - f->color)) & ~(uintptr_t)15;
     uint64_t *s = (uint64_t *)top;
     unsigned mxcsr = __builtin_ia32_stmxcsr();
     unsigned short fpcw;
@@ -288,6 +308,7 @@ Fiber *fiber_new(Worker &w)
     f->map_size = map_size;
     f->lo = (char *)m + pg;
     f->size = size;
+    f->color = (w.fibers.size() % 61) * 64 + (w.fibers.size() / 61 % 4) * 16;
     fiber_reset(f);
     w.fibers.push_back(f);
     return f;
@@ -347,7 +368,8 @@ Fiber *pick_next(Worker &w, Block *b)
                            "tiledmm emulator: could not allocate a fiber stack (" +
                                std::to_string(w.fibers.size()) + " stacks of " +
                                std::to_string(w.fiber_stack / 1024) +
-                               " KiB in use); lower TILEDMM_EMU_STACK_KB or the block size");
+                               " KiB in use); lower TILEDMM_EMU_STACK_KB or the block size",
+                           b->index);
                 return nullptr;
             }
         }
@@ -579,7 +601,7 @@ void dyn_reserve(Worker &w, size_t bytes)
 }
 
 // Runs one block on the calling OS thread. Returns false when the block failed.
-bool run_block(Worker &w, Launch *L, uint3 bid)
+bool run_block(Worker &w, Launch *L, uint3 bid, long long index)
 {
     int n = L->nthreads;
     if (w.thr_buf.size() < (size_t)n) {
@@ -591,6 +613,7 @@ bool run_block(Worker &w, Launch *L, uint3 bid)
     Block blk;
     Block *b = &blk;
     b->L = L;
+    b->index = index;
     b->n = n;
     b->t = w.thr_buf.data();
     b->next_new = 0;
@@ -619,7 +642,7 @@ bool run_block(Worker &w, Launch *L, uint3 bid)
     for (Fiber *nx; (nx = pick_next(w, b));) jump(w, nullptr, nx);
     bool ok = b->done == n;
     if (!ok) {
-        if (!b->abort) L->fail(cudaErrorLaunchFailure, stuck_report(b, bid));
+        if (!b->abort) L->fail(cudaErrorLaunchFailure, stuck_report(b, bid), b->index);
         for (int i = 0; i < n; ++i) {   // abandon the suspended fibers: fresh stacks, back to the pool
             Thr &x = b->t[i];
             if ((x.st == S_BAR || x.st == S_WARP || x.st == S_RUN) && x.fiber) {
@@ -814,12 +837,12 @@ cudaError_t launch(const void *func, void (*invoke)(void *), void *pack, dim3 gr
             }
         }
         uint3 bid{(unsigned)(i % gx), (unsigned)((i / gx) % grid.y), (unsigned)(i / gxy)};
-        run_block(w, &L, bid);
+        run_block(w, &L, bid, i);
     };
     auto prepare = [&](Worker &w) {
         if (w.fiber_stack == 0) w.fiber_stack = stack;
         dyn_reserve(w, shared_bytes);
-        if (!w.dyn) L.fail(cudaErrorMemoryAllocation, "tiledmm emulator: cannot allocate dynamic shared memory");
+        if (!w.dyn) L.fail(cudaErrorMemoryAllocation, "tiledmm emulator: cannot allocate dynamic shared memory", 0);
     };
 
     if (nw <= 1 || omp_in_parallel()) {
