@@ -16,6 +16,12 @@
 TM_DECLARE_KERNEL(tm_matmul_naive);
 TM_DECLARE_KERNEL(tm_matmul_naive_uncoalesced);
 TM_DECLARE_KERNEL(tm_matmul_tiled);
+TM_DECLARE_KERNEL(tm_matmul_coarse);
+TM_DECLARE_KERNEL(tm_matmul_colmajor_b);
+double tm_matmul_colmajor_b_scratch(const tm_problem *p);
+TM_DECLARE_KERNEL(tm_matmul_regtile);
+TM_DECLARE_KERNEL(tm_matmul_fast);
+TM_DECLARE_KERNEL(tm_matmul_cublas);
 // ---- reduce declarations ----
 TM_DECLARE_KERNEL(tm_reduce_per_level);
 TM_DECLARE_KERNEL(tm_reduce_wrong_block_sync);
@@ -57,6 +63,32 @@ extern "C" const tm_kernel_spec tm_registry[] = {
      tm_matmul_tiled_launch, NULL, tm_matmul_tiled_bytes,
      "000 CS133: Tiled Matrix Multiplication Kernel; 003: tiled kernel; 001: 2N^3/L",
      "shared-memory tiles cut global loads by the tile edge"},
+    {"coarse", "matmul", TM_F32 | TM_F64, 2,
+     {{"coarsen", 4, 4, {1, 2, 4, 8}, "output tiles per block along a row of C, sharing one A tile"},
+      {"tile", 32, 3, {8, 16, 32}, "edge of the square shared-memory tile and of the thread block"}},
+     tm_matmul_coarse_launch, NULL, tm_matmul_coarse_bytes,
+     "002 GPU performance basics: thread coarsening (the listing's column and bounds bugs fixed)",
+     "tiled, each block computing `coarsen` adjacent output tiles: A loaded once per strip"},
+    {"colmajor_b", "matmul", TM_F32 | TM_F64, 2,
+     {{"corner", 1, 2, {0, 1}, "0: naive, B read down its columns (uncoalesced); 1: corner turning through shared memory"},
+      {"tile", 16, 3, {8, 16, 32}, "edge of the square thread block (and shared tile)"}},
+     tm_matmul_colmajor_b_launch, tm_matmul_colmajor_b_scratch, tm_matmul_colmajor_b_bytes,
+     "002 GPU performance basics: memory coalescing, B in column-major order, corner turning",
+     "B column-major (a transpose into scratch, timed with the call): naive vs corner turning"},
+    {"regtile", "matmul", TM_F32 | TM_F64, 1,
+     {{"dims", 2, 2, {1, 2}, "1: a column of 8 outputs per thread (64x64 block tile); 2: 8x8 outputs per thread (128x128)"}},
+     tm_matmul_regtile_launch, NULL, tm_matmul_regtile_bytes,
+     "001 CMU 15-418: thread-level register tiling, 2N^3/V; block tiling in shared memory",
+     "register tiling: each thread accumulates a column (1-D) or a VxV block (2-D) of C"},
+    {"fast", "matmul", TM_F32, 1,
+     {{"config", 0, 4, {0, 1, 2, 3}, "0: choose by size; 1: 128x128 tile, BK 16; 2: 128x128, BK 8; 3: 64x64, BK 16"}},
+     tm_matmul_fast_launch, NULL, tm_matmul_fast_bytes,
+     "001 register tiling + 002 coalescing, taken to the hardware: float4, warp tiles, double buffering",
+     "float32 only: 128-bit loads, transposed A tile, warp tiling, double-buffered shared stages"},
+    {"cublas", "matmul", TM_F32 | TM_F64, 0, {},
+     tm_matmul_cublas_launch, NULL, tm_matmul_cublas_bytes,
+     "the reference: NVIDIA cuBLAS SGEMM/DGEMM (TF32 off), loaded at run time",
+     "cuBLAS, for correctness and for % of cuBLAS (cuda backend only; not on the emulator)"},
     // ---- reduce ----
     {"shuffle", "reduce", TM_F32 | TM_F64, 1, {TM_PARAM_THREADS},
      tm_reduce_shuffle_launch, tm_reduce_shuffle_scratch, tm_reduce_grid_stride_bytes,

@@ -1,4 +1,6 @@
 """matmul kernels against numpy.matmul in float64, over shapes, tiles, dtypes and layouts."""
+import itertools
+
 import numpy as np
 import pytest
 
@@ -7,6 +9,17 @@ from tiledmm.testing import assert_matmul_close, exact_integer_matrix
 from conftest import random_matrix
 
 MATMUL_KERNELS = [k.name for k in tm.kernels("matmul")]
+SPECS = {k.name: k for k in tm.kernels("matmul")}
+# Kernels that exist on the GPU only: the emulator has no cuBLAS, and says so with RuntimeError
+# (tests/test_matmul_family.py checks that).
+CUDA_ONLY = {"cublas"}
+
+
+def skip_unsupported(backend, kernel, dtype=None):
+    if backend == "emu" and kernel in CUDA_ONLY:
+        pytest.skip(f"{kernel} runs on the cuda backend only")
+    if dtype is not None and np.dtype(dtype).name not in SPECS[kernel].dtypes:
+        pytest.skip(f"{kernel} supports {'/'.join(SPECS[kernel].dtypes)} only")
 
 # 1x1, tiny, non-multiples of every tile, tall, wide, long K, and one multiple of 32.
 SHAPES = [(1, 1, 1), (1, 7, 1), (3, 5, 2), (17, 33, 9), (33, 17, 65), (64, 64, 64),
@@ -14,18 +27,19 @@ SHAPES = [(1, 1, 1), (1, 7, 1), (3, 5, 2), (17, 33, 9), (33, 17, 65), (64, 64, 6
 
 
 def kernel_param_cases():
-    """(kernel, params) for every kernel and every allowed value of its parameters."""
+    """(kernel, params) for every kernel and every combination of its parameters' values."""
     for spec in tm.kernels("matmul"):
-        if not spec.params:
-            yield pytest.param(spec.name, {}, id=spec.name)
-        for p in spec.params:
-            for v in p.values:
-                yield pytest.param(spec.name, {p.name: v}, id=f"{spec.name}-{p.name}{v}")
+        names = [p.name for p in spec.params]
+        for values in itertools.product(*(p.values for p in spec.params)):
+            params = dict(zip(names, values))
+            ident = "-".join([spec.name] + [f"{k}{v}" for k, v in params.items()])
+            yield pytest.param(spec.name, params, id=ident)
 
 
 @pytest.mark.parametrize("kernel,params", list(kernel_param_cases()))
 @pytest.mark.parametrize("M,N,K", SHAPES, ids=lambda s: str(s))
 def test_shapes_float32(backend, rng, kernel, params, M, N, K):
+    skip_unsupported(backend, kernel)
     A, B = random_matrix(rng, (M, K)), random_matrix(rng, (K, N))
     C, timing = tm.matmul(A, B, kernel=kernel, backend=backend, **params)
     assert C.dtype == np.float32 and C.shape == (M, N)
@@ -35,6 +49,7 @@ def test_shapes_float32(backend, rng, kernel, params, M, N, K):
 @pytest.mark.parametrize("kernel", MATMUL_KERNELS)
 @pytest.mark.parametrize("M,N,K", [(1, 1, 1), (19, 23, 41), (70, 33, 5)])
 def test_float64_runs_as_float64(backend, rng, kernel, M, N, K):
+    skip_unsupported(backend, kernel, np.float64)
     A, B = random_matrix(rng, (M, K), np.float64), random_matrix(rng, (K, N), np.float64)
     C = tm.matmul(A, B, kernel=kernel, backend=backend).out
     assert C.dtype == np.float64
@@ -54,6 +69,7 @@ LAYOUTS = {
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("kernel", MATMUL_KERNELS)
 def test_layouts(backend, rng, kernel, layout):
+    skip_unsupported(backend, kernel)
     A, B = random_matrix(rng, (21, 13)), random_matrix(rng, (13, 18))
     A_view, B_view = LAYOUTS[layout](A), LAYOUTS[layout](B)
     assert np.array_equal(A_view, A) and np.array_equal(B_view, B)
@@ -85,26 +101,40 @@ def test_empty_shapes_like_numpy(backend, kernel, M, N, K):
     assert res.launch.launches == 0
 
 
+# Kernels whose blocks cover more than 8 rows at their smallest parameters: the parameters to
+# use and the rows one block covers (the grid test then needs 65536 + 1000 of them).
+GRID_LARGE_BLOCKS = {"regtile": ({"dims": 1}, 64), "fast": ({"config": 3}, 64)}
+
+
 @pytest.mark.parametrize("kernel", MATMUL_KERNELS)
 def test_grid_larger_than_grid_dimension_limit(backend, rng, kernel):
     # 600000 rows (or columns) in 8-wide blocks need 75000 blocks: more than gridDim.y's 65535
     # whichever dimension a kernel maps to y, so its launcher must loop around the kernel
     # (lecture 003) for the tall or for the wide problem.
-    spec = {k.name: k for k in tm.kernels("matmul")}[kernel]
-    params = {p.name: min(p.values) for p in spec.params}
-    tall = random_matrix(rng, (600000, 4)), random_matrix(rng, (4, 4))
-    wide = random_matrix(rng, (4, 4)), random_matrix(rng, (4, 600000))
+    skip_unsupported(backend, kernel)
+    params = {p.name: min(p.values) for p in SPECS[kernel].params}
+    rows = 600000
+    cases = ("tall", "wide")
+    if kernel in GRID_LARGE_BLOCKS:
+        if backend == "emu":  # 65536 blocks of 128-512 fibers: ~30 s on a CI-class CPU
+            pytest.skip(f"{kernel}: the row-chunk loop is run on cuda (emu: too slow)")
+        params, rows_per_block = GRID_LARGE_BLOCKS[kernel]
+        rows, cases = (65535 + 1000) * rows_per_block, ("tall",)  # these map M to y
+    problems = {"tall": (random_matrix(rng, (rows, 4)), random_matrix(rng, (4, 4))),
+                "wide": (random_matrix(rng, (4, 4)), random_matrix(rng, (4, rows)))}
     launches = []
-    for A, B in (tall, wide):
+    for A, B in (problems[c] for c in cases):
         res = tm.matmul(A, B, kernel=kernel, backend=backend, **params)
         assert_matmul_close(res.out, A, B)
         assert res.launch.grid[1] <= 65535
         launches.append(res.launch.launches)
-    assert max(launches) >= 2
+    if kernel not in CUDA_ONLY:  # cuBLAS makes its own grids, in one call
+        assert max(launches) >= 2
 
 
 @pytest.mark.parametrize("kernel", MATMUL_KERNELS)
 def test_nan_and_inf_propagate_like_numpy(backend, rng, kernel):
+    skip_unsupported(backend, kernel)
     A, B = random_matrix(rng, (9, 6)), random_matrix(rng, (6, 11))
     A[2, 3] = np.nan
     A[5, 0] = np.inf
@@ -130,6 +160,7 @@ def test_larger_square_all_tiles(backend, rng):
 
 @pytest.mark.parametrize("kernel,params", list(kernel_param_cases()))
 def test_exact_on_small_integers(backend, rng, kernel, params):
+    skip_unsupported(backend, kernel)
     # |partial sums| <= K * 64 < 2**24: every order of additions gives the exact result, so an
     # element read twice, skipped or taken from the wrong place cannot hide in a tolerance.
     M, N, K = 37, 45, 71

@@ -1,0 +1,280 @@
+// matmul_fast.cu: the fastest FP32 matmul tiledmm teaches without tensor cores. Every idea of
+// the ladder below it, plus the ones that take a kernel from ~20% to ~80% of cuBLAS:
+//   block tiling       a block computes a BM x BN tile of C (128 x 128 by default) walking K
+//                      in steps of BK, with both operand tiles in shared memory;
+//   register tiling    each thread accumulates an 8 x 8 block of C (lecture 001's 2N^3/V);
+//   warp tiling        the block's warps each own a WM x WN sub-tile, and a warp's 32 lanes
+//                      an 8 x 4 grid of 4 x 4 pieces inside it, so a warp's shared reads are
+//                      a few distinct 16-byte words (broadcasts, no bank conflicts);
+//   128-bit loads      global reads of A and B and shared reads of both operands are float4;
+//   transposed A tile  A is stored k-major in shared memory (As[k][m]), so the 4 rows a thread
+//                      needs at one k are one float4, as B's 4 columns are;
+//   double buffering   two shared stages: while the block computes on one, the next K step's
+//                      tiles are already in flight from global memory into registers, and are
+//                      stored into the other stage afterwards; one barrier per K step.
+// Global traffic: M*K*N/BN + K*N*M/BM loads and M*N stores (2N^3/128 at n^3).
+// Per k a thread does (TM + TN)/4 = 4 shared float4 loads for TM*TN = 64 multiply-adds.
+//
+// Any shape works: every load is guarded. A float4 load is used where the 4 elements are inside
+// the matrix and 16-byte aligned (the row length is a multiple of 4 and the base pointer is
+// aligned; the launcher checks once per call); otherwise the same 4 elements are loaded one by
+// one with bounds checks, 0 outside. The choice is per load, never around a barrier.
+// float32 only (float64 would need half the tile per register budget; use `regtile`).
+#include "common.h"
+#include <stdint.h>
+
+namespace {
+
+template <int BM_, int BN_, int BK_, int WARPS_M_, int WARPS_N_>
+struct FastConfig {
+    static const int BM = BM_, BN = BN_, BK = BK_;
+    static const int WARPS_M = WARPS_M_, WARPS_N = WARPS_N_;
+    static const int THREADS = WARPS_M * WARPS_N * 32;
+    static const int WM = BM / WARPS_M, WN = BN / WARPS_N;  // a warp's sub-tile of C
+    static const int LANES_M = 8, LANES_N = 4;               // a warp's lanes: 8 x 4 ...
+    static const int RM = WM / (LANES_M * 4), RN = WN / (LANES_N * 4);  // ... of 4x4 pieces, RM x RN times
+    static const int TM = 4 * RM, TN = 4 * RN;               // outputs per thread: TM x TN
+    static const int A_STRIDE = BM + 4;                      // +4 floats: fewer store conflicts
+    static const int A_LOADS = BM * BK / 4 / THREADS;        // float4 loads per thread per K step
+    static const int B_LOADS = BK * BN / 4 / THREADS;
+    static_assert(RM >= 1 && RN >= 1 && WM == RM * 32 && WN == RN * 16, "warp tile shape");
+    static_assert(A_LOADS >= 1 && A_LOADS * THREADS * 4 == BM * BK, "A tile load split");
+    static_assert(B_LOADS >= 1 && B_LOADS * THREADS * 4 == BK * BN, "B tile load split");
+};
+
+// Four consecutive elements of a row, at [row][col .. col+3] of a rows x cols matrix:
+// one 16-byte load when all four are inside and aligned, else four guarded loads.
+template <typename Index>
+__device__ __forceinline__ float4 load4(const float *__restrict__ X, Index row, Index col,
+                                        Index rows, Index cols, bool vec)
+{
+    if (vec && row < rows && col + 3 < cols)
+        return *reinterpret_cast<const float4 *>(X + row * cols + col);
+    float4 v;
+    const bool in_row = row < rows;
+    v.x = (in_row && col + 0 < cols) ? X[row * cols + col + 0] : 0.0f;
+    v.y = (in_row && col + 1 < cols) ? X[row * cols + col + 1] : 0.0f;
+    v.z = (in_row && col + 2 < cols) ? X[row * cols + col + 2] : 0.0f;
+    v.w = (in_row && col + 3 < cols) ? X[row * cols + col + 3] : 0.0f;
+    return v;
+}
+
+template <typename Index>
+__device__ __forceinline__ void store4(float *__restrict__ X, Index row, Index col, Index rows,
+                                       Index cols, bool vec, float4 v)
+{
+    if (row >= rows) return;
+    if (vec && col + 3 < cols) {
+        *reinterpret_cast<float4 *>(X + row * cols + col) = v;
+        return;
+    }
+    if (col + 0 < cols) X[row * cols + col + 0] = v.x;
+    if (col + 1 < cols) X[row * cols + col + 1] = v.y;
+    if (col + 2 < cols) X[row * cols + col + 2] = v.z;
+    if (col + 3 < cols) X[row * cols + col + 3] = v.w;
+}
+
+// Global -> registers: one K step's tiles. Thread t's e-th float4 of A is row f / (BK/4),
+// k-quad f % (BK/4) of the tile (f = t + e*THREADS): 4 threads read a row's 64 contiguous bytes.
+// Of B: row f / (BN/4), column quad f % (BN/4): a warp reads 512 contiguous bytes.
+template <typename Cfg, typename Index>
+__device__ __forceinline__ void load_tiles(const float *__restrict__ A, const float *__restrict__ B,
+                                           Index M, Index N, Index K, bool vec_a, bool vec_b,
+                                           Index block_row, Index block_col, Index tile_k,
+                                           float4 *a_next, float4 *b_next)
+{
+    const int t = threadIdx.x, BK = Cfg::BK, BN = Cfg::BN;
+#pragma unroll
+    for (int e = 0; e < Cfg::A_LOADS; ++e) {
+        const int f = t + e * Cfg::THREADS;
+        a_next[e] = load4<Index>(A, block_row + f / (BK / 4), tile_k + (f % (BK / 4)) * 4, M, K, vec_a);
+    }
+#pragma unroll
+    for (int e = 0; e < Cfg::B_LOADS; ++e) {
+        const int f = t + e * Cfg::THREADS;
+        b_next[e] = load4<Index>(B, tile_k + f / (BN / 4), block_col + (f % (BN / 4)) * 4, K, N, vec_b);
+    }
+}
+
+// Registers -> one shared stage: A transposed (k-major), B as is.
+template <typename Cfg>
+__device__ __forceinline__ void store_tiles(float (*As)[Cfg::A_STRIDE], float (*Bs)[Cfg::BN],
+                                            const float4 *a_next, const float4 *b_next)
+{
+    const int t = threadIdx.x, BK = Cfg::BK, BN = Cfg::BN;
+#pragma unroll
+    for (int e = 0; e < Cfg::A_LOADS; ++e) {
+        const int f = t + e * Cfg::THREADS, m = f / (BK / 4), k = (f % (BK / 4)) * 4;
+        As[k + 0][m] = a_next[e].x;
+        As[k + 1][m] = a_next[e].y;
+        As[k + 2][m] = a_next[e].z;
+        As[k + 3][m] = a_next[e].w;
+    }
+#pragma unroll
+    for (int e = 0; e < Cfg::B_LOADS; ++e) {
+        const int f = t + e * Cfg::THREADS;
+        *reinterpret_cast<float4 *>(&Bs[f / (BN / 4)][(f % (BN / 4)) * 4]) = b_next[e];
+    }
+}
+
+}  // namespace
+
+// Index is int when every matrix has fewer than 2^31 elements (cheaper address arithmetic,
+// fewer registers), long long otherwise.
+template <typename Cfg, typename Index>
+__global__ void __launch_bounds__(Cfg::THREADS, Cfg::BM * Cfg::BN >= 128 * 128 ? 2 : 4)
+matmul_fast_kernel(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C,
+                   Index M, Index N, Index K, int vec_a, int vec_b, int vec_c,
+                   unsigned first_block_y)
+{
+    const int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK;
+    const int TM = Cfg::TM, TN = Cfg::TN, RM = Cfg::RM, RN = Cfg::RN;
+    __shared__ __align__(16) float As[2][BK][Cfg::A_STRIDE];  // A tile, transposed: [k][m]
+    __shared__ __align__(16) float Bs[2][BK][BN];             // B tile as is: [k][n]
+
+    const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+    // Where this thread's outputs sit in the block tile: rows m0 + rm*32 + i, cols n0 + rn*16 + j.
+    const int m0 = (warp / Cfg::WARPS_N) * Cfg::WM + (lane / Cfg::LANES_N) * 4;
+    const int n0 = (warp % Cfg::WARPS_N) * Cfg::WN + (lane % Cfg::LANES_N) * 4;
+    const Index block_row = (Index)(blockIdx.y + first_block_y) * BM;
+    const Index block_col = (Index)blockIdx.x * BN;
+
+    // The next K step's tiles, in registers between their global load and their shared store.
+    float4 a_next[Cfg::A_LOADS], b_next[Cfg::B_LOADS];
+    const Index num_k_steps = (K + BK - 1) / BK;
+
+    float acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+
+    if (num_k_steps > 0) {
+        load_tiles<Cfg, Index>(A, B, M, N, K, vec_a, vec_b, block_row, block_col, 0, a_next, b_next);
+        store_tiles<Cfg>(As[0], Bs[0], a_next, b_next);
+    }
+    __syncthreads();  // stage 0 is filled
+
+    for (Index step = 0; step < num_k_steps; ++step) {
+        const int stage = (int)(step & 1);
+        const bool has_next = step + 1 < num_k_steps;  // the same for every thread of the block
+        if (has_next)  // in flight while we compute below
+            load_tiles<Cfg, Index>(A, B, M, N, K, vec_a, vec_b, block_row, block_col,
+                                   (step + 1) * BK, a_next, b_next);
+#pragma unroll
+        for (int kk = 0; kk < BK; ++kk) {
+            float a[TM], b[TN];
+#pragma unroll
+            for (int rm = 0; rm < RM; ++rm) {
+                const float4 v = *reinterpret_cast<const float4 *>(&As[stage][kk][m0 + rm * 32]);
+                a[rm * 4 + 0] = v.x; a[rm * 4 + 1] = v.y; a[rm * 4 + 2] = v.z; a[rm * 4 + 3] = v.w;
+            }
+#pragma unroll
+            for (int rn = 0; rn < RN; ++rn) {
+                const float4 v = *reinterpret_cast<const float4 *>(&Bs[stage][kk][n0 + rn * 16]);
+                b[rn * 4 + 0] = v.x; b[rn * 4 + 1] = v.y; b[rn * 4 + 2] = v.z; b[rn * 4 + 3] = v.w;
+            }
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
+        }
+        // The other stage was last read before the previous barrier: safe to overwrite.
+        if (has_next) store_tiles<Cfg>(As[stage ^ 1], Bs[stage ^ 1], a_next, b_next);
+        __syncthreads();  // the next stage is filled, and this one is free again
+    }
+
+#pragma unroll
+    for (int rm = 0; rm < RM; ++rm)
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int rn = 0; rn < RN; ++rn) {
+                const int r = rm * 4 + i, c = rn * 4;
+                store4<Index>(C, block_row + m0 + rm * 32 + i, block_col + n0 + rn * 16, M, N, vec_c,
+                       make_float4(acc[r][c], acc[r][c + 1], acc[r][c + 2], acc[r][c + 3]));
+            }
+}
+
+// The configurations `config` picks from (0 = choose by problem size).
+typedef FastConfig<128, 128, 16, 2, 4> FastLarge;   // 256 threads, 8 x 8 per thread
+typedef FastConfig<128, 128, 8, 2, 4> FastLargeK8;  // the same with half the K step
+typedef FastConfig<64, 64, 16, 2, 2> FastSmall;     // 128 threads, 4 x 8 per thread
+
+static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+template <typename Cfg, typename Index>
+static int launch_fast_index(const tm_problem *p, tm_launch_facts *facts)
+{
+    auto kernel = matmul_fast_kernel<Cfg, Index>;
+    const dim3 block(Cfg::THREADS);
+    const dim3 grid(tm_ceil_div(p->N, Cfg::BN), tm_ceil_div(p->M, Cfg::BM));
+    const int vec_a = p->K % 4 == 0 && aligned16(p->in0);
+    const int vec_b = p->N % 4 == 0 && aligned16(p->in1);
+    const int vec_c = p->N % 4 == 0 && aligned16(p->out);
+    const size_t shared = 2 * Cfg::BK * (Cfg::A_STRIDE + Cfg::BN) * sizeof(float);
+    return tm_launch_row_chunks((const void *)kernel, grid, block, shared, facts,
+                                [&](dim3 chunk, unsigned first_block_y) {
+        return tm_launch(kernel, chunk, block, 0, (const float *)p->in0, (const float *)p->in1,
+                         (float *)p->out, (Index)p->M, (Index)p->N, (Index)p->K, vec_a, vec_b, vec_c,
+                         first_block_y);
+    });
+}
+
+template <typename Cfg>
+static int launch_fast(const tm_problem *p, tm_launch_facts *facts)
+{
+    // Every offset read or written is below a matrix's element count, and indices run at most
+    // one tile past an extent: int is enough below 2^31 - 256 elements per matrix.
+    const double limit = (double)((1LL << 31) - 256);
+    const bool small = (double)p->M * p->K < limit && (double)p->K * p->N < limit &&
+                       (double)p->M * p->N < limit;
+    return small ? launch_fast_index<Cfg, int>(p, facts) : launch_fast_index<Cfg, long long>(p, facts);
+}
+
+// Multiprocessors of the current device, asked once (0 when it cannot be asked).
+static int multiprocessor_count()
+{
+    static int cached = -1;
+    if (cached < 0) {
+        int device = 0, n = 0;
+        if (cudaGetDevice(&device) != cudaSuccess ||
+            cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+            (void)cudaGetLastError();
+            n = 0;
+        }
+        cached = n;
+    }
+    return cached;
+}
+
+// config 0: 128 x 128 tiles when they give every multiprocessor at least two blocks,
+// else 64 x 64 tiles (4x the blocks) so that small problems still fill the device.
+static int choose_fast_config(const tm_problem *p)
+{
+    const long long large_blocks = (long long)tm_ceil_div(p->M, 128) * tm_ceil_div(p->N, 128);
+    const int sms = multiprocessor_count();
+    return large_blocks >= 2LL * (sms > 0 ? sms : 132) ? 1 : 3;
+}
+
+int tm_matmul_fast_launch(const tm_problem *p, tm_launch_facts *facts)
+{
+    if (p->dtype != TM_F32) return cudaErrorInvalidValue;  // the glue refuses float64 first
+    int config = p->params[0];
+    if (config == 0) config = choose_fast_config(p);
+    switch (config) {
+    case 1: return launch_fast<FastLarge>(p, facts);
+    case 2: return launch_fast<FastLargeK8>(p, facts);
+    case 3: return launch_fast<FastSmall>(p, facts);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+double tm_matmul_fast_bytes(const tm_problem *p)
+{
+    int config = p->params[0];
+    if (config == 0) config = choose_fast_config(p);
+    const long long bm = config == 3 ? 64 : 128, bn = bm;
+    return 4.0 * ((double)p->M * p->K * tm_ceil_div(p->N, bn) +
+                  (double)p->K * p->N * tm_ceil_div(p->M, bm) + (double)p->M * p->N);
+}
