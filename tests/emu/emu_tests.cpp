@@ -535,9 +535,11 @@ static bool test_launch_config()
         CHECK_EQ((int)cudaGetLastError(), (int)cudaErrorInvalidConfiguration);
         CHECK_EQ((int)cudaGetLastError(), (int)cudaSuccess);
     }
-    CHECK_CUDA(tm_launch(k_noop, dim3(1, 65535, 1), dim3(1024), 0, d));
-    CHECK_CUDA(tm_launch(k_noop, dim3(3, 2, 65535), dim3(2, 2, 64), 0, d));
-    CHECK_CUDA(tm_launch(k_noop, dim3(1u << 20), dim3(1), 0, d));
+    CHECK_CUDA(tm_launch(k_noop, dim3(1, 65535, 1), dim3(1), 0, d));
+    CHECK_CUDA(tm_launch(k_noop, dim3(1, 1, 65535), dim3(1), 0, d));
+    CHECK_CUDA(tm_launch(k_noop, dim3(2, 2, 2), dim3(1024), 0, d));
+    CHECK_CUDA(tm_launch(k_noop, dim3(3, 2, 1), dim3(2, 2, 64), 0, d));
+    CHECK_CUDA(tm_launch(k_noop, dim3(1u << 17), dim3(1), 0, d));
     CHECK_EQ((int)tm_launch(k_noop, dim3(1), dim3(32), 49 * 1024, d), (int)cudaErrorInvalidValue);
     CHECK_EQ((int)cudaGetLastError(), (int)cudaErrorInvalidValue);
     CHECK_CUDA(cudaGetLastError());
