@@ -28,7 +28,7 @@ pytestmark = pytest.mark.skipif(shutil.which(CXX) is None or not sys.platform.st
 
 TESTS = ["barrier", "reduce_stride", "divergent", "early_exit", "warp", "warp_exited",
          "shfl_reduce_atomic", "atomics", "dynamic_shared", "syncthreads_ops", "launch_config",
-         "memory", "events_device", "vector_types", "concurrent_hosts", "local_array"]
+         "memory", "events_device", "vector_types", "concurrent_hosts", "local_array", "stack_overflow"]
 
 
 def _build(outdir, programs, extra, reuse=None, only=None):

@@ -16,6 +16,7 @@
 #include <dlfcn.h>
 #include <omp.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -181,9 +182,15 @@ struct Block {
     int rq_head, rq_count;
     unsigned *warp_arrived;
     long long index;    // linear block index
+    bool overflow;      // a thread overflowed its fiber stack
+    int overflow_thread;
 };
 
 size_t page_size() { static size_t p = (size_t)sysconf(_SC_PAGESIZE); return p; }
+
+// Inaccessible bytes below each fiber stack: an overflow faults there, and a frame that is
+// larger than a page is less likely to jump over the guard into a neighbouring stack.
+constexpr size_t kGuardBytes = 64 * 1024;
 
 struct Worker {
     void *sched_sp = nullptr;
@@ -199,6 +206,9 @@ struct Worker {
     std::vector<Thr> thr_buf;
     std::vector<int> rq_buf;
     std::vector<unsigned> warp_buf;
+    void *altstack = nullptr;
+    size_t altstack_size = 0;
+    bool signals_ready = false;
 #ifdef TM_EMU_ASAN
     const void *sched_bottom = nullptr;
     size_t sched_size = 0;
@@ -225,6 +235,13 @@ struct Worker {
             delete f;
         }
         free(dyn);
+        if (altstack) {
+            stack_t st;
+            memset(&st, 0, sizeof st);
+            st.ss_flags = SS_DISABLE;
+            sigaltstack(&st, nullptr);
+            munmap(altstack, altstack_size);
+        }
     }
 };
 
@@ -291,11 +308,12 @@ Fiber *fiber_new(Worker &w)
 {
     size_t pg = page_size();
     size_t size = (w.fiber_stack + pg - 1) / pg * pg;
-    size_t map_size = size + pg;
+    size_t guard = kGuardBytes > pg ? kGuardBytes : pg;   // address space only
+    size_t map_size = size + guard;
     void *m = mmap(nullptr, map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK,
                    -1, 0);
     if (m == MAP_FAILED) return nullptr;
-    if (mprotect(m, pg, PROT_NONE) != 0) {   // guard page below the stack
+    if (mprotect(m, guard, PROT_NONE) != 0) {   // guard region below the stack
         munmap(m, map_size);
         return nullptr;
     }
@@ -306,7 +324,7 @@ Fiber *fiber_new(Worker &w)
     }
     f->map = (char *)m;
     f->map_size = map_size;
-    f->lo = (char *)m + pg;
+    f->lo = (char *)m + guard;
     f->size = size;
     f->color = (w.fibers.size() % 61) * 64 + (w.fibers.size() / 61 % 4) * 16;
     fiber_reset(f);
@@ -456,6 +474,76 @@ void fiber_entry(void *arg)
         thread_exit(w, b, f, t);
     }
 }
+
+#if !defined(TM_EMU_ASAN) && defined(TM_EMU_ASM_SWITCH)
+// A CUDA thread that overflows its fiber stack faults in the guard region below it. The
+// SIGSEGV handler (on an alternate signal stack) recognises that address, marks the block
+// failed and switches to the worker's scheduler: the launch returns cudaErrorLaunchFailure
+// instead of crashing the process. Other faults go to the previous handler.
+struct sigaction g_prev_segv;
+std::once_flag g_segv_once;
+std::atomic<bool> g_segv_installed{false};
+
+void segv_handler(int sig, siginfo_t *si, void *uctx)
+{
+    Worker *w = static_cast<Worker *>(tm_emu_tls.worker);
+    Fiber *f = w ? w->cur : nullptr;
+    Block *b = w ? w->b : nullptr;
+    char *addr = static_cast<char *>(si->si_addr);
+    if (f && b && addr >= f->map && addr < f->lo) {
+        b->overflow = true;
+        b->abort = true;
+        b->overflow_thread = f->thread;
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGSEGV);
+        pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+        w->cur = nullptr;
+        void *dead;
+        tm_emu_ctx_switch(&dead, w->sched_sp);   // never returns: the fiber is abandoned
+    }
+    // not ours: behave as if we were never here
+    if (g_prev_segv.sa_flags & SA_SIGINFO) {
+        if (g_prev_segv.sa_sigaction) {
+            g_prev_segv.sa_sigaction(sig, si, uctx);
+            return;
+        }
+    } else if (g_prev_segv.sa_handler != SIG_DFL && g_prev_segv.sa_handler != SIG_IGN) {
+        g_prev_segv.sa_handler(sig);
+        return;
+    }
+    signal(SIGSEGV, SIG_DFL);   // re-raised when the faulting instruction runs again
+}
+
+void install_overflow_handler(Worker &w)
+{
+    std::call_once(g_segv_once, [] {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = segv_handler;
+        sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(SIGSEGV, &sa, &g_prev_segv) == 0) g_segv_installed = true;
+    });
+    stack_t cur;
+    if (sigaltstack(nullptr, &cur) == 0 && !(cur.ss_flags & SS_DISABLE)) return;   // the thread has one
+    size_t sz = 64 * 1024;
+    void *m = mmap(nullptr, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return;
+    stack_t st;
+    st.ss_sp = m;
+    st.ss_size = sz;
+    st.ss_flags = 0;
+    if (sigaltstack(&st, nullptr) == 0) {
+        w.altstack = m;
+        w.altstack_size = sz;
+    } else {
+        munmap(m, sz);
+    }
+}
+#else
+void install_overflow_handler(Worker &) {}
+#endif
 
 std::string kernel_name(const void *func)
 {
@@ -624,6 +712,8 @@ bool run_block(Worker &w, Launch *L, uint3 bid, long long index)
     b->bar_mismatch = false;
     b->bar_op = false;
     b->abort = false;
+    b->overflow = false;
+    b->overflow_thread = -1;
     b->rq = w.rq_buf.data();
     b->rq_head = b->rq_count = 0;
     b->warp_arrived = w.warp_buf.data();
@@ -642,7 +732,18 @@ bool run_block(Worker &w, Launch *L, uint3 bid, long long index)
     for (Fiber *nx; (nx = pick_next(w, b));) jump(w, nullptr, nx);
     bool ok = b->done == n;
     if (!ok) {
-        if (!b->abort) L->fail(cudaErrorLaunchFailure, stuck_report(b, bid), b->index);
+        if (b->overflow) {
+            unsigned t = (unsigned)b->overflow_thread;
+            uint3 tid = b->t[t].tid;
+            L->fail(cudaErrorLaunchFailure,
+                    "tiledmm emulator: kernel " + kernel_name(L->func) + ", block " + dim_str(bid) + ", thread " +
+                        dim_str(tid) + ": stack overflow (each CUDA thread has a " +
+                        std::to_string(w.fiber_stack / 1024) +
+                        " KiB stack on the emulator; large local arrays need more: set TILEDMM_EMU_STACK_KB)",
+                    b->index);
+        } else if (!b->abort) {
+            L->fail(cudaErrorLaunchFailure, stuck_report(b, bid), b->index);
+        }
         for (int i = 0; i < n; ++i) {   // abandon the suspended fibers: fresh stacks, back to the pool
             Thr &x = b->t[i];
             if ((x.st == S_BAR || x.st == S_WARP || x.st == S_RUN) && x.fiber) {
@@ -840,6 +941,10 @@ cudaError_t launch(const void *func, void (*invoke)(void *), void *pack, dim3 gr
         run_block(w, &L, bid, i);
     };
     auto prepare = [&](Worker &w) {
+        if (!w.signals_ready) {
+            install_overflow_handler(w);
+            w.signals_ready = true;
+        }
         if (w.fiber_stack == 0) w.fiber_stack = stack;
         dyn_reserve(w, shared_bytes);
         if (!w.dyn) L.fail(cudaErrorMemoryAllocation, "tiledmm emulator: cannot allocate dynamic shared memory", 0);

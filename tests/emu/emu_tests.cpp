@@ -698,6 +698,34 @@ static bool test_local_array()
     return true;
 }
 
+// A local array larger than the fiber stack: the launch fails with a message, no crash.
+__global__ void k_stack_overflow(int *out, int k)
+{
+    volatile char big[96 * 1024];
+    big[k] = 1;
+    big[sizeof big - 1] = 2;
+    __syncthreads();
+    out[threadIdx.x] = big[k] + big[sizeof big - 1];
+}
+
+static bool test_stack_overflow()
+{
+    if (tm_emu_stack_bytes() > 64 * 1024) return true;   // nothing overflows with a large stack
+    int *d = dev_ints(6 * 64);
+    cudaError_t e = tm_launch(k_stack_overflow, dim3(4), dim3(64), 0, d, 0);
+    CHECK_EQ((int)e, (int)cudaErrorLaunchFailure);
+    std::string detail = tm_emu_last_error_detail();
+    printf("  detail: %s\n", detail.c_str());
+    CHECK(detail.find("stack overflow") != std::string::npos);
+    CHECK(detail.find("k_stack_overflow") != std::string::npos);
+    CHECK(detail.find("TILEDMM_EMU_STACK_KB") != std::string::npos);
+    cudaGetLastError();
+    // the emulator keeps working afterwards
+    CHECK_CUDA(tm_launch(k_barrier_ring, dim3(3, 2), dim3(64), 0, d, 0));
+    cudaFree(d);
+    return true;
+}
+
 int main(int argc, char **argv)
 {
     struct T {
@@ -720,6 +748,7 @@ int main(int argc, char **argv)
         {"vector_types", test_vector_types},
         {"concurrent_hosts", test_concurrent_hosts},
         {"local_array", test_local_array},
+        {"stack_overflow", test_stack_overflow},
     };
     int failed = 0, ran = 0;
     for (T &t : tests) {
