@@ -248,13 +248,15 @@ static int multiprocessor_count()
     return cached;
 }
 
-// config 0: 128 x 128 tiles when they give every multiprocessor at least two blocks,
-// else 64 x 64 tiles (4x the blocks) so that small problems still fill the device.
+// config 0: 128 x 128 tiles when there are at least as many of them as multiprocessors, else
+// 64 x 64 tiles (4x the blocks) so that small problems still fill the device. Measured on an
+// H100 (132 SMs): at 1024^3 64 x 64 gives 85% of cuBLAS against 58%; at 2048^3 (256 large
+// tiles) 128 x 128 gives 98% against 81%; at 4096^3 and 8192^3 85% against 70%.
 static int choose_fast_config(const tm_problem *p)
 {
     const long long large_blocks = (long long)tm_ceil_div(p->M, 128) * tm_ceil_div(p->N, 128);
     const int sms = multiprocessor_count();
-    return large_blocks >= 2LL * (sms > 0 ? sms : 132) ? 1 : 3;
+    return large_blocks >= (sms > 0 ? sms : 132) ? 1 : 3;
 }
 
 int tm_matmul_fast_launch(const tm_problem *p, tm_launch_facts *facts)

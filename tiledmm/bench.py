@@ -13,7 +13,7 @@ import numpy as np
 
 from . import _backend, _core, _registry
 
-GPU_SIZES = {"matmul": (1024, 2048, 4096), "reduce": (1 << 20, 1 << 24, 1 << 28)}
+GPU_SIZES = {"matmul": (1024, 2048, 4096, 8192, (5000, 3000, 4000)), "reduce": (1 << 20, 1 << 24, 1 << 28)}
 EMU_SIZES = {"matmul": (64, 128), "reduce": (1 << 12, 1 << 16)}
 
 
