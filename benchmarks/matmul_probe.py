@@ -1,9 +1,14 @@
 """Probe the matmul ladder on a GPU: each rung at a few sizes, TFLOP/s and % of cuBLAS, medians
 of CUDA-event timings (warmup 2, repeat 10). Used to tune `fast` and to pick bench defaults;
-the README's table comes from `python -m tiledmm bench --family matmul`."""
+the README's table comes from `python -m tiledmm bench --family matmul`.
+    usage: python3 benchmarks/matmul_probe.py 1024 4096 8192"""
+import os
 import sys
+
 import numpy as np
-import tiledmm as tm
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import tiledmm as tm  # noqa: E402 (a checkout built in place)
 
 sizes = [int(s) for s in sys.argv[1:]] or [4096]
 rng = np.random.default_rng(0)
