@@ -19,7 +19,7 @@ python3 -m pytest -q --maxfail=20 -p no:cacheprovider 2>&1 | tee "$OUT/pytest.lo
 
 echo "== compute-sanitizer (memcheck, racecheck, synccheck) over every kernel"
 : >"$OUT/sanitizer.log"
-for tool in memcheck racecheck synccheck; do
+for tool in memcheck racecheck synccheck initcheck; do
     echo "=== $tool" >>"$OUT/sanitizer.log"
     compute-sanitizer --tool $tool --error-exitcode 9 python3 benchmarks/sanitize_cases.py \
         >>"$OUT/sanitizer.log" 2>&1
