@@ -1,0 +1,230 @@
+"""tm.model: the lectures' traffic and roofline arithmetic, to put predicted beside measured.
+
+Global loads of C = A @ B (A is M x K, B is K x N), counted in elements:
+
+- naive (lecture 000's simple kernel, lecture 001's "strawman"): every thread reads a row of A
+  and a column of B, so 2*M*N*K loads; for N x N matrices 2N^3.
+- tiled with T x T tiles (lecture 000/003; lecture 001's block tiling with L = T): a block
+  loads each element of its A rows once per block-column of C and each element of its B
+  columns once per block-row: M*K*ceil(N/T) + K*N*ceil(M/T) = 2N^3/T.
+- register-tiled, V x V outputs per thread straight from global memory (lecture 001,
+  "Optimization 1"): 2N^3/V, the same formula with V.
+
+Every load is `itemsize` bytes (4 for float32). A multiply-add is 2 floating-point operations,
+so the naive kernel does 2 flops per 2 loads = 8 bytes: an arithmetic intensity of 1/4
+FLOP/B, and a memory system of B GB/s caps it at B/4 GFLOP/s (lecture 000: 150 GB/s -> 37.5
+GFLOP/s). Tiles of T reuse each load T times: (150/4)*16 = 600, (150/4)*32 = 1,200 GFLOP/s.
+The roofline (Williams, Waterman and Patterson, 2009) adds the compute ceiling:
+bound = min(peak, intensity x bandwidth).
+
+`traffic_bytes(kernel, M, N, K, **params)` applies these counts to every registered matmul
+kernel (loads plus the M*N stores of C) and agrees with the registry's own model, which a
+call reports as `res.model_bytes`.
+"""
+import math
+
+__all__ = ["flops", "loads_naive", "loads_tiled", "loads_regtile", "loads_blocked",
+           "traffic_bytes", "arithmetic_intensity", "lecture_intensity",
+           "bandwidth_bound_gflops", "roofline", "ridge_point", "predicted", "compare",
+           "compare_table", "block_tile", "device_peaks", "measure_bandwidth"]
+
+
+def _dims(M, N, K):
+    N = M if N is None else N
+    K = M if K is None else K
+    for name, v in (("M", M), ("N", N), ("K", K)):
+        if v < 0:
+            raise ValueError(f"{name} must be >= 0, got {v}")
+    return M, N, K
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+def flops(M, N=None, K=None):
+    """Floating-point operations of an M x K @ K x N product: 2*M*N*K (one multiply and one add
+    per term). One argument means square N x N."""
+    M, N, K = _dims(M, N, K)
+    return 2 * M * N * K
+
+
+def loads_blocked(M, N=None, K=None, block_m=1, block_n=1):
+    """Global loads (elements) when one unit of work (a thread, or a block sharing through
+    shared memory) computes a block_m x block_n piece of C and reads each A and B element it
+    needs once: A is read once per column of pieces, B once per row of pieces."""
+    M, N, K = _dims(M, N, K)
+    if block_m < 1 or block_n < 1:
+        raise ValueError("block_m and block_n must be >= 1")
+    return M * K * _cdiv(N, block_n) + K * N * _cdiv(M, block_m)
+
+
+def loads_naive(M, N=None, K=None):
+    """2*M*N*K: lecture 001's strawman, 2N^3 for square matrices."""
+    return loads_blocked(M, N, K, 1, 1)
+
+
+def loads_tiled(M, N=None, K=None, tile=16):
+    """Shared-memory tiles of tile x tile: 2N^3/T for square N a multiple of T."""
+    return loads_blocked(M, N, K, tile, tile)
+
+
+def loads_regtile(M, N=None, K=None, V=4):
+    """Each thread computes V x V outputs from global memory through registers: 2N^3/V."""
+    return loads_blocked(M, N, K, V, V)
+
+
+def block_tile(kernel, M=None, N=None, K=None, multiprocessors=132, **params):
+    """(block_m, block_n): the piece of C one block computes sharing its loads, for a
+    registered matmul kernel and its parameters (None for cublas: unknown)."""
+    if kernel in ("naive", "naive_uncoalesced"):
+        return 1, 1
+    if kernel in ("tiled",):
+        t = params.get("tile", 16)
+        return t, t
+    if kernel == "coarse":
+        t, c = params.get("tile", 32), params.get("coarsen", 4)
+        return t, t * c
+    if kernel == "colmajor_b":
+        if params.get("corner", 1) == 0:
+            return 1, 1
+        t = params.get("tile", 16)
+        return t, t
+    if kernel == "regtile":
+        e = 64 if params.get("dims", 2) == 1 else 128
+        return e, e
+    if kernel == "fast":
+        config = params.get("config", 0)
+        if config == 0:   # the launcher's choice: big tiles when they give 2 blocks per SM
+            big = _cdiv(M or 0, 128) * _cdiv(N or 0, 128)
+            config = 1 if big >= 2 * (multiprocessors or 132) else 3
+        e = 64 if config == 3 else 128
+        return e, e
+    return None
+
+
+def traffic_bytes(kernel, M, N=None, K=None, itemsize=4, stores=True, multiprocessors=132,
+                  **params):
+    """Modelled global-memory bytes of a registered matmul kernel: loads (as the lectures
+    count them) plus, with stores=True, the M*N stores of C. cublas: the minimum (each input
+    read once). colmajor_b includes its timed transpose of B (read + write K*N)."""
+    M, N, K = _dims(M, N, K)
+    out = M * N if stores else 0
+    if kernel == "cublas":
+        return itemsize * (M * K + K * N + out)
+    tile = block_tile(kernel, M, N, K, multiprocessors=multiprocessors, **params)
+    if tile is None:
+        raise ValueError(f"no traffic model for kernel {kernel!r}")
+    extra = 2 * K * N if kernel == "colmajor_b" else 0
+    return itemsize * (loads_blocked(M, N, K, *tile) + extra + out)
+
+
+def arithmetic_intensity(kernel, M, N=None, K=None, itemsize=4, **params):
+    """FLOP per byte of modelled global traffic of a registered matmul kernel."""
+    M, N, K = _dims(M, N, K)
+    return flops(M, N, K) / traffic_bytes(kernel, M, N, K, itemsize=itemsize, **params)
+
+
+def lecture_intensity(tile=1, itemsize=4):
+    """The lectures' per-operand view: 2 flops per 2 loads, each load reused `tile` times:
+    tile / itemsize FLOP/B (naive float32: 0.25; 16 x 16 tiles: 4)."""
+    return tile / itemsize
+
+
+def bandwidth_bound_gflops(bandwidth_gbs=150.0, tile=1, itemsize=4):
+    """The lectures' bound: (bandwidth / itemsize) * tile GFLOP/s.
+    150 GB/s: 37.5 naive, 600 with 16 x 16 tiles, 1,200 with 32 x 32 (float32)."""
+    return bandwidth_gbs / itemsize * tile
+
+
+def roofline(intensity, peak_gflops=None, bandwidth_gbs=150.0):
+    """min(peak, intensity x bandwidth) in GFLOP/s; without a peak, the memory bound alone."""
+    memory = intensity * bandwidth_gbs
+    return memory if peak_gflops is None else min(peak_gflops, memory)
+
+
+def ridge_point(peak_gflops, bandwidth_gbs):
+    """The intensity (FLOP/B) at which a kernel stops being memory-bound."""
+    return peak_gflops / bandwidth_gbs
+
+
+def device_peaks(device=None, backend=None):
+    """(peak GFLOP/s, bandwidth GB/s) of a preset name, a dict, or the current device
+    (None where unknown, as on the emulator)."""
+    from . import occupancy as _occ
+    if isinstance(device, (tuple, list)):
+        return tuple(device)
+    lim = _occ.device_limits(device, backend)
+    return lim.get("peak_gflops"), lim.get("bandwidth_gbs")
+
+
+def measure_bandwidth(n=1 << 22, backend=None, repeat=None):
+    """A measured bandwidth (GB/s) of the backend: vec_add's bytes (2 reads + 1 write per
+    element) over its kernel time. On the emulator this is the only honest memory roof."""
+    import numpy as np
+    from . import _core
+    x = np.ones(n, dtype=np.float32)
+    res = _core.vec_add(x, x, backend=backend, repeat=repeat)
+    return res.gbps
+
+
+def predicted(kernel, M, N=None, K=None, device=None, bandwidth_gbs=None, peak_gflops=None,
+              itemsize=4, backend=None, **params):
+    """The model's view of one matmul before running it: flops, traffic bytes, intensity and
+    the roofline bound for a device (preset name, dict, None for the current one) or an
+    explicit bandwidth/peak (the lecture's 150 GB/s with no peak: bandwidth_gbs=150)."""
+    M, N, K = _dims(M, N, K)
+    if bandwidth_gbs is None or (peak_gflops is None and device is not None):
+        peak, bw = device_peaks(device, backend)
+        bandwidth_gbs = bw if bandwidth_gbs is None else bandwidth_gbs
+        peak_gflops = peak if peak_gflops is None else peak_gflops
+    sms = None
+    if kernel == "fast" and params.get("config", 0) == 0:
+        from . import occupancy as _occ
+        try:
+            sms = _occ.device_limits(device, backend)["multiprocessors"]
+        except Exception:
+            sms = None
+    nbytes = traffic_bytes(kernel, M, N, K, itemsize=itemsize, multiprocessors=sms, **params)
+    f = flops(M, N, K)
+    ai = f / nbytes if nbytes else math.inf
+    row = dict(kernel=kernel, params=dict(params), M=M, N=N, K=K, flops=f, bytes=nbytes,
+               intensity=ai, bandwidth_gbs=bandwidth_gbs, peak_gflops=peak_gflops)
+    if bandwidth_gbs:
+        memory = ai * bandwidth_gbs
+        row["bound_gflops"] = roofline(ai, peak_gflops, bandwidth_gbs)
+        row["bound_by"] = "memory" if peak_gflops is None or memory < peak_gflops else "compute"
+    else:
+        row["bound_gflops"] = None
+        row["bound_by"] = None
+    return row
+
+
+def compare(result, device=None, bandwidth_gbs=None, peak_gflops=None):
+    """Predicted beside measured for one Result: the registry's modelled bytes, intensity, the
+    roofline bound for the device (default: the one it ran on; give bandwidth_gbs on the
+    emulator, e.g. measure_bandwidth()), the measured GFLOP/s, the fraction of the bound, and
+    the traffic the model implies per second (model_bytes over the kernel time)."""
+    if bandwidth_gbs is None or (peak_gflops is None and device is not None):
+        peak, bw = device_peaks(device, result.backend if device is None else None)
+        bandwidth_gbs = bw if bandwidth_gbs is None else bandwidth_gbs
+        peak_gflops = peak if peak_gflops is None else peak_gflops
+    ai = result.flops / result.model_bytes if result.model_bytes else math.inf
+    bound = roofline(ai, peak_gflops, bandwidth_gbs) if bandwidth_gbs else None
+    ms = result.timing.kernel_ms
+    return dict(kernel=result.kernel, params=" ".join(f"{k}={v}" for k, v in result.params.items()),
+                backend=result.backend, flops=result.flops, model_bytes=result.model_bytes,
+                intensity=ai, bound_gflops=bound, measured_gflops=result.gflops,
+                fraction_of_bound=(result.gflops / bound if bound else None),
+                model_gbps=(result.model_bytes / (ms * 1e6) if ms > 0 else math.nan))
+
+
+def compare_table(results, device=None, bandwidth_gbs=None, peak_gflops=None):
+    """compare() for several Results: a pandas DataFrame where pandas is installed, else a
+    list of dicts."""
+    rows = [compare(r, device, bandwidth_gbs, peak_gflops) for r in results]
+    try:
+        import pandas as pd
+    except ImportError:
+        return rows
+    return pd.DataFrame(rows)

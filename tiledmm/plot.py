@@ -1,0 +1,245 @@
+"""tm.plot: the course's plots from sweep rows (a DataFrame or a list of dicts) or Results.
+
+    df = tm.sweep("tiled", [512, 1024, 2048], tile="all")
+    tm.plot.tile_sizes(df)                      # TFLOP/s against tile, one line per size
+    tm.plot.ladder(tm.sweep([...], [4096]))     # the optimisation ladder, % of cuBLAS
+    tm.plot.roofline(df, device="H100")         # roofs and the measured points
+    tm.plot.reductions(tm.sweep(tm.kernels("reduce"), [1 << 24]))   # GB/s per variant
+
+matplotlib is imported when a function is called, not with tiledmm. Every function takes
+`ax=` (draws there) and returns the Axes it drew on (`ax.figure` is the Figure). Rates on the
+emulator are CPU rates: titles and axis labels say so.
+"""
+import math
+
+__all__ = ["tile_sizes", "ladder", "roofline", "reductions", "measured_vs_predicted"]
+
+
+def _pyplot():
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("tm.plot needs matplotlib: pip install matplotlib "
+                          "(or pip install 'tiledmm[notebooks]')") from exc
+    return plt
+
+
+def _rows(data):
+    """A list of dicts from a DataFrame, a list of dicts, or Results."""
+    if data is None:
+        return []
+    if hasattr(data, "to_dict") and hasattr(data, "columns"):
+        return data.to_dict("records")
+    rows = []
+    for item in data:
+        if isinstance(item, dict):
+            rows.append(item)
+        else:  # a Result
+            r = item
+            rows.append(dict(kernel=r.kernel, family=r.family,
+                             params=" ".join(f"{k}={v}" for k, v in r.params.items()),
+                             **r.params, gflops=r.gflops, tflops=r.tflops, gbps=r.gbps,
+                             flops=r.flops, model_bytes=r.model_bytes,
+                             intensity=(r.flops / r.model_bytes if r.model_bytes else math.nan),
+                             backend=r.backend, ms=r.timing.kernel_ms,
+                             **(_matmul_dims(r) if r.family == "matmul"
+                                else {"n": int(r.out.size) if r.family != "reduce" else None})))
+    return rows
+
+
+def _matmul_dims(r):
+    M, N = r.out.shape
+    K = int(round(r.flops / (2 * M * N))) if M and N else 0
+    return {"M": M, "N": N, "K": K}
+
+
+def _axes(ax, figsize=(6.4, 4.2)):
+    if ax is not None:
+        return ax
+    plt = _pyplot()
+    _, ax = plt.subplots(figsize=figsize)
+    return ax
+
+
+def _emu_note(rows):
+    return any(r.get("backend") == "emu" for r in rows)
+
+
+def _label(row):
+    params = row.get("params") or ""
+    return f"{row['kernel']} {params}".strip()
+
+
+def _size_label(row):
+    if row.get("M") is not None and not _isnan(row.get("M")):
+        M, N, K = (int(row[k]) for k in ("M", "N", "K"))
+        return f"{M}³" if M == N == K else f"{M}×{N}×{K}"
+    return f"n={int(row['n']):,}"
+
+
+def _isnan(v):
+    return isinstance(v, float) and math.isnan(v)
+
+
+def tile_sizes(data, ax=None, kernel="tiled", x="tile", y="tflops", title=None):
+    """The tile-size effect: `y` (default TFLOP/s) against tile edge, one line per matrix
+    size, for `kernel` (default 'tiled'; None: every row). One Line2D per size."""
+    rows = [r for r in _rows(data) if kernel is None or r.get("kernel") == kernel]
+    rows = [r for r in rows if r.get(x) is not None and not _isnan(r.get(x))]
+    ax = _axes(ax)
+    by_size = {}
+    for r in rows:
+        by_size.setdefault(_size_label(r), []).append(r)
+    for label, group in by_size.items():
+        group.sort(key=lambda r: r[x])
+        ax.plot([r[x] for r in group], [r[y] for r in group], marker="o", label=label)
+    ticks = sorted({r[x] for r in rows})
+    if ticks:
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([str(int(t)) for t in ticks])
+    unit = {"tflops": "TFLOP/s", "gflops": "GFLOP/s", "gbps": "GB/s", "ms": "ms"}.get(y, y)
+    ax.set_xlabel(f"{x} (edge of the square tile)" if x == "tile" else x)
+    ax.set_ylabel(unit + (" (emulator: CPU time)" if _emu_note(rows) else ""))
+    ax.set_title(title or f"{kernel or 'kernels'}: {unit} against {x}, per matrix size")
+    ax.grid(True, alpha=0.3)
+    if by_size:
+        ax.legend(title="size")
+    return ax
+
+
+def ladder(data, ax=None, reference="cublas", size=None, y="tflops", title=None):
+    """The optimisation ladder: one bar per kernel variant at one size (default the largest),
+    in the order given, with % of `reference` (cuBLAS) written on each bar where a reference
+    row exists at that size. One bar per variant (ax.patches)."""
+    rows = [r for r in _rows(data) if not r.get("error")]
+    ax = _axes(ax, figsize=(7.5, 4.2))
+    if not rows:
+        ax.set_title(title or "optimisation ladder (no rows)")
+        return ax
+    sizes = [_size_label(r) for r in rows]
+    if size is None:
+        def volume(r):
+            return (r.get("M") or 0) * (r.get("N") or 0) * (r.get("K") or 0) or (r.get("n") or 0)
+        chosen = _size_label(max(rows, key=volume))
+    else:
+        chosen = size if isinstance(size, str) else _size_label(
+            dict(M=size, N=size, K=size) if isinstance(size, int) else
+            dict(M=size[0], N=size[1], K=size[2]))
+    rows = [r for r, s in zip(rows, sizes) if s == chosen]
+    ref = next((r for r in rows if r["kernel"] == reference), None)
+    labels = [_label(r) for r in rows]
+    values = [r[y] for r in rows]
+    colors = ["#888888" if r["kernel"] == reference else "C0" for r in rows]
+    bars = ax.bar(range(len(rows)), values, color=colors)
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels(labels, rotation=35, ha="right")
+    if ref is not None and ref[y]:
+        for bar, v in zip(bars, values):
+            ax.annotate(f"{100 * v / ref[y]:.0f}%", (bar.get_x() + bar.get_width() / 2, v),
+                        ha="center", va="bottom", fontsize=8)
+    unit = {"tflops": "TFLOP/s", "gflops": "GFLOP/s"}.get(y, y)
+    ax.set_ylabel(unit + (" (emulator: CPU time)" if _emu_note(rows) else ""))
+    note = f", % of {reference}" if ref is not None else ""
+    ax.set_title(title or f"optimisation ladder at {chosen}{note}")
+    ax.grid(True, axis="y", alpha=0.3)
+    return ax
+
+
+def roofline(data=None, peak_gflops=None, bandwidth_gbs=None, device=None, ax=None,
+             label_points=True, title=None, extra_roofs=()):
+    """A roofline: GFLOP/s against arithmetic intensity (FLOP per modelled byte), log-log.
+    The roof is one line: min(peak, intensity x bandwidth) (the bandwidth slope alone without
+    a peak). `extra_roofs`: (label, bandwidth_gbs) pairs drawn as dashed lines (e.g. the
+    lecture's 150 GB/s). Measured points: one scatter per kernel variant.
+    The roof comes from `device` (a preset name or None for the current device), or from
+    peak_gflops / bandwidth_gbs given explicitly (they win)."""
+    from . import model
+    rows = [r for r in _rows(data) if not r.get("error")]
+    if device is not None or (bandwidth_gbs is None and peak_gflops is None):
+        try:
+            peak, bw = model.device_peaks(device, rows[0].get("backend") if rows and device is None
+                                          else None)
+        except Exception:
+            peak, bw = None, None
+        peak_gflops = peak if peak_gflops is None else peak_gflops
+        bandwidth_gbs = bw if bandwidth_gbs is None else bandwidth_gbs
+    ax = _axes(ax)
+    xs = [r["intensity"] for r in rows if r.get("intensity")]
+    lo = min(xs + [0.1]) / 2
+    hi = max(xs + [64.0]) * 2
+    if peak_gflops and bandwidth_gbs:
+        hi = max(hi, 4 * model.ridge_point(peak_gflops, bandwidth_gbs))
+    grid = [lo * (hi / lo) ** (i / 199) for i in range(200)]
+    if bandwidth_gbs:
+        ax.plot(grid, [model.roofline(a, peak_gflops, bandwidth_gbs) for a in grid], color="k",
+                lw=2, label=(f"roof: {bandwidth_gbs:,.3g} GB/s"
+                             + (f", {peak_gflops:,.4g} GFLOP/s" if peak_gflops else "")))
+    for label, bw in extra_roofs:
+        ax.plot(grid, [a * bw for a in grid], ls="--", lw=1, label=label)
+    groups = {}
+    for r in rows:
+        groups.setdefault(_label(r), []).append(r)
+    for label, group in groups.items():
+        pts = [(r["intensity"], r["gflops"]) for r in group
+               if r.get("intensity") and r.get("gflops") and not _isnan(r["gflops"])]
+        if pts:
+            ax.scatter([p[0] for p in pts], [p[1] for p in pts], label=label, zorder=3)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP per modelled byte of global traffic)")
+    ax.set_ylabel("GFLOP/s" + (" (emulator: CPU time)" if _emu_note(rows) else ""))
+    ax.set_title(title or "roofline: bound = min(peak, intensity × bandwidth)")
+    ax.grid(True, which="both", alpha=0.2)
+    ax.legend(fontsize=7, loc="lower right")
+    return ax
+
+
+def reductions(data, ax=None, y="gbps", copy_gbps=None, title=None):
+    """Reduction bandwidth per variant: one bar group per kernel variant, one bar per input
+    size (ax.patches: variants x sizes). `copy_gbps`, if given, is drawn as a horizontal line
+    (a device-to-device copy's rate, the ceiling a sum can approach)."""
+    rows = [r for r in _rows(data) if not r.get("error")]
+    ax = _axes(ax, figsize=(8, 4.2))
+    labels = list(dict.fromkeys(_label(r) for r in rows))
+    sizes = list(dict.fromkeys(r.get("n") for r in rows))
+    width = 0.8 / max(len(sizes), 1)
+    for j, n in enumerate(sizes):
+        values = []
+        for label in labels:
+            match = [r[y] for r in rows if _label(r) == label and r.get("n") == n]
+            values.append(match[0] if match else 0.0)
+        ax.bar([i + (j - (len(sizes) - 1) / 2) * width for i in range(len(labels))], values,
+               width=width, label=f"n = {int(n):,}" if n is not None else None)
+    if copy_gbps:
+        ax.axhline(copy_gbps, color="k", ls="--", lw=1, label=f"copy {copy_gbps:,.0f} GB/s")
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, rotation=40, ha="right", fontsize=8)
+    unit = {"gbps": "GB/s read", "ms": "ms"}.get(y, y)
+    ax.set_ylabel(unit + (" (emulator: CPU time)" if _emu_note(rows) else ""))
+    ax.set_title(title or "reductions step by step: bandwidth per variant")
+    ax.grid(True, axis="y", alpha=0.3)
+    if sizes:
+        ax.legend(fontsize=8)
+    return ax
+
+
+def measured_vs_predicted(rows, ax=None, measured="measured_gflops", predicted="bound_gflops",
+                          title=None):
+    """Two bars per kernel: the model's bound and the measured rate (rows from
+    tm.model.compare/compare_table, or any rows with those two columns), log scale."""
+    rows = _rows(rows)
+    ax = _axes(ax, figsize=(7, 4.2))
+    labels = [_label(r) for r in rows]
+    idx = range(len(rows))
+    ax.bar([i - 0.2 for i in idx], [r.get(predicted) or 0 for r in rows], width=0.4,
+           label="model bound", color="#bbbbbb")
+    ax.bar([i + 0.2 for i in idx], [r.get(measured) or 0 for r in rows], width=0.4,
+           label="measured", color="C0")
+    ax.set_xticks(list(idx))
+    ax.set_xticklabels(labels, rotation=30, ha="right")
+    ax.set_yscale("log")
+    ax.set_ylabel("GFLOP/s" + (" (emulator: CPU time)" if _emu_note(rows) else ""))
+    ax.set_title(title or "predicted bound beside measured")
+    ax.legend()
+    return ax

@@ -1,0 +1,247 @@
+"""tm.sweep: kernels x sizes x parameter grid -> one row per run.
+
+    df = tm.sweep("tiled", [256, 512], tile=[8, 16, 32])
+    df = tm.sweep(["naive", "tiled", "coarse"], [(512, 256, 384)], tile=[16, 32], coarsen="all")
+    df = tm.sweep(tm.kernels("reduce"), [1 << 20])           # every reduction, defaults
+
+A parameter of the grid applies to the kernels that have it (and only to values they allow);
+the others keep their defaults. "all" means every allowed value. Each size uses one random
+input (values in [-1, 1)) shared by all kernels. Rows come back as a pandas DataFrame where
+pandas is installed (as_frame=None), else as a list of dicts; a tqdm progress bar shows on
+long sweeps where tqdm is installed (progress=None: 8 runs or more).
+
+Row columns: kernel, family, params (text), one column per swept parameter, size columns
+(M, N, K for matmul; n for reduce and elementwise), dtype, backend, clock, ms (median), ms_min,
+gflops, tflops, gbps (fewest bytes over time), flops, model_bytes (the lecture's traffic model
+for this kernel), intensity (flops per model byte), model_gbps (model bytes over time),
+launch facts (grid, block_dim, threads_per_block, shared_bytes, registers, blocks_per_sm,
+occupancy, launches), and, with check=True, max_rel_error against NumPy in float64.
+"""
+import itertools
+import sys
+import types
+import warnings
+
+import numpy as np
+
+__all__ = ["sweep", "cases"]
+
+
+def _kernel_names(kernels, family):
+    from . import _registry
+    if kernels is None:
+        return [k.name for k in _registry.kernels(family or "matmul")]
+    if isinstance(kernels, str) or hasattr(kernels, "name"):
+        kernels = [kernels]
+    return [k if isinstance(k, str) else k.name for k in kernels]
+
+
+def cases(kernels=None, params=None, family=None, skip_missing=False):
+    """The (kernel spec, params dict) pairs a sweep runs: the grid of `params` (name -> list of
+    values, or "all") applied to each kernel that has the parameter."""
+    from . import _registry
+    specs = _registry.specs()
+    params = dict(params or {})
+    names = _kernel_names(kernels, family)
+    out, used = [], set()
+    for name in names:
+        spec = specs.get(name)
+        if spec is None:
+            if skip_missing:
+                warnings.warn(f"tm.sweep: kernel {name!r} is not registered; skipped",
+                              stacklevel=3)
+                continue
+            raise ValueError(f"unknown kernel {name!r}; registered: {', '.join(specs)}")
+        axes = []
+        for p in spec.params:
+            if p.name not in params:
+                continue
+            used.add(p.name)
+            wanted = params[p.name]
+            if isinstance(wanted, str) and wanted == "all":
+                values = list(p.values)
+            else:
+                values = [wanted] if np.isscalar(wanted) else list(wanted)
+                values = [v for v in values if v in p.values]
+            if values:
+                axes.append([(p.name, v) for v in values])
+        for combo in itertools.product(*axes):
+            out.append((spec, dict(combo)))
+    unused = sorted(set(params) - used)
+    if unused and names:
+        raise ValueError(f"no kernel of {names} has parameter(s) {', '.join(unused)}")
+    return out
+
+
+def _sizes(sizes, family):
+    if sizes is None:
+        raise ValueError("give sizes: an int, a tuple (M, N, K) for matmul, or a list of them")
+    if np.isscalar(sizes) or (isinstance(sizes, tuple) and family == "matmul"
+                              and len(sizes) == 3 and all(np.isscalar(s) for s in sizes)):
+        sizes = [sizes]
+    out = []
+    for s in sizes:
+        if family == "matmul":
+            out.append(tuple(int(v) for v in s) if isinstance(s, (tuple, list)) else (int(s),) * 3)
+        else:
+            out.append(int(s) if np.isscalar(s) else tuple(int(v) for v in s))
+    return out
+
+
+def _progress_bar(total, progress):
+    if progress is False or (progress is None and total < 8):
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    try:  # a widget in Jupyter where ipywidgets is installed, text elsewhere
+        import ipywidgets  # noqa: F401
+        from tqdm.auto import tqdm
+    except ImportError:
+        pass
+    return tqdm(total=total, desc="tm.sweep", leave=False)
+
+
+def _inputs(family, kernel, size, dtype, rng):
+    if family == "matmul":
+        M, N, K = size
+        return ((rng.random((M, K)) * 2 - 1).astype(dtype),
+                (rng.random((K, N)) * 2 - 1).astype(dtype))
+    if family == "reduce":
+        return ((rng.random(size) * 2 - 1).astype(dtype),)
+    shape = size if isinstance(size, tuple) else ((size, size) if kernel == "mat_add" else size)
+    return ((rng.random(shape) * 2 - 1).astype(dtype), (rng.random(shape) * 2 - 1).astype(dtype))
+
+
+def _row(res, spec, params, size, check_error):
+    t, lc = res.timing, res.launch
+    ms = t.kernel_ms
+    row = dict(kernel=res.kernel, family=spec.family,
+               params=" ".join(f"{k}={v}" for k, v in res.params.items()))
+    row.update(res.params)
+    if spec.family == "matmul":
+        row.update(M=size[0], N=size[1], K=size[2])
+    elif spec.family == "reduce":
+        row["n"] = int(np.prod(size))
+    else:
+        row["n"] = int(res.out.size)
+    row.update(dtype=str(res.out.dtype), backend=res.backend, clock=t.clock, ms=ms,
+               ms_min=t.kernel_ms_min, gflops=res.gflops, tflops=res.tflops, gbps=res.gbps,
+               flops=res.flops, model_bytes=res.model_bytes,
+               intensity=(res.flops / res.model_bytes if res.model_bytes else float("nan")),
+               model_gbps=(res.model_bytes / (ms * 1e6) if ms > 0 else float("nan")),
+               grid=lc.grid, block_dim=lc.block, threads_per_block=lc.threads_per_block,
+               shared_bytes=lc.shared_bytes, registers=lc.registers,
+               blocks_per_sm=lc.blocks_per_sm, occupancy=lc.occupancy, launches=lc.launches)
+    if check_error is not None:
+        row["max_rel_error"] = check_error
+    return row
+
+
+def _error(family, res, inputs):
+    out = np.asarray(res.out, dtype=np.float64)
+    if family == "matmul":
+        A, B = (np.asarray(x, dtype=np.float64) for x in inputs)
+        expected = A @ B
+    elif family == "reduce":
+        expected = np.asarray(inputs[0], dtype=np.float64).sum()
+    else:
+        expected = np.asarray(inputs[0], np.float64) + np.asarray(inputs[1], np.float64)
+    scale = max(float(np.max(np.abs(expected))) if np.size(expected) else 0.0, 1e-30)
+    return float(np.max(np.abs(out - expected)) / scale) if np.size(out) else 0.0
+
+
+def sweep(kernels=None, sizes=None, params=None, *, family=None, backend=None, warmup=None,
+          repeat=None, dtype=np.float32, check=False, progress=None, errors="raise",
+          skip_missing=False, as_frame=None, seed=0, **grid):
+    """Run every kernel x size x parameter combination; one row per run.
+
+    kernels: a name, a KernelSpec, a list of either, or None for every kernel of `family`
+             (default 'matmul').
+    sizes: an int n (n x n x n for matmul, n elements otherwise), a tuple (M, N, K) for
+           matmul, or a list of these.
+    params / **grid: parameter name -> value, list of values, or "all" (e.g. tile=[8, 16, 32]).
+    backend, warmup, repeat, dtype: as for tm.matmul (defaults per backend).
+    check: add max_rel_error against NumPy in float64.
+    errors: "raise" (default), "skip" (drop the run) or "record" (a row with `error` text).
+    skip_missing: skip kernels not registered in this build (with a warning) instead of
+                  raising.
+    as_frame: True for a DataFrame, False for a list of dicts, None: a DataFrame where pandas
+              is installed.
+    """
+    from . import _backend, _core, _registry
+    grid_params = dict(params or {})
+    grid_params.update(grid)
+    if errors not in ("raise", "skip", "record"):
+        raise ValueError("errors must be 'raise', 'skip' or 'record'")
+    names = _kernel_names(kernels, family)
+    specs = _registry.specs()
+    present = [n for n in names if n in specs]
+    fam = family or (specs[present[0]].family if present else "matmul")
+    run_cases = cases(names, grid_params, family, skip_missing=skip_missing)
+    mixed = {spec.family for spec, _ in run_cases} - {fam}
+    if mixed:
+        raise ValueError(f"one sweep runs one family; got {fam} and {', '.join(sorted(mixed))}")
+    size_list = _sizes(sizes, fam)
+    backend = backend or _backend.get_backend()
+    runners = {"matmul": _core.matmul, "reduce": _core.reduce}
+    rng = np.random.default_rng(seed)
+    rows = []
+    bar = _progress_bar(len(run_cases) * len(size_list), progress)
+    try:
+        for size in size_list:
+            shared_inputs = {}
+            for spec, p in run_cases:
+                key = spec.name if fam == "elementwise" else fam   # mat_add wants 2-D
+                if key not in shared_inputs:
+                    shared_inputs[key] = _inputs(fam, spec.name, size, dtype, rng)
+                inputs = shared_inputs[key]
+                if bar is not None:
+                    bar.set_postfix_str(f"{spec.name} {size}", refresh=False)
+                if fam == "matmul" or fam == "reduce":
+                    call = runners[fam]
+                else:
+                    call = _core.mat_add if spec.name == "mat_add" else _core.vec_add
+                try:
+                    res = call(*inputs, kernel=spec.name, backend=backend, warmup=warmup,
+                               repeat=repeat, **p)
+                except Exception as exc:
+                    if errors == "raise":
+                        raise
+                    if errors == "record":
+                        row = dict(kernel=spec.name, family=fam,
+                                   params=" ".join(f"{k}={v}" for k, v in p.items()), **p)
+                        row.update(dict(M=size[0], N=size[1], K=size[2]) if fam == "matmul"
+                                   else dict(n=int(np.prod(size))))
+                        row.update(backend=backend, error=f"{type(exc).__name__}: {exc}")
+                        rows.append(row)
+                    if bar is not None:
+                        bar.update(1)
+                    continue
+                row = _row(res, spec, p, size, _error(fam, res, inputs) if check else None)
+                rows.append(row)
+                if bar is not None:
+                    bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    if as_frame is False:
+        return rows
+    try:
+        import pandas as pd
+    except ImportError:
+        if as_frame:
+            raise
+        return rows
+    return pd.DataFrame(rows)
+
+
+class _CallableModule(types.ModuleType):
+    """`tm.sweep(...)` calls `sweep`; `tm.sweep.cases` still works."""
+
+    def __call__(self, *args, **kwargs):
+        return sweep(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
