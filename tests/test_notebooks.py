@@ -33,8 +33,11 @@ def test_notebook_runs_on_emu(path, tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
     monkeypatch.setenv("TILEDMM_BACKEND", "emu")   # the kernel process inherits it
     monkeypatch.setenv("MPLBACKEND", "Agg")
+    # the kernel imports the tiledmm this test process imports
+    import tiledmm
+    here = os.path.dirname(os.path.dirname(os.path.abspath(tiledmm.__file__)))
     pythonpath = os.environ.get("PYTHONPATH")
-    monkeypatch.setenv("PYTHONPATH", REPO + (os.pathsep + pythonpath if pythonpath else ""))
+    monkeypatch.setenv("PYTHONPATH", here + (os.pathsep + pythonpath if pythonpath else ""))
     nb = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
                                      resources={"metadata": {"path": str(tmp_path)}})
@@ -53,8 +56,10 @@ def test_run_notebooks_script_without_jupyter(tmp_path):
         (blocker / f"{name}.py").write_text(f"raise ImportError('{name} blocked for this test')\n")
     nb_path = tmp_path / "01.ipynb"
     shutil.copy(NOTEBOOKS[0], nb_path)
+    import tiledmm
+    here = os.path.dirname(os.path.dirname(os.path.abspath(tiledmm.__file__)))
     env = dict(os.environ, TILEDMM_BACKEND="emu",
-               PYTHONPATH=os.pathsep.join([str(blocker), REPO]))
+               PYTHONPATH=os.pathsep.join([str(blocker), here]))
     proc = subprocess.run([sys.executable, os.path.join(REPO, "benchmarks", "run_notebooks.py"),
                            str(nb_path)], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
