@@ -624,12 +624,13 @@ if "cublas" in AVAILABLE and not ON_GPU:
 '''),
     code('''
 N = SIZES[-1]
+SMS = tm.device_info()["multiprocessors"]   # fast config=0 picks its tile by size and SMs
 rows = []
 for kernel, params in present:
     if kernel == "cublas":
         continue
-    p = dict(params)
-    rows.append(dict(kernel=kernel, params=" ".join(f"{k}={v}" for k, v in p.items()),
+    p = dict(params, multiprocessors=SMS) if kernel == "fast" else dict(params)
+    rows.append(dict(kernel=kernel, params=" ".join(f"{k}={v}" for k, v in params.items()),
                      block_tile="x".join(map(str, tm.model.block_tile(kernel, N, N, N, **p))),
                      loads=tm.model.traffic_bytes(kernel, N, stores=False, **p) // 4,
                      vs_naive=tm.model.loads_naive(N) / (tm.model.traffic_bytes(kernel, N, stores=False, **p) // 4),
@@ -797,11 +798,17 @@ def notebook(cells):
     }
 
 
+def build(name):
+    """The notebook `name` (a key of NOTEBOOKS) as a dict, cells numbered."""
+    nb = notebook(NOTEBOOKS[name])
+    for i, cell in enumerate(nb["cells"]):
+        cell["id"] = f"{name[:2]}-{i:02d}"
+    return nb
+
+
 def main():
-    for name, cells in NOTEBOOKS.items():
-        nb = notebook(cells)
-        for i, cell in enumerate(nb["cells"]):
-            cell["id"] = f"{name[:2]}-{i:02d}"
+    for name in NOTEBOOKS:
+        nb = build(name)
         path = os.path.join(HERE, name + ".ipynb")
         with open(path, "w") as f:
             json.dump(nb, f, indent=1, ensure_ascii=False)

@@ -25,6 +25,22 @@ def test_notebooks_exist_and_are_generated():
         assert kinds[0] == "markdown" and "code" in kinds
 
 
+def test_committed_notebooks_match_their_generator():
+    """notebooks/*.ipynb are written by notebooks/make_notebooks.py: edit the generator, rerun it."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "make_notebooks", os.path.join(REPO, "notebooks", "make_notebooks.py"))
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    assert sorted(gen.NOTEBOOKS) == [os.path.basename(p)[:-6] for p in NOTEBOOKS]
+    for path in NOTEBOOKS:
+        with open(path) as f:
+            committed = json.load(f)
+        expected = gen.build(os.path.basename(path)[:-6])
+        assert [(c["cell_type"], "".join(c["source"])) for c in committed["cells"]] == \
+            [(c["cell_type"], "".join(c["source"])) for c in expected["cells"]], path
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[os.path.basename(p)[:2] for p in NOTEBOOKS])
 def test_notebook_runs_on_emu(path, tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat")
