@@ -106,6 +106,8 @@ class BuildExt(build_ext):
                 if result.returncode != 0:
                     sys.stderr.write(result.stdout + result.stderr)
                     raise RuntimeError(f"tiledmm: compiling failed: {' '.join(cmd)}")
+        # setuptools relinks only when a source or a `depends` entry is newer than the module.
+        ext.depends = list(ext.extra_objects) + HEADERS
         saved = self.build_temp
         self.build_temp = build_temp  # the glue's objects differ per backend (-DTM_EMU)
         try:

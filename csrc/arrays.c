@@ -145,9 +145,13 @@ static int parse_params(tm_job *job, const char *fn, PyObject *params)
 }
 
 /* Fill the job from Python inputs. On success arrays[] and *out are new references (the
- * caller releases them); on failure everything taken here is released and -1 returned. */
-int tm_prepare_job(tm_job *job, const char *fn, PyObject *inputs, PyObject *params,
-                   PyArrayObject *arrays[TM_MAX_INPUTS], PyArrayObject **out)
+ * caller releases them); on failure everything taken here is released and -1 returned.
+ * device_ptrs holds, per input, None (a host array) or the address of device memory; for
+ * those the input is a placeholder (a zero-stride array of the right shape and dtype) that
+ * serves the shape and dtype checks and is never read. With job->out_on_device no host
+ * output is made (*out stays NULL). */
+int tm_prepare_job(tm_job *job, const char *fn, PyObject *inputs, PyObject *device_ptrs,
+                   PyObject *params, PyArrayObject *arrays[TM_MAX_INPUTS], PyArrayObject **out)
 {
     const tm_kernel_spec *spec = job->spec;
     int is_matmul = strcmp(spec->family, "matmul") == 0;
@@ -155,12 +159,20 @@ int tm_prepare_job(tm_job *job, const char *fn, PyObject *inputs, PyObject *para
     int n = is_reduce ? 1 : 2;
     npy_intp out_shape[NPY_MAXDIMS];
     int out_ndim = 0, typenum, itemsize;
+    void *device_ptr[TM_MAX_INPUTS] = {NULL, NULL};
 
     arrays[0] = arrays[1] = NULL;
     *out = NULL;
-    if (!PyTuple_Check(inputs) || PyTuple_GET_SIZE(inputs) != n) {
+    if (!PyTuple_Check(inputs) || PyTuple_GET_SIZE(inputs) != n || !PyTuple_Check(device_ptrs) ||
+        PyTuple_GET_SIZE(device_ptrs) != n) {
         PyErr_Format(PyExc_TypeError, "%s: expected %d input array(s)", fn, n);
         return -1;
+    }
+    for (int i = 0; i < n; ++i) {
+        PyObject *ptr = PyTuple_GET_ITEM(device_ptrs, i);
+        job->in_on_device[i] = ptr != Py_None;
+        if (ptr != Py_None && (device_ptr[i] = PyLong_AsVoidPtr(ptr)) == NULL && PyErr_Occurred())
+            return -1;
     }
     if (parse_params(job, fn, params) < 0) return -1;
     /* First as they are (no copy), to check dtypes and shapes before converting anything. */
@@ -174,26 +186,44 @@ int tm_prepare_job(tm_job *job, const char *fn, PyObject *inputs, PyObject *para
                   : is_reduce ? shape_reduce(job, arrays, out_shape, &out_ndim)
                               : shape_elementwise(job, fn, arrays, out_shape, &out_ndim))
         goto fail;
-    /* Now the buffers the kernel reads: C-contiguous, aligned, native, of the common type. */
+    /* Now the buffers the kernel reads: C-contiguous, aligned, native, of the common type.
+     * Device inputs cannot be converted here: they must already be of that type. */
     for (int i = 0; i < n; ++i) {
+        if (job->in_on_device[i]) {
+            if (PyArray_TYPE(arrays[i]) != typenum) {
+                PyErr_Format(PyExc_TypeError,
+                             "%s: device input %s is float%d but the call runs in float%d; "
+                             "convert it on the device first",
+                             fn, input_label(spec, i), PyArray_TYPE(arrays[i]) == NPY_FLOAT32 ? 32 : 64,
+                             typenum == NPY_FLOAT32 ? 32 : 64);
+                goto fail;
+            }
+            continue;
+        }
         PyArrayObject *converted = (PyArrayObject *)PyArray_FromAny(
             (PyObject *)arrays[i], PyArray_DescrFromType(typenum), 0, 0,
             NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_NOTSWAPPED, NULL);
         if (converted == NULL) goto fail;
         Py_SETREF(arrays[i], converted);
     }
-    *out = (PyArrayObject *)PyArray_SimpleNew(out_ndim, out_shape, typenum);
-    if (*out == NULL) goto fail;
+    job->out_ndim = out_ndim;
+    job->out_typenum = typenum;
+    memcpy(job->out_shape, out_shape, sizeof(npy_intp) * (size_t)out_ndim);
+    if (!job->out_on_device) {
+        *out = (PyArrayObject *)PyArray_SimpleNew(out_ndim, out_shape, typenum);
+        if (*out == NULL) goto fail;
+    }
 
     itemsize = typenum == NPY_FLOAT32 ? 4 : 8;
     job->problem.dtype = typenum == NPY_FLOAT32 ? TM_F32 : TM_F64;
     job->n_inputs = n;
     for (int i = 0; i < n; ++i)
         if (checked_bytes(PyArray_SIZE(arrays[i]), itemsize, &job->in_bytes[i], fn) < 0) goto fail;
-    if (checked_bytes(PyArray_SIZE(*out), itemsize, &job->out_bytes, fn) < 0) goto fail;
-    job->problem.in0 = PyArray_DATA(arrays[0]);
-    job->problem.in1 = n > 1 ? PyArray_DATA(arrays[1]) : NULL;
-    job->problem.out = PyArray_DATA(*out);
+    if (checked_bytes(PyArray_MultiplyList(out_shape, out_ndim), itemsize, &job->out_bytes, fn) < 0)
+        goto fail;
+    job->problem.in0 = job->in_on_device[0] ? device_ptr[0] : PyArray_DATA(arrays[0]);
+    job->problem.in1 = n < 2 ? NULL : job->in_on_device[1] ? device_ptr[1] : PyArray_DATA(arrays[1]);
+    job->problem.out = *out ? PyArray_DATA(*out) : NULL;
     return 0;
 
 fail:

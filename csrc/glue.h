@@ -20,8 +20,12 @@ typedef struct {
     const tm_kernel_spec *spec;
     tm_problem problem;                 /* in0/in1/out hold HOST pointers until execution */
     size_t in_bytes[TM_MAX_INPUTS];
+    int in_on_device[TM_MAX_INPUTS];    /* the pointer is device memory: no allocation, no copy */
     int n_inputs;
     size_t out_bytes;
+    int out_on_device;                  /* keep the output on the device (job->device_out) */
+    int out_ndim, out_typenum;
+    npy_intp out_shape[NPY_MAXDIMS];
     int warmup, repeat;
 
     /* filled by tm_execute */
@@ -32,6 +36,7 @@ typedef struct {
     int static_shared_bytes;            /* as the compiler reports it; 0 where unknown */
     int blocks_per_sm;
     double occupancy;                   /* resident threads / max threads per SM */
+    void *device_out;                   /* out_on_device: the output, owned by the caller now */
     cudaError_t err;
     const char *failed_step;            /* which step failed, for the message */
     size_t failed_bytes;                /* the allocation size, when a cudaMalloc failed */
@@ -39,18 +44,31 @@ typedef struct {
 
 /* arrays.c */
 const tm_kernel_spec *tm_find_kernel(const char *name);
-int tm_prepare_job(tm_job *job, const char *fn, PyObject *inputs, PyObject *params,
-                   PyArrayObject *arrays[TM_MAX_INPUTS], PyArrayObject **out);
+int tm_prepare_job(tm_job *job, const char *fn, PyObject *inputs, PyObject *device_ptrs,
+                   PyObject *params, PyArrayObject *arrays[TM_MAX_INPUTS], PyArrayObject **out);
+
+/* staging.c: host<->device copies of pageable memory through pinned staging buffers */
+cudaError_t tm_copy_to_device(void *dst, const void *src, size_t bytes);
+cudaError_t tm_copy_to_host(void *dst, const void *src, size_t bytes);
+
+/* device.c: device buffers owned by Python capsules, DLPack */
+PyObject *tm_device_buffer_capsule(void *ptr);
+void *tm_device_buffer_ptr(PyObject *capsule);
+PyObject *tm_dlpack_py(PyObject *self, PyObject *args);
+PyObject *tm_upload_py(PyObject *self, PyObject *args);
+PyObject *tm_download_py(PyObject *self, PyObject *args);
+PyObject *tm_synchronize_py(PyObject *self, PyObject *unused);
 
 /* timing.c */
 int tm_execute(tm_job *job);            /* call WITHOUT the GIL; returns 0 or -1 (job->err) */
 void tm_job_free(tm_job *job);
-int tm_copy_time(size_t bytes, int warmup, int repeat, double *samples_ms, cudaError_t *err,
-                 const char **step);
+int tm_copy_time(const char *kind, size_t bytes, int warmup, int repeat, double *samples_ms,
+                 cudaError_t *err, const char **step);
+size_t job_h2d_bytes(const tm_job *job);
 PyObject *tm_raise_job_error(const tm_job *job);
 PyObject *tm_raise_cuda_error(cudaError_t err, const char *step);
 
 /* result.c */
-PyObject *tm_result_dict(const tm_job *job, PyArrayObject *out);
+PyObject *tm_result_dict(const tm_job *job, PyObject *out);
 PyObject *tm_device_properties(void);
 PyObject *tm_registry_list(void);

@@ -4,6 +4,7 @@
 #define TM_MODULE_INIT_FILE
 #include "glue.h"
 #include <stdlib.h>
+#include <string.h>
 
 #ifndef TM_MODULE
 #error "build with -DTM_MODULE=_cuda or -DTM_MODULE=_emu"
@@ -13,38 +14,66 @@
 #define TM_CAT_(a, b) a##b
 #define TM_CAT(a, b) TM_CAT_(a, b)
 
-/* run(kernel, inputs, params, warmup, repeat) -> dict; see tiledmm/_core.py. */
+/* run(kernel, inputs, device_ptrs, params, warmup, repeat, out_on_device) -> dict; see
+ * tiledmm/_core.py. device_ptrs[i] is None for a host array, else the device address of input
+ * i (which is then a placeholder of the right shape and dtype). With out_on_device the dict's
+ * "out" is a capsule owning the device output instead of an ndarray. */
 static PyObject *tm_run(PyObject *self, PyObject *args)
 {
     const char *name;
-    PyObject *inputs, *params, *result = NULL;
+    PyObject *inputs, *device_ptrs, *params, *result = NULL, *out_obj = NULL;
     PyArrayObject *arrays[TM_MAX_INPUTS] = {NULL, NULL}, *out = NULL;
     tm_job job = {0};
     int rc;
     (void)self;
 
-    if (!PyArg_ParseTuple(args, "sO!O!ii", &name, &PyTuple_Type, &inputs, &PyTuple_Type, &params,
-                          &job.warmup, &job.repeat))
+    if (!PyArg_ParseTuple(args, "sO!O!O!iip", &name, &PyTuple_Type, &inputs, &PyTuple_Type,
+                          &device_ptrs, &PyTuple_Type, &params, &job.warmup, &job.repeat,
+                          &job.out_on_device))
         return NULL;
     if ((job.spec = tm_find_kernel(name)) == NULL)
         return PyErr_Format(PyExc_ValueError, "unknown kernel '%s'", name);
     if (job.warmup < 0 || job.repeat < 1)
         return PyErr_Format(PyExc_ValueError, "warmup must be >= 0 and repeat >= 1, got %d and %d",
                             job.warmup, job.repeat);
-    if (tm_prepare_job(&job, job.spec->family, inputs, params, arrays, &out) < 0) return NULL;
+    if (tm_prepare_job(&job, job.spec->family, inputs, device_ptrs, params, arrays, &out) < 0)
+        return NULL;
 
     /* Nothing to compute (an empty output, or K = 0 / an empty sum): NumPy's answer is zeros
      * and no kernel runs. */
     if (job.problem.M * job.problem.N == 0 || job.problem.K == 0) {
-        PyArray_FILLWBYTE(out, 0); /* all-zero bytes are 0.0 in IEEE float32/float64 */
-        result = tm_result_dict(&job, out);
-        goto done;
+        if (job.out_on_device) {
+            cudaError_t err = cudaSuccess;
+            if (job.out_bytes) {
+                if ((err = cudaMalloc(&job.device_out, job.out_bytes)) == cudaSuccess)
+                    err = cudaMemset(job.device_out, 0, job.out_bytes);
+                if (err != cudaSuccess && job.device_out) cudaFree(job.device_out);
+            }
+            if (err != cudaSuccess) {
+                (void)cudaGetLastError();
+                tm_raise_cuda_error(err, "allocating the device output");
+                goto done;
+            }
+        } else {
+            PyArray_FILLWBYTE(out, 0); /* all-zero bytes are 0.0 in IEEE float32/float64 */
+        }
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        rc = tm_execute(&job);
+        Py_END_ALLOW_THREADS
+        if (rc != 0) {
+            tm_raise_job_error(&job);
+            goto done;
+        }
     }
-    Py_BEGIN_ALLOW_THREADS
-    rc = tm_execute(&job);
-    Py_END_ALLOW_THREADS
-    result = rc == 0 ? tm_result_dict(&job, out) : tm_raise_job_error(&job);
+    if (job.out_on_device)
+        out_obj = job.device_out ? tm_device_buffer_capsule(job.device_out)
+                                 : (Py_INCREF(Py_None), Py_None);
+    else
+        out_obj = (Py_INCREF(out), (PyObject *)out);
+    if (out_obj != NULL) result = tm_result_dict(&job, out_obj);
 done:
+    Py_XDECREF(out_obj);
     tm_job_free(&job);
     Py_XDECREF(arrays[0]);
     Py_XDECREF(arrays[1]);
@@ -52,22 +81,25 @@ done:
     return result;
 }
 
-/* copy_time(bytes, warmup, repeat) -> list of ms: device-to-device copies timed with events,
- * the bandwidth reference that bench reports "% of a copy" against. */
+/* copy_time(kind, bytes, warmup, repeat) -> list of ms: reference copies timed with events
+ * (kind "d2d", "h2d_pinned" or "d2h_pinned"), the bandwidths bench reports against. */
 static PyObject *tm_copy_time_py(PyObject *self, PyObject *args)
 {
     Py_ssize_t bytes;
+    const char *kind;
     int warmup, repeat, rc;
     cudaError_t err;
     const char *step = NULL;
     (void)self;
-    if (!PyArg_ParseTuple(args, "nii", &bytes, &warmup, &repeat)) return NULL;
+    if (!PyArg_ParseTuple(args, "snii", &kind, &bytes, &warmup, &repeat)) return NULL;
     if (bytes <= 0 || warmup < 0 || repeat < 1)
         return PyErr_Format(PyExc_ValueError, "copy_time: need bytes > 0, warmup >= 0, repeat >= 1");
+    if (strcmp(kind, "d2d") && strcmp(kind, "h2d_pinned") && strcmp(kind, "d2h_pinned"))
+        return PyErr_Format(PyExc_ValueError, "copy_time: unknown kind '%s'", kind);
     double *samples = calloc((size_t)repeat, sizeof(double));
     if (samples == NULL) return PyErr_NoMemory();
     Py_BEGIN_ALLOW_THREADS
-    rc = tm_copy_time((size_t)bytes, warmup, repeat, samples, &err, &step);
+    rc = tm_copy_time(kind, (size_t)bytes, warmup, repeat, samples, &err, &step);
     Py_END_ALLOW_THREADS
     PyObject *result = NULL;
     if (rc == 0 && (result = PyList_New(repeat)) != NULL) {
@@ -144,7 +176,11 @@ static PyMethodDef tm_methods[] = {
     {"registry", tm_registry_py, METH_NOARGS, "registry() -> list of kernel rows"},
     {"device_properties", tm_device_info_py, METH_NOARGS, "the runtime's device query"},
     {"device_count", tm_device_count_py, METH_NOARGS, "device_count() -> (count, error)"},
-    {"copy_time", tm_copy_time_py, METH_VARARGS, "copy_time(bytes, warmup, repeat) -> [ms]"},
+    {"copy_time", tm_copy_time_py, METH_VARARGS, "copy_time(kind, bytes, warmup, repeat) -> [ms]"},
+    {"upload", tm_upload_py, METH_VARARGS, "upload(array) -> (capsule, address)"},
+    {"download", tm_download_py, METH_VARARGS, "download(address, array): device -> array"},
+    {"dlpack", tm_dlpack_py, METH_VARARGS, "dlpack(owner, address, shape, bits) -> capsule"},
+    {"synchronize", tm_synchronize_py, METH_NOARGS, "wait for all work on the device"},
     {"mem_info", tm_mem_info_py, METH_NOARGS, "mem_info() -> (free, total) bytes"},
 #ifdef TM_EMU
     {"threads", tm_emu_threads_py, METH_VARARGS, "threads([n]) -> worker threads for blocks"},

@@ -11,7 +11,7 @@ static int put(PyObject *dict, const char *key, PyObject *value)
     return rc;
 }
 
-PyObject *tm_result_dict(const tm_job *job, PyArrayObject *out)
+PyObject *tm_result_dict(const tm_job *job, PyObject *out)
 {
     const tm_launch_facts *f = &job->facts;
     PyObject *d = PyDict_New(), *samples = NULL;
@@ -22,16 +22,19 @@ PyObject *tm_result_dict(const tm_job *job, PyArrayObject *out)
         if (v == NULL) goto fail;
         PyList_SET_ITEM(samples, i, v);
     }
-    size_t h2d_bytes = 0;
-    for (int i = 0; i < job->n_inputs; ++i) h2d_bytes += job->in_bytes[i];
+    const size_t h2d_bytes = job_h2d_bytes(job), d2h_bytes = job->out_on_device ? 0 : job->out_bytes;
     if (put(d, "samples_ms", samples) < 0) { samples = NULL; goto fail; }
     samples = NULL;
-    if (PyDict_SetItemString(d, "out", (PyObject *)out) < 0 ||
+    if (PyDict_SetItemString(d, "out", out) < 0 ||
+        put(d, "out_address", PyLong_FromVoidPtr(job->device_out)) < 0 ||
+        put(d, "out_shape", PyArray_IntTupleFromIntp(job->out_ndim, job->out_shape)) < 0 ||
+        put(d, "out_dtype", PyUnicode_FromString(job->out_typenum == NPY_FLOAT32 ? "float32"
+                                                                                 : "float64")) < 0 ||
         put(d, "problem", Py_BuildValue("(LLL)", job->problem.M, job->problem.N, job->problem.K)) < 0 ||
         put(d, "h2d_ms", PyFloat_FromDouble(job->h2d_ms)) < 0 ||
         put(d, "d2h_ms", PyFloat_FromDouble(job->d2h_ms)) < 0 ||
         put(d, "h2d_bytes", PyLong_FromSize_t(h2d_bytes)) < 0 ||
-        put(d, "d2h_bytes", PyLong_FromSize_t(job->out_bytes)) < 0 ||
+        put(d, "d2h_bytes", PyLong_FromSize_t(d2h_bytes)) < 0 ||
         put(d, "grid", Py_BuildValue("(III)", f->grid[0], f->grid[1], f->grid[2])) < 0 ||
         put(d, "block", Py_BuildValue("(III)", f->block[0], f->block[1], f->block[2])) < 0 ||
         put(d, "shared_bytes", PyLong_FromSize_t(f->shared_bytes)) < 0 ||

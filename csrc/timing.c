@@ -66,6 +66,15 @@ static cudaError_t query_launch_facts(tm_job *job)
     return cudaSuccess;
 }
 
+/* Bytes this call copies to the device (host inputs only). */
+size_t job_h2d_bytes(const tm_job *job)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < job->n_inputs; ++i)
+        if (!job->in_on_device[i]) bytes += job->in_bytes[i];
+    return bytes;
+}
+
 int tm_execute(tm_job *job)
 {
     const tm_kernel_spec *spec = job->spec;
@@ -86,23 +95,29 @@ int tm_execute(tm_job *job)
     TRY("cudaEventCreate", cudaEventCreate(&stop));
 
     for (int i = 0; i < job->n_inputs; ++i)
-        if ((err = device_alloc(job, &d_in[i], job->in_bytes[i], "cudaMalloc (input)")))
+        if (!job->in_on_device[i] &&
+            (err = device_alloc(job, &d_in[i], job->in_bytes[i], "cudaMalloc (input)")))
             goto cleanup;
     if ((err = device_alloc(job, &d_out, job->out_bytes, "cudaMalloc (output)"))) goto cleanup;
-    device_problem.in0 = d_in[0];
-    device_problem.in1 = d_in[1];
+    device_problem.in0 = job->in_on_device[0] ? h_in[0] : d_in[0];
+    device_problem.in1 = job->in_on_device[1] ? h_in[1] : d_in[1];
     device_problem.out = d_out;
     if (spec->scratch_bytes) scratch_bytes = (size_t)spec->scratch_bytes(&device_problem);
     if ((err = device_alloc(job, &d_scratch, scratch_bytes, "cudaMalloc (scratch)"))) goto cleanup;
     device_problem.scratch = d_scratch;
 
-    TRY("cudaEventRecord", cudaEventRecord(start, 0));
-    for (int i = 0; i < job->n_inputs; ++i)
-        if (job->in_bytes[i])
-            TRY("cudaMemcpy host to device",
-                cudaMemcpy(d_in[i], h_in[i], job->in_bytes[i], cudaMemcpyHostToDevice));
-    TRY("cudaEventRecord", cudaEventRecord(stop, 0));
-    TRY("timing the copy to the device", elapsed_ms(start, stop, &job->h2d_ms));
+    if (job->in_on_device[0] || job->in_on_device[1])
+        /* Device inputs may come from another library's stream (CuPy, PyTorch): wait for
+         * the work that produced them. */
+        TRY("cudaDeviceSynchronize", cudaDeviceSynchronize());
+    if (job_h2d_bytes(job)) {
+        TRY("cudaEventRecord", cudaEventRecord(start, 0));
+        for (int i = 0; i < job->n_inputs; ++i)
+            if (job->in_bytes[i] && !job->in_on_device[i])
+                TRY("copy to the device", tm_copy_to_device(d_in[i], h_in[i], job->in_bytes[i]));
+        TRY("cudaEventRecord", cudaEventRecord(stop, 0));
+        TRY("timing the copy to the device", elapsed_ms(start, stop, &job->h2d_ms));
+    }
 
     for (int i = 0; i < job->warmup; ++i) {
         TRY("kernel launch", (cudaError_t)spec->launch(&device_problem, &job->facts));
@@ -117,15 +132,19 @@ int tm_execute(tm_job *job)
     if (job->facts.launches > 0 && job->facts.func != NULL)
         TRY("querying launch facts", query_launch_facts(job));
 
-    TRY("cudaEventRecord", cudaEventRecord(start, 0));
-    if (job->out_bytes)
-        TRY("cudaMemcpy device to host",
-            cudaMemcpy(job->problem.out, d_out, job->out_bytes, cudaMemcpyDeviceToHost));
-    TRY("cudaEventRecord", cudaEventRecord(stop, 0));
-    TRY("timing the copy to the host", elapsed_ms(start, stop, &job->d2h_ms));
+    if (job->out_on_device) {
+        TRY("kernel execution", cudaDeviceSynchronize());
+        job->device_out = d_out; /* the caller owns it from here */
+        d_out = NULL;
+    } else if (job->out_bytes) {
+        TRY("cudaEventRecord", cudaEventRecord(start, 0));
+        TRY("copy to the host", tm_copy_to_host(job->problem.out, d_out, job->out_bytes));
+        TRY("cudaEventRecord", cudaEventRecord(stop, 0));
+        TRY("timing the copy to the host", elapsed_ms(start, stop, &job->d2h_ms));
+    }
 
 cleanup:
-    /* Free on every path; the first error is the one reported. */
+    /* Free on every path; the first error is the one reported. Device inputs are not ours. */
     for (int i = 0; i < TM_MAX_INPUTS; ++i)
         if (d_in[i]) cudaFree(d_in[i]);
     if (d_out) cudaFree(d_out);
@@ -181,12 +200,38 @@ PyObject *tm_raise_job_error(const tm_job *job)
                         job->failed_step, name, text);
 }
 
-/* The reference for "% of a copy": median time of `repeat` device-to-device copies of `bytes`
- * bytes after `warmup`, each timed with CUDA events. Fills *median_ms; returns 0 or -1. */
-int tm_copy_time(size_t bytes, int warmup, int repeat, double *samples_ms, cudaError_t *err_out,
-                 const char **step)
+/* Pinned host memory for the reference copies; on the emulator all host memory is as good. */
+static cudaError_t pinned_alloc(void **ptr, size_t bytes)
 {
-    void *src = NULL, *dst = NULL;
+#ifdef TM_EMU
+    *ptr = malloc(bytes);
+    return *ptr ? cudaSuccess : cudaErrorMemoryAllocation;
+#else
+    return cudaHostAlloc(ptr, bytes, cudaHostAllocDefault);
+#endif
+}
+
+static void pinned_free(void *ptr)
+{
+#ifdef TM_EMU
+    free(ptr);
+#else
+    cudaFreeHost(ptr);
+#endif
+}
+
+/* Reference copies for bench, each timed with CUDA events after `warmup` untimed ones:
+ * kind "d2d" (device to device: the bandwidth a reduction is compared with), "h2d_pinned" and
+ * "d2h_pinned" (from or to pinned host memory: the best a transfer can do). Fills
+ * samples_ms[repeat]; returns 0 or -1 with *err_out and *step set. */
+int tm_copy_time(const char *kind, size_t bytes, int warmup, int repeat, double *samples_ms,
+                 cudaError_t *err_out, const char **step)
+{
+    void *src = NULL, *dst = NULL, *host = NULL;
+    const int d2d = strcmp(kind, "d2d") == 0, to_device = strcmp(kind, "h2d_pinned") == 0;
+    const enum cudaMemcpyKind direction = d2d ? cudaMemcpyDeviceToDevice
+                                          : to_device ? cudaMemcpyHostToDevice
+                                                      : cudaMemcpyDeviceToHost;
     cudaEvent_t start = NULL, stop = NULL;
     cudaError_t err = cudaSuccess;
     tm_job step_holder = {0};
@@ -194,20 +239,24 @@ int tm_copy_time(size_t bytes, int warmup, int repeat, double *samples_ms, cudaE
 
     TRY("cudaEventCreate", cudaEventCreate(&start));
     TRY("cudaEventCreate", cudaEventCreate(&stop));
-    TRY("cudaMalloc (copy source)", cudaMalloc(&src, bytes));
-    TRY("cudaMalloc (copy destination)", cudaMalloc(&dst, bytes));
-    TRY("cudaMemset", cudaMemset(src, 1, bytes));
+    TRY("cudaMalloc (copy source)", cudaMalloc(d2d || to_device ? &dst : &src, bytes));
+    if (d2d) TRY("cudaMalloc (copy destination)", cudaMalloc(&src, bytes));
+    else TRY("cudaHostAlloc", pinned_alloc(&host, bytes));
+    if (!d2d) *(to_device ? &src : &dst) = host;
+    if (to_device) memset(src, 1, bytes);
+    else TRY("cudaMemset", cudaMemset(src, 1, bytes));
     for (int i = 0; i < warmup + repeat; ++i) {
         TRY("cudaEventRecord", cudaEventRecord(start, 0));
-        TRY("cudaMemcpy device to device", cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
+        TRY("cudaMemcpy", cudaMemcpy(dst, src, bytes, direction));
         TRY("cudaEventRecord", cudaEventRecord(stop, 0));
         double ms = 0;
         TRY("timing the copy", elapsed_ms(start, stop, &ms));
         if (i >= warmup) samples_ms[i - warmup] = ms;
     }
 cleanup:
-    if (src) cudaFree(src);
-    if (dst) cudaFree(dst);
+    if (src && src != host) cudaFree(src);
+    if (dst && dst != host) cudaFree(dst);
+    if (host) pinned_free(host);
     if (start) cudaEventDestroy(start);
     if (stop) cudaEventDestroy(stop);
     if (err != cudaSuccess) (void)cudaGetLastError();

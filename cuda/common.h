@@ -41,6 +41,16 @@ static inline cudaError_t tm_launch(void (*kernel)(Params...), dim3 grid, dim3 b
 
 static inline unsigned tm_ceil_div(long long n, long long d) { return (unsigned)((n + d - 1) / d); }
 
+// Whether a matmul's index arithmetic fits in int: every offset read or written is below a
+// matrix's element count, and indices run at most one tile (< 256) past an extent. 32-bit
+// arithmetic is cheaper on the GPU; kernels instantiate both and launchers pick with this.
+static inline bool tm_int_indices_suffice(const tm_problem *p)
+{
+    const double limit = (double)((1LL << 31) - 256);
+    return (double)p->M * p->K < limit && (double)p->K * p->N < limit &&
+           (double)p->M * p->N < limit;
+}
+
 static inline void tm_facts_set(tm_launch_facts *facts, const void *func, dim3 grid, dim3 block,
                                 size_t shared_bytes, size_t dynamic_shared_bytes, int launches)
 {

@@ -224,12 +224,8 @@ static int launch_fast_index(const tm_problem *p, tm_launch_facts *facts)
 template <typename Cfg>
 static int launch_fast(const tm_problem *p, tm_launch_facts *facts)
 {
-    // Every offset read or written is below a matrix's element count, and indices run at most
-    // one tile past an extent: int is enough below 2^31 - 256 elements per matrix.
-    const double limit = (double)((1LL << 31) - 256);
-    const bool small = (double)p->M * p->K < limit && (double)p->K * p->N < limit &&
-                       (double)p->M * p->N < limit;
-    return small ? launch_fast_index<Cfg, int>(p, facts) : launch_fast_index<Cfg, long long>(p, facts);
+    return tm_int_indices_suffice(p) ? launch_fast_index<Cfg, int>(p, facts)
+                                     : launch_fast_index<Cfg, long long>(p, facts);
 }
 
 // Multiprocessors of the current device, asked once (0 when it cannot be asked).

@@ -12,20 +12,21 @@
 // is guarded: correct for any M, N, K, and no thread skips a __syncthreads.
 #include "common.h"
 
-template <typename T, int TILE>
+// Index is int when the matrices are small enough (tm_int_indices_suffice), else long long.
+template <typename T, int TILE, typename Index>
 __global__ void matmul_tiled_kernel(const T *__restrict__ A, const T *__restrict__ B,
-                                    T *__restrict__ C, long long M, long long N, long long K,
+                                    T *__restrict__ C, Index M, Index N, Index K,
                                     unsigned first_block_y)
 {
     __shared__ T A_tile[TILE][TILE];
     __shared__ T B_tile[TILE][TILE];
     const int tx = threadIdx.x, ty = threadIdx.y;
-    const long long row = (long long)(blockIdx.y + first_block_y) * TILE + ty;
-    const long long col = (long long)blockIdx.x * TILE + tx;
+    const Index row = (Index)(blockIdx.y + first_block_y) * TILE + ty;
+    const Index col = (Index)blockIdx.x * TILE + tx;
 
     T sum = 0;
-    for (long long tile_k = 0; tile_k < K; tile_k += TILE) {
-        const long long a_col = tile_k + tx, b_row = tile_k + ty;
+    for (Index tile_k = 0; tile_k < K; tile_k += TILE) {
+        const Index a_col = tile_k + tx, b_row = tile_k + ty;
         A_tile[ty][tx] = (row < M && a_col < K) ? A[row * K + a_col] : T(0);
         B_tile[ty][tx] = (b_row < K && col < N) ? B[b_row * N + col] : T(0);
         __syncthreads();  // the tile is loaded before anyone reads it
@@ -37,26 +38,33 @@ __global__ void matmul_tiled_kernel(const T *__restrict__ A, const T *__restrict
     if (row < M && col < N) C[row * N + col] = sum;
 }
 
-template <typename T, int TILE>
+template <typename T, int TILE, typename Index>
 static int launch_tiled(const tm_problem *p, tm_launch_facts *facts)
 {
-    auto kernel = matmul_tiled_kernel<T, TILE>;
+    auto kernel = matmul_tiled_kernel<T, TILE, Index>;
     const dim3 block(TILE, TILE);
     const dim3 grid(tm_ceil_div(p->N, TILE), tm_ceil_div(p->M, TILE));
     return tm_launch_row_chunks((const void *)kernel, grid, block, 2 * TILE * TILE * sizeof(T),
                                 facts, [&](dim3 chunk, unsigned first_block_y) {
         return tm_launch(kernel, chunk, block, 0, (const T *)p->in0, (const T *)p->in1,
-                         (T *)p->out, p->M, p->N, p->K, first_block_y);
+                         (T *)p->out, (Index)p->M, (Index)p->N, (Index)p->K, first_block_y);
     });
+}
+
+template <typename T, int TILE>
+static int launch_tiled_index(const tm_problem *p, tm_launch_facts *facts)
+{
+    return tm_int_indices_suffice(p) ? launch_tiled<T, TILE, int>(p, facts)
+                                     : launch_tiled<T, TILE, long long>(p, facts);
 }
 
 template <typename T>
 static int launch_tiled_dtype(const tm_problem *p, tm_launch_facts *facts)
 {
     switch (p->params[0]) {
-    case 8: return launch_tiled<T, 8>(p, facts);
-    case 16: return launch_tiled<T, 16>(p, facts);
-    case 32: return launch_tiled<T, 32>(p, facts);
+    case 8: return launch_tiled_index<T, 8>(p, facts);
+    case 16: return launch_tiled_index<T, 16>(p, facts);
+    case 32: return launch_tiled_index<T, 32>(p, facts);
     default: return cudaErrorInvalidValue;
     }
 }

@@ -13,10 +13,12 @@ choose.
 from ._backend import get_backend, set_backend
 from ._core import Launch, Result, Timing, mat_add, matmul, reduce, vec_add
 from ._device import device_info, mem_info
+from ._device_array import DeviceArray, to_device
 from ._registry import KernelSpec, kernels
 from . import model, occupancy, plot, sweep
 
 __version__ = "0.1.0"
 __all__ = ["matmul", "reduce", "vec_add", "mat_add", "kernels", "device_info", "mem_info",
+           "to_device", "DeviceArray",
            "set_backend", "get_backend", "Result", "Timing", "Launch", "KernelSpec",
            "model", "occupancy", "sweep", "plot"]

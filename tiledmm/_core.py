@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from . import _backend, _registry
+from ._device_array import DeviceArray, as_device_input
 
 # Defaults per backend: the GPU is timed as the median of several launches after warm-up; the
 # emulator runs once (it is there to check kernels, and its timings are CPU timings).
@@ -27,10 +28,17 @@ class Timing:
     warmup: int
     clock: str
 
+    @property
+    def copies(self):
+        """The copies the call made, as (direction, bytes): none for device-resident data."""
+        return tuple((direction, n) for direction, n in (("h2d", self.h2d_bytes),
+                                                         ("d2h", self.d2h_bytes)) if n)
+
     def __repr__(self):
+        copies = ", ".join(f"{d} {n / 2**20:.3g} MiB in {getattr(self, d + '_ms'):.4g} ms"
+                           for d, n in self.copies) or "no copies"
         return (f"Timing(kernel {self.kernel_ms:.4g} ms median of {len(self.samples_ms)} "
-                f"[min {self.kernel_ms_min:.4g}], h2d {self.h2d_ms:.4g} ms, "
-                f"d2h {self.d2h_ms:.4g} ms, {self.clock})")
+                f"[min {self.kernel_ms_min:.4g}], {copies}, {self.clock})")
 
 
 @dataclass(frozen=True)
@@ -113,27 +121,44 @@ _FAMILY_MODELS = {
 }
 
 
-def _run(family, kernel, inputs, params, backend, warmup, repeat):
+def _run(family, kernel, inputs, params, backend, warmup, repeat, output=None):
     spec = _registry.lookup(kernel, family)
     values = _registry.param_values(spec, params)
     mod, name = _backend.resolve(backend)
+    device_inputs = [as_device_input(x, name) for x in inputs]
+    if output is None:
+        output = "device" if any(device_inputs) else "numpy"
+    if output not in ("numpy", "device"):
+        raise ValueError(f"output must be 'numpy' or 'device', got {output!r}")
     default_warmup, default_repeat = DEFAULT_RUNS[name]
     warmup = default_warmup if warmup is None else warmup
     repeat = default_repeat if repeat is None else repeat
     for label, value, least in (("warmup", warmup, 0), ("repeat", repeat, 1)):
         if _registry._as_int(value) is None or value < least:
             raise ValueError(f"{label} must be an integer >= {least}, got {value!r}")
-    raw = mod.run(kernel, inputs, values, warmup, repeat)
-    flops, min_bytes = _FAMILY_MODELS[family](*raw["problem"], raw["out"].itemsize)
+    raw = mod.run(kernel,
+                  tuple(d.placeholder if d else x for x, d in zip(inputs, device_inputs)),
+                  tuple(d.address if d else None for d in device_inputs),
+                  values, warmup, repeat, output == "device")
+    if output == "device":
+        raw["out"] = DeviceArray(raw["out"], raw["out_address"], raw["out_shape"],
+                                 raw["out_dtype"], name)
+    itemsize = 4 if raw["out_dtype"] == "float32" else 8
+    flops, min_bytes = _FAMILY_MODELS[family](*raw["problem"], itemsize)
     return Result(raw, spec, values, name, flops, min_bytes, warmup)
 
 
-def matmul(A, B, kernel="tiled", *, backend=None, warmup=None, repeat=None, **params):
+
+def matmul(A, B, kernel="tiled", *, backend=None, warmup=None, repeat=None, output=None,
+           **params):
     """C = A @ B with one of the course's matmul kernels, timed.
 
     A is M x K, B is K x N (NumPy arrays or array-likes of float32/float64; any layout).
     `kernel` names a registered matmul kernel (see `tiledmm.kernels('matmul')`); its
     parameters (e.g. `tile=16`) come as keywords. Returns a Result: `C, t = tm.matmul(A, B)`.
+    Inputs may also be device arrays (`tm.to_device`, CuPy, PyTorch CUDA tensors): they are
+    read in place. `output="device"` (the default when an input is on the device) leaves the
+    result on the device as a `tm.DeviceArray`; `output="numpy"` copies it back.
 
     >>> import numpy as np, tiledmm as tm
     >>> A = np.arange(6, dtype=np.float32).reshape(2, 3); B = np.ones((3, 2), np.float32)
@@ -141,23 +166,26 @@ def matmul(A, B, kernel="tiled", *, backend=None, warmup=None, repeat=None, **pa
     array([[ 3.,  3.],
            [12., 12.]], dtype=float32)
     """
-    return _run("matmul", kernel, (A, B), params, backend, warmup, repeat)
+    return _run("matmul", kernel, (A, B), params, backend, warmup, repeat, output)
 
 
-def reduce(x, kernel="shuffle", *, backend=None, warmup=None, repeat=None, **params):
+def reduce(x, kernel="shuffle", *, backend=None, warmup=None, repeat=None, output=None,
+           **params):
     """The sum of all elements of x (float32 or float64, any shape, flattened) with one of the
     course's reduction kernels. `res.out` is a 0-d array: `float(res.out)` is the sum. The
     sum of an empty array is 0, as in NumPy."""
-    result = _run("reduce", kernel, (x,), params, backend, warmup, repeat)
+    result = _run("reduce", kernel, (x,), params, backend, warmup, repeat, output)
     result.out = result.out.reshape(())
     return result
 
 
-def vec_add(a, b, kernel="vec_add", *, backend=None, warmup=None, repeat=None, **params):
+def vec_add(a, b, kernel="vec_add", *, backend=None, warmup=None, repeat=None, output=None,
+            **params):
     """c = a + b elementwise, one thread per element (the lectures' first kernel)."""
-    return _run("elementwise", kernel, (a, b), params, backend, warmup, repeat)
+    return _run("elementwise", kernel, (a, b), params, backend, warmup, repeat, output)
 
 
-def mat_add(a, b, kernel="mat_add", *, backend=None, warmup=None, repeat=None, **params):
+def mat_add(a, b, kernel="mat_add", *, backend=None, warmup=None, repeat=None, output=None,
+            **params):
     """C = A + B for matrices, with 2-D thread indices (CMU 15-418 lecture 001)."""
-    return _run("elementwise", kernel, (a, b), params, backend, warmup, repeat)
+    return _run("elementwise", kernel, (a, b), params, backend, warmup, repeat, output)

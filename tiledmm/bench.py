@@ -26,10 +26,13 @@ def _runs(name, warmup, repeat, sizes, family):
     return warmup, repeat, sizes
 
 
-def variants(family="matmul", names=None):
-    """(kernel, params) for every kernel of a family and every value of its parameter."""
+def variants(family="matmul", names=None, backend="cuda"):
+    """(kernel, params) for every kernel of a family and every value of its first parameter
+    (the others keep their defaults). `cublas` exists on the cuda backend only."""
     for spec in _registry.kernels(family):
         if names and spec.name not in names:
+            continue
+        if spec.name == "cublas" and backend != "cuda":
             continue
         if not spec.params:
             yield spec.name, {}
@@ -46,7 +49,7 @@ def bench_matmul(sizes=None, kernels=None, backend=None, warmup=None, repeat=Non
     name = backend or _backend.get_backend()
     warmup, repeat, sizes = _runs(name, warmup, repeat, sizes, "matmul")
     sizes = [s if isinstance(s, tuple) else (s, s, s) for s in sizes]
-    cases = list(variants("matmul", kernels))
+    cases = list(variants("matmul", kernels, name))
     has_cublas = "cublas" in _registry.specs() and name == "cuda"
     rng = np.random.default_rng(0)
     rows = []
@@ -92,7 +95,7 @@ def bench_reduce(sizes=None, kernels=None, backend=None, warmup=None, repeat=Non
         copy_ms = sorted(mod.copy_time(x.nbytes, warmup, repeat))[repeat // 2]
         copy_gbps = 2 * x.nbytes / (copy_ms * 1e6)
         expected = x.astype(np.float64).sum() if check else None
-        for kernel, params in variants("reduce", kernels):
+        for kernel, params in variants("reduce", kernels, name):
             if progress:
                 progress(f"{kernel} {params} n={n}")
             res = _core.reduce(x, kernel=kernel, backend=name, warmup=warmup, repeat=repeat,

@@ -1,0 +1,107 @@
+"""Device-resident arrays: tm.to_device, zero-copy calls, DLPack and the CUDA array interface,
+CuPy and PyTorch inputs (on the GPU)."""
+import numpy as np
+import pytest
+
+import tiledmm as tm
+from tiledmm.testing import assert_matmul_close, exact_integer_matrix
+from conftest import random_matrix
+
+
+def test_round_trip_any_layout(backend, rng):
+    a = random_matrix(rng, (7, 9), np.float64)
+    for view in (a, np.asfortranarray(a), a[::-1, ::2]):
+        d = tm.to_device(view, backend=backend)
+        assert d.shape == view.shape and d.dtype == view.dtype and d.backend == backend
+        np.testing.assert_array_equal(d.get(), view)
+        np.testing.assert_array_equal(np.asarray(d), view)
+
+
+def test_device_inputs_and_output_make_no_copies(backend, rng):
+    A, B = random_matrix(rng, (33, 20)), random_matrix(rng, (20, 17))
+    dA, dB = tm.to_device(A, backend=backend), tm.to_device(B, backend=backend)
+    res = tm.matmul(dA, dB, kernel="tiled", backend=backend)
+    assert isinstance(res.out, tm.DeviceArray) and res.out.shape == (33, 17)
+    assert res.timing.copies == () and res.timing.h2d_bytes == 0 and res.timing.d2h_bytes == 0
+    assert "no copies" in repr(res.timing)
+    assert_matmul_close(res.out.get(), A, B)
+    # The device result feeds the next call directly.
+    C2 = tm.matmul(res.out, tm.to_device(B.T.copy(), backend=backend), backend=backend,
+                   output="numpy").out
+    assert isinstance(C2, np.ndarray)
+    assert_matmul_close(C2, res.out.get(), B.T)
+
+
+def test_mixed_host_and_device_inputs(backend, rng):
+    A, B = exact_integer_matrix(rng, (12, 8)), exact_integer_matrix(rng, (8, 5))
+    res = tm.matmul(tm.to_device(A, backend=backend), B, backend=backend, output="numpy")
+    assert res.timing.copies == (("h2d", B.nbytes), ("d2h", 12 * 5 * 4))
+    np.testing.assert_array_equal(res.out, A @ B)
+
+
+def test_elementwise_on_device(backend, rng):
+    a, b = random_matrix(rng, 1000), random_matrix(rng, 1000)
+    res = tm.vec_add(tm.to_device(a, backend=backend), tm.to_device(b, backend=backend),
+                     backend=backend)
+    np.testing.assert_array_equal(res.out.get(), a + b)
+
+
+def test_device_input_of_other_dtype_is_refused(backend, rng):
+    dA = tm.to_device(random_matrix(rng, (4, 4)), backend=backend)
+    with pytest.raises(TypeError, match="convert it on the device"):
+        tm.matmul(dA, random_matrix(rng, (4, 4), np.float64), backend=backend)
+
+
+def test_to_device_refuses_other_dtypes(backend):
+    with pytest.raises(TypeError, match="float32 or float64"):
+        tm.to_device(np.arange(4), backend=backend)
+
+
+def test_empty_device_arrays(backend):
+    d = tm.to_device(np.ones((0, 3), np.float32), backend=backend)
+    res = tm.matmul(d, np.ones((3, 2), np.float32), backend=backend)
+    assert res.out.shape == (0, 2) and res.out.get().shape == (0, 2)
+
+
+def test_dlpack_export(backend, rng):
+    a = random_matrix(rng, (6, 5))
+    d = tm.to_device(a, backend=backend)
+    if backend == "emu":
+        assert d.__dlpack_device__() == (1, 0)
+        shared = np.from_dlpack(d)  # host memory: shared, not copied
+        np.testing.assert_array_equal(shared, a)
+        with pytest.raises(AttributeError):
+            d.__cuda_array_interface__
+    else:
+        assert d.__dlpack_device__()[0] == 2
+        cai = d.__cuda_array_interface__
+        assert cai["shape"] == (6, 5) and cai["typestr"] == "<f4" and cai["data"][0] == d.address
+
+
+def test_cupy_and_torch_inputs_without_host_round_trip(backend, rng):
+    if backend != "cuda":
+        pytest.skip("CUDA device arrays need the cuda backend")
+    A, B = random_matrix(rng, (64, 48)), random_matrix(rng, (48, 40))
+    tried = 0
+    try:
+        import cupy
+        tried += 1
+        res = tm.matmul(cupy.asarray(A), cupy.asarray(B), backend=backend)
+        assert res.timing.copies == ()
+        assert_matmul_close(cupy.asnumpy(cupy.from_dlpack(res.out)), A, B)
+        assert_matmul_close(cupy.asnumpy(cupy.asarray(res.out)), A, B)  # via the CAI
+    except ImportError:
+        pass
+    try:
+        import torch
+        tried += 1
+        tA, tB = torch.from_numpy(A).cuda(), torch.from_numpy(B).cuda()
+        res = tm.matmul(tA, tB, kernel="naive", backend=backend)
+        assert res.timing.copies == ()
+        assert_matmul_close(torch.from_dlpack(res.out).cpu().numpy(), A, B)
+        with pytest.raises(ValueError, match="contiguous"):
+            tm.matmul(tA.t(), tB[:40].t().contiguous().t(), backend=backend)
+    except ImportError:
+        pass
+    if not tried:
+        pytest.skip("neither CuPy nor PyTorch is installed")

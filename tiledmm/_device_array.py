@@ -1,0 +1,133 @@
+"""Arrays that stay on the device between calls, and other libraries' device arrays as inputs.
+
+`tm.to_device(x)` copies a NumPy array to the device once; kernels then read it in place and,
+with `output="device"` (the default when any input is on the device), leave their result
+there: no copies, and the timing shows none. A DeviceArray exports
+`__cuda_array_interface__` and DLPack, so CuPy, PyTorch and others use it without a copy;
+CuPy arrays and PyTorch CUDA tensors (anything with `__cuda_array_interface__`) are accepted
+as inputs the same way. On the `emu` backend "device" memory is host memory: DLPack exports
+it as CPU memory (so `numpy.from_dlpack` shares it) and there is no CUDA array interface.
+"""
+import numpy as np
+
+from . import _backend
+
+_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+class DeviceArray:
+    """A C-contiguous float32/float64 array in device memory, owned by this object."""
+
+    def __init__(self, buffer, address, shape, dtype, backend):
+        self._buffer = buffer  # capsule that frees the memory; None for an empty array
+        self.address = address
+        self.shape = tuple(int(n) for n in shape)
+        self.dtype = np.dtype(dtype)
+        self.backend = backend
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self):
+        return self.size * self.dtype.itemsize
+
+    def get(self):
+        """A NumPy copy of the array."""
+        out = np.empty(self.shape, self.dtype)
+        if self.size:
+            _backend.module(self.backend).download(self.address, out)
+        return out
+
+    def __array__(self, dtype=None, copy=None):
+        out = self.get()
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def reshape(self, *shape):
+        """A view with another shape (same memory, same owner)."""
+        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple) else shape
+        if int(np.prod(shape, dtype=np.int64)) != self.size:
+            raise ValueError(f"cannot reshape {self.shape} to {shape}")
+        view = DeviceArray(self._buffer, self.address, shape, self.dtype, self.backend)
+        view._base = self
+        return view
+
+    @property
+    def __cuda_array_interface__(self):
+        if self.backend != "cuda":
+            raise AttributeError("an emu DeviceArray is host memory: use DLPack or numpy.asarray")
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.address, False),
+                "strides": None, "version": 3}
+
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        # tiledmm's work is finished when its calls return (they synchronise), so any
+        # consumer stream may use the memory at once.
+        return _backend.module(self.backend).dlpack(self, self.address, self.shape,
+                                                    self.dtype.itemsize * 8)
+
+    def __dlpack_device__(self):
+        return (2, 0) if self.backend == "cuda" else (1, 0)
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    def __repr__(self):
+        return f"DeviceArray(shape={self.shape}, dtype={self.dtype}, backend={self.backend!r})"
+
+
+def to_device(x, backend=None):
+    """Copy a float32/float64 array (any layout; array-likes too) to the device, once."""
+    mod, name = _backend.resolve(backend)
+    if isinstance(x, DeviceArray):
+        return x
+    a = np.asarray(x)
+    if a.dtype not in _DTYPES:
+        raise TypeError(f"to_device: dtype {a.dtype}; tiledmm keeps float32 or float64 on the "
+                        f"device. Convert explicitly, e.g. x.astype(numpy.float32)")
+    buffer, address = mod.upload(a)
+    return DeviceArray(buffer, address, a.shape, a.dtype, name)
+
+
+class DeviceInput:
+    """How a device-resident input reaches the C glue: a placeholder for the checks (a
+    zero-stride array of the right shape and dtype, no memory) and its device address."""
+
+    def __init__(self, address, shape, dtype, owner):
+        self.address = address
+        self.placeholder = np.broadcast_to(np.zeros((), dtype), shape)
+        self.owner = owner  # keeps the memory alive for the call
+
+
+def as_device_input(x, backend):
+    """A DeviceInput for a DeviceArray or an object with __cuda_array_interface__, else None."""
+    if isinstance(x, DeviceArray):
+        if x.backend != backend:
+            raise ValueError(f"this array lives on the {x.backend!r} backend, the call runs on "
+                             f"{backend!r}")
+        return DeviceInput(x.address, x.shape, x.dtype, x)
+    try:
+        cai = x.__cuda_array_interface__
+    except AttributeError:
+        return None
+    except Exception as exc:  # PyTorch raises for tensors that require grad
+        raise TypeError(f"cannot read the CUDA array interface of this input: {exc}") from exc
+    if backend != "cuda":
+        raise ValueError("a CUDA device array (CuPy, PyTorch...) needs backend='cuda'")
+    dtype = np.dtype(cai["typestr"])
+    if dtype not in _DTYPES:
+        raise TypeError(f"device input has dtype {dtype}; tiledmm kernels run in float32 or "
+                        f"float64. Convert it on the device first")
+    shape = tuple(cai["shape"])
+    strides = cai.get("strides")
+    contiguous = np.broadcast_to(np.zeros((), dtype), shape)
+    if strides is not None and tuple(strides) != np.empty(shape, dtype).strides and contiguous.size > 1:
+        raise ValueError("device input is not C-contiguous; make a contiguous copy on the device "
+                         "first (e.g. cupy.ascontiguousarray(x) or x.contiguous())")
+    return DeviceInput(cai["data"][0], shape, dtype, x)
