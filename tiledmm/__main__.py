@@ -38,7 +38,8 @@ def cmd_demo(args):
 
 def cmd_bench(args):
     runners = {"matmul": bench.bench_matmul, "reduce": bench.bench_reduce}
-    families = list(runners) if args.family == "all" else [args.family]
+    families = (list(runners) if args.family == "all" else
+                [] if args.family == "none" else [args.family])
     all_rows, tables = [], []
     for family in families:
         if not tm.kernels(family):
@@ -49,6 +50,11 @@ def cmd_bench(args):
                                progress=bench.progress_to_stderr if args.verbose else None)
         all_rows += [dict(r, family=family) for r in rows]
         tables.append(bench.format_table(rows, family))
+    if args.end_to_end:
+        rows = bench.bench_end_to_end(backend=args.backend,
+                                      progress=bench.progress_to_stderr if args.verbose else None)
+        all_rows += [dict(r, family="end_to_end") for r in rows]
+        tables.append(bench.format_end_to_end(rows))
     bench.save(all_rows, args.csv, args.json)
     print("\n\n".join(tables))
 
@@ -62,12 +68,14 @@ def main(argv=None):
     demo.add_argument("--size", type=int, default=None)
     demo.set_defaults(fn=cmd_demo)
     b = sub.add_parser("bench", help="matmul kernels x sizes: time, TFLOP/s, %% of cuBLAS")
-    b.add_argument("--family", choices=["matmul", "reduce", "all"], default="all")
+    b.add_argument("--family", choices=["matmul", "reduce", "all", "none"], default="all")
     b.add_argument("--sizes", type=int, nargs="+", default=None,
                    help="with one --family: square sizes (matmul) or lengths (reduce)")
     b.add_argument("--kernels", nargs="+", default=None)
     b.add_argument("--warmup", type=int, default=None)
     b.add_argument("--repeat", type=int, default=None)
+    b.add_argument("--end-to-end", action="store_true",
+                   help="also NumPy round trips: copy GB/s vs pinned memory, matmul vs numpy.matmul")
     b.add_argument("--csv", default=None)
     b.add_argument("--json", default=None)
     b.add_argument("-v", "--verbose", action="store_true")

@@ -92,7 +92,7 @@ def bench_reduce(sizes=None, kernels=None, backend=None, warmup=None, repeat=Non
     rows = []
     for n in sizes:
         x = rng.random(n, dtype=np.float32) * 2 - 1
-        copy_ms = sorted(mod.copy_time(x.nbytes, warmup, repeat))[repeat // 2]
+        copy_ms = sorted(mod.copy_time("d2d", x.nbytes, warmup, repeat))[repeat // 2]
         copy_gbps = 2 * x.nbytes / (copy_ms * 1e6)
         expected = x.astype(np.float64).sum() if check else None
         for kernel, params in variants("reduce", kernels, name):
@@ -109,6 +109,71 @@ def bench_reduce(sizes=None, kernels=None, backend=None, warmup=None, repeat=Non
                                          / max(np.abs(x).sum(dtype=np.float64), 1e-30))
             rows.append(row)
     return rows
+
+
+def bench_end_to_end(sizes=None, transfer_mib=(64, 256), backend=None, repeat=5,
+                     kernel="fast", progress=None):
+    """Round trips as a user sees them. Two kinds of rows:
+    - transfer: GB/s of NumPy arrays copied to and from the device by a tiledmm call
+      (`vec_add`'s timing.h2d_ms / d2h_ms, through the pinned staging ring) beside plain
+      cudaMemcpy from and to pinned memory of the same size, measured in the same run;
+    - matmul: wall time of a NumPy-in, NumPy-out call (allocation, copies, one launch) beside
+      its kernel time and numpy.matmul on this machine's CPU (median of `repeat`)."""
+    import time
+    name = backend or _backend.get_backend()
+    mod = _backend.module(name)
+    rng = np.random.default_rng(0)
+    rows = []
+    for mib in transfer_mib:
+        n = mib * 2**20 // 4
+        a, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
+        if progress:
+            progress(f"transfers {mib} MiB")
+        results = [_core.vec_add(a, b, backend=name, warmup=0, repeat=1) for _ in range(repeat + 1)][1:]
+        for direction in ("h2d", "d2h"):
+            ms = sorted(getattr(r.timing, direction + "_ms") for r in results)[repeat // 2]
+            moved = getattr(results[0].timing, direction + "_bytes")
+            pinned_ms = sorted(mod.copy_time(direction + "_pinned", a.nbytes, 1, repeat))[repeat // 2]
+            gbps, pinned_gbps = moved / (ms * 1e6), a.nbytes / (pinned_ms * 1e6)
+            rows.append(dict(kind="transfer", what=f"{direction} numpy {mib} MiB", ms=ms,
+                             gbps=gbps, reference="pinned cudaMemcpy", ref_gbps=pinned_gbps,
+                             pct=100 * gbps / pinned_gbps, backend=name))
+    for n in sizes or ((4096,) if name == "cuda" else (128,)):
+        A = rng.random((n, n), dtype=np.float32) * 2 - 1
+        B = rng.random((n, n), dtype=np.float32) * 2 - 1
+        if progress:
+            progress(f"end-to-end {kernel} {n}^3")
+        chosen = kernel if kernel in _registry.specs() else "tiled"
+        _core.matmul(A, B, kernel=chosen, backend=name, warmup=0, repeat=1)  # load, warm up
+        walls, kernels = [], []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            res = _core.matmul(A, B, kernel=chosen, backend=name, warmup=0, repeat=1)
+            walls.append((time.perf_counter() - start) * 1e3)
+            kernels.append(res.timing.kernel_ms)
+        cpu = []
+        for _ in range(max(1, repeat // 2)):
+            start = time.perf_counter()
+            np.matmul(A, B)
+            cpu.append((time.perf_counter() - start) * 1e3)
+        wall, cpu_ms = sorted(walls)[len(walls) // 2], sorted(cpu)[len(cpu) // 2]
+        rows.append(dict(kind="matmul", what=f"{chosen} {n}^3 numpy in/out", ms=wall,
+                         kernel_ms=sorted(kernels)[len(kernels) // 2],
+                         reference="numpy.matmul (CPU)", ref_ms=cpu_ms, speedup=cpu_ms / wall,
+                         backend=name))
+    return rows
+
+
+def format_end_to_end(rows):
+    lines = []
+    for r in rows:
+        if r["kind"] == "transfer":
+            lines.append(f"{r['what']:<28} {r['gbps']:8.1f} GB/s   {r['reference']} "
+                         f"{r['ref_gbps']:.1f} GB/s   {r['pct']:.0f}%")
+        else:
+            lines.append(f"{r['what']:<28} {r['ms']:8.2f} ms end to end (kernel {r['kernel_ms']:.2f} ms)"
+                         f"   {r['reference']} {r['ref_ms']:.1f} ms   {r['speedup']:.1f}x faster")
+    return "\n".join(lines)
 
 
 def _fmt_params(params):
