@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # One command for a GPU machine: build for this GPU, run the whole test suite on both
-# backends, run compute-sanitizer over every kernel, run the benchmark and the demo.
-# Logs go to $OUT (or ./out); the short table comes last.
-#   usage: bash benchmarks/gpu_run.sh [extra bench args]
+# backends, compute-sanitizer over every kernel, the demo, the benchmarks (kernels against
+# cuBLAS and a device copy; NumPy round trips against pinned copies and numpy.matmul), and the
+# notebooks with their outputs. Logs go to $OUT (or ./out); short tables come last.
+#   usage: bash benchmarks/gpu_run.sh [all|test|bench] [extra bench args]
+#   test:  build, pytest (both backends), compute-sanitizer (memcheck, racecheck, synccheck,
+#          initcheck) over every kernel
+#   bench: build (kept from `test` on the same machine), demo, bench, notebooks
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
+stage=${1:-all}; shift || true
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
 
@@ -14,23 +19,34 @@ echo "== build (sm_$arch)"
 TILEDMM_CUDA_ARCHS=$arch python3 setup.py -q build_ext --inplace >"$OUT/build.log" 2>&1 \
     || { tail -40 "$OUT/build.log"; exit 1; }
 
-echo "== tests (both backends)"
-python3 -m pytest -q --maxfail=20 -p no:cacheprovider 2>&1 | tee "$OUT/pytest.log" | tail -15
+if [ "$stage" = all ] || [ "$stage" = test ]; then
+    echo "== tests (both backends)"
+    workers=$(python3 -c "import xdist" 2>/dev/null && echo "-n 8" || echo "")
+    python3 -m pytest -q $workers --maxfail=20 -p no:cacheprovider 2>&1 | tee "$OUT/pytest.log" | tail -15
 
-echo "== compute-sanitizer (memcheck, racecheck, synccheck) over every kernel"
-: >"$OUT/sanitizer.log"
-for tool in memcheck racecheck synccheck initcheck; do
-    echo "=== $tool" >>"$OUT/sanitizer.log"
-    compute-sanitizer --tool $tool --error-exitcode 9 python3 benchmarks/sanitize_cases.py \
-        >>"$OUT/sanitizer.log" 2>&1
-    rc=$?
-    echo "$tool: exit $rc, $(grep -c ': ok$' "$OUT/sanitizer.log") kernel variants so far;" \
-         "$(grep 'ERROR SUMMARY' "$OUT/sanitizer.log" | tail -1)"
-    [ $rc -eq 0 ] || tail -15 "$OUT/sanitizer.log"
-done
+    echo "== compute-sanitizer over every kernel"
+    : >"$OUT/sanitizer.log"
+    for tool in memcheck racecheck synccheck initcheck; do
+        echo "=== $tool" >>"$OUT/sanitizer.log"
+        start=$SECONDS
+        compute-sanitizer --tool $tool --error-exitcode 9 python3 benchmarks/sanitize_cases.py \
+            >>"$OUT/sanitizer.log" 2>&1
+        rc=$?
+        echo "$tool: exit $rc in $((SECONDS - start)) s; $(grep 'ERROR SUMMARY' "$OUT/sanitizer.log" | tail -1)"
+        [ $rc -eq 0 ] || grep -E "FAILED|Invalid|Race|error" "$OUT/sanitizer.log" | head -15
+    done
+    grep -c ': ok$' "$OUT/sanitizer.log" | xargs echo "variants ok (all tools):"
+fi
 
-echo "== demo"
-python3 -m tiledmm demo 2>&1 | tee "$OUT/demo.log"
+if [ "$stage" = all ] || [ "$stage" = bench ]; then
+    echo "== notebooks (executed on this backend, outputs saved)"
+    python3 benchmarks/run_notebooks.py --backend cuda --keep-going >"$OUT/notebooks.log" 2>&1
+    echo "notebooks: exit $?"; tail -3 "$OUT/notebooks.log"
+    tar czf "$OUT/notebooks.tgz" notebooks/*.ipynb
 
-echo "== bench"
-python3 -m tiledmm bench --csv "$OUT/bench.csv" "$@" | tee "$OUT/bench.txt"
+    echo "== demo"
+    python3 -m tiledmm demo 2>&1 | tee "$OUT/demo.log"
+
+    echo "== bench"
+    python3 -m tiledmm bench --end-to-end --csv "$OUT/bench.csv" "$@" | tee "$OUT/bench.txt"
+fi
