@@ -65,8 +65,9 @@ int tm_reduce_atomic_per_element_launch(const tm_problem *p, tm_launch_facts *fa
 // n reads; each atomic reads and writes the total once.
 double tm_reduce_atomic_bytes(const tm_problem *p)
 {
-    const long long blocks = tm_resident_blocks((unsigned)p->params[0],
-                                                tm_blocks_for(p->M, p->params[0]));
+    // At most one block per `block` elements, and no more than a device holds (2112 on an H100).
+    const long long needed = tm_blocks_for(p->M, p->params[0]);
+    const long long blocks = needed < 2112 ? needed : 2112;
     return tm_elem_bytes(p) * ((double)p->M + 2.0 * (double)blocks + 1.0);
 }
 

@@ -162,7 +162,7 @@ double tm_reduce_multi_pass_bytes(const tm_problem *p)
     for (long long count = p->M;;) {
         const long long blocks = tm_blocks_for(count, block);
         values += 3.0 * (double)(count - blocks);
-        if (blocks == 1) break;
+        if (blocks <= 1) break;
         count = blocks;
     }
     return (values + 1) * tm_elem_bytes(p);
