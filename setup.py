@@ -141,13 +141,14 @@ class BuildExt(build_ext):
 GLUE_ARGS = dict(
     sources=GLUE_SOURCES,
     include_dirs=["csrc", "cuda", numpy.get_include()],
-    extra_compile_args=["-std=c11", "-O2"],
+    # OpenMP: the emulator's blocks, and the multi-threaded copies into pinned staging buffers
+    extra_compile_args=["-std=c11", "-O2", "-fopenmp"],
     language="c++",  # link with the C++ driver: the kernel objects are C++
 )
 
 extensions = [
     Extension("tiledmm._cuda", define_macros=[("TM_MODULE", "_cuda")],
-              extra_link_args=["-l:libcudart_static.a", "-ldl", "-lpthread", "-lrt"],
+              extra_link_args=["-l:libcudart_static.a", "-ldl", "-lpthread", "-lrt", "-fopenmp"],
               **GLUE_ARGS),
     Extension("tiledmm._emu", define_macros=[("TM_MODULE", "_emu"), ("TM_EMU", "1")],
               extra_link_args=["-fopenmp", *emu_asan_flags()], **GLUE_ARGS),
