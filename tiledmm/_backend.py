@@ -72,7 +72,15 @@ def get_backend():
 
 
 def set_backend(name):
-    """Make `name` ('cuda', 'emu', or None for the default) the backend of later calls."""
+    """Make `name` ('cuda', 'emu', or None for the default) the backend of later calls, and
+    return it. A backend that cannot run (say `cuda` without a build) fails here, with the
+    reason.
+
+    >>> tm.set_backend("emu")
+    'emu'
+    >>> tm.get_backend()
+    'emu'
+    """
     global _chosen
     if name is None:
         _chosen = None

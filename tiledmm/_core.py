@@ -54,11 +54,29 @@ class Launch:
 
     @property
     def threads_per_block(self):
+        """block[0] * block[1] * block[2]."""
         return self.block[0] * self.block[1] * self.block[2]
 
 
 class Result:
-    """What a tiledmm call returns. Unpacks as `out, timing = tm.matmul(...)`."""
+    """What a tiledmm call returns. Unpacks as `out, timing = tm.matmul(...)`.
+
+    Attributes: `out` (the output: an ndarray, a 0-d array for reduce, or a DeviceArray with
+    output="device"), `timing` (a Timing), `launch` (a Launch), `kernel`, `family`, `params`
+    (the kernel's parameters as used, defaults included), `backend`, `flops`, `min_bytes`
+    (inputs read once and the output written once) and `model_bytes` (the lecture's
+    global-traffic model of this kernel and shape).
+
+    >>> A = np.ones((64, 32), np.float32); B = np.ones((32, 48), np.float32)
+    >>> res = tm.matmul(A, B, kernel="tiled", tile=16, backend="emu")
+    >>> C, t = res
+    >>> C.shape, res.kernel, res.params, res.backend
+    ((64, 48), 'tiled', {'tile': 16}, 'emu')
+    >>> t.clock, len(t.samples_ms), res.launch.grid, res.launch.block
+    ('CPU time (emulator)', 1, (3, 4, 1), (16, 16, 1))
+    >>> res.flops == 2 * 64 * 48 * 32
+    True
+    """
 
     def __init__(self, raw, spec, params, backend, flops, min_bytes, warmup):
         self.out = raw["out"]
@@ -91,6 +109,7 @@ class Result:
 
     @property
     def tflops(self):
+        """gflops / 1000: TFLOP/s."""
         return self.gflops / 1e3
 
     @property
@@ -173,7 +192,13 @@ def reduce(x, kernel="shuffle", *, backend=None, warmup=None, repeat=None, outpu
            **params):
     """The sum of all elements of x (float32 or float64, any shape, flattened) with one of the
     course's reduction kernels. `res.out` is a 0-d array: `float(res.out)` is the sum. The
-    sum of an empty array is 0, as in NumPy."""
+    sum of an empty array is 0, as in NumPy.
+
+    >>> x = np.arange(1000, dtype=np.float32)
+    >>> res = tm.reduce(x, kernel="shuffle", block=256, backend="emu")
+    >>> float(res.out), res.out.shape
+    (499500.0, ())
+    """
     result = _run("reduce", kernel, (x,), params, backend, warmup, repeat, output)
     result.out = result.out.reshape(())
     return result
@@ -181,11 +206,22 @@ def reduce(x, kernel="shuffle", *, backend=None, warmup=None, repeat=None, outpu
 
 def vec_add(a, b, kernel="vec_add", *, backend=None, warmup=None, repeat=None, output=None,
             **params):
-    """c = a + b elementwise, one thread per element (the lectures' first kernel)."""
+    """c = a + b elementwise, one thread per element (the lectures' first kernel).
+
+    >>> a = np.arange(5, dtype=np.float32)
+    >>> tm.vec_add(a, a, block=128, backend="emu").out
+    array([0., 2., 4., 6., 8.], dtype=float32)
+    """
     return _run("elementwise", kernel, (a, b), params, backend, warmup, repeat, output)
 
 
 def mat_add(a, b, kernel="mat_add", *, backend=None, warmup=None, repeat=None, output=None,
             **params):
-    """C = A + B for matrices, with 2-D thread indices (CMU 15-418 lecture 001)."""
+    """C = A + B for matrices, with 2-D thread indices (CMU 15-418 lecture 001).
+
+    >>> A = np.arange(6, dtype=np.float64).reshape(2, 3)
+    >>> tm.mat_add(A, A, block=16, backend="emu").out
+    array([[ 0.,  2.,  4.],
+           [ 6.,  8., 10.]])
+    """
     return _run("elementwise", kernel, (a, b), params, backend, warmup, repeat, output)

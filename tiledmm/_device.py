@@ -30,6 +30,11 @@ def device_info(backend=None):
     them: `peak_fp32_tflops` (SMs x FP32 lanes x 2 x clock) and `peak_bandwidth_gbs`
     (2 x memory clock x bus width, double data rate). On `emu`: the emulated device, honestly:
     its limits are the emulator's, clocks are unknown (0) and there are no peaks (None).
+    The dict prints as the lecture's device query, one property a line.
+
+    >>> info = tm.device_info(backend="emu")
+    >>> info["backend"], info["warp_size"], info["max_threads_per_block"], info["peak_fp32_tflops"]
+    ('emu', 32, 1024, None)
     """
     mod, name = _backend.resolve(backend)
     info = DeviceInfo(backend=name, **mod.device_properties())
@@ -49,6 +54,11 @@ def device_info(backend=None):
 
 
 def mem_info(backend=None):
-    """(free_bytes, total_bytes) of device memory (on emu: of the emulated device's budget)."""
+    """(free_bytes, total_bytes) of device memory (on emu: of the emulated device's budget).
+
+    >>> free, total = tm.mem_info(backend="emu")
+    >>> 0 < free <= total
+    True
+    """
     mod, _ = _backend.resolve(backend)
     return mod.mem_info()

@@ -27,14 +27,17 @@ class DeviceArray:
 
     @property
     def ndim(self):
+        """Number of dimensions."""
         return len(self.shape)
 
     @property
     def size(self):
+        """Number of elements."""
         return int(np.prod(self.shape, dtype=np.int64))
 
     @property
     def nbytes(self):
+        """Bytes of device memory the elements take."""
         return self.size * self.dtype.itemsize
 
     def get(self):
@@ -45,6 +48,7 @@ class DeviceArray:
         return out
 
     def __array__(self, dtype=None, copy=None):
+        """numpy.asarray(d): a NumPy copy, as get()."""
         out = self.get()
         return out if dtype is None else out.astype(dtype, copy=False)
 
@@ -59,18 +63,21 @@ class DeviceArray:
 
     @property
     def __cuda_array_interface__(self):
+        """The CUDA array interface (version 3) for CuPy, PyTorch, Numba (cuda backend only)."""
         if self.backend != "cuda":
             raise AttributeError("an emu DeviceArray is host memory: use DLPack or numpy.asarray")
         return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.address, False),
                 "strides": None, "version": 3}
 
     def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule sharing the memory (CUDA memory on cuda, CPU memory on emu)."""
         # tiledmm's work is finished when its calls return (they synchronise), so any
         # consumer stream may use the memory at once.
         return _backend.module(self.backend).dlpack(self, self.address, self.shape,
                                                     self.dtype.itemsize * 8)
 
     def __dlpack_device__(self):
+        """(2, 0) for CUDA device 0 on cuda; (1, 0), the CPU, on emu."""
         return (2, 0) if self.backend == "cuda" else (1, 0)
 
     def __len__(self):
@@ -83,7 +90,18 @@ class DeviceArray:
 
 
 def to_device(x, backend=None):
-    """Copy a float32/float64 array (any layout; array-likes too) to the device, once."""
+    """Copy a float32/float64 array (any layout; array-likes too) to the device, once.
+    Returns a DeviceArray; a DeviceArray given is returned as is.
+
+    >>> A = np.ones((2, 3), np.float32); B = np.ones((3, 2), np.float32)
+    >>> dA, dB = tm.to_device(A, backend="emu"), tm.to_device(B, backend="emu")
+    >>> res = tm.matmul(dA, dB, backend="emu")     # read in place, result left on the device
+    >>> res.out, res.timing.copies
+    (DeviceArray(shape=(2, 2), dtype=float32, backend='emu'), ())
+    >>> res.out.get()
+    array([[3., 3.],
+           [3., 3.]], dtype=float32)
+    """
     mod, name = _backend.resolve(backend)
     if isinstance(x, DeviceArray):
         return x

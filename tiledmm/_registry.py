@@ -12,6 +12,8 @@ FAMILIES = ("matmul", "reduce", "elementwise")
 
 @dataclass(frozen=True)
 class Param:
+    """One parameter of a kernel: its name (the keyword of the call), default, allowed values
+    and a one-line meaning."""
     name: str
     default: int
     values: Tuple[int, ...]
@@ -20,6 +22,9 @@ class Param:
 
 @dataclass(frozen=True)
 class KernelSpec:
+    """One row of the kernel registry (cuda/registry.cu): name, family ('matmul', 'reduce',
+    'elementwise'), dtypes it runs in, params (a tuple of Param: name, default, values, doc),
+    the lecture it comes from, and a one-line summary. `str(spec)` is a readable block."""
     name: str
     family: str
     dtypes: Tuple[str, ...]
@@ -54,7 +59,15 @@ def specs():
 
 
 def kernels(family=None):
-    """The registered kernels (optionally of one family: 'matmul', 'reduce', 'elementwise')."""
+    """The registered kernels (optionally of one family: 'matmul', 'reduce', 'elementwise'),
+    as a list of KernelSpec in registry order.
+
+    >>> "tiled" in [k.name for k in tm.kernels("matmul")]
+    True
+    >>> tiled = next(k for k in tm.kernels() if k.name == "tiled")
+    >>> tiled.family, tiled.params[0].name, tiled.params[0].values, tiled.params[0].default
+    ('matmul', 'tile', (8, 16, 32), 16)
+    """
     rows = list(specs().values())
     if family is not None:
         if family not in FAMILIES:

@@ -114,6 +114,7 @@ def bench_reduce(sizes=None, kernels=None, backend=None, warmup=None, repeat=Non
 def bench_end_to_end(sizes=None, transfer_mib=(64, 256), backend=None, repeat=5,
                      kernel="fast", progress=None):
     """Round trips as a user sees them. Two kinds of rows:
+
     - transfer: GB/s of NumPy arrays copied to and from the device by a tiledmm call
       (`vec_add`'s timing.h2d_ms / d2h_ms, through the pinned staging ring) beside plain
       cudaMemcpy from and to pinned memory of the same size, measured in the same run;

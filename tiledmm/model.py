@@ -107,7 +107,13 @@ def traffic_bytes(kernel, M, N=None, K=None, itemsize=4, stores=True, multiproce
                   **params):
     """Modelled global-memory bytes of a registered matmul kernel: loads (as the lectures
     count them) plus, with stores=True, the M*N stores of C. cublas: the minimum (each input
-    read once). colmajor_b includes its timed transpose of B (read + write K*N)."""
+    read once). colmajor_b includes its timed transpose of B (read + write K*N).
+
+    >>> tm.model.traffic_bytes("tiled", 1024, tile=16)    # 4 * (2 * 1024**3 / 16 + 1024**2)
+    541065216
+    >>> tm.model.traffic_bytes("naive", 1024) == 4 * (2 * 1024**3 + 1024**2)
+    True
+    """
     M, N, K = _dims(M, N, K)
     out = M * N if stores else 0
     if kernel == "cublas":
@@ -133,7 +139,11 @@ def lecture_intensity(tile=1, itemsize=4):
 
 def bandwidth_bound_gflops(bandwidth_gbs=150.0, tile=1, itemsize=4):
     """The lectures' bound: (bandwidth / itemsize) * tile GFLOP/s.
-    150 GB/s: 37.5 naive, 600 with 16 x 16 tiles, 1,200 with 32 x 32 (float32)."""
+    150 GB/s: 37.5 naive, 600 with 16 x 16 tiles, 1,200 with 32 x 32 (float32).
+
+    >>> tm.model.bandwidth_bound_gflops(150), tm.model.bandwidth_bound_gflops(150, tile=32)
+    (37.5, 1200.0)
+    """
     return bandwidth_gbs / itemsize * tile
 
 
@@ -172,7 +182,12 @@ def predicted(kernel, M, N=None, K=None, device=None, bandwidth_gbs=None, peak_g
               itemsize=4, backend=None, **params):
     """The model's view of one matmul before running it: flops, traffic bytes, intensity and
     the roofline bound for a device (preset name, dict, None for the current one) or an
-    explicit bandwidth/peak (the lecture's 150 GB/s with no peak: bandwidth_gbs=150)."""
+    explicit bandwidth/peak (the lecture's 150 GB/s with no peak: bandwidth_gbs=150).
+
+    >>> row = tm.model.predicted("tiled", 4096, bandwidth_gbs=150, tile=16)
+    >>> row["bytes"] == tm.model.traffic_bytes("tiled", 4096, tile=16), row["bound_by"]
+    (True, 'memory')
+    """
     M, N, K = _dims(M, N, K)
     if bandwidth_gbs is None or (peak_gflops is None and device is not None):
         peak, bw = device_peaks(device, backend)

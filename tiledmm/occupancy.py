@@ -284,13 +284,23 @@ def occupancy(kernel=None, *, device=None, threads_per_block=None, shared_bytes=
               registers_per_thread=None, size=None, dtype=np.float32, backend=None, **params):
     """Resident blocks per SM of a kernel's blocks, and the limiting resource.
 
-    kernel: a registered kernel name (its launch is read from one small run on `backend`,
+    Args:
+        kernel: a registered kernel name (its launch is read from one small run on `backend`,
             with `params` such as tile=32), a Result (its launch is used as is), or None
             (give threads_per_block, shared_bytes and optionally registers_per_thread).
-    device: None for the current device (tm.device_info()), a preset name ('G80', 'GM107',
+        device: None for the current device (tm.device_info()), a preset name ('G80', 'GM107',
             'GM204', 'T4', 'A100', 'H100') or a dict of limits.
-    threads_per_block / shared_bytes / registers_per_thread override what the launch says
-            (registers are unknown on the emulator: give them to see their effect).
+        threads_per_block: with shared_bytes and registers_per_thread, overrides what the
+            launch says (registers are unknown on the emulator: give them to see their effect).
+
+    >>> occ = tm.occupancy(threads_per_block=256, shared_bytes=2048, device="GM204")
+    >>> occ.blocks_per_sm, occ.limited_by
+    (8, 'threads')
+    >>> tm.occupancy("tiled", tile=32, device="G80", backend="emu").limited_by
+    'threads_per_block'
+    >>> tm.occupancy.max_tile_size("GM204")["tile"]
+    32
+
     Returns an Occupancy: blocks_per_sm, limited_by ('threads', 'blocks', 'shared_memory',
     'registers'; or 'threads_per_block', 'shared_memory_per_block', 'registers_per_thread'
     when one block alone does not fit), limits (blocks each resource allows), occupancy.

@@ -83,7 +83,15 @@ def _isnan(v):
 
 def tile_sizes(data, ax=None, kernel="tiled", x="tile", y="tflops", title=None):
     """The tile-size effect: `y` (default TFLOP/s) against tile edge, one line per matrix
-    size, for `kernel` (default 'tiled'; None: every row). One Line2D per size."""
+    size, for `kernel` (default 'tiled'; None: every row). One Line2D per size.
+
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> rows = tm.sweep("tiled", [32, 64], tile="all", backend="emu", as_frame=False,
+    ...                 progress=False)
+    >>> ax = tm.plot.tile_sizes(rows)
+    >>> len(ax.lines)
+    2
+    """
     rows = [r for r in _rows(data) if kernel is None or r.get("kernel") == kernel]
     rows = [r for r in rows if r.get(x) is not None and not _isnan(r.get(x))]
     ax = _axes(ax)

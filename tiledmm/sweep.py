@@ -157,18 +157,27 @@ def sweep(kernels=None, sizes=None, params=None, *, family=None, backend=None, w
           skip_missing=False, as_frame=None, seed=0, **grid):
     """Run every kernel x size x parameter combination; one row per run.
 
-    kernels: a name, a KernelSpec, a list of either, or None for every kernel of `family`
-             (default 'matmul').
-    sizes: an int n (n x n x n for matmul, n elements otherwise), a tuple (M, N, K) for
-           matmul, or a list of these.
-    params / **grid: parameter name -> value, list of values, or "all" (e.g. tile=[8, 16, 32]).
-    backend, warmup, repeat, dtype: as for tm.matmul (defaults per backend).
-    check: add max_rel_error against NumPy in float64.
-    errors: "raise" (default), "skip" (drop the run) or "record" (a row with `error` text).
-    skip_missing: skip kernels not registered in this build (with a warning) instead of
-                  raising.
-    as_frame: True for a DataFrame, False for a list of dicts, None: a DataFrame where pandas
-              is installed.
+    Args:
+        kernels: a name, a KernelSpec, a list of either, or None for every kernel of `family`
+            (default 'matmul').
+        sizes: an int n (n x n x n for matmul, n elements otherwise), a tuple (M, N, K) for
+            matmul, or a list of these.
+        params: parameter name -> value, list of values, or "all"; keyword arguments
+            (``**grid``, e.g. ``tile=[8, 16, 32]``) add to it.
+        backend: as for tm.matmul, and so are warmup, repeat and dtype (defaults per backend).
+        check: add max_rel_error against NumPy in float64.
+        errors: "raise" (default), "skip" (drop the run) or "record" (a row with `error` text).
+        skip_missing: skip kernels not registered in this build (with a warning) instead of
+            raising.
+        as_frame: True for a DataFrame, False for a list of dicts, None: a DataFrame where
+            pandas is installed.
+
+    >>> rows = tm.sweep("tiled", [48], tile=[8, 16], backend="emu", check=True,
+    ...                 as_frame=False, progress=False)
+    >>> [(r["kernel"], r["tile"], r["M"], r["backend"]) for r in rows]
+    [('tiled', 8, 48, 'emu'), ('tiled', 16, 48, 'emu')]
+    >>> all(r["max_rel_error"] < 1e-5 for r in rows)
+    True
     """
     from . import _backend, _core, _registry
     grid_params = dict(params or {})

@@ -27,7 +27,7 @@ def _eps(dtype):
 
 
 def matmul_tolerance(A, B, dtype, safety=2.0):
-    """Per-element tolerance for A @ B computed in `dtype`: safety * (K + 2) * eps * |A| @ |B|,
+    """Per-element tolerance for A @ B computed in `dtype`: ``safety * (K + 2) * eps * |A| @ |B|``,
     plus the smallest normal number so exact zeros compare."""
     A64 = np.abs(np.asarray(A, dtype=np.float64))
     B64 = np.abs(np.asarray(B, dtype=np.float64))
@@ -53,7 +53,18 @@ def assert_same_nonfinite(actual, expected, what="result"):
 
 def assert_matmul_close(C, A, B, safety=2.0):
     """C must equal A @ B (computed in float64) within the K-scaled tolerance of C's dtype, and
-    have NaN and infinities exactly where NumPy's float64 product has them."""
+    have NaN and infinities exactly where NumPy's float64 product has them.
+
+    >>> from tiledmm.testing import assert_matmul_close
+    >>> rng = np.random.default_rng(0)
+    >>> A = rng.random((40, 30), dtype=np.float32); B = rng.random((30, 20), dtype=np.float32)
+    >>> C = tm.matmul(A, B, kernel="tiled", tile=8, backend="emu").out
+    >>> assert_matmul_close(C, A, B)          # passes: nothing happens
+    >>> assert_matmul_close(C + 1, A, B)
+    Traceback (most recent call last):
+        ...
+    AssertionError: matmul: 800 of 800 elements out of tolerance; first at [0, 0]: ...
+    """
     C = np.asarray(C)
     A64, B64 = np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
