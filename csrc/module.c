@@ -182,6 +182,8 @@ static PyMethodDef tm_methods[] = {
     {"dlpack", tm_dlpack_py, METH_VARARGS, "dlpack(owner, address, shape, bits) -> capsule"},
     {"synchronize", tm_synchronize_py, METH_NOARGS, "wait for all work on the device"},
     {"mem_info", tm_mem_info_py, METH_NOARGS, "mem_info() -> (free, total) bytes"},
+    {"user_run", tm_user_run_py, METH_VARARGS, "user_run(handle, grid, block, shared, args, warmup, repeat) -> dict"},
+    {"user_load", tm_user_load_py, METH_VARARGS, "user_load(image, name) -> (library, kernel)"},
 #ifdef TM_EMU
     {"threads", tm_emu_threads_py, METH_VARARGS, "threads([n]) -> worker threads for blocks"},
 #endif

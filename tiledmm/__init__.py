@@ -16,9 +16,11 @@ from ._device import device_info, mem_info
 from ._device_array import DeviceArray, to_device
 from ._registry import KernelSpec, kernels
 from . import model, occupancy, plot, sweep
+from .user_kernels import CompileError, Kernel, KernelError, compile
 
 __version__ = "0.1.0"
 __all__ = ["matmul", "reduce", "vec_add", "mat_add", "kernels", "device_info", "mem_info",
            "to_device", "DeviceArray",
            "set_backend", "get_backend", "Result", "Timing", "Launch", "KernelSpec",
-           "model", "occupancy", "sweep", "plot"]
+           "model", "occupancy", "sweep", "plot",
+           "compile", "Kernel", "CompileError", "KernelError"]
