@@ -49,5 +49,6 @@ napoleon_numpy_docstring = True
 
 html_theme = "furo"
 html_title = f"tiledmm {release}"
-html_static_path = []
+html_static_path = ["_static"]
+html_favicon = "_static/favicon.svg"
 html_show_sourcelink = False

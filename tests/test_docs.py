@@ -1,0 +1,343 @@
+"""The documentation site: it builds with warnings as errors, every internal link of it
+resolves, and a real headless browser (Debian's Chromium, driven through the DevTools
+protocol) loads the index, an API page and a notebook page with no console error and every
+image loaded. A screenshot of the notebook page is saved under docs/_build/screenshots/.
+
+Needs the docs packages (`pip install -e ".[test]"` or ".[docs]") and, for the browser part,
+a `chromium` binary (`apt-get install -y chromium`); each part skips with the reason
+otherwise.
+"""
+import functools
+import http.server
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+import urllib.request
+from html.parser import HTMLParser
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOCS = os.path.join(ROOT, "docs")
+HTML = os.path.join(DOCS, "_build", "html")
+SCREENSHOTS = os.path.join(DOCS, "_build", "screenshots")
+
+
+@pytest.fixture(scope="module")
+def site():
+    """Build the site as README says (warnings are errors); the html folder."""
+    pytest.importorskip("sphinx", reason="sphinx is not installed: pip install -e '.[docs]'")
+    pytest.importorskip("myst_nb", reason="myst-nb is not installed: pip install -e '.[docs]'")
+    pytest.importorskip("furo", reason="furo is not installed: pip install -e '.[docs]'")
+    proc = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-b", "html", DOCS, HTML],
+        cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, f"sphinx-build failed:\n{proc.stdout[-5000:]}\n{proc.stderr[-10000:]}"
+    return HTML
+
+
+# ----------------------------------------------------------------------------- static checks
+
+class _Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.links, self.ids = [], set()
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if attrs.get("id"):
+            self.ids.add(attrs["id"])
+        if tag == "a" and attrs.get("name"):
+            self.ids.add(attrs["name"])
+        for key in ("href", "src"):
+            if attrs.get(key) and tag in ("a", "link", "img", "script", "iframe", "source"):
+                self.links.append((tag, attrs[key]))
+
+
+def _parse(path):
+    parser = _Links()
+    with open(path, encoding="utf-8") as f:
+        parser.feed(f.read())
+    return parser
+
+
+def _html_files(root):
+    for folder, _dirs, files in os.walk(root):
+        if os.path.relpath(folder, root).split(os.sep)[0] in ("_sources", "_static"):
+            continue
+        for name in files:
+            if name.endswith(".html"):
+                yield os.path.join(folder, name)
+
+
+def test_every_internal_link_resolves(site):
+    """Every href/src inside the site points at a file that exists, and every #fragment at
+    an id of the page it names."""
+    parsed, broken, checked = {}, [], 0
+
+    def page(path):
+        if path not in parsed:
+            parsed[path] = _parse(path)
+        return parsed[path]
+
+    for path in _html_files(site):
+        for tag, link in page(path).links:
+            url = urllib.parse.urlsplit(link)
+            if url.scheme or link.startswith("//"):
+                continue            # external: not this site's to check
+            target = path if not url.path else os.path.normpath(
+                os.path.join(os.path.dirname(path), urllib.parse.unquote(url.path)))
+            if os.path.isdir(target):
+                target = os.path.join(target, "index.html")
+            checked += 1
+            where = f"{os.path.relpath(path, site)}: <{tag}> {link}"
+            if not os.path.isfile(target):
+                broken.append(f"{where} -> missing {os.path.relpath(target, site)}")
+            elif url.fragment and target.endswith(".html") and \
+                    urllib.parse.unquote(url.fragment) not in page(target).ids:
+                broken.append(f"{where} -> no id {url.fragment!r}")
+    assert checked > 100, f"only {checked} internal links found: is the site empty?"
+    assert not broken, "broken internal links:\n" + "\n".join(broken)
+
+
+def test_pages_are_there(site):
+    """Install quotes README's commands; every public name and every registered kernel has
+    its entry; every notebook has its page."""
+    import tiledmm as tm
+
+    def text(rel):
+        with open(os.path.join(site, rel), encoding="utf-8") as f:
+            return f.read()
+
+    install = text("install.html")
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    for command in ('pip install -e . &amp;&amp; python -m tiledmm demo',
+                    'pip install -e &quot;.[test]&quot; &amp;&amp; python -m pytest'):
+        assert command.replace("&amp;", "&").replace("&quot;", '"') in readme
+        assert command in install, f"install page lacks README's command {command!r}"
+
+    api_ids = set()
+    for rel in os.listdir(os.path.join(site, "api")):
+        if rel.endswith(".html"):
+            api_ids |= _parse(os.path.join(site, "api", rel)).ids
+    for name in tm.__all__:
+        wanted = f"tiledmm.{name}"
+        assert wanted in api_ids or f"module-{wanted}" in api_ids, f"{wanted} not in the API pages"
+    for mod in ("model", "occupancy", "sweep", "plot", "testing"):
+        module = getattr(tm, mod)
+        for name in module.__all__:
+            if callable(getattr(module, name)):
+                assert f"tiledmm.{mod}.{name}" in api_ids, f"tiledmm.{mod}.{name} not documented"
+
+    for spec in tm.kernels():
+        ids = _parse(os.path.join(site, "kernels", f"{spec.family}.html")).ids
+        assert f"{spec.family}-{spec.name}".replace("_", "-") in ids, f"kernel {spec.name} has no section"
+    assert "H100" in text("kernels/matmul.html")
+
+    for nb in os.listdir(os.path.join(ROOT, "notebooks")):
+        if nb.endswith(".ipynb"):
+            assert os.path.isfile(os.path.join(site, "notebooks", nb[:-6] + ".html")), nb
+
+
+# ----------------------------------------------------------------------------- the browser
+
+def _chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+class DevTools:
+    """A page of a headless Chromium, driven through the DevTools protocol."""
+
+    def __init__(self, ws_url):
+        import websocket
+        self.ws = websocket.create_connection(ws_url, timeout=60, suppress_origin=True)
+        self.next_id = 0
+        self.events = []
+
+    def send(self, method, timeout=60, **params):
+        self.next_id += 1
+        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            msg = json.loads(self.ws.recv())
+            if msg.get("id") == self.next_id:
+                if "error" in msg:
+                    raise RuntimeError(f"{method}: {msg['error']}")
+                return msg.get("result", {})
+            self.events.append(msg)
+        raise TimeoutError(method)
+
+    def wait_for(self, event, timeout=60):
+        deadline = time.monotonic() + timeout
+        for i, msg in enumerate(self.events):
+            if msg.get("method") == event:
+                return self.events.pop(i)
+        while time.monotonic() < deadline:
+            msg = json.loads(self.ws.recv())
+            if msg.get("method") == event:
+                return msg
+            self.events.append(msg)
+        raise TimeoutError(event)
+
+    def evaluate(self, expression):
+        result = self.send("Runtime.evaluate", expression=expression, awaitPromise=True,
+                           returnByValue=True)
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"{expression}: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def problems(self):
+        """Console errors, uncaught exceptions and failed loads seen so far (then cleared)."""
+        out = []
+        for msg in self.events:
+            method, p = msg.get("method"), msg.get("params", {})
+            if method == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
+                out.append("console." + p["type"] + ": "
+                           + " ".join(str(a.get("value", a.get("description"))) for a in p["args"]))
+            elif method == "Runtime.exceptionThrown":
+                out.append("exception: " + json.dumps(p["exceptionDetails"])[:500])
+            elif method == "Log.entryAdded" and p["entry"].get("level") == "error":
+                out.append(f"log: {p['entry'].get('text')} {p['entry'].get('url', '')}")
+            elif method == "Network.loadingFailed" and not p.get("canceled"):
+                out.append(f"load failed: {p.get('errorText')} ({p.get('type')})")
+            elif method == "Network.responseReceived" and p["response"]["status"] >= 400:
+                out.append(f"HTTP {p['response']['status']}: {p['response']['url']}")
+        self.events.clear()
+        return out
+
+    def close(self):
+        self.ws.close()
+
+
+@pytest.fixture(scope="module")
+def browser(site):
+    pytest.importorskip("websocket", reason="websocket-client is not installed: "
+                                            "pip install -e '.[test]'")
+    exe = _chromium()
+    if exe is None:
+        pytest.skip("no chromium binary: apt-get install -y chromium")
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_Quiet, directory=site))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    profile = tempfile.mkdtemp(prefix="tiledmm-chromium-")
+    proc = subprocess.Popen(
+        [exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+         "--no-first-run", "--no-default-browser-check", "--disable-extensions",
+         "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
+         "--remote-allow-origins=*", f"--user-data-dir={profile}", "--window-size=1280,900",
+         "about:blank"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        port = None
+        deadline = time.monotonic() + 60
+        while port is None and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line and proc.poll() is not None:
+                break
+            m = re.search(r"DevTools listening on ws://127\.0\.0\.1:(\d+)/", line)
+            if m:
+                port = int(m.group(1))
+        assert port, f"chromium did not start its DevTools endpoint (exit {proc.poll()})"
+        threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep the pipe drained
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=30) as r:
+            targets = [t for t in json.load(r) if t.get("type") == "page"]
+        page = DevTools(targets[0]["webSocketDebuggerUrl"])
+        for domain in ("Page", "Runtime", "Log", "Network"):
+            page.send(f"{domain}.enable")
+        page.send("Emulation.setDeviceMetricsOverride", width=1280, height=900,
+                  deviceScaleFactor=1, mobile=False)
+        page.base = f"http://127.0.0.1:{server.server_address[1]}/"
+        yield page
+        page.close()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        server.shutdown()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+# Every image made to load now (lazy ones included), then the ones that did not load.
+_BROKEN_IMAGES = """(async () => {
+  const imgs = Array.from(document.images);
+  for (const img of imgs) { img.loading = "eager"; }
+  await Promise.all(imgs.map(img => img.decode().catch(() => null)));
+  return {count: imgs.length,
+          broken: imgs.filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src)};
+})()"""
+
+
+def _load(page, rel):
+    page.problems()
+    page.send("Page.navigate", url=page.base + rel)
+    page.wait_for("Page.loadEventFired")
+    time.sleep(0.5)   # let late scripts (theme, search) run and report
+    title = page.evaluate("document.title")
+    images = page.evaluate(_BROKEN_IMAGES)
+    problems = page.problems()
+    assert not problems, f"{rel}: " + "\n".join(problems)
+    assert not images["broken"], f"{rel}: images that did not load: {images['broken']}"
+    return title, images["count"]
+
+
+def _notebook_page(site):
+    """The built notebook page with the most images (the first one when none has any)."""
+    pages = sorted(p for p in os.listdir(os.path.join(site, "notebooks"))
+                   if p.endswith(".html") and p != "index.html")
+    assert pages, "no notebook pages were built"
+    return "notebooks/" + max(pages, key=lambda p: sum(
+        tag == "img" for tag, _ in _parse(os.path.join(site, "notebooks", p)).links))
+
+
+def test_browser_index(browser):
+    title, _ = _load(browser, "index.html")
+    assert "tiledmm" in title
+    assert browser.evaluate("document.querySelectorAll('a.reference.internal').length") > 5
+
+
+def test_browser_api_page(browser):
+    title, _ = _load(browser, "api/tiledmm.html")
+    assert "tiledmm" in title
+    assert browser.evaluate("!!document.getElementById('tiledmm.matmul')")
+    # its example is on the page
+    assert "kernel=\"tiled\", tile=8" in browser.evaluate("document.body.innerText")
+
+
+def test_browser_notebook_page(browser, site):
+    rel = _notebook_page(site)
+    title, n_images = _load(browser, rel)
+    assert browser.evaluate("document.querySelectorAll('div.cell').length") > 0, \
+        f"{rel}: no notebook cells rendered"
+    os.makedirs(SCREENSHOTS, exist_ok=True)
+    shots = {"notebook.png": "window.scrollTo(0, 0)"}
+    if n_images:   # and one with the first plot in view
+        shots["notebook_figure.png"] = "document.images[0].scrollIntoView({block: 'center'})"
+    for name, js in shots.items():
+        browser.evaluate(js)
+        time.sleep(0.3)
+        data = browser.send("Page.captureScreenshot", format="png")["data"]
+        import base64
+        png = base64.b64decode(data)
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000, "screenshot looks empty"
+        with open(os.path.join(SCREENSHOTS, name), "wb") as f:
+            f.write(png)
+    assert not browser.problems()
