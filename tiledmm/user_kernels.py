@@ -207,7 +207,13 @@ def cache_dir():
     if not path:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         path = os.path.join(base, "tiledmm")
-    os.makedirs(path, exist_ok=True)
+    try:
+        os.makedirs(path, exist_ok=True)
+        if not os.access(path, os.W_OK):
+            raise OSError(path)
+    except OSError:   # no writable home: a per-user folder in the temporary directory
+        path = os.path.join(tempfile.gettempdir(), f"tiledmm-cache-{os.getuid()}")
+        os.makedirs(path, exist_ok=True)
     return path
 
 
