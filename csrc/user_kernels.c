@@ -12,7 +12,7 @@
  *            ("s", bytes)  a scalar, its bytes exactly as the parameter's type lays them out
  *   Copies are timed with events as in timing.c; `warmup` untimed then `repeat` timed launches.
  * user_load(image, lowered_name) -> (library capsule, kernel address)   cuda only: loads a CUBIN
- *   or PTX image with the runtime's library API (CUDA 12+), no driver API needed. */
+ *   or PTX image with the runtime's library API (CUDA 12.8+), no driver API needed. */
 #include "glue.h"
 #include <stdlib.h>
 #include <string.h>
@@ -331,7 +331,7 @@ done:
 /* ---- loading compiled code (cuda) ---- */
 #define LIBRARY_CAPSULE "tiledmm.user_library"
 
-#if !defined(TM_EMU) && CUDART_VERSION >= 12000
+#if !defined(TM_EMU) && CUDART_VERSION >= 12080
 static void free_library(PyObject *capsule)
 {
     void *lib = PyCapsule_GetPointer(capsule, LIBRARY_CAPSULE);
@@ -351,11 +351,11 @@ PyObject *tm_user_load_py(PyObject *self, PyObject *args)
 #if defined(TM_EMU)
     (void)image; (void)image_size; (void)name;
     return PyErr_Format(PyExc_RuntimeError, "user_load is for the cuda backend");
-#elif CUDART_VERSION < 12000
+#elif CUDART_VERSION < 12080
     (void)image; (void)image_size; (void)name;
     return PyErr_Format(PyExc_RuntimeError,
                         "tiledmm was built with CUDA %d; loading run-time compiled kernels needs "
-                        "the library API of CUDA 12 or later", CUDART_VERSION);
+                        "the runtime library API of CUDA 12.8 or later", CUDART_VERSION);
 #else
     cudaLibrary_t lib = NULL;
     cudaKernel_t kernel = NULL;
