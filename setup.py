@@ -151,7 +151,8 @@ extensions = [
               extra_link_args=["-l:libcudart_static.a", "-ldl", "-lpthread", "-lrt", "-fopenmp"],
               **GLUE_ARGS),
     Extension("tiledmm._emu", define_macros=[("TM_MODULE", "_emu"), ("TM_EMU", "1")],
-              extra_link_args=["-fopenmp", *emu_asan_flags()], **GLUE_ARGS),
+              extra_link_args=["-fopenmp", *emu_asan_flags()],
+              **dict(GLUE_ARGS, extra_compile_args=GLUE_ARGS["extra_compile_args"] + emu_asan_flags())),
 ]
 
 setup(ext_modules=extensions, cmdclass={"build_ext": BuildExt})

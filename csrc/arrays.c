@@ -3,6 +3,7 @@
  * strides) or refused with a message that says what to do (dtype policy in README). */
 #include "glue.h"
 #include <string.h>
+#include <unistd.h>
 
 const tm_kernel_spec *tm_find_kernel(const char *name)
 {
@@ -144,6 +145,43 @@ static int parse_params(tm_job *job, const char *fn, PyObject *params)
     return 0;
 }
 
+/* Refuse, before allocating anything, a call whose host buffers cannot exist: an output with
+ * more elements than an array can index (ValueError, as NumPy says), or contiguous copies
+ * plus output larger than the machine's physical memory (MemoryError). Without this a
+ * zero-stride view of 2^40 elements would be copied until the OS kills the process on
+ * machines that overcommit memory. */
+static int check_host_memory(const char *fn, PyArrayObject *arrays[], int n, int typenum,
+                             const npy_intp out_shape[], int out_ndim, int out_on_device)
+{
+    const size_t itemsize = typenum == NPY_FLOAT32 ? 4 : 8;
+    size_t out_elements = 1, needed = 0, bytes;
+    for (int d = 0; d < out_ndim; ++d)
+        if (__builtin_mul_overflow(out_elements, (size_t)out_shape[d], &out_elements) ||
+            out_elements > (size_t)NPY_MAX_INTP) {
+            PyErr_Format(PyExc_ValueError, "%s: the output would have more elements than an "
+                         "array can hold", fn);
+            return -1;
+        }
+    if (!out_on_device && __builtin_mul_overflow(out_elements, itemsize, &needed)) needed = SIZE_MAX;
+    for (int i = 0; i < n; ++i) {
+        PyArrayObject *a = arrays[i];
+        const int copied = PyArray_TYPE(a) != typenum || !PyArray_IS_C_CONTIGUOUS(a) ||
+                           !PyArray_ISALIGNED(a) || !PyArray_ISNOTSWAPPED(a);
+        if (copied && (__builtin_mul_overflow((size_t)PyArray_SIZE(a), itemsize, &bytes) ||
+                       __builtin_add_overflow(needed, bytes, &needed)))
+            needed = SIZE_MAX;
+    }
+    const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+    const double physical = pages > 0 && page_size > 0 ? (double)pages * page_size : 0.0;
+    if (physical > 0 && (double)needed > physical) {
+        PyErr_Format(PyExc_MemoryError,
+                     "%s: this call needs %.3g GB of host memory for contiguous copies and the "
+                     "output; the machine has %.3g GB", fn, (double)needed / 1e9, physical / 1e9);
+        return -1;
+    }
+    return 0;
+}
+
 /* Fill the job from Python inputs. On success arrays[] and *out are new references (the
  * caller releases them); on failure everything taken here is released and -1 returned.
  * device_ptrs holds, per input, None (a host array) or the address of device memory; for
@@ -185,6 +223,8 @@ int tm_prepare_job(tm_job *job, const char *fn, PyObject *inputs, PyObject *devi
     if (is_matmul ? shape_matmul(job, fn, arrays, out_shape, &out_ndim)
                   : is_reduce ? shape_reduce(job, arrays, out_shape, &out_ndim)
                               : shape_elementwise(job, fn, arrays, out_shape, &out_ndim))
+        goto fail;
+    if (check_host_memory(fn, arrays, n, typenum, out_shape, out_ndim, job->out_on_device) < 0)
         goto fail;
     /* Now the buffers the kernel reads: C-contiguous, aligned, native, of the common type.
      * Device inputs cannot be converted here: they must already be of that type. */

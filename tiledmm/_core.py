@@ -10,6 +10,7 @@ from ._device_array import DeviceArray, as_device_input
 # Defaults per backend: the GPU is timed as the median of several launches after warm-up; the
 # emulator runs once (it is there to check kernels, and its timings are CPU timings).
 DEFAULT_RUNS = {"cuda": (2, 10), "emu": (0, 1)}
+MAX_RUNS = 1_000_000  # warmup and repeat; each timed launch keeps a sample
 
 
 @dataclass(frozen=True)
@@ -153,8 +154,9 @@ def _run(family, kernel, inputs, params, backend, warmup, repeat, output=None):
     warmup = default_warmup if warmup is None else warmup
     repeat = default_repeat if repeat is None else repeat
     for label, value, least in (("warmup", warmup, 0), ("repeat", repeat, 1)):
-        if _registry._as_int(value) is None or value < least:
-            raise ValueError(f"{label} must be an integer >= {least}, got {value!r}")
+        if _registry._as_int(value) is None or not least <= value <= MAX_RUNS:
+            raise ValueError(f"{label} must be an integer from {least} to {MAX_RUNS}, "
+                             f"got {value!r}")
     raw = mod.run(kernel,
                   tuple(d.placeholder if d else x for x, d in zip(inputs, device_inputs)),
                   tuple(d.address if d else None for d in device_inputs),

@@ -95,7 +95,8 @@ def assert_sum_close(total, x, safety=2.0):
     """total must equal sum(x) (computed in float64) within (n + 2) * eps * sum|x| for the
     dtype of x; NaN and infinities as NumPy's float64 sum has them."""
     x = np.asarray(x)
-    dtype = x.dtype if x.dtype in (np.float32, np.float64) else np.float64
+    native = np.dtype(x.dtype.type)  # byte order does not change the precision
+    dtype = native if native in (np.float32, np.float64) else np.dtype(np.float64)
     x64 = x.astype(np.float64).ravel()
     with np.errstate(invalid="ignore", over="ignore"):
         expected = x64.sum()
