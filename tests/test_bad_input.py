@@ -209,20 +209,27 @@ def test_numpy_integer_counts_are_accepted(backend):
 
 # ---- the glue called directly (what a wrong caller or a future wrapper could pass) -------
 
+ONE = (np.ones((1, 1), F32),)
+HOST = (None, None)  # device pointers: both inputs are host arrays
+
+
 @pytest.mark.parametrize("args,exc", [
-    (("naive", [np.ones((1, 1), F32)] * 2, (16,), 0, 1), TypeError),        # list, not tuple
-    (("naive", (np.ones((1, 1), F32),), (16,), 0, 1), TypeError),           # one input
-    (("naive", (np.ones((1, 1), F32),) * 3, (16,), 0, 1), TypeError),       # three inputs
-    (("naive", (np.ones((1, 1), F32),) * 2, (), 0, 1), ValueError),          # no params
-    (("naive", (np.ones((1, 1), F32),) * 2, (16, 16), 0, 1), ValueError),    # extra param
-    (("naive", (np.ones((1, 1), F32),) * 2, (12,), 0, 1), ValueError),       # not allowed
-    (("naive", (np.ones((1, 1), F32),) * 2, (2**70,), 0, 1), OverflowError),
-    (("naive", (np.ones((1, 1), F32),) * 2, ("16",), 0, 1), TypeError),
-    (("naive", (np.ones((1, 1), F32),) * 2, (16,), -1, 1), ValueError),
-    (("naive", (np.ones((1, 1), F32),) * 2, (16,), 0, 0), ValueError),
-    (("nope", (np.ones((1, 1), F32),) * 2, (16,), 0, 1), ValueError),
-    ((b"naive", (np.ones((1, 1), F32),) * 2, (16,), 0, 1), TypeError),
-    (("naive", (np.ones((1, 1), F32),) * 2, (16,)), TypeError),               # too few args
+    # run(kernel, inputs, device_ptrs, params, warmup, repeat, out_on_device)
+    (("naive", [np.ones((1, 1), F32)] * 2, HOST, (16,), 0, 1, False), TypeError),  # list
+    (("naive", ONE, (None,), (16,), 0, 1, False), TypeError),              # one input
+    (("naive", ONE * 3, (None,) * 3, (16,), 0, 1, False), TypeError),       # three inputs
+    (("naive", ONE * 2, (None,), (16,), 0, 1, False), TypeError),           # pointers != inputs
+    (("naive", ONE * 2, HOST, (), 0, 1, False), ValueError),                 # no params
+    (("naive", ONE * 2, HOST, (16, 16), 0, 1, False), ValueError),           # extra param
+    (("naive", ONE * 2, HOST, (12,), 0, 1, False), ValueError),              # not allowed
+    (("naive", ONE * 2, HOST, (2**70,), 0, 1, False), OverflowError),
+    (("naive", ONE * 2, HOST, ("16",), 0, 1, False), TypeError),
+    (("naive", ONE * 2, ("x", None), (16,), 0, 1, False), TypeError),       # pointer not int
+    (("naive", ONE * 2, HOST, (16,), -1, 1, False), ValueError),
+    (("naive", ONE * 2, HOST, (16,), 0, 0, False), ValueError),
+    (("nope", ONE * 2, HOST, (16,), 0, 1, False), ValueError),
+    ((b"naive", ONE * 2, HOST, (16,), 0, 1, False), TypeError),
+    (("naive", ONE * 2, HOST, (16,)), TypeError),                            # too few args
 ])
 def test_glue_run_refuses_bad_arguments(backend, works, args, exc):
     from tiledmm import _backend
