@@ -39,14 +39,17 @@ class CheckReport:
 
     @property
     def all_passed(self):
+        """True when every case passed."""
         return all(r["passed"] for r in self.rows)
 
     @property
     def failures(self):
+        """The rows of the cases that failed."""
         return [r for r in self.rows if not r["passed"]]
 
     @property
     def table(self):
+        """The rows as a pandas DataFrame where pandas is installed, else the list of dicts."""
         try:
             import pandas as pd
         except ImportError:

@@ -601,6 +601,7 @@ class Kernel:
 
     @property
     def signature(self):
+        """The kernel's C signature as parsed: name(type param, ...)."""
         return f"{self.name}({', '.join(p.decl() for p in self.params)})"
 
     def __repr__(self):
