@@ -13,6 +13,7 @@ import tiledmm as tm  # noqa: E402 (a checkout built in place)
 sizes = [int(s) for s in sys.argv[1:]] or [4096]
 rng = np.random.default_rng(0)
 CASES = [("cublas", {}), ("fast", {"config": 1}), ("fast", {"config": 2}), ("fast", {"config": 3}),
+         ("fast", {"config": 4}), ("fast", {"config": 5}),
          ("fast", {"config": 0}), ("regtile", {"dims": 2}), ("regtile", {"dims": 1}),
          ("coarse", {"tile": 16, "coarsen": 4}), ("coarse", {"tile": 32, "coarsen": 4}),
          ("coarse", {"tile": 32, "coarsen": 2}), ("coarse", {"tile": 16, "coarsen": 8}),

@@ -1,8 +1,10 @@
 // matmul_fast.cu: the fastest FP32 matmul tiledmm teaches without tensor cores. Every idea of
 // the ladder below it, plus the ones that take a kernel from ~20% to ~80% of cuBLAS:
-//   block tiling       a block computes a BM x BN tile of C (128 x 128 by default) walking K
-//                      in steps of BK, with both operand tiles in shared memory;
-//   register tiling    each thread accumulates an 8 x 8 block of C (lecture 001's 2N^3/V);
+//   block tiling       a block computes a BM x BN tile of C (128 x 256 for large problems,
+//                      128 x 128 or 64 x 64 for smaller ones) walking K in steps of BK, with
+//                      both operand tiles in (dynamic) shared memory;
+//   register tiling    each thread accumulates an 8 x 16 (or 8 x 8, 4 x 8) block of C
+//                      (lecture 001's 2N^3/V);
 //   warp tiling        the block's warps each own a WM x WN sub-tile, and a warp's 32 lanes
 //                      an 8 x 4 grid of 4 x 4 pieces inside it, so a warp's shared reads are
 //                      a few distinct 16-byte words (broadcasts, no bank conflicts);
@@ -12,8 +14,11 @@
 //   double buffering   two shared stages: while the block computes on one, the next K step's
 //                      tiles are already in flight from global memory into registers, and are
 //                      stored into the other stage afterwards; one barrier per K step.
-// Global traffic: M*K*N/BN + K*N*M/BM loads and M*N stores (2N^3/128 at n^3).
-// Per k a thread does (TM + TN)/4 = 4 shared float4 loads for TM*TN = 64 multiply-adds.
+// Global traffic: M*K*N/BN + K*N*M/BM loads and M*N stores (3N^3/256 at n^3 with 128 x 256).
+// Per k a thread does (TM + TN)/4 shared float4 loads for TM*TN multiply-adds: 6 for 128 (8x16).
+// The 128 x 256 tiles run one block of 8 warps per SM (up to 255 registers); what they pay for is
+// the barrier per K step, so they take a deep one (BK 32, 99 KB of shared memory): see
+// benchmarks/fast_notes.md for the measurements behind each choice.
 //
 // Any shape works: every load is guarded. A float4 load is used where the 4 elements are inside
 // the matrix and 16-byte aligned (the row length is a multiple of 4 and the base pointer is
@@ -25,10 +30,11 @@
 
 namespace {
 
-template <int BM_, int BN_, int BK_, int WARPS_M_, int WARPS_N_>
+template <int BM_, int BN_, int BK_, int WARPS_M_, int WARPS_N_, int MIN_BLOCKS_>
 struct FastConfig {
     static const int BM = BM_, BN = BN_, BK = BK_;
     static const int WARPS_M = WARPS_M_, WARPS_N = WARPS_N_;
+    static const int MIN_BLOCKS = MIN_BLOCKS_;  // __launch_bounds__: blocks per SM to fit
     static const int THREADS = WARPS_M * WARPS_N * 32;
     static const int WM = BM / WARPS_M, WN = BN / WARPS_N;  // a warp's sub-tile of C
     static const int LANES_M = 8, LANES_N = 4;               // a warp's lanes: 8 x 4 ...
@@ -37,6 +43,8 @@ struct FastConfig {
     static const int A_STRIDE = BM + 4;                      // +4 floats: fewer store conflicts
     static const int A_LOADS = BM * BK / 4 / THREADS;        // float4 loads per thread per K step
     static const int B_LOADS = BK * BN / 4 / THREADS;
+    static const int A_STAGE = BK * A_STRIDE, B_STAGE = BK * BN;  // floats per shared stage
+    static const int SHARED_BYTES = 2 * (A_STAGE + B_STAGE) * (int)sizeof(float);
     static_assert(RM >= 1 && RN >= 1 && WM == RM * 32 && WN == RN * 16, "warp tile shape");
     static_assert(A_LOADS >= 1 && A_LOADS * THREADS * 4 == BM * BK, "A tile load split");
     static_assert(B_LOADS >= 1 && B_LOADS * THREADS * 4 == BK * BN, "B tile load split");
@@ -96,41 +104,44 @@ __device__ __forceinline__ void load_tiles(const float *__restrict__ A, const fl
     }
 }
 
-// Registers -> one shared stage: A transposed (k-major), B as is.
+// Registers -> one shared stage: A transposed (k-major, As[k * A_STRIDE + m]), B as is
+// (Bs[k * BN + n]).
 template <typename Cfg>
-__device__ __forceinline__ void store_tiles(float (*As)[Cfg::A_STRIDE], float (*Bs)[Cfg::BN],
-                                            const float4 *a_next, const float4 *b_next)
+__device__ __forceinline__ void store_tiles(float *As, float *Bs, const float4 *a_next,
+                                            const float4 *b_next)
 {
-    const int t = threadIdx.x, BK = Cfg::BK, BN = Cfg::BN;
+    const int t = threadIdx.x, BK = Cfg::BK, BN = Cfg::BN, AS = Cfg::A_STRIDE;
 #pragma unroll
     for (int e = 0; e < Cfg::A_LOADS; ++e) {
         const int f = t + e * Cfg::THREADS, m = f / (BK / 4), k = (f % (BK / 4)) * 4;
-        As[k + 0][m] = a_next[e].x;
-        As[k + 1][m] = a_next[e].y;
-        As[k + 2][m] = a_next[e].z;
-        As[k + 3][m] = a_next[e].w;
+        As[(k + 0) * AS + m] = a_next[e].x;
+        As[(k + 1) * AS + m] = a_next[e].y;
+        As[(k + 2) * AS + m] = a_next[e].z;
+        As[(k + 3) * AS + m] = a_next[e].w;
     }
 #pragma unroll
     for (int e = 0; e < Cfg::B_LOADS; ++e) {
         const int f = t + e * Cfg::THREADS;
-        *reinterpret_cast<float4 *>(&Bs[f / (BN / 4)][(f % (BN / 4)) * 4]) = b_next[e];
+        *reinterpret_cast<float4 *>(&Bs[(f / (BN / 4)) * BN + (f % (BN / 4)) * 4]) = b_next[e];
     }
 }
 
 }  // namespace
 
 // Index is int when every matrix has fewer than 2^31 elements (cheaper address arithmetic,
-// fewer registers), long long otherwise.
+// fewer registers), long long otherwise. Shared memory is dynamic (the large tiles need more
+// than 48 KB): two stages of A (transposed) then two stages of B.
 template <typename Cfg, typename Index>
-__global__ void __launch_bounds__(Cfg::THREADS, Cfg::BM * Cfg::BN >= 128 * 128 ? 2 : 4)
+__global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
 matmul_fast_kernel(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C,
                    Index M, Index N, Index K, int vec_a, int vec_b, int vec_c,
                    unsigned first_block_y)
 {
-    const int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK;
+    const int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, AS = Cfg::A_STRIDE;
     const int TM = Cfg::TM, TN = Cfg::TN, RM = Cfg::RM, RN = Cfg::RN;
-    __shared__ __align__(16) float As[2][BK][Cfg::A_STRIDE];  // A tile, transposed: [k][m]
-    __shared__ __align__(16) float Bs[2][BK][BN];             // B tile as is: [k][n]
+    TM_DYNAMIC_SHARED(float, smem);
+    float *const As0 = smem;                       // stage s: As0 + s * A_STAGE
+    float *const Bs0 = smem + 2 * Cfg::A_STAGE;    // stage s: Bs0 + s * B_STAGE
 
     const int t = threadIdx.x, lane = t % 32, warp = t / 32;
     // Where this thread's outputs sit in the block tile: rows m0 + rm*32 + i, cols n0 + rn*16 + j.
@@ -151,7 +162,7 @@ matmul_fast_kernel(const float *__restrict__ A, const float *__restrict__ B, flo
 
     if (num_k_steps > 0) {
         load_tiles<Cfg, Index>(A, B, M, N, K, vec_a, vec_b, block_row, block_col, 0, a_next, b_next);
-        store_tiles<Cfg>(As[0], Bs[0], a_next, b_next);
+        store_tiles<Cfg>(As0, Bs0, a_next, b_next);
     }
     __syncthreads();  // stage 0 is filled
 
@@ -161,17 +172,19 @@ matmul_fast_kernel(const float *__restrict__ A, const float *__restrict__ B, flo
         if (has_next)  // in flight while we compute below
             load_tiles<Cfg, Index>(A, B, M, N, K, vec_a, vec_b, block_row, block_col,
                                    (step + 1) * BK, a_next, b_next);
+        const float *const Ak = As0 + stage * Cfg::A_STAGE + m0;  // this thread's A column
+        const float *const Bk = Bs0 + stage * Cfg::B_STAGE + n0;  // this thread's B row
 #pragma unroll
         for (int kk = 0; kk < BK; ++kk) {
             float a[TM], b[TN];
 #pragma unroll
             for (int rm = 0; rm < RM; ++rm) {
-                const float4 v = *reinterpret_cast<const float4 *>(&As[stage][kk][m0 + rm * 32]);
+                const float4 v = *reinterpret_cast<const float4 *>(Ak + kk * AS + rm * 32);
                 a[rm * 4 + 0] = v.x; a[rm * 4 + 1] = v.y; a[rm * 4 + 2] = v.z; a[rm * 4 + 3] = v.w;
             }
 #pragma unroll
             for (int rn = 0; rn < RN; ++rn) {
-                const float4 v = *reinterpret_cast<const float4 *>(&Bs[stage][kk][n0 + rn * 16]);
+                const float4 v = *reinterpret_cast<const float4 *>(Bk + kk * BN + rn * 16);
                 b[rn * 4 + 0] = v.x; b[rn * 4 + 1] = v.y; b[rn * 4 + 2] = v.z; b[rn * 4 + 3] = v.w;
             }
 #pragma unroll
@@ -180,7 +193,9 @@ matmul_fast_kernel(const float *__restrict__ A, const float *__restrict__ B, flo
                 for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
         }
         // The other stage was last read before the previous barrier: safe to overwrite.
-        if (has_next) store_tiles<Cfg>(As[stage ^ 1], Bs[stage ^ 1], a_next, b_next);
+        if (has_next)
+            store_tiles<Cfg>(As0 + (stage ^ 1) * Cfg::A_STAGE, Bs0 + (stage ^ 1) * Cfg::B_STAGE,
+                             a_next, b_next);
         __syncthreads();  // the next stage is filled, and this one is free again
     }
 
@@ -197,9 +212,12 @@ matmul_fast_kernel(const float *__restrict__ A, const float *__restrict__ B, flo
 }
 
 // The configurations `config` picks from (0 = choose by problem size).
-typedef FastConfig<128, 128, 16, 2, 4> FastLarge;   // 256 threads, 8 x 8 per thread
-typedef FastConfig<128, 128, 8, 2, 4> FastLargeK8;  // the same with half the K step
-typedef FastConfig<64, 64, 16, 2, 2> FastSmall;     // 128 threads, 4 x 8 per thread
+//                      BM   BN  BK  warps  min blocks/SM
+typedef FastConfig<128, 128, 16, 2, 4, 2> FastLarge;    // 1: 256 threads, 8 x 8 per thread
+typedef FastConfig<128, 128, 8, 2, 4, 2> FastLargeK8;   // 2: the same with half the K step
+typedef FastConfig<64, 64, 16, 2, 2, 4> FastSmall;      // 3: 128 threads, 4 x 8 per thread
+typedef FastConfig<128, 256, 32, 2, 4, 1> FastWide;     // 4: 256 threads, 8 x 16 per thread
+typedef FastConfig<128, 256, 16, 2, 4, 1> FastWideK16;  // 5: the same with half the K step
 
 static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
@@ -212,13 +230,20 @@ static int launch_fast_index(const tm_problem *p, tm_launch_facts *facts)
     const int vec_a = p->K % 4 == 0 && aligned16(p->in0);
     const int vec_b = p->N % 4 == 0 && aligned16(p->in1);
     const int vec_c = p->N % 4 == 0 && aligned16(p->out);
-    const size_t shared = 2 * Cfg::BK * (Cfg::A_STRIDE + Cfg::BN) * sizeof(float);
-    return tm_launch_row_chunks((const void *)kernel, grid, block, shared, facts,
-                                [&](dim3 chunk, unsigned first_block_y) {
-        return tm_launch(kernel, chunk, block, 0, (const float *)p->in0, (const float *)p->in1,
+    const size_t shared = Cfg::SHARED_BYTES;
+    if (shared > 48 * 1024) {
+        cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               (int)shared);
+        if (err != cudaSuccess) return err;
+    }
+    int err = tm_launch_row_chunks((const void *)kernel, grid, block, shared, facts,
+                                   [&](dim3 chunk, unsigned first_block_y) {
+        return tm_launch(kernel, chunk, block, shared, (const float *)p->in0, (const float *)p->in1,
                          (float *)p->out, (Index)p->M, (Index)p->N, (Index)p->K, vec_a, vec_b, vec_c,
                          first_block_y);
     });
+    facts->dynamic_shared_bytes = shared;
+    return err;
 }
 
 template <typename Cfg>
@@ -244,15 +269,19 @@ static int multiprocessor_count()
     return cached;
 }
 
-// config 0: 128 x 128 tiles when there are at least as many of them as multiprocessors, else
-// 64 x 64 tiles (4x the blocks) so that small problems still fill the device. Measured on an
-// H100 (132 SMs): at 1024^3 64 x 64 gives 85% of cuBLAS against 58%; at 2048^3 (256 large
-// tiles) 128 x 128 gives 98% against 81%; at 4096^3 and 8192^3 85% against 70%.
+// config 0: 128 x 256 tiles (config 4) when there are at least two per multiprocessor, else
+// 128 x 128 tiles when there are at least as many as multiprocessors, else 64 x 64 tiles (4x the
+// blocks) so that small problems still fill the device. Measured on an H100 (132 SMs): at 1024^3
+// 64 x 64 gives 85% of cuBLAS against 58% for 128 x 128; at 2048^3 (256 tiles of 128 x 128,
+// 128 of 128 x 256) 128 x 128 gives 98%; at 4096^3 and 8192^3 128 x 256 / BK 32 gives 87-89%
+// against 84-85% for 128 x 128.
 static int choose_fast_config(const tm_problem *p)
 {
+    const int sms = multiprocessor_count() > 0 ? multiprocessor_count() : 132;
+    const long long wide_blocks = (long long)tm_ceil_div(p->M, 128) * tm_ceil_div(p->N, 256);
     const long long large_blocks = (long long)tm_ceil_div(p->M, 128) * tm_ceil_div(p->N, 128);
-    const int sms = multiprocessor_count();
-    return large_blocks >= (sms > 0 ? sms : 132) ? 1 : 3;
+    if (wide_blocks >= 2LL * sms) return 4;
+    return large_blocks >= sms ? 1 : 3;
 }
 
 int tm_matmul_fast_launch(const tm_problem *p, tm_launch_facts *facts)
@@ -264,6 +293,8 @@ int tm_matmul_fast_launch(const tm_problem *p, tm_launch_facts *facts)
     case 1: return launch_fast<FastLarge>(p, facts);
     case 2: return launch_fast<FastLargeK8>(p, facts);
     case 3: return launch_fast<FastSmall>(p, facts);
+    case 4: return launch_fast<FastWide>(p, facts);
+    case 5: return launch_fast<FastWideK16>(p, facts);
     default: return cudaErrorInvalidValue;
     }
 }
@@ -272,7 +303,9 @@ double tm_matmul_fast_bytes(const tm_problem *p)
 {
     int config = p->params[0];
     if (config == 0) config = choose_fast_config(p);
-    const long long bm = config == 3 ? 64 : 128, bn = bm;
+    long long bm = 128, bn = 128;
+    if (config == 3) bm = bn = 64;
+    if (config == 4 || config == 5) bn = 256;
     return 4.0 * ((double)p->M * p->K * tm_ceil_div(p->N, bn) +
                   (double)p->K * p->N * tm_ceil_div(p->M, bm) + (double)p->M * p->N);
 }
