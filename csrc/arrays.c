@@ -250,7 +250,7 @@ int tm_prepare_job(tm_job *job, const char *fn, PyObject *inputs, PyObject *devi
     job->out_typenum = typenum;
     memcpy(job->out_shape, out_shape, sizeof(npy_intp) * (size_t)out_ndim);
     if (!job->out_on_device) {
-        *out = (PyArrayObject *)PyArray_SimpleNew(out_ndim, out_shape, typenum);
+        *out = tm_new_output_array(out_ndim, out_shape, typenum);
         if (*out == NULL) goto fail;
     }
 

@@ -50,6 +50,7 @@ int tm_prepare_job(tm_job *job, const char *fn, PyObject *inputs, PyObject *devi
 /* staging.c: host<->device copies of pageable memory through pinned staging buffers */
 cudaError_t tm_copy_to_device(void *dst, const void *src, size_t bytes);
 cudaError_t tm_copy_to_host(void *dst, const void *src, size_t bytes);
+PyArrayObject *tm_new_output_array(int ndim, const npy_intp *shape, int typenum);
 
 /* device.c: device buffers owned by Python capsules, DLPack */
 PyObject *tm_device_buffer_capsule(void *ptr);

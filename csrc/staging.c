@@ -8,7 +8,9 @@
  * On the emulator "device" memory is host memory and cudaMemcpy is a memcpy: no staging. */
 #include "glue.h"
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -17,7 +19,9 @@
 #define STAGING_RING 3                          /* chunks in flight per copy */
 #define STAGING_POOL_MAX 6                      /* buffers kept between calls (48 MiB) */
 #define STAGING_MIN_BYTES ((size_t)1 << 20)     /* smaller copies go direct */
-#define MEMCPY_THREADS_MAX 8
+#define MEMCPY_THREADS_MAX 16
+#define PINNED_OUTPUT_MIN_BYTES ((size_t)1 << 20)  /* smaller outputs: plain NumPy arrays */
+#define PINNED_CACHE_BLOCKS 8                     /* freed output blocks kept for reuse */
 
 #ifndef TM_EMU
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -116,10 +120,24 @@ static cudaError_t staged_copy(void *dst, const void *src, size_t bytes, int to_
 }
 #endif
 
+#ifndef TM_EMU
+/* Whether host memory is pinned (a tiledmm output, cudaHostAlloc'd or registered memory):
+ * such memory is copied directly, at full speed, without staging. */
+static int is_pinned(const void *host)
+{
+    struct cudaPointerAttributes attr;
+    if (cudaPointerGetAttributes(&attr, host) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return attr.type == cudaMemoryTypeHost;
+}
+#endif
+
 cudaError_t tm_copy_to_device(void *dst, const void *src, size_t bytes)
 {
 #ifndef TM_EMU
-    if (bytes >= STAGING_MIN_BYTES) return staged_copy(dst, src, bytes, 1);
+    if (bytes >= STAGING_MIN_BYTES && !is_pinned(src)) return staged_copy(dst, src, bytes, 1);
 #endif
     return cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
 }
@@ -127,7 +145,116 @@ cudaError_t tm_copy_to_device(void *dst, const void *src, size_t bytes)
 cudaError_t tm_copy_to_host(void *dst, const void *src, size_t bytes)
 {
 #ifndef TM_EMU
-    if (bytes >= STAGING_MIN_BYTES) return staged_copy(dst, src, bytes, 0);
+    if (bytes >= STAGING_MIN_BYTES && !is_pinned(dst)) return staged_copy(dst, src, bytes, 0);
 #endif
     return cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
+}
+
+/* ---- NumPy outputs in pinned memory ----
+ * A fresh NumPy array's pages are first touched by the copy into it, so a device-to-host copy
+ * into one runs at page-fault speed (about 11 GB/s measured on an H100 machine, against 55
+ * from pinned memory). Large outputs are therefore NumPy arrays whose memory is pinned: the
+ * copy lands at full speed, and the array's base (a capsule) gives the block back to a small
+ * cache when the array dies, so the next call reuses it without pinning pages again (as
+ * PyTorch's pinned allocator does). Pinned memory in use is bounded; past the bound outputs
+ * are plain arrays again. */
+#ifndef TM_EMU
+typedef struct { void *ptr; size_t bytes; } pinned_block;
+
+static pinned_block pinned_cache[PINNED_CACHE_BLOCKS];
+static int pinned_cached;
+static size_t pinned_in_use; /* bytes held by arrays and by the cache */
+
+static size_t pinned_limit(void)
+{
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    const char *env = getenv("TILEDMM_PINNED_MB");
+    if (env && *env) return (size_t)strtoull(env, NULL, 10) << 20;
+    return pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 4 : (size_t)1 << 30;
+}
+
+/* A pinned block of at least `bytes` (a cached one of at most twice the size, else a new one);
+ * NULL when none can be had within the bound. */
+static pinned_block pinned_take(size_t bytes)
+{
+    pinned_block block = {NULL, 0};
+    int best = -1;
+    pthread_mutex_lock(&pool_lock);
+    for (int i = 0; i < pinned_cached; ++i)
+        if (pinned_cache[i].bytes >= bytes && pinned_cache[i].bytes <= 2 * bytes &&
+            (best < 0 || pinned_cache[i].bytes < pinned_cache[best].bytes))
+            best = i;
+    if (best >= 0) {
+        block = pinned_cache[best];
+        pinned_cache[best] = pinned_cache[--pinned_cached];
+    } else if (pinned_in_use + bytes <= pinned_limit()) {
+        pinned_in_use += bytes; /* reserved before allocating, outside the lock */
+        block.bytes = bytes;
+    }
+    pthread_mutex_unlock(&pool_lock);
+    if (block.ptr == NULL && block.bytes) {
+        if (cudaHostAlloc(&block.ptr, bytes, cudaHostAllocDefault) != cudaSuccess) {
+            (void)cudaGetLastError(); /* no device, or no pinned memory left: plain arrays */
+            pthread_mutex_lock(&pool_lock);
+            pinned_in_use -= bytes;
+            pthread_mutex_unlock(&pool_lock);
+            block = (pinned_block){NULL, 0};
+        }
+    }
+    return block;
+}
+
+static void pinned_give_back(pinned_block block)
+{
+    pthread_mutex_lock(&pool_lock);
+    if (pinned_cached < PINNED_CACHE_BLOCKS) {
+        pinned_cache[pinned_cached++] = block;
+        block.ptr = NULL;
+    } else {
+        pinned_in_use -= block.bytes;
+    }
+    pthread_mutex_unlock(&pool_lock);
+    if (block.ptr) cudaFreeHost(block.ptr);
+}
+
+static void pinned_capsule_destructor(PyObject *capsule)
+{
+    pinned_block *block = PyCapsule_GetPointer(capsule, "tiledmm.pinned_block");
+    if (block) {
+        pinned_give_back(*block);
+        PyMem_Free(block);
+    }
+}
+#endif
+
+PyArrayObject *tm_new_output_array(int ndim, const npy_intp *shape, int typenum)
+{
+#ifndef TM_EMU
+    const size_t bytes = (size_t)PyArray_MultiplyList((npy_intp *)shape, ndim) *
+                         (typenum == NPY_FLOAT32 ? 4 : 8);
+    if (bytes >= PINNED_OUTPUT_MIN_BYTES) {
+        pinned_block *block = PyMem_Malloc(sizeof(*block));
+        if (block == NULL) return (PyArrayObject *)PyErr_NoMemory();
+        *block = pinned_take(bytes);
+        if (block->ptr) {
+            PyObject *base = PyCapsule_New(block, "tiledmm.pinned_block", pinned_capsule_destructor);
+            if (base == NULL) {
+                pinned_give_back(*block);
+                PyMem_Free(block);
+                return NULL;
+            }
+            PyArrayObject *a = (PyArrayObject *)PyArray_NewFromDescr(
+                &PyArray_Type, PyArray_DescrFromType(typenum), ndim, (npy_intp *)shape, NULL,
+                block->ptr, NPY_ARRAY_CARRAY, NULL);
+            if (a == NULL || PyArray_SetBaseObject(a, base) < 0) { /* SetBase steals base */
+                if (a == NULL) Py_DECREF(base);
+                Py_XDECREF(a);
+                return NULL;
+            }
+            return a;
+        }
+        PyMem_Free(block);
+    }
+#endif
+    return (PyArrayObject *)PyArray_SimpleNew(ndim, (npy_intp *)shape, typenum);
 }
