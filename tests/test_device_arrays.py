@@ -105,3 +105,18 @@ def test_cupy_and_torch_inputs_without_host_round_trip(backend, rng):
         pass
     if not tried:
         pytest.skip("neither CuPy nor PyTorch is installed")
+
+
+def test_large_outputs_stay_correct_when_alive_together_and_reused(backend, rng):
+    # Outputs of 1 MiB and more live in cached pinned memory on cuda: blocks in use must never
+    # be handed out twice, and freed ones must be reusable.
+    A, B = exact_integer_matrix(rng, (700, 40)), exact_integer_matrix(rng, (40, 600))
+    expected = A.astype(np.int64) @ B.astype(np.int64)
+    for _ in range(2):
+        outs = [tm.matmul(A, B, kernel="tiled", backend=backend).out for _ in range(3)]
+        for C in outs:
+            assert C.flags.c_contiguous and C.flags.writeable and C.nbytes >= 1 << 20
+            np.testing.assert_array_equal(C, expected)
+        outs[0][:] = 0  # writing one output must not change another
+        np.testing.assert_array_equal(outs[1], expected)
+        del outs
