@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 os.chdir(HERE)  # source paths below are relative to the project root
@@ -138,6 +139,22 @@ class BuildExt(build_ext):
                 "-c", src, "-o", obj]
 
 
+class BuildPy(build_py):
+    """Ship the kernel dialect (cuda/common.h, cuda/registry.h) and the emulator's headers and
+    runtime sources inside the package, as tiledmm/include, so that tm.compile can build a
+    user's kernel for the emulator from an installed copy (an editable install reads them
+    from the source tree instead)."""
+
+    def run(self):
+        super().run()
+        include = os.path.join(self.build_lib, "tiledmm", "include")
+        shipped = [("cuda/common.h", ""), ("cuda/registry.h", "")] + [
+            (f, "emu") for f in sorted(glob.glob("csrc/emu/*.h") + glob.glob("csrc/emu/*.cpp"))]
+        for src, sub in shipped:
+            self.mkpath(os.path.join(include, sub))
+            self.copy_file(src, os.path.join(include, sub, os.path.basename(src)))
+
+
 GLUE_ARGS = dict(
     sources=GLUE_SOURCES,
     include_dirs=["csrc", "cuda", numpy.get_include()],
@@ -155,4 +172,4 @@ extensions = [
               **dict(GLUE_ARGS, extra_compile_args=GLUE_ARGS["extra_compile_args"] + emu_asan_flags())),
 ]
 
-setup(ext_modules=extensions, cmdclass={"build_ext": BuildExt})
+setup(ext_modules=extensions, cmdclass={"build_ext": BuildExt, "build_py": BuildPy})

@@ -16,7 +16,7 @@ NOTEBOOKS = sorted(glob.glob(os.path.join(REPO, "notebooks", "*.ipynb")))
 
 def test_notebooks_exist_and_are_generated():
     names = [os.path.basename(p)[:2] for p in NOTEBOOKS]
-    assert names == ["01", "02", "03", "04", "05", "06", "07"]
+    assert names == ["01", "02", "03", "04", "05", "06", "07", "08"]
     for path in NOTEBOOKS:
         with open(path) as f:
             nb = json.load(f)
