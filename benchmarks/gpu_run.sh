@@ -21,8 +21,13 @@ TILEDMM_CUDA_ARCHS=$arch python3 setup.py -q build_ext --inplace >"$OUT/build.lo
 
 if [ "$stage" = all ] || [ "$stage" = test ]; then
     echo "== tests (both backends)"
+    # In parallel where pytest-xdist is there, except the tests that measure device memory:
+    # other processes on the GPU would move their readings. Those run after, serially.
     workers=$(python3 -c "import xdist" 2>/dev/null && echo "-n 8" || echo "")
-    python3 -m pytest -q $workers --maxfail=20 -p no:cacheprovider 2>&1 | tee "$OUT/pytest.log" | tail -15
+    python3 -m pytest -q $workers -m "not device_memory" --maxfail=20 -p no:cacheprovider 2>&1 \
+        | tee "$OUT/pytest.log" | tail -8
+    python3 -m pytest -q -m device_memory --maxfail=20 -p no:cacheprovider 2>&1 \
+        | tee -a "$OUT/pytest.log" | tail -8
 
     echo "== compute-sanitizer over every kernel"
     : >"$OUT/sanitizer.log"

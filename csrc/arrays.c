@@ -2,6 +2,7 @@
  * float32 or float64 buffers; anything else is copied here (F-order, strided, negative
  * strides) or refused with a message that says what to do (dtype policy in README). */
 #include "glue.h"
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -174,9 +175,11 @@ static int check_host_memory(const char *fn, PyArrayObject *arrays[], int n, int
     const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
     const double physical = pages > 0 && page_size > 0 ? (double)pages * page_size : 0.0;
     if (physical > 0 && (double)needed > physical) {
-        PyErr_Format(PyExc_MemoryError,
-                     "%s: this call needs %.3g GB of host memory for contiguous copies and the "
-                     "output; the machine has %.3g GB", fn, (double)needed / 1e9, physical / 1e9);
+        char message[200]; /* PyErr_Format has no %g */
+        snprintf(message, sizeof(message), "%s: this call needs %.3g GB of host memory for "
+                 "contiguous copies and the output; the machine has %.3g GB",
+                 fn, (double)needed / 1e9, physical / 1e9);
+        PyErr_SetString(PyExc_MemoryError, message);
         return -1;
     }
     return 0;

@@ -267,6 +267,7 @@ def test_sizes_beyond_npy_intp(backend, works):
     raises_then_works(works, (ValueError, MemoryError), "", tm.matmul, A, B, backend=backend)
 
 
+@pytest.mark.device_memory
 def test_memory_errors_leave_no_device_memory(backend, works):
     free = tm.mem_info(backend=backend)[0]
     for _ in range(20):

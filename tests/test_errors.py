@@ -67,6 +67,7 @@ def test_non_array_input(backend, AB):
         tm.matmul(object(), AB[1], backend=backend)
 
 
+@pytest.mark.device_memory
 def test_device_out_of_memory_is_memory_error_and_next_call_works(backend, rng):
     free, total = tm.mem_info(backend=backend)
     # Small inputs, an output larger than the whole device: the host output array is never

@@ -19,6 +19,8 @@ import tiledmm as tm
 from tiledmm import bench
 from tiledmm.testing import exact_integer_matrix
 
+pytestmark = pytest.mark.device_memory  # every test here measures memory
+
 F32 = np.float32
 PAGE = os.sysconf("SC_PAGE_SIZE")
 

@@ -33,6 +33,7 @@ def test_concurrent_calls_from_threads(backend):
         assert_matmul_close(C, A, B)
 
 
+@pytest.mark.device_memory
 def test_device_memory_flat_after_many_calls_and_errors(backend, rng):
     A, B = random_matrix(rng, (20, 10)), random_matrix(rng, (10, 30))
     tm.matmul(A, B, backend=backend)
