@@ -55,7 +55,9 @@ static void parallel_memcpy(void *dst, const void *src, size_t bytes)
 #ifdef _OPENMP
     int threads = omp_get_max_threads();
     if (threads > MEMCPY_THREADS_MAX) threads = MEMCPY_THREADS_MAX;
-    const size_t part = (bytes / (size_t)threads + 63) & ~(size_t)63;
+    /* Each thread's share: the ceiling of bytes / threads, rounded up to a cache line, so the
+     * shares cover every byte (rounding the floor up could fall short of the end). */
+    const size_t part = ((bytes + (size_t)threads - 1) / (size_t)threads + 63) & ~(size_t)63;
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int t = 0; t < threads; ++t) {
         size_t begin = (size_t)t * part;

@@ -13,9 +13,12 @@
 // k=K, B with ld N, A with ld K, C with ld N). No copies, no transposes.
 // Math mode: CUBLAS_DEFAULT_MATH, so float32 is real FP32 (no TF32 tensor cores).
 //
-// One cuBLAS handle per host thread (created at its first call, kept for the process's life),
-// so calls from several Python threads never share one. The emulator has no cuBLAS: there the
-// launcher returns cudaErrorNotSupported and the call raises RuntimeError.
+// One cuBLAS handle for the process, created at the first call, its calls serialised by a
+// mutex: a handle per thread would leak its device workspace (tens of MB) whenever a Python
+// thread that used it ends, since nothing runs at a thread's exit to destroy it. cuBLAS is
+// the reference here, not the subject, so serialising concurrent calls costs nothing that
+// matters. The emulator has no cuBLAS: there the launcher returns cudaErrorNotSupported and
+// the call raises RuntimeError.
 #include "common.h"
 
 #ifdef TM_EMU
@@ -128,20 +131,23 @@ void load_api()
     api = a;
 }
 
-// This thread's handle, created at its first call (nullptr if cuBLAS refused).
-cublas_handle thread_handle()
+pthread_mutex_t handle_lock = PTHREAD_MUTEX_INITIALIZER;  // guards the handle and its calls
+cublas_handle shared_handle = nullptr;
+bool handle_tried = false;
+
+// The process's handle, created at the first call (nullptr if cuBLAS refused). Call with
+// handle_lock held.
+cublas_handle process_handle()
 {
-    static thread_local cublas_handle handle = nullptr;
-    static thread_local bool tried = false;
-    if (!tried) {
-        tried = true;
+    if (!handle_tried) {
+        handle_tried = true;
         cublas_handle h = nullptr;
         if (api.create(&h) == CUBLAS_OK) {
             if (api.set_math_mode) api.set_math_mode(h, CUBLAS_DEFAULT_MATH);  // no TF32
-            handle = h;
+            shared_handle = h;
         }
     }
-    return handle;
+    return shared_handle;
 }
 
 // cuBLAS statuses to the CUDA error the glue reports.
@@ -164,8 +170,12 @@ int tm_matmul_cublas_launch(const tm_problem *p, tm_launch_facts *facts)
     pthread_once(&api_once, load_api);
     if (!api.lib) return cudaErrorSharedObjectInitFailed;
     if (p->M > INT_MAX || p->N > INT_MAX || p->K > INT_MAX) return cudaErrorInvalidValue;
-    cublas_handle handle = thread_handle();
-    if (!handle) return cudaErrorInitializationError;
+    pthread_mutex_lock(&handle_lock);
+    cublas_handle handle = process_handle();
+    if (!handle) {
+        pthread_mutex_unlock(&handle_lock);
+        return cudaErrorInitializationError;
+    }
     const int m = (int)p->N, n = (int)p->M, k = (int)p->K;  // C^T (N x M) = B^T (N x K) A^T (K x M)
     int status;
     if (p->dtype == TM_F32) {
@@ -177,6 +187,7 @@ int tm_matmul_cublas_launch(const tm_problem *p, tm_launch_facts *facts)
         status = api.dgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, (const double *)p->in1,
                            m, (const double *)p->in0, k, &zero, (double *)p->out, m);
     }
+    pthread_mutex_unlock(&handle_lock);
     // cuBLAS picks its own kernels: no __global__ of ours to describe.
     tm_facts_set(facts, NULL, dim3(0, 0, 0), dim3(0, 0, 0), 0, 0, 1);
     return status_to_error(status);

@@ -120,3 +120,15 @@ def test_large_outputs_stay_correct_when_alive_together_and_reused(backend, rng)
         outs[0][:] = 0  # writing one output must not change another
         np.testing.assert_array_equal(outs[1], expected)
         del outs
+
+
+@pytest.mark.parametrize("n", [(1 << 18) + 3, (1 << 20) + 3, (1 << 21) + 1, 3 * (1 << 20) - 5,
+                               (1 << 21) + 16 * 64 + 7])
+def test_staged_copies_of_every_length_keep_every_element(backend, rng, n):
+    # Copies of 1 MiB and more go through the pinned staging ring, split over several
+    # threads: lengths that do not divide evenly must still copy their last elements.
+    a = rng.random(n, dtype=np.float32)
+    d = tm.to_device(a, backend=backend)
+    np.testing.assert_array_equal(d.get(), a)  # host -> device -> host, both staged
+    b = rng.random(n, dtype=np.float32)
+    np.testing.assert_array_equal(tm.vec_add(a, b, backend=backend).out, a + b)
