@@ -146,12 +146,14 @@ def bench_end_to_end(sizes=None, transfer_mib=(64, 256), backend=None, repeat=5,
             progress(f"end-to-end {kernel} {n}^3")
         chosen = kernel if kernel in _registry.specs() else "tiled"
         _core.matmul(A, B, kernel=chosen, backend=name, warmup=0, repeat=1)  # load, warm up
-        walls, kernels = [], []
+        walls, kernels, h2d, d2h = [], [], [], []
         for _ in range(repeat):
             start = time.perf_counter()
             res = _core.matmul(A, B, kernel=chosen, backend=name, warmup=0, repeat=1)
             walls.append((time.perf_counter() - start) * 1e3)
             kernels.append(res.timing.kernel_ms)
+            h2d.append(res.timing.h2d_ms)
+            d2h.append(res.timing.d2h_ms)
         cpu = []
         for _ in range(max(1, repeat // 2)):
             start = time.perf_counter()
@@ -160,6 +162,8 @@ def bench_end_to_end(sizes=None, transfer_mib=(64, 256), backend=None, repeat=5,
         wall, cpu_ms = sorted(walls)[len(walls) // 2], sorted(cpu)[len(cpu) // 2]
         rows.append(dict(kind="matmul", what=f"{chosen} {n}^3 numpy in/out", ms=wall,
                          kernel_ms=sorted(kernels)[len(kernels) // 2],
+                         h2d_ms=sorted(h2d)[len(h2d) // 2], d2h_ms=sorted(d2h)[len(d2h) // 2],
+                         wall_ms_each=[round(w, 2) for w in walls],
                          reference="numpy.matmul (CPU)", ref_ms=cpu_ms, speedup=cpu_ms / wall,
                          backend=name))
     return rows
@@ -172,7 +176,9 @@ def format_end_to_end(rows):
             lines.append(f"{r['what']:<28} {r['gbps']:8.1f} GB/s   {r['reference']} "
                          f"{r['ref_gbps']:.1f} GB/s   {r['pct']:.0f}%")
         else:
-            lines.append(f"{r['what']:<28} {r['ms']:8.2f} ms end to end (kernel {r['kernel_ms']:.2f} ms)"
+            lines.append(f"{r['what']:<28} {r['ms']:8.2f} ms end to end (h2d {r['h2d_ms']:.2f} + kernel "
+                         f"{r['kernel_ms']:.2f} + d2h {r['d2h_ms']:.2f} ms; each call "
+                         f"{r['wall_ms_each']})"
                          f"   {r['reference']} {r['ref_ms']:.1f} ms   {r['speedup']:.1f}x faster")
     return "\n".join(lines)
 
