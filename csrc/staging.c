@@ -188,7 +188,9 @@ static pinned_block pinned_take(size_t bytes)
             best = i;
     if (best >= 0) {
         block = pinned_cache[best];
-        pinned_cache[best] = pinned_cache[--pinned_cached];
+        memmove(&pinned_cache[best], &pinned_cache[best + 1],
+                sizeof(pinned_block) * (size_t)(pinned_cached - best - 1)); /* keep age order */
+        --pinned_cached;
     } else if (pinned_in_use + bytes <= pinned_limit()) {
         pinned_in_use += bytes; /* reserved before allocating, outside the lock */
         block.bytes = bytes;
@@ -206,17 +208,22 @@ static pinned_block pinned_take(size_t bytes)
     return block;
 }
 
+/* Cache a freed block, newest last. A full cache drops its oldest block rather than the one
+ * coming back: the size just used is the size most likely to be asked for next (a cache full
+ * of other sizes would otherwise make every call pin its output afresh). */
 static void pinned_give_back(pinned_block block)
 {
+    pinned_block evicted = {NULL, 0};
     pthread_mutex_lock(&pool_lock);
-    if (pinned_cached < PINNED_CACHE_BLOCKS) {
-        pinned_cache[pinned_cached++] = block;
-        block.ptr = NULL;
-    } else {
-        pinned_in_use -= block.bytes;
+    if (pinned_cached == PINNED_CACHE_BLOCKS) {
+        evicted = pinned_cache[0];
+        memmove(&pinned_cache[0], &pinned_cache[1], sizeof(pinned_block) * (PINNED_CACHE_BLOCKS - 1));
+        --pinned_cached;
+        pinned_in_use -= evicted.bytes;
     }
+    pinned_cache[pinned_cached++] = block;
     pthread_mutex_unlock(&pool_lock);
-    if (block.ptr) cudaFreeHost(block.ptr);
+    if (evicted.ptr) cudaFreeHost(evicted.ptr);
 }
 
 static void pinned_capsule_destructor(PyObject *capsule)
