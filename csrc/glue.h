@@ -60,7 +60,19 @@ PyObject *tm_upload_py(PyObject *self, PyObject *args);
 PyObject *tm_download_py(PyObject *self, PyObject *args);
 PyObject *tm_synchronize_py(PyObject *self, PyObject *unused);
 
+/* Run `call`; on an error record it in `err`, name the step in `step_field`, and go to the
+ * function's one cleanup label. */
+#define TM_TRY(step_field, step, call)       \
+    do {                                     \
+        err = (call);                        \
+        if (err != cudaSuccess) {            \
+            (step_field) = (step);           \
+            goto cleanup;                    \
+        }                                    \
+    } while (0)
+
 /* timing.c */
+cudaError_t tm_elapsed_ms(cudaEvent_t start, cudaEvent_t stop, double *ms);
 int tm_execute(tm_job *job);            /* call WITHOUT the GIL; returns 0 or -1 (job->err) */
 void tm_job_free(tm_job *job);
 int tm_copy_time(const char *kind, size_t bytes, int warmup, int repeat, double *samples_ms,

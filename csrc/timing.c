@@ -5,17 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TRY(step, call)                      \
-    do {                                     \
-        err = (call);                        \
-        if (err != cudaSuccess) {            \
-            job->failed_step = (step);       \
-            goto cleanup;                    \
-        }                                    \
-    } while (0)
+#define TRY(step, call) TM_TRY(job->failed_step, step, call)
 
 /* Elapsed ms between two events already recorded; waits for `stop`. */
-static cudaError_t elapsed_ms(cudaEvent_t start, cudaEvent_t stop, double *ms)
+cudaError_t tm_elapsed_ms(cudaEvent_t start, cudaEvent_t stop, double *ms)
 {
     float f = 0.0f;
     cudaError_t err = cudaEventSynchronize(stop);
@@ -116,7 +109,7 @@ int tm_execute(tm_job *job)
             if (job->in_bytes[i] && !job->in_on_device[i])
                 TRY("copy to the device", tm_copy_to_device(d_in[i], h_in[i], job->in_bytes[i]));
         TRY("cudaEventRecord", cudaEventRecord(stop, 0));
-        TRY("timing the copy to the device", elapsed_ms(start, stop, &job->h2d_ms));
+        TRY("timing the copy to the device", tm_elapsed_ms(start, stop, &job->h2d_ms));
     }
 
     for (int i = 0; i < job->warmup; ++i) {
@@ -127,7 +120,7 @@ int tm_execute(tm_job *job)
         TRY("cudaEventRecord", cudaEventRecord(start, 0));
         TRY("kernel launch", (cudaError_t)spec->launch(&device_problem, &job->facts));
         TRY("cudaEventRecord", cudaEventRecord(stop, 0));
-        TRY("kernel execution", elapsed_ms(start, stop, &job->samples_ms[i]));
+        TRY("kernel execution", tm_elapsed_ms(start, stop, &job->samples_ms[i]));
     }
     if (job->facts.launches > 0 && job->facts.func != NULL)
         TRY("querying launch facts", query_launch_facts(job));
@@ -140,7 +133,7 @@ int tm_execute(tm_job *job)
         TRY("cudaEventRecord", cudaEventRecord(start, 0));
         TRY("copy to the host", tm_copy_to_host(job->problem.out, d_out, job->out_bytes));
         TRY("cudaEventRecord", cudaEventRecord(stop, 0));
-        TRY("timing the copy to the host", elapsed_ms(start, stop, &job->d2h_ms));
+        TRY("timing the copy to the host", tm_elapsed_ms(start, stop, &job->d2h_ms));
     }
 
 cleanup:
@@ -224,6 +217,8 @@ static void pinned_free(void *ptr)
  * kind "d2d" (device to device: the bandwidth a reduction is compared with), "h2d_pinned" and
  * "d2h_pinned" (from or to pinned host memory: the best a transfer can do). Fills
  * samples_ms[repeat]; returns 0 or -1 with *err_out and *step set. */
+#define COPY_TRY(what, call) TM_TRY(*step, what, call)
+
 int tm_copy_time(const char *kind, size_t bytes, int warmup, int repeat, double *samples_ms,
                  cudaError_t *err_out, const char **step)
 {
@@ -234,23 +229,22 @@ int tm_copy_time(const char *kind, size_t bytes, int warmup, int repeat, double 
                                                       : cudaMemcpyDeviceToHost;
     cudaEvent_t start = NULL, stop = NULL;
     cudaError_t err = cudaSuccess;
-    tm_job step_holder = {0};
-    tm_job *job = &step_holder; /* TRY records the failing step here */
+    *step = NULL;
 
-    TRY("cudaEventCreate", cudaEventCreate(&start));
-    TRY("cudaEventCreate", cudaEventCreate(&stop));
-    TRY("cudaMalloc (copy source)", cudaMalloc(d2d || to_device ? &dst : &src, bytes));
-    if (d2d) TRY("cudaMalloc (copy destination)", cudaMalloc(&src, bytes));
-    else TRY("cudaHostAlloc", pinned_alloc(&host, bytes));
+    COPY_TRY("cudaEventCreate", cudaEventCreate(&start));
+    COPY_TRY("cudaEventCreate", cudaEventCreate(&stop));
+    COPY_TRY("cudaMalloc (copy source)", cudaMalloc(d2d || to_device ? &dst : &src, bytes));
+    if (d2d) COPY_TRY("cudaMalloc (copy destination)", cudaMalloc(&src, bytes));
+    else COPY_TRY("cudaHostAlloc", pinned_alloc(&host, bytes));
     if (!d2d) *(to_device ? &src : &dst) = host;
     if (to_device) memset(src, 1, bytes);
-    else TRY("cudaMemset", cudaMemset(src, 1, bytes));
+    else COPY_TRY("cudaMemset", cudaMemset(src, 1, bytes));
     for (int i = 0; i < warmup + repeat; ++i) {
-        TRY("cudaEventRecord", cudaEventRecord(start, 0));
-        TRY("cudaMemcpy", cudaMemcpy(dst, src, bytes, direction));
-        TRY("cudaEventRecord", cudaEventRecord(stop, 0));
+        COPY_TRY("cudaEventRecord", cudaEventRecord(start, 0));
+        COPY_TRY("cudaMemcpy", cudaMemcpy(dst, src, bytes, direction));
+        COPY_TRY("cudaEventRecord", cudaEventRecord(stop, 0));
         double ms = 0;
-        TRY("timing the copy", elapsed_ms(start, stop, &ms));
+        COPY_TRY("timing the copy", tm_elapsed_ms(start, stop, &ms));
         if (i >= warmup) samples_ms[i - warmup] = ms;
     }
 cleanup:
@@ -261,6 +255,5 @@ cleanup:
     if (stop) cudaEventDestroy(stop);
     if (err != cudaSuccess) (void)cudaGetLastError();
     *err_out = err;
-    *step = job->failed_step;
     return err == cudaSuccess ? 0 : -1;
 }

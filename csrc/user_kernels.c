@@ -50,23 +50,7 @@ typedef int (*user_launcher)(const unsigned *, const unsigned *, size_t, void **
                              int, char *, size_t);
 #endif
 
-#define UTRY(what, call)             \
-    do {                             \
-        err = (call);                \
-        if (err != cudaSuccess) {    \
-            job->step = (what);      \
-            goto cleanup;            \
-        }                            \
-    } while (0)
-
-static cudaError_t user_elapsed(cudaEvent_t a, cudaEvent_t b, double *ms)
-{
-    float f = 0.0f;
-    cudaError_t err = cudaEventSynchronize(b);
-    if (err == cudaSuccess) err = cudaEventElapsedTime(&f, a, b);
-    *ms = f;
-    return err;
-}
+#define UTRY(what, call) TM_TRY(job->step, what, call)
 
 static cudaError_t user_launch(user_job *job, void **argv, const size_t *sizes)
 {
@@ -123,7 +107,7 @@ static int user_execute(user_job *job)
                 UTRY("copy to the device",
                      tm_copy_to_device(job->args[i].dev, job->args[i].host, job->args[i].bytes));
         UTRY("cudaEventRecord", cudaEventRecord(stop, 0));
-        UTRY("timing the copy to the device", user_elapsed(start, stop, &job->h2d_ms));
+        UTRY("timing the copy to the device", tm_elapsed_ms(start, stop, &job->h2d_ms));
     }
     if (job->shared > TM_USER_DEFAULT_SHARED)
         UTRY("cudaFuncSetAttribute (dynamic shared memory)",
@@ -136,7 +120,7 @@ static int user_execute(user_job *job)
         UTRY("cudaEventRecord", cudaEventRecord(start, 0));
         UTRY("kernel launch", user_launch(job, argv, sizes));
         UTRY("cudaEventRecord", cudaEventRecord(stop, 0));
-        UTRY("kernel execution", user_elapsed(start, stop, &job->samples_ms[i]));
+        UTRY("kernel execution", tm_elapsed_ms(start, stop, &job->samples_ms[i]));
     }
     /* Launch facts: registers and static shared memory from the runtime (0 on the emulator). */
     if (cudaFuncGetAttributes(&attr, func) == cudaSuccess) {
@@ -166,7 +150,7 @@ static int user_execute(user_job *job)
                 job->d2h_bytes += a->bytes;
             }
             UTRY("cudaEventRecord", cudaEventRecord(stop, 0));
-            UTRY("timing the copy to the host", user_elapsed(start, stop, &job->d2h_ms));
+            UTRY("timing the copy to the host", tm_elapsed_ms(start, stop, &job->d2h_ms));
         } else {
             UTRY("kernel execution", cudaDeviceSynchronize());
         }
