@@ -18,7 +18,9 @@
 // Per k a thread does (TM + TN)/4 shared float4 loads for TM*TN multiply-adds: 6 for 128 (8x16).
 // The 128 x 256 tiles run one block of 8 warps per SM (up to 255 registers); what they pay for is
 // the barrier per K step, so they take a deep one (BK 32, 99 KB of shared memory): see
-// benchmarks/fast_notes.md for the measurements behind each choice.
+// benchmarks/fast_notes.md for the measurements behind each choice. Configs 6 and 7 copy B with
+// cp.async (sm_80+) into 2 or 3 shared stages instead (matmul_fast_async_kernel); config 0 takes
+// 6 for the largest problems, where it measured +0.7%.
 //
 // Any shape works: every load is guarded. A float4 load is used where the 4 elements are inside
 // the matrix and 16-byte aligned (the row length is a multiple of 4 and the base pointer is
@@ -126,6 +128,98 @@ __device__ __forceinline__ void store_tiles(float *As, float *Bs, const float4 *
     }
 }
 
+// ---- cp.async (sm_80+): global -> shared without passing through registers. ----
+// cp_async16 copies `bytes` (0 or 16) bytes and zero-fills the rest of the 16; cp_async4 the
+// same for one float (0 or 4 bytes). commit closes a group of copies; wait<N> returns once at
+// most N of the committed groups are still in flight. On the emulator the copy happens at once
+// (the destination stage is not being read: the kernel's barriers ensure that), so commit and
+// wait have nothing to do.
+#ifdef TM_EMU
+__device__ __forceinline__ void cp_async16(float *dst, const float *src, int bytes)
+{
+    for (int i = 0; i < 4; ++i) dst[i] = 4 * i < bytes ? src[i] : 0.0f;
+}
+__device__ __forceinline__ void cp_async4(float *dst, const float *src, int bytes)
+{
+    dst[0] = bytes > 0 ? src[0] : 0.0f;
+}
+__device__ __forceinline__ void cp_async_commit() {}
+template <int N> __device__ __forceinline__ void cp_async_wait() {}
+#else
+__device__ __forceinline__ void cp_async16(float *dst, const float *src, int bytes)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async4(float *dst, const float *src, int bytes)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(src), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+#endif
+
+// One K step's B tile, global -> a shared stage (Bs[k * BN + n]) by cp.async, in the same
+// thread-to-float4 split as load_tiles. Out-of-range elements are zero-filled (0 source bytes,
+// source pointer left at B so that it is never out of bounds). With vec_b (N % 4 == 0, aligned)
+// a float4 is wholly inside or wholly outside; otherwise each float is copied on its own.
+template <typename Cfg, typename Index>
+__device__ __forceinline__ void copy_b_async(const float *__restrict__ B, Index N, Index K,
+                                             bool vec_b, Index block_col, Index tile_k, float *Bs)
+{
+    const int t = threadIdx.x, BN = Cfg::BN;
+#pragma unroll
+    for (int e = 0; e < Cfg::B_LOADS; ++e) {
+        const int f = t + e * Cfg::THREADS, r = f / (BN / 4), c = (f % (BN / 4)) * 4;
+        const Index row = tile_k + r, col = block_col + c;
+        float *const dst = Bs + r * BN + c;
+        if (vec_b) {
+            const bool in = row < K && col < N;
+            cp_async16(dst, in ? B + row * N + col : B, in ? 16 : 0);
+        } else {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const bool in = row < K && col + j < N;
+                cp_async4(dst + j, in ? B + row * N + col + j : B, in ? 4 : 0);
+            }
+        }
+    }
+}
+
+// A only: global -> registers and registers -> a shared stage (transposed), as in
+// load_tiles / store_tiles.
+template <typename Cfg, typename Index>
+__device__ __forceinline__ void load_a(const float *__restrict__ A, Index M, Index K, bool vec_a,
+                                       Index block_row, Index tile_k, float4 *a_next)
+{
+    const int t = threadIdx.x, BK = Cfg::BK;
+#pragma unroll
+    for (int e = 0; e < Cfg::A_LOADS; ++e) {
+        const int f = t + e * Cfg::THREADS;
+        a_next[e] = load4<Index>(A, block_row + f / (BK / 4), tile_k + (f % (BK / 4)) * 4, M, K, vec_a);
+    }
+}
+
+template <typename Cfg>
+__device__ __forceinline__ void store_a(float *As, const float4 *a_next)
+{
+    const int t = threadIdx.x, BK = Cfg::BK, AS = Cfg::A_STRIDE;
+#pragma unroll
+    for (int e = 0; e < Cfg::A_LOADS; ++e) {
+        const int f = t + e * Cfg::THREADS, m = f / (BK / 4), k = (f % (BK / 4)) * 4;
+        As[(k + 0) * AS + m] = a_next[e].x;
+        As[(k + 1) * AS + m] = a_next[e].y;
+        As[(k + 2) * AS + m] = a_next[e].z;
+        As[(k + 3) * AS + m] = a_next[e].w;
+    }
+}
+
 }  // namespace
 
 // Index is int when every matrix has fewer than 2^31 elements (cheaper address arithmetic,
@@ -211,6 +305,101 @@ matmul_fast_kernel(const float *__restrict__ A, const float *__restrict__ B, flo
             }
 }
 
+// The same computation with B copied by cp.async into S_B shared stages (the copy for step
+// s + S_B - 1 is issued at the start of step s, so S_B - 1 K steps of B are in flight), A as in
+// matmul_fast_kernel (through registers, transposed, two stages). No registers hold B between
+// its load and its store. Groups: one commit per copy issued (empty ones too), so that
+// wait<S_B - 2> at the end of step s means B of step s + 1 has landed.
+template <typename Cfg, int S_B, typename Index>
+__global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
+matmul_fast_async_kernel(const float *__restrict__ A, const float *__restrict__ B,
+                         float *__restrict__ C, Index M, Index N, Index K, int vec_a, int vec_b,
+                         int vec_c, unsigned first_block_y)
+{
+    const int BN = Cfg::BN, BK = Cfg::BK, AS = Cfg::A_STRIDE;
+    const int TM = Cfg::TM, TN = Cfg::TN, RM = Cfg::RM, RN = Cfg::RN;
+    TM_DYNAMIC_SHARED(float, smem);
+    float *const As0 = smem;                       // stage s: As0 + s * A_STAGE (2 stages)
+    float *const Bs0 = smem + 2 * Cfg::A_STAGE;    // stage s: Bs0 + s * B_STAGE (S_B stages)
+
+    const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+    const int m0 = (warp / Cfg::WARPS_N) * Cfg::WM + (lane / Cfg::LANES_N) * 4;
+    const int n0 = (warp % Cfg::WARPS_N) * Cfg::WN + (lane % Cfg::LANES_N) * 4;
+    const Index block_row = (Index)(blockIdx.y + first_block_y) * Cfg::BM;
+    const Index block_col = (Index)blockIdx.x * BN;
+
+    float4 a_next[Cfg::A_LOADS];
+    const Index num_k_steps = (K + BK - 1) / BK;
+
+    float acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+
+#pragma unroll
+    for (int s = 0; s < S_B - 1; ++s) {
+        if (s < num_k_steps)
+            copy_b_async<Cfg, Index>(B, N, K, vec_b, block_col, (Index)s * BK, Bs0 + s * Cfg::B_STAGE);
+        cp_async_commit();
+    }
+    if (num_k_steps > 0) {
+        load_a<Cfg, Index>(A, M, K, vec_a, block_row, 0, a_next);
+        store_a<Cfg>(As0, a_next);
+    }
+    cp_async_wait<S_B - 2>();
+    __syncthreads();  // stage 0 of A and of B is filled
+
+    int b_stage = 0;  // step % S_B
+    for (Index step = 0; step < num_k_steps; ++step) {
+        const int a_stage = (int)(step & 1);
+        const bool has_next = step + 1 < num_k_steps;
+        // B of step + S_B - 1 into the stage read at step - 1 (free since the last barrier).
+        const int b_fill = b_stage == 0 ? S_B - 1 : b_stage - 1;
+        if (step + S_B - 1 < num_k_steps)
+            copy_b_async<Cfg, Index>(B, N, K, vec_b, block_col, (step + S_B - 1) * BK,
+                                     Bs0 + b_fill * Cfg::B_STAGE);
+        cp_async_commit();
+        if (has_next)
+            load_a<Cfg, Index>(A, M, K, vec_a, block_row, (step + 1) * BK, a_next);
+        const float *const Ak = As0 + a_stage * Cfg::A_STAGE + m0;
+        const float *const Bk = Bs0 + b_stage * Cfg::B_STAGE + n0;
+#pragma unroll
+        for (int kk = 0; kk < BK; ++kk) {
+            float a[TM], b[TN];
+#pragma unroll
+            for (int rm = 0; rm < RM; ++rm) {
+                const float4 v = *reinterpret_cast<const float4 *>(Ak + kk * AS + rm * 32);
+                a[rm * 4 + 0] = v.x; a[rm * 4 + 1] = v.y; a[rm * 4 + 2] = v.z; a[rm * 4 + 3] = v.w;
+            }
+#pragma unroll
+            for (int rn = 0; rn < RN; ++rn) {
+                const float4 v = *reinterpret_cast<const float4 *>(Bk + kk * BN + rn * 16);
+                b[rn * 4 + 0] = v.x; b[rn * 4 + 1] = v.y; b[rn * 4 + 2] = v.z; b[rn * 4 + 3] = v.w;
+            }
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
+        }
+        if (has_next) store_a<Cfg>(As0 + (a_stage ^ 1) * Cfg::A_STAGE, a_next);
+        cp_async_wait<S_B - 2>();  // this thread's copies of B for step + 1 have landed
+        __syncthreads();           // everyone's have, A's next stage is stored, this stage is free
+        b_stage = b_stage + 1 == S_B ? 0 : b_stage + 1;
+    }
+
+#pragma unroll
+    for (int rm = 0; rm < RM; ++rm)
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int rn = 0; rn < RN; ++rn) {
+                const int r = rm * 4 + i, c = rn * 4;
+                store4<Index>(C, block_row + m0 + rm * 32 + i, block_col + n0 + rn * 16, M, N, vec_c,
+                       make_float4(acc[r][c], acc[r][c + 1], acc[r][c + 2], acc[r][c + 3]));
+            }
+}
+
 // The configurations `config` picks from (0 = choose by problem size).
 //                      BM   BN  BK  warps  min blocks/SM
 typedef FastConfig<128, 128, 16, 2, 4, 2> FastLarge;    // 1: 256 threads, 8 x 8 per thread
@@ -218,19 +407,29 @@ typedef FastConfig<128, 128, 8, 2, 4, 2> FastLargeK8;   // 2: the same with half
 typedef FastConfig<64, 64, 16, 2, 2, 4> FastSmall;      // 3: 128 threads, 4 x 8 per thread
 typedef FastConfig<128, 256, 32, 2, 4, 1> FastWide;     // 4: 256 threads, 8 x 16 per thread
 typedef FastConfig<128, 256, 16, 2, 4, 1> FastWideK16;  // 5: the same with half the K step
+// 6, 7: FastWide with B copied by cp.async, 2 or 3 shared stages of B (matmul_fast_async_kernel)
 
 static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
-template <typename Cfg, typename Index>
+// S_B = 0: matmul_fast_kernel; S_B >= 2: matmul_fast_async_kernel with S_B stages of B.
+template <typename Cfg, int S_B, typename Index>
+static auto fast_kernel_for()
+{
+    if constexpr (S_B == 0) return matmul_fast_kernel<Cfg, Index>;
+    else return matmul_fast_async_kernel<Cfg, S_B, Index>;
+}
+
+template <typename Cfg, int S_B, typename Index>
 static int launch_fast_index(const tm_problem *p, tm_launch_facts *facts)
 {
-    auto kernel = matmul_fast_kernel<Cfg, Index>;
+    auto kernel = fast_kernel_for<Cfg, S_B, Index>();
     const dim3 block(Cfg::THREADS);
     const dim3 grid(tm_ceil_div(p->N, Cfg::BN), tm_ceil_div(p->M, Cfg::BM));
     const int vec_a = p->K % 4 == 0 && aligned16(p->in0);
     const int vec_b = p->N % 4 == 0 && aligned16(p->in1);
     const int vec_c = p->N % 4 == 0 && aligned16(p->out);
-    const size_t shared = Cfg::SHARED_BYTES;
+    const size_t shared = S_B == 0 ? (size_t)Cfg::SHARED_BYTES
+                                   : (size_t)(2 * Cfg::A_STAGE + S_B * Cfg::B_STAGE) * sizeof(float);
     if (shared > 48 * 1024) {
         cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                (int)shared);
@@ -246,11 +445,11 @@ static int launch_fast_index(const tm_problem *p, tm_launch_facts *facts)
     return err;
 }
 
-template <typename Cfg>
+template <typename Cfg, int S_B = 0>
 static int launch_fast(const tm_problem *p, tm_launch_facts *facts)
 {
-    return tm_int_indices_suffice(p) ? launch_fast_index<Cfg, int>(p, facts)
-                                     : launch_fast_index<Cfg, long long>(p, facts);
+    return tm_int_indices_suffice(p) ? launch_fast_index<Cfg, S_B, int>(p, facts)
+                                     : launch_fast_index<Cfg, S_B, long long>(p, facts);
 }
 
 // Multiprocessors of the current device, asked once (0 when it cannot be asked).
@@ -274,12 +473,16 @@ static int multiprocessor_count()
 // blocks) so that small problems still fill the device. Measured on an H100 (132 SMs): at 1024^3
 // 64 x 64 gives 85% of cuBLAS against 58% for 128 x 128; at 2048^3 (256 tiles of 128 x 128,
 // 128 of 128 x 256) 128 x 128 gives 98%; at 4096^3 and 8192^3 128 x 256 / BK 32 gives 87-89%
-// against 84-85% for 128 x 128.
+// against 84-85% for 128 x 128. From at least 8 such tiles per multiprocessor, config 6 (the same
+// tiles with B copied by cp.async): at 8192^3 (15.5 tiles per SM) 89.0% of cuBLAS against 88.3%
+// for config 4; at 4096^3 (3.9 per SM) it lost, 86.6% against 87.1%, so 4 stays there. The
+// threshold of 8 lies between the two measured sizes; sizes in between were not measured.
 static int choose_fast_config(const tm_problem *p)
 {
     const int sms = multiprocessor_count() > 0 ? multiprocessor_count() : 132;
     const long long wide_blocks = (long long)tm_ceil_div(p->M, 128) * tm_ceil_div(p->N, 256);
     const long long large_blocks = (long long)tm_ceil_div(p->M, 128) * tm_ceil_div(p->N, 128);
+    if (wide_blocks >= 8LL * sms) return 6;
     if (wide_blocks >= 2LL * sms) return 4;
     return large_blocks >= sms ? 1 : 3;
 }
@@ -295,6 +498,8 @@ int tm_matmul_fast_launch(const tm_problem *p, tm_launch_facts *facts)
     case 3: return launch_fast<FastSmall>(p, facts);
     case 4: return launch_fast<FastWide>(p, facts);
     case 5: return launch_fast<FastWideK16>(p, facts);
+    case 6: return launch_fast<FastWide, 2>(p, facts);
+    case 7: return launch_fast<FastWide, 3>(p, facts);
     default: return cudaErrorInvalidValue;
     }
 }
@@ -305,7 +510,7 @@ double tm_matmul_fast_bytes(const tm_problem *p)
     if (config == 0) config = choose_fast_config(p);
     long long bm = 128, bn = 128;
     if (config == 3) bm = bn = 64;
-    if (config == 4 || config == 5) bn = 256;
+    if (config >= 4) bn = 256;
     return 4.0 * ((double)p->M * p->K * tm_ceil_div(p->N, bn) +
                   (double)p->K * p->N * tm_ceil_div(p->M, bm) + (double)p->M * p->N);
 }
