@@ -33,8 +33,14 @@ on the GPU) raises `KernelError` (a RuntimeError) with the emulator's or the run
 
 Check mode (`check=True`, emulator only): each pointer parameter becomes a bounds-checked pointer;
 the first access outside the buffer passed for it is reported with the index, the thread and the
-block, and the access itself is not performed (nothing is corrupted). Barriers that not all
-threads of a block reach are reported on the emulator in every mode, with the call sites.
+block, and the access itself is not performed (nothing is corrupted). `__shared__` arrays and
+scalars of number types, and TM_DYNAMIC_SHARED, become race-checked: in one barrier interval (between
+two completed `__syncthreads()` of the block) a read of an element another thread wrote, a write
+of an element another thread read, or a write of a different value over another thread's write
+is reported with the element, both threads and the block; an index outside a shared array's
+extent is reported too. Lanes of one warp are ordered by `__syncwarp()`. Not tracked: atomics on
+shared memory and raw pointers made from a shared array (`float *p = s`, `&s[i]`). Barriers that
+not all threads of a block reach are reported on the emulator in every mode, with the call sites.
 """
 import ctypes
 import glob
@@ -79,7 +85,7 @@ class CompileError(ValueError):
 
 class KernelError(RuntimeError):
     """A launch of a user kernel failed: the emulator's report (barrier, check mode's
-    out-of-bounds access) or the CUDA runtime's error."""
+    out-of-bounds access or shared-memory race) or the CUDA runtime's error."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -323,6 +329,7 @@ def _emu_launcher(name, params, check):
         else:
             args.append(f"*({t} *)tm_args_[{i}]")
     unused = "(void)tm_args_; (void)tm_sizes_;"
+    chk = "\n    tm_check_dyn_bytes = tm_shared_;" if check else ""
     return f"""
 #line 1 "tiledmm-launcher"
 extern "C" __attribute__((visibility("default"))) int tm_user_launch(
@@ -331,7 +338,7 @@ extern "C" __attribute__((visibility("default"))) int tm_user_launch(
 {{
     {unused}
     if (tm_threads_ > 0) tm_emu_set_threads(tm_threads_);
-    tm_emu_set_strict_exit(tm_strict_);
+    tm_emu_set_strict_exit(tm_strict_);{chk}
     if (tm_shared_ > 48 * 1024)
         cudaFuncSetAttribute({name}, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_shared_);
     cudaError_t tm_err_ = tm_emu_launch({name}, dim3(tm_g_[0], tm_g_[1], tm_g_[2]), dim3(tm_b_[0], tm_b_[1], tm_b_[2]), tm_shared_{''.join(', ' + a for a in args)});
@@ -351,13 +358,76 @@ def _checked_source(source, params):
     return out
 
 
+_NUMBER_WORDS = ("unsigned", "signed", "short", "long", "int", "char", "float", "double", "bool",
+                 "size_t", "int8_t", "uint8_t", "int16_t", "uint16_t", "int32_t", "uint32_t",
+                 "int64_t", "uint64_t")
+_SHARED_RE = re.compile(
+    r"(?<![\w])__shared__(?P<quals>(?:\s+(?:__align__\s*\(\s*\w+\s*\)|volatile))*)\s+"
+    r"(?P<type>(?:(?:" + "|".join(_NUMBER_WORDS) + r")\b\s*)+)(?P<decls>[^;{}]*);")
+_DECLARATOR_RE = re.compile(r"\s*([A-Za-z_]\w*)\s*((?:\[[^\[\]]+\]\s*)*)")
+
+
+def _split_top(text):
+    """text split at the commas outside brackets and parentheses."""
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        if c in "([":
+            depth += 1
+        elif c in ")]":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
+def _checked_shared(source):
+    """Check mode: `__shared__ T name[D1][D2]...;` (T a number type; several declarators too)
+    becomes a race-checked tm_sh_array (tiledmm_kernel.h), `__shared__ T name;` a tm_sh_scalar,
+    on the same lines. Other shared declarations (extern, struct types, initialisers) stay as
+    they are."""
+    blank = _blank(source)
+    edits = []
+    for m in _SHARED_RE.finditer(blank):
+        if re.search(r"\bextern\s*$", blank[:m.start()]):
+            continue
+        ctype = " ".join(m.group("type").split())
+        quals = " ".join(q for q in m.group("quals").split() if q != "volatile")
+        pieces = []
+        for decl in _split_top(m.group("decls")):
+            d = _DECLARATOR_RE.fullmatch(decl)
+            if not d:
+                pieces = None
+                break
+            name, dims = d.group(1), re.findall(r"\[([^\[\]]+)\]", d.group(2))
+            tag = f"tm_shn_{name}"
+            if dims:
+                kind = f"tm_sh_array<{ctype}, {tag}, " + ", ".join(
+                    f"(long long)({' '.join(x.split())})" for x in dims) + ">"
+            else:
+                kind = f"tm_sh_scalar<{ctype}, {tag}>"
+            pieces.append(f"struct {tag} {{ static constexpr const char *name() {{ return "
+                          f"\"{name}\"; }} }}; __shared__ {quals + ' ' if quals else ''}"
+                          f"{kind} {name};")
+        if not pieces:
+            continue
+        text = " ".join(pieces) + "\n" * source.count("\n", m.start(), m.end())
+        edits.append((m.start(), m.end(), text))
+    out = source
+    for start, end, text in reversed(edits):
+        out = out[:start] + text + out[end:]
+    return out
+
+
 def _full_source(source, extra=""):
     return f'#include "tiledmm_kernel.h"\n#line 1 "{SOURCE_NAME}"\n{source}\n{extra}'
 
 
 def _compile_emu(source, name, params, options, check):
     includes, rt_sources = _emu_headers()
-    key = _hash("emu", source, name, options, check, _cxx(), open(
+    user_src = _checked_shared(_checked_source(source, params)) if check else source
+    key = _hash("emu", user_src, name, options, check, _cxx(), open(
         os.path.join(HERE, "include", "tiledmm_kernel.h")).read(), [
         os.path.getmtime(p) for p in rt_sources])
     with _LOCK:
@@ -369,7 +439,6 @@ def _compile_emu(source, name, params, options, check):
         _STATS["disk_hits"] += 1
     else:
         rt_objs = _emu_runtime_objects(includes, rt_sources)
-        user_src = _checked_source(source, params) if check else source
         text = _full_source(user_src, _emu_launcher(name, params, check))
         with tempfile.TemporaryDirectory(dir=cache_dir(), prefix=".build-") as tmp:
             src_path = os.path.join(tmp, "kernel.cpp")
@@ -680,7 +749,8 @@ class Kernel:
         """Launch on `grid` blocks of `block` threads (ints or tuples of up to 3) with
         `shared_bytes` of dynamic shared memory. Returns a Result (`res.out`, `res.timing`,
         `res.launch`). `flops`: operations per launch, for `res.gflops`. `check=True` (emu):
-        bounds-checked pointer parameters. A grid with a zero dimension launches nothing."""
+        bounds-checked pointer parameters and race-checked shared memory. A grid with a zero
+        dimension launches nothing."""
         mod, name = _backend.resolve(backend or self._backend)
         check = self.check if check is None else bool(check)
         grid, block = _dim3(grid, "grid"), _dim3(block, "block")
@@ -727,7 +797,8 @@ def compile(source, name=None, options=(), *, defines=None, backend=None, check=
     options: compiler options, e.g. ["-DTILE=16"] (passed to NVRTC on cuda, g++ on emu);
     defines: {"TILE": 16} is the same as options=["-DTILE=16"].
     backend: compile for this backend now ('cuda' or 'emu'; a call may still pick the other).
-    check: launch in check mode by default (emu: bounds-checked pointer parameters).
+    check: launch in check mode by default (emu: bounds-checked pointer parameters and
+    race-checked shared memory).
     Raises CompileError (a ValueError) with the compiler's diagnostics, line numbers as in
     `source`. Compiled code is cached (memory and disk), so compiling again costs nothing."""
     return Kernel(source, name, options, defines, backend, check)

@@ -70,6 +70,9 @@ static constexpr int warpSize = 32;
 extern "C" void *tm_emu_dynamic_shared(void);
 extern "C" void tm_emu_syncthreads(const char *file, int line);
 extern "C" int tm_emu_syncthreads_op(int op, int pred, const char *file, int line);
+// The calling block's barrier epoch: changes at each completed __syncthreads() and block start
+// (check mode's shared-memory race detection).
+extern "C" unsigned long long tm_emu_barrier_epoch(void);
 
 namespace tm_emu {
 enum WarpOp { OP_SYNCWARP = 0, OP_SHFL, OP_SHFL_UP, OP_SHFL_DOWN, OP_SHFL_XOR, OP_BALLOT, OP_ALL, OP_ANY };

@@ -46,6 +46,11 @@
 
 __thread tm_emu_tls_t tm_emu_tls = {uint3{0, 0, 0}, uint3{0, 0, 0}, dim3(1, 1, 1), dim3(1, 1, 1), 0, nullptr};
 
+// Barrier epoch for check mode's shared-memory race detection (tiledmm_kernel.h): per OS
+// thread, bumped when a block starts and whenever its __syncthreads() opens, never reset, so
+// two accesses of one block carry the same value exactly when no barrier lies between them.
+static __thread unsigned long long tm_emu_epoch = 1;
+
 #ifdef TM_EMU_ASM_SWITCH
 // void tm_emu_ctx_switch(void **save_sp, void *to_sp): saves the callee-saved registers,
 // mxcsr and the x87 control word on the current stack, stores the stack pointer in *save_sp,
@@ -438,6 +443,7 @@ void barrier_release(Block *b, int self)
     }
     b->bar_wait = 0;
     b->bar_op = false;
+    ++tm_emu_epoch;   // a barrier interval ends
 }
 
 void thread_exit(Worker &w, Block *b, Fiber *f, int t)
@@ -725,6 +731,7 @@ bool run_block(Worker &w, Launch *L, uint3 bid, long long index)
         x.fiber = nullptr;
         x.tid = uint3{(unsigned)i % bx, ((unsigned)i / bx) % by, (unsigned)i / (bx * by)};
     }
+    ++tm_emu_epoch;   // a new block: nothing of the previous one is concurrent with it
     tm_emu_tls.block_idx = bid;
     tm_emu_tls.block_dim = L->block;
     tm_emu_tls.grid_dim = L->grid;
@@ -974,6 +981,8 @@ extern "C" void *tm_emu_dynamic_shared(void)
 {
     return tm_emu::worker().dyn;
 }
+
+extern "C" unsigned long long tm_emu_barrier_epoch(void) { return tm_emu_epoch; }
 
 extern "C" void tm_emu_syncthreads(const char *file, int line)
 {
