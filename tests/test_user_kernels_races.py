@@ -66,6 +66,8 @@ __global__ void mixed(const float *x, float *out, int *hits, int n)
         __syncthreads();
     }
     float *raw = s;
+    float lane0 = __shfl_sync(0xffffffffu, s[t & ~31], 0);   // a proxy shuffled: its value
+    if (lane0 != s[t & ~31]) raw[0] = -1.0f;
     if (t == 0) total = twice(raw[0]) / 2.0f;
     __syncthreads();
     if (t == 0) {
@@ -143,6 +145,10 @@ def test_reduction_reading_a_neighbour_without_a_barrier_is_reported(rng):
     partial = np.zeros(4, np.float32)
     good(4, 256, x, partial, x.size, shared_bytes=256 * 4, backend="emu", check=True)
     tm.testing.assert_sum_close(partial.astype(np.float64).sum(), x)
+    # too little dynamic shared memory for the block: the first index past it is reported
+    text = _race(good, 4, 256, x, partial, x.size, shared_bytes=128 * 4)
+    assert "out-of-bounds access s[128] of TM_DYNAMIC_SHARED s: 128 elements in " \
+           "shared_bytes=512" in text and "thread (128,0,0) of block (0,0,0)" in text, text
 
 
 def test_reading_ones_own_writes_is_not_a_race(rng):

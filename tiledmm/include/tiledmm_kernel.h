@@ -89,17 +89,21 @@ static inline T &tm_check_scratch()
 // thread's write (write after write) are races, reported with the element, both threads and
 // the block. Lanes of one warp are ordered by a __syncwarp() they both passed after the first
 // access (counted per thread; full-warp __syncwarp assumed). Atomics and raw pointers taken
-// from a shared array (&s[i], float *p = s) are not tracked.
+// from a shared array (&s[i], float *p = s) are not tracked. Being a proxy, `auto v = s[i]`
+// reads s[i] when v is used, not at the declaration, and a template helper called with s[i]
+// deduces the proxy type: write `float v = s[i]` or pass `(float)s[i]`.
 struct tm_sh_cell {
     unsigned long long w_epoch, r_epoch;   // interval of the last write / of the reads
     int w_tid, r_tid, r_tid2;              // last writer; first reader; another reader or -1
     int r_warp;                            // the readers' warp, -1 when several warps
     unsigned w_sync, r_sync;               // __syncwarp counts at the write / latest read
 };
+static size_t tm_check_dyn_bytes;   // the launch's shared_bytes (set by the generated launcher)
 struct tm_sh_meta {
     const char *name;
     int ndim;
     const long long *dims;
+    bool dynamic;   // TM_DYNAMIC_SHARED: dims[0] elements from the launch's shared_bytes
 };
 
 // __syncwarp() calls each thread passed in the current barrier interval (per OS thread: the
@@ -145,6 +149,11 @@ static inline void tm_sh_index_str(char *buf, size_t n, const tm_sh_meta *m, lon
 }
 static inline void tm_sh_shape_str(char *buf, size_t n, const tm_sh_meta *m)
 {
+    if (m->dynamic) {
+        snprintf(buf, n, "TM_DYNAMIC_SHARED %s: %lld elements in shared_bytes=%zu", m->name,
+                 m->dims[0], tm_check_dyn_bytes);
+        return;
+    }
     size_t k = (size_t)snprintf(buf, n, "__shared__ %s", m->name);
     for (int l = 0; l < m->ndim && k < n; ++l) k += (size_t)snprintf(buf + k, n - k, "[%lld]", m->dims[l]);
 }
@@ -313,7 +322,7 @@ struct tm_sh_array {
     static constexpr int ndim = (int)sizeof...(D);
     static constexpr long long dims[] = {D...};
     static constexpr long long size = (1LL * ... * D);
-    static constexpr tm_sh_meta meta{Name::name(), ndim, dims};
+    static constexpr tm_sh_meta meta{Name::name(), ndim, dims, false};
     static_assert(((D > 0) && ...), "shared array extents must be positive");
     T data[size];
     tm_sh_cell cells[size];
@@ -326,7 +335,7 @@ struct tm_sh_array {
 template <typename T, typename Name>
 struct tm_sh_scalar {
     static constexpr long long dims[] = {1};
-    static constexpr tm_sh_meta meta{Name::name(), 0, dims};
+    static constexpr tm_sh_meta meta{Name::name(), 0, dims, false};
     T data;
     tm_sh_cell cell;
 
@@ -354,14 +363,13 @@ struct tm_sh_scalar {
 #undef TM_SH_COMPOUND
 
 // Dynamic shared memory: a one-dimensional checked view of the launch's shared_bytes.
-static size_t tm_check_dyn_bytes;   // set by the generated launcher before each launch
 template <typename T>
 struct tm_sh_dyn {
     long long count;
     tm_sh_meta meta;
     tm_sh_view<T, 1> view;
     tm_sh_dyn(const char *name, std::vector<tm_sh_cell> &cells)
-        : count((long long)(tm_check_dyn_bytes / sizeof(T))), meta{name, 1, &count},
+        : count((long long)(tm_check_dyn_bytes / sizeof(T))), meta{name, 1, &count, true},
           view{reinterpret_cast<T *>(tm_emu_dynamic_shared()), nullptr, &meta, 0}
     {
         if (cells.size() < (size_t)count) cells.resize((size_t)count);
@@ -375,19 +383,37 @@ struct tm_sh_dyn {
     tm_sh_dyn<type> tm_sh_dyn_##name(#name, tm_sh_dyn_cells_##name);               \
     const tm_sh_view<type, 1> name = tm_sh_dyn_##name.view
 
-// min/max/printf with proxies: as with the element's value.
+// min/max/shuffles/printf with proxies: as with the element's value.
 template <typename A, typename B,
           typename = std::enable_if_t<tm_is_sh<A>::value || tm_is_sh<B>::value>, typename = void>
 static inline auto min(const A &a, const B &b) { return min(tm_sh_value(a), tm_sh_value(b)); }
 template <typename A, typename B,
           typename = std::enable_if_t<tm_is_sh<A>::value || tm_is_sh<B>::value>, typename = void>
 static inline auto max(const A &a, const B &b) { return max(tm_sh_value(a), tm_sh_value(b)); }
-template <typename... Args>
-static inline int tm_check_printf(const char *fmt, const Args &...args)
+#define TM_SH_SHFL(FN, ARG)                                                                  \
+    template <typename T>                                                                    \
+    static inline T FN(unsigned mask, const tm_sh_ref<T> &var, ARG a, int width = 32,        \
+                       const char *file = __builtin_FILE(), int line = __builtin_LINE())     \
+    {                                                                                        \
+        return FN(mask, var.get(), a, width, file, line);                                    \
+    }                                                                                        \
+    template <typename T, typename N>                                                        \
+    static inline T FN(unsigned mask, const tm_sh_scalar<T, N> &var, ARG a, int width = 32,  \
+                       const char *file = __builtin_FILE(), int line = __builtin_LINE())     \
+    {                                                                                        \
+        return FN(mask, var.get(), a, width, file, line);                                    \
+    }
+TM_SH_SHFL(__shfl_sync, int)
+TM_SH_SHFL(__shfl_up_sync, unsigned)
+TM_SH_SHFL(__shfl_down_sync, unsigned)
+TM_SH_SHFL(__shfl_xor_sync, int)
+#undef TM_SH_SHFL
+template <typename... Args,
+          typename = std::enable_if_t<std::disjunction<tm_is_sh<Args>...>::value>>
+static inline int printf(const char *fmt, const Args &...args)   // printf("%f", s[i])
 {
-    return printf(fmt, tm_sh_value(args)...);
+    return std::printf(fmt, tm_sh_value(args)...);
 }
-#define printf(...) tm_check_printf(__VA_ARGS__)
 
 template <typename T>
 struct tm_checked_ptr {
