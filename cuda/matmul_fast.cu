@@ -133,8 +133,9 @@ __device__ __forceinline__ void store_tiles(float *As, float *Bs, const float4 *
 // same for one float (0 or 4 bytes). commit closes a group of copies; wait<N> returns once at
 // most N of the committed groups are still in flight. On the emulator the copy happens at once
 // (the destination stage is not being read: the kernel's barriers ensure that), so commit and
-// wait have nothing to do.
-#ifdef TM_EMU
+// wait have nothing to do; the same plain copies serve GPUs older than sm_80 (Turing), which
+// have no cp.async, in the default multi-architecture build.
+#if defined(TM_EMU) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800)
 __device__ __forceinline__ void cp_async16(float *dst, const float *src, int bytes)
 {
     for (int i = 0; i < 4; ++i) dst[i] = 4 * i < bytes ? src[i] : 0.0f;
