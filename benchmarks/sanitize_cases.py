@@ -21,7 +21,6 @@ when any variant failed. Runtime: a few seconds per kernel under a sanitizer on 
 (warmup=0, repeat=1), about 10 s for everything on the emulator (a minute under ASan).
 """
 import argparse
-import itertools
 import os
 import sys
 import time
@@ -44,17 +43,6 @@ REDUCE_LENGTHS = [1, 2, 31, 33, 1000, 4097, 70001]
 REDUCE_LONG = (1 << 20) + 3   # > 1024^2: three passes for multi-pass kernels at block 1024
 VEC_LENGTHS = [1, 33, 1000, 4097]
 MAT_SHAPES = [(1, 1), (33, 17), (70, 65), (1, 1000), (1000, 3)]
-
-
-def variants(spec):
-    """Every combination of the kernel's parameter values, as keyword dicts."""
-    names = [p.name for p in spec.params]
-    for values in itertools.product(*(p.values for p in spec.params)):
-        yield dict(zip(names, values))
-
-
-def default_params(spec):
-    return {p.name: p.default for p in spec.params}
 
 
 def is_demonstration(spec):
@@ -108,8 +96,8 @@ def main(argv=None):
         if args.kernels and spec.name not in args.kernels:
             continue
         t0 = time.perf_counter()
-        default = default_params(spec)
-        for params in variants(spec):
+        default = spec.defaults
+        for params in spec.param_combinations():
             dtypes = list(spec.dtypes) if params == default else [spec.dtypes[0]]
             label = f"{spec.family} {spec.name} {params}"
             try:

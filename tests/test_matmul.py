@@ -1,5 +1,4 @@
 """matmul kernels against numpy.matmul in float64, over shapes, tiles, dtypes and layouts."""
-import itertools
 
 import numpy as np
 import pytest
@@ -29,9 +28,7 @@ SHAPES = [(1, 1, 1), (1, 7, 1), (3, 5, 2), (17, 33, 9), (33, 17, 65), (64, 64, 6
 def kernel_param_cases():
     """(kernel, params) for every kernel and every combination of its parameters' values."""
     for spec in tm.kernels("matmul"):
-        names = [p.name for p in spec.params]
-        for values in itertools.product(*(p.values for p in spec.params)):
-            params = dict(zip(names, values))
+        for params in spec.param_combinations():
             ident = "-".join([spec.name] + [f"{k}{v}" for k, v in params.items()])
             yield pytest.param(spec.name, params, id=ident)
 

@@ -15,7 +15,6 @@ are registered. Examples are derandomized (the same on every run) and there is n
 database, so CI is stable. About a minute on the emulator.
 """
 import functools
-import itertools
 
 import numpy as np
 import pytest
@@ -36,11 +35,6 @@ LENGTHS = [1, 2, 3, 5, 31, 32, 33, 127, 128, 129, 257, 1023, 1024, 1025, 2049, 4
            20011, 66049]
 LAYOUTS = ["C", "F", "strided", "negative", "transposed", "readonly"]
 VALUE_KINDS = ["uniform", "exact", "special"]
-
-
-def variants(spec):
-    names = [p.name for p in spec.params]
-    return [dict(zip(names, v)) for v in itertools.product(*(p.values for p in spec.params))]
 
 
 def names(family):
@@ -124,7 +118,7 @@ def make_values(rng, shape, dtype, kind):
 def test_matmul_matches_numpy(backend, usable, name, data):
     usable(name)
     spec = tm._registry.specs()[name]
-    params = data.draw(st.sampled_from(variants(spec)), label="params")
+    params = data.draw(st.sampled_from(spec.param_combinations()), label="params")
     M, N, K = data.draw(st.tuples(DIM, DIM, DIM), label="M, N, K")
     dA, dB = data.draw(st.sampled_from(dtype_pairs(spec)), label="dtypes")
     lA, lB = data.draw(st.tuples(st.sampled_from(LAYOUTS), st.sampled_from(LAYOUTS)),
@@ -182,7 +176,7 @@ def reduce_input(data, rng, dtype, kind, max_length):
 def test_reduce_matches_numpy(backend, usable, name, data):
     usable(name)
     spec = tm._registry.specs()[name]
-    params = data.draw(st.sampled_from(variants(spec)), label="params")
+    params = data.draw(st.sampled_from(spec.param_combinations()), label="params")
     # demo_* kernels are lessons in what goes wrong; what they get right is one block's sum
     max_length = params.get("block", 0) if name.startswith("demo_") else max(LENGTHS)
     if max_length < 1:
@@ -213,7 +207,7 @@ def test_reduce_matches_numpy(backend, usable, name, data):
 @given(data=st.data())
 def test_elementwise_matches_numpy(backend, name, data):
     spec = tm._registry.specs()[name]
-    params = data.draw(st.sampled_from(variants(spec)), label="params")
+    params = data.draw(st.sampled_from(spec.param_combinations()), label="params")
     shape = data.draw(st.tuples(DIM, DIM), label="shape")
     if name == "vec_add":
         shape = (shape[0] * shape[1],)

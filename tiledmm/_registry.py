@@ -1,5 +1,6 @@
 """The kernel registry as Python sees it: one row per kernel, read from the compiled table in
 cuda/registry.cu (both backends are built from it, so either one can answer)."""
+import itertools
 import operator
 from dataclasses import dataclass
 from typing import Tuple
@@ -31,6 +32,18 @@ class KernelSpec:
     params: Tuple[Param, ...]
     lecture: str
     summary: str
+
+    def param_combinations(self):
+        """Every combination of the parameters' allowed values, as keyword dicts (a kernel
+        without parameters has one: the empty dict)."""
+        names = [p.name for p in self.params]
+        return [dict(zip(names, values))
+                for values in itertools.product(*(p.values for p in self.params))]
+
+    @property
+    def defaults(self):
+        """The parameters' default values, as keyword arguments."""
+        return {p.name: p.default for p in self.params}
 
     def __str__(self):
         params = ", ".join(f"{p.name} in {{{', '.join(map(str, p.values))}}} (default {p.default})"
