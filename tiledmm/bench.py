@@ -8,6 +8,7 @@ Each row is the median of `repeat` launches after `warmup`, timed with CUDA even
 import csv
 import json
 import sys
+from statistics import median  # the definition Timing.kernel_ms uses too
 
 import numpy as np
 
@@ -92,7 +93,7 @@ def bench_reduce(sizes=None, kernels=None, backend=None, warmup=None, repeat=Non
     rows = []
     for n in sizes:
         x = rng.random(n, dtype=np.float32) * 2 - 1
-        copy_ms = sorted(mod.copy_time("d2d", x.nbytes, warmup, repeat))[repeat // 2]
+        copy_ms = median(mod.copy_time("d2d", x.nbytes, warmup, repeat))
         copy_gbps = 2 * x.nbytes / (copy_ms * 1e6)
         expected = x.astype(np.float64).sum() if check else None
         for kernel, params in variants("reduce", kernels, name):
@@ -132,9 +133,9 @@ def bench_end_to_end(sizes=None, transfer_mib=(64, 256), backend=None, repeat=5,
             progress(f"transfers {mib} MiB")
         results = [_core.vec_add(a, b, backend=name, warmup=0, repeat=1) for _ in range(repeat + 1)][1:]
         for direction in ("h2d", "d2h"):
-            ms = sorted(getattr(r.timing, direction + "_ms") for r in results)[repeat // 2]
+            ms = median(getattr(r.timing, direction + "_ms") for r in results)
             moved = getattr(results[0].timing, direction + "_bytes")
-            pinned_ms = sorted(mod.copy_time(direction + "_pinned", a.nbytes, 1, repeat))[repeat // 2]
+            pinned_ms = median(mod.copy_time(direction + "_pinned", a.nbytes, 1, repeat))
             gbps, pinned_gbps = moved / (ms * 1e6), a.nbytes / (pinned_ms * 1e6)
             rows.append(dict(kind="transfer", what=f"{direction} numpy {mib} MiB", ms=ms,
                              gbps=gbps, reference="pinned cudaMemcpy", ref_gbps=pinned_gbps,
@@ -159,10 +160,10 @@ def bench_end_to_end(sizes=None, transfer_mib=(64, 256), backend=None, repeat=5,
             start = time.perf_counter()
             np.matmul(A, B)
             cpu.append((time.perf_counter() - start) * 1e3)
-        wall, cpu_ms = sorted(walls)[len(walls) // 2], sorted(cpu)[len(cpu) // 2]
+        wall, cpu_ms = median(walls), median(cpu)
         rows.append(dict(kind="matmul", what=f"{chosen} {n}^3 numpy in/out", ms=wall,
-                         kernel_ms=sorted(kernels)[len(kernels) // 2],
-                         h2d_ms=sorted(h2d)[len(h2d) // 2], d2h_ms=sorted(d2h)[len(d2h) // 2],
+                         kernel_ms=median(kernels),
+                         h2d_ms=median(h2d), d2h_ms=median(d2h),
                          wall_ms_each=[round(w, 2) for w in walls],
                          reference="numpy.matmul (CPU)", ref_ms=cpu_ms, speedup=cpu_ms / wall,
                          backend=name))
