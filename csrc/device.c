@@ -22,11 +22,6 @@ PyObject *tm_device_buffer_capsule(void *ptr)
     return capsule;
 }
 
-void *tm_device_buffer_ptr(PyObject *capsule)
-{
-    return PyCapsule_GetPointer(capsule, BUFFER_CAPSULE);
-}
-
 /* ---- DLPack (https://dmlc.github.io/dlpack/latest/c_api.html), the v0.x ABI every consumer
  * accepts. Declared here: it is a 60-line header and no Python package ships it for C. ---- */
 typedef struct { int32_t device_type, device_id; } DLDevice;

@@ -54,7 +54,6 @@ PyArrayObject *tm_new_output_array(int ndim, const npy_intp *shape, int typenum)
 
 /* device.c: device buffers owned by Python capsules, DLPack */
 PyObject *tm_device_buffer_capsule(void *ptr);
-void *tm_device_buffer_ptr(PyObject *capsule);
 PyObject *tm_dlpack_py(PyObject *self, PyObject *args);
 PyObject *tm_upload_py(PyObject *self, PyObject *args);
 PyObject *tm_download_py(PyObject *self, PyObject *args);

@@ -172,7 +172,7 @@ static PyObject *tm_emu_threads_py(PyObject *self, PyObject *args)
 #endif
 
 static PyMethodDef tm_methods[] = {
-    {"run", tm_run, METH_VARARGS, "run(kernel, inputs, params, warmup, repeat) -> dict"},
+    {"run", tm_run, METH_VARARGS, "run(kernel, inputs, device_ptrs, params, warmup, repeat, out_on_device) -> dict"},
     {"registry", tm_registry_py, METH_NOARGS, "registry() -> list of kernel rows"},
     {"device_properties", tm_device_info_py, METH_NOARGS, "the runtime's device query"},
     {"device_count", tm_device_count_py, METH_NOARGS, "device_count() -> (count, error)"},
