@@ -8,6 +8,8 @@ CuPy arrays and PyTorch CUDA tensors (anything with `__cuda_array_interface__`) 
 as inputs the same way. On the `emu` backend "device" memory is host memory: DLPack exports
 it as CPU memory (so `numpy.from_dlpack` shares it) and there is no CUDA array interface.
 """
+import math
+
 import numpy as np
 
 from . import _backend
@@ -144,8 +146,17 @@ def as_device_input(x, backend):
                         f"float64. Convert it on the device first")
     shape = tuple(cai["shape"])
     strides = cai.get("strides")
-    contiguous = np.broadcast_to(np.zeros((), dtype), shape)
-    if strides is not None and tuple(strides) != np.empty(shape, dtype).strides and contiguous.size > 1:
+    if strides is not None and tuple(strides) != _c_strides(shape, dtype.itemsize) and \
+            math.prod(shape) > 1:
         raise ValueError("device input is not C-contiguous; make a contiguous copy on the device "
                          "first (e.g. cupy.ascontiguousarray(x) or x.contiguous())")
     return DeviceInput(cai["data"][0], shape, dtype, x)
+
+
+def _c_strides(shape, itemsize):
+    """The byte strides of a C-contiguous array of this shape (computed, not allocated)."""
+    strides, step = [], itemsize
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return tuple(reversed(strides))
