@@ -135,3 +135,58 @@ def test_the_ladder_is_registered():
     for rung in ("naive", "naive_uncoalesced", "tiled", "coarse", "colmajor_b", "regtile", "fast",
                  "cublas"):
         assert rung in names
+
+
+# Stream-K (schedule=2): the tiles of the last waves are cut along K and shared out evenly among
+# the resident blocks; the pieces of a tile are summed by the last block to finish. Shapes: fewer
+# tiles than blocks (every tile cut, some into many pieces: the long K), more tiles than blocks
+# with a remainder (whole tiles first, then cut ones), partial tiles at every edge, K = 1.
+STREAMK_SHAPES = [(1, 1, 1), (130, 67, 33), (300, 600, 100), (128, 256, 1000), (257, 513, 97),
+                  (200, 4, 3), (65, 129, 1)]
+
+
+@pytest.fixture(params=[None, 3, 4], ids=["default-workers", "3-workers", "4-workers"])
+def streamk_workers(request, backend):
+    """On the emulator the device has as many multiprocessors as worker threads, so the number
+    of stream-K blocks, and with it where the tiles are cut, changes with the workers."""
+    if request.param is None:
+        yield
+        return
+    if backend != "emu":
+        pytest.skip("worker threads are an emulator setting")
+    emu = tm._backend.module("emu")
+    before = emu.threads()
+    emu.threads(request.param)
+    yield
+    emu.threads(before)
+
+
+@pytest.mark.parametrize("config", [4, 6, 1, 3])
+@pytest.mark.parametrize("M,N,K", STREAMK_SHAPES, ids=str)
+def test_fast_streamk_exact(backend, rng, streamk_workers, config, M, N, K):
+    A, B = exact_integer_matrix(rng, (M, K)), exact_integer_matrix(rng, (K, N))
+    res = tm.matmul(A, B, kernel="fast", backend=backend, config=config, schedule=2)
+    np.testing.assert_array_equal(res.out, A.astype(np.int64) @ B.astype(np.int64))
+    assert res.launch.grid[1] == res.launch.grid[2] == 1  # one row of persistent blocks
+
+
+def test_fast_streamk_is_deterministic_and_agrees(backend, rng):
+    # Pieces are added in block order, whoever finishes last: the same bits on every run.
+    A, B = random_matrix(rng, (300, 700)), random_matrix(rng, (700, 520))
+    first = tm.matmul(A, B, kernel="fast", backend=backend, config=6, schedule=2).out
+    again = tm.matmul(A, B, kernel="fast", backend=backend, config=6, schedule=2).out
+    whole = tm.matmul(A, B, kernel="fast", backend=backend, config=6, schedule=1).out
+    np.testing.assert_array_equal(first, again)
+    assert_matmul_close(first, A, B)
+    assert_matmul_close(whole, A, B)
+
+
+@pytest.mark.gpu
+@gpu
+def test_fast_streamk_whole_waves_then_cut_tiles_on_gpu(rng):
+    # 20 x 15 = 300 tiles of 128 x 256 on the GPU's multiprocessors: whole waves, then the
+    # remainder cut along K (on an H100: 132 whole tiles, then 168 tiles shared by 132 blocks).
+    M, N, K = 128 * 20 - 3, 256 * 15, 96
+    A, B = exact_integer_matrix(rng, (M, K)), exact_integer_matrix(rng, (K, N))
+    res = tm.matmul(A, B, kernel="fast", backend="cuda", config=6, schedule=2)
+    np.testing.assert_array_equal(res.out, A.astype(np.int64) @ B.astype(np.int64))
