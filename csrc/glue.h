@@ -47,7 +47,12 @@ const tm_kernel_spec *tm_find_kernel(const char *name);
 int tm_prepare_job(tm_job *job, const char *fn, PyObject *inputs, PyObject *device_ptrs,
                    PyObject *params, PyArrayObject *arrays[TM_MAX_INPUTS], PyArrayObject **out);
 
-/* staging.c: host<->device copies of pageable memory through pinned staging buffers */
+/* staging.c: host<->device copies of pageable memory through pinned staging buffers.
+ * tm_copy_many_to_device copies n (at most TM_MAX_COPIES) host buffers to the device, the
+ * large pageable ones through one staging pipeline. */
+#define TM_MAX_COPIES 16
+cudaError_t tm_copy_many_to_device(int n, void *const dst[], const void *const src[],
+                                   const size_t bytes[]);
 cudaError_t tm_copy_to_device(void *dst, const void *src, size_t bytes);
 cudaError_t tm_copy_to_host(void *dst, const void *src, size_t bytes);
 PyArrayObject *tm_new_output_array(int ndim, const npy_intp *shape, int typenum);

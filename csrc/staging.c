@@ -2,8 +2,9 @@
  * (about 9 GB/s in, 4 GB/s out on an H100 machine) while pinned memory moves about 55 GB/s.
  * Copies of large arrays therefore go through a small ring of pinned staging buffers: the
  * host copies one chunk into pinned memory (with several threads: one thread's memcpy is
- * slower than the PCIe link) while the DMA engine moves the previous chunk. The buffers
- * are reused across calls from a pool guarded by a mutex.
+ * slower than the PCIe link) while the DMA engine moves the previous chunks. All host inputs
+ * of a call stream through one pipeline (staging_pipeline.h), so it fills and drains once per
+ * call. The buffers are reused across calls from a pool guarded by a mutex.
  *
  * On the emulator "device" memory is host memory and cudaMemcpy is a memcpy: no staging. */
 #include "glue.h"
@@ -11,15 +12,23 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#ifndef TM_EMU
+#include "staging_pipeline.h"
+#endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
-#define STAGING_CHUNK_BYTES ((size_t)8 << 20) /* per DMA: large enough to reach full speed */
-#define STAGING_RING 3                          /* chunks in flight per copy */
-#define STAGING_POOL_MAX 6                      /* buffers kept between calls (48 MiB) */
+/* The pipeline's tunables: to be set from benchmarks/staging_probe.cu's results on the H100
+ * machine (the best row of its staged H2D table; see its last lines). */
+#define STAGING_CHUNK_BYTES ((size_t)8 << 20)       /* steady chunk, and each buffer's size */
+#define STAGING_FIRST_CHUNK_BYTES ((size_t)1 << 20) /* first chunk; doubles up to the above */
+#define STAGING_RING 3                              /* buffers, so chunks in flight */
+#define STAGING_THREADS 16                          /* memcpy threads at most */
+#define STAGING_COPY_KIND TM_COPY_STREAM            /* into the buffers: non-temporal stores */
+
+#define STAGING_POOL_MAX (2 * STAGING_RING)     /* buffers kept between calls */
 #define STAGING_MIN_BYTES ((size_t)1 << 20)     /* smaller copies go direct */
-#define MEMCPY_THREADS_MAX 16
 #define PINNED_OUTPUT_MIN_BYTES ((size_t)1 << 20)  /* smaller outputs: plain NumPy arrays */
 #define PINNED_CACHE_BLOCKS 8                     /* freed output blocks kept for reuse */
 
@@ -49,71 +58,25 @@ static void staging_release(void *buffer)
     if (buffer) cudaFreeHost(buffer);
 }
 
-/* memcpy with several threads: pageable-to-pinned copies are bound by one core's memcpy. */
-static void parallel_memcpy(void *dst, const void *src, size_t bytes)
-{
-#ifdef _OPENMP
-    int threads = omp_get_max_threads();
-    if (threads > MEMCPY_THREADS_MAX) threads = MEMCPY_THREADS_MAX;
-    /* Each thread's share: the ceiling of bytes / threads, rounded up to a cache line, so the
-     * shares cover every byte (rounding the floor up could fall short of the end). */
-    const size_t part = ((bytes + (size_t)threads - 1) / (size_t)threads + 63) & ~(size_t)63;
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (int t = 0; t < threads; ++t) {
-        size_t begin = (size_t)t * part;
-        if (begin < bytes) {
-            size_t n = bytes - begin < part ? bytes - begin : part;
-            memcpy((char *)dst + begin, (const char *)src + begin, n);
-        }
-    }
-#else
-    memcpy(dst, src, bytes);
-#endif
-}
-
-/* One pipelined copy between pageable host memory and the device. */
-static cudaError_t staged_copy(void *dst, const void *src, size_t bytes, int to_device)
+/* Copies between pageable host memory and the device, all through one pipelined ring. */
+static cudaError_t staged_copy(const tm_staging_item *items, int n_items, int to_device)
 {
     void *ring[STAGING_RING] = {NULL};
     cudaEvent_t done[STAGING_RING] = {NULL};
-    size_t pending_offset[STAGING_RING], pending_bytes[STAGING_RING] = {0};
     cudaError_t err = cudaSuccess;
-    const size_t chunks = (bytes + STAGING_CHUNK_BYTES - 1) / STAGING_CHUNK_BYTES;
+    tm_staging_plan plan = {STAGING_FIRST_CHUNK_BYTES, STAGING_CHUNK_BYTES, STAGING_RING,
+                            STAGING_THREADS, STAGING_COPY_KIND};
+#ifdef _OPENMP
+    if (omp_get_max_threads() < plan.threads) plan.threads = omp_get_max_threads();
+#else
+    plan.threads = 1;
+#endif
 
     for (int i = 0; i < STAGING_RING && err == cudaSuccess; ++i) {
         err = staging_acquire(&ring[i]);
         if (err == cudaSuccess) err = cudaEventCreateWithFlags(&done[i], cudaEventDisableTiming);
     }
-    for (size_t c = 0; c < chunks && err == cudaSuccess; ++c) {
-        const int slot = (int)(c % STAGING_RING);
-        const size_t offset = c * STAGING_CHUNK_BYTES;
-        const size_t n = bytes - offset < STAGING_CHUNK_BYTES ? bytes - offset : STAGING_CHUNK_BYTES;
-        /* The slot's previous DMA must be finished before its buffer is reused. */
-        if ((err = cudaEventSynchronize(done[slot])) != cudaSuccess) break;
-        if (!to_device && pending_bytes[slot]) { /* drain the chunk this slot brought back */
-            parallel_memcpy((char *)dst + pending_offset[slot], ring[slot], pending_bytes[slot]);
-            pending_bytes[slot] = 0;
-        }
-        if (to_device) {
-            parallel_memcpy(ring[slot], (const char *)src + offset, n);
-            err = cudaMemcpyAsync((char *)dst + offset, ring[slot], n, cudaMemcpyHostToDevice, 0);
-        } else {
-            err = cudaMemcpyAsync(ring[slot], (const char *)src + offset, n, cudaMemcpyDeviceToHost, 0);
-            pending_offset[slot] = offset;
-            pending_bytes[slot] = n;
-        }
-        if (err == cudaSuccess) err = cudaEventRecord(done[slot], 0);
-    }
-    /* Drain the ring in chunk order (also on the error path, so no DMA still targets a
-     * buffer when it goes back to the pool). */
-    for (size_t c = chunks > STAGING_RING ? chunks - STAGING_RING : 0; c < chunks; ++c) {
-        const int slot = (int)(c % STAGING_RING);
-        if (done[slot] == NULL) continue;
-        cudaError_t sync = cudaEventSynchronize(done[slot]);
-        if (err == cudaSuccess) err = sync;
-        if (err == cudaSuccess && !to_device && pending_bytes[slot])
-            parallel_memcpy((char *)dst + pending_offset[slot], ring[slot], pending_bytes[slot]);
-    }
+    if (err == cudaSuccess) err = tm_staged_pipeline(&plan, ring, done, items, n_items, to_device, 0);
     for (int i = 0; i < STAGING_RING; ++i) {
         if (done[i]) cudaEventDestroy(done[i]);
         staging_release(ring[i]);
@@ -136,18 +99,44 @@ static int is_pinned(const void *host)
 }
 #endif
 
+cudaError_t tm_copy_many_to_device(int n, void *const dst[], const void *const src[],
+                                   const size_t bytes[])
+{
+    cudaError_t err = cudaSuccess;
+#ifndef TM_EMU
+    tm_staging_item staged[TM_MAX_COPIES];
+    int n_staged = 0;
+#endif
+    if (n > TM_MAX_COPIES) return cudaErrorInvalidValue;
+    for (int i = 0; i < n && err == cudaSuccess; ++i) {
+#ifndef TM_EMU
+        if (bytes[i] >= STAGING_MIN_BYTES && !is_pinned(src[i])) {
+            staged[n_staged].dst = dst[i];
+            staged[n_staged].src = src[i];
+            staged[n_staged++].bytes = bytes[i];
+            continue;
+        }
+#endif
+        if (bytes[i]) err = cudaMemcpy(dst[i], src[i], bytes[i], cudaMemcpyHostToDevice);
+    }
+#ifndef TM_EMU
+    if (err == cudaSuccess && n_staged) err = staged_copy(staged, n_staged, 1);
+#endif
+    return err;
+}
+
 cudaError_t tm_copy_to_device(void *dst, const void *src, size_t bytes)
 {
-#ifndef TM_EMU
-    if (bytes >= STAGING_MIN_BYTES && !is_pinned(src)) return staged_copy(dst, src, bytes, 1);
-#endif
-    return cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
+    return tm_copy_many_to_device(1, &dst, &src, &bytes);
 }
 
 cudaError_t tm_copy_to_host(void *dst, const void *src, size_t bytes)
 {
 #ifndef TM_EMU
-    if (bytes >= STAGING_MIN_BYTES && !is_pinned(dst)) return staged_copy(dst, src, bytes, 0);
+    if (bytes >= STAGING_MIN_BYTES && !is_pinned(dst)) {
+        const tm_staging_item item = {dst, src, bytes};
+        return staged_copy(&item, 1, 0);
+    }
 #endif
     return cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
 }
