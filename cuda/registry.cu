@@ -24,7 +24,6 @@ TM_DECLARE_KERNEL(tm_matmul_colmajor_b);
 double tm_matmul_colmajor_b_scratch(const tm_problem *p);
 TM_DECLARE_KERNEL(tm_matmul_regtile);
 TM_DECLARE_KERNEL(tm_matmul_fast);
-double tm_matmul_fast_scratch(const tm_problem *p);
 TM_DECLARE_KERNEL(tm_matmul_cublas);
 // ---- reduce declarations ----
 TM_DECLARE_KERNEL(tm_reduce_per_level);
@@ -84,10 +83,9 @@ extern "C" const tm_kernel_spec tm_registry[] = {
      tm_matmul_regtile_launch, NULL, tm_matmul_regtile_bytes,
      "001 CMU 15-418: thread-level register tiling, 2N^3/V; block tiling in shared memory",
      "register tiling: each thread accumulates a column (1-D) or a VxV block (2-D) of C"},
-    {"fast", "matmul", TM_F32, 2,
-     {{"config", 0, 8, {0, 1, 2, 3, 4, 5, 6, 7}, "0: choose by size; 1: 128x128 tile, BK 16; 2: 128x128, BK 8; 3: 64x64, BK 16; 4: 128x256, BK 32; 5: 128x256, BK 16; 6, 7: 4 with B by cp.async, 2 or 3 stages"},
-      {"schedule", 0, 3, {0, 1, 2}, "0: choose (stream-K for the 128x256 tiles); 1: one block per tile; 2: stream-K, the last wave's tiles shared out by K steps"}},
-     tm_matmul_fast_launch, tm_matmul_fast_scratch, tm_matmul_fast_bytes,
+    {"fast", "matmul", TM_F32, 1,
+     {{"config", 0, 8, {0, 1, 2, 3, 4, 5, 6, 7}, "0: choose by size; 1: 128x128 tile, BK 16; 2: 128x128, BK 8; 3: 64x64, BK 16; 4: 128x256, BK 32; 5: 128x256, BK 16; 6, 7: 4 with B by cp.async, 2 or 3 stages"}},
+     tm_matmul_fast_launch, NULL, tm_matmul_fast_bytes,
      "001 register tiling + 002 coalescing, taken to the hardware: float4, warp tiles, double buffering",
      "float32 only: 128-bit loads, transposed A tile, warp tiling, double-buffered shared stages"},
     {"cublas", "matmul", TM_F32 | TM_F64, 0, {},
