@@ -20,14 +20,22 @@
 #endif
 
 /* The pipeline's tunables: to be set from benchmarks/staging_probe.cu's results on the H100
- * machine (the best row of its staged H2D table; see its last lines). */
-#define STAGING_CHUNK_BYTES ((size_t)8 << 20)       /* steady chunk, and each buffer's size */
-#define STAGING_FIRST_CHUNK_BYTES ((size_t)1 << 20) /* first chunk; doubles up to the above */
-#define STAGING_RING 3                              /* buffers, so chunks in flight */
-#define STAGING_THREADS 16                          /* memcpy threads at most */
-#define STAGING_COPY_KIND TM_COPY_STREAM            /* into the buffers: non-temporal stores */
+ * machine (its SUMMARY: the best rows, and the best score per setting; scores move by about 5
+ * points between runs). Measured 2026-11 (H100 SXM VM, 16 cores, glibc 2.39), three runs, 2 x 64
+ * / 2 x 256 MiB against pinned cudaMemcpy: this setting 88-89% / 97% in the probe (vec_add's
+ * timing.h2d_ms: 87-89% / 92-93%); before issue 8 (8 MiB chunks, ring 3, a pipeline per array)
+ * 72-79% / 87-90%. One pipeline for all inputs is the main gain. memcpy beats non-temporal
+ * stores (TM_COPY_STREAM: 77-88% at best): the ring stays in the CPU's last-level cache, where
+ * the DMA engine reads it, while streamed lines go to DRAM and are read back from there. Ramped
+ * first chunks measured no better than fixed ones (small chunks split over 16 threads copy
+ * slowly: fixed 4 MiB chunks reach 58-84%), so the first chunk is a full one. */
+#define STAGING_CHUNK_BYTES ((size_t)16 << 20)       /* steady chunk, and each buffer's size */
+#define STAGING_FIRST_CHUNK_BYTES ((size_t)16 << 20) /* first chunk; doubles up to the above */
+#define STAGING_RING 4                               /* buffers, so chunks in flight */
+#define STAGING_THREADS 16                           /* memcpy threads at most */
+#define STAGING_COPY_KIND TM_COPY_LIBC               /* into the buffers: memcpy */
 
-#define STAGING_POOL_MAX (2 * STAGING_RING)     /* buffers kept between calls */
+#define STAGING_POOL_MAX STAGING_RING           /* buffers kept between calls: one call's */
 #define STAGING_MIN_BYTES ((size_t)1 << 20)     /* smaller copies go direct */
 #define PINNED_OUTPUT_MIN_BYTES ((size_t)1 << 20)  /* smaller outputs: plain NumPy arrays */
 #define PINNED_CACHE_BLOCKS 8                     /* freed output blocks kept for reuse */
