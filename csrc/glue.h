@@ -48,9 +48,8 @@ int tm_prepare_job(tm_job *job, const char *fn, PyObject *inputs, PyObject *devi
                    PyObject *params, PyArrayObject *arrays[TM_MAX_INPUTS], PyArrayObject **out);
 
 /* staging.c: host<->device copies of pageable memory through pinned staging buffers.
- * tm_copy_many_to_device copies n (at most TM_MAX_COPIES) host buffers to the device, the
- * large pageable ones through one staging pipeline. */
-#define TM_MAX_COPIES 16
+ * tm_copy_many_to_device copies n (at most TM_MAX_INPUTS: a call's inputs) host buffers to
+ * the device, the large pageable ones through one staging pipeline. */
 cudaError_t tm_copy_many_to_device(int n, void *const dst[], const void *const src[],
                                    const size_t bytes[]);
 cudaError_t tm_copy_to_device(void *dst, const void *src, size_t bytes);

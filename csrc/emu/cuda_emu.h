@@ -251,11 +251,6 @@ static inline unsigned atomicDec(unsigned *p, unsigned limit)
 // ---- loads, math and bit intrinsics ----
 template <typename T>
 static inline T __ldg(const T *p) { return *p; }
-// Cache-hint loads and stores (L2 only on the GPU): one level of memory here.
-template <typename T>
-static inline T __ldcg(const T *p) { return *p; }
-template <typename T>
-static inline void __stcg(T *p, T v) { *p = v; }
 
 template <typename A, typename B,
           typename = std::enable_if_t<std::is_arithmetic<A>::value && std::is_arithmetic<B>::value>>
