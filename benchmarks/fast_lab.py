@@ -2,7 +2,7 @@
 sizes, device-resident inputs (no transfers), median of `repeat` CUDA-event timings after
 warm-up, two passes in opposite orders (their spread says what a difference must exceed to
 count). Correctness: max relative error on 8 rows against float64. See fast_notes.md.
-    usage: python3 benchmarks/fast_lab.py [sizes...]   (default 4096 8192)"""
+    usage: python3 benchmarks/fast_lab.py [--configs 0,4,6] [sizes...]   (default 4096 8192)"""
 import os
 import sys
 
@@ -11,7 +11,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import tiledmm as tm  # noqa: E402 (a checkout built in place)
 
-CANDIDATES = [("cublas", {})] + [("fast", {"config": c}) for c in (0, 4, 6)]
+DEFAULT_CONFIGS = (0, 4, 6)
 
 
 def run(A, B, kernel, params, repeat=10):
@@ -20,7 +20,8 @@ def run(A, B, kernel, params, repeat=10):
     return r
 
 
-def main(sizes):
+def main(sizes, configs=DEFAULT_CONFIGS):
+    CANDIDATES = [("cublas", {})] + [("fast", {"config": c}) for c in configs]
     rng = np.random.default_rng(0)
     rows = []
     for n in sizes:
@@ -54,6 +55,9 @@ def main(sizes):
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:] or ["4096", "8192"]
-    sizes = [tuple(int(v) for v in a.split("x")) if "x" in a else int(a) for a in args]
-    main(sizes)
+    args = sys.argv[1:]
+    configs = DEFAULT_CONFIGS
+    if args[:1] == ["--configs"]:
+        configs, args = tuple(int(c) for c in args[1].split(",")), args[2:]
+    sizes = [tuple(int(v) for v in a.split("x")) if "x" in a else int(a) for a in args or ["4096", "8192"]]
+    main(sizes, configs)
