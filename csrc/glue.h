@@ -77,6 +77,7 @@ PyObject *tm_synchronize_py(PyObject *self, PyObject *unused);
 /* timing.c */
 cudaError_t tm_elapsed_ms(cudaEvent_t start, cudaEvent_t stop, double *ms);
 int tm_execute(tm_job *job);            /* call WITHOUT the GIL; returns 0 or -1 (job->err) */
+void tm_release_pool_memory(void);      /* memory kept for later calls back to the driver */
 void tm_job_free(tm_job *job);
 int tm_copy_time(const char *kind, size_t bytes, int warmup, int repeat, double *samples_ms,
                  cudaError_t *err, const char **step);

@@ -150,6 +150,7 @@ static PyObject *tm_mem_info_py(PyObject *self, PyObject *unused)
     cudaError_t err;
     (void)self; (void)unused;
     Py_BEGIN_ALLOW_THREADS
+    tm_release_pool_memory(); /* memory kept for the next call counts as free */
     err = cudaMemGetInfo(&free_bytes, &total_bytes);
     Py_END_ALLOW_THREADS
     if (err != cudaSuccess) {

@@ -21,19 +21,21 @@
 
 /* The pipeline's tunables: to be set from benchmarks/staging_probe.cu's results on the H100
  * machine (its SUMMARY: the best rows, and the best score per setting; scores move by about 5
- * points between runs). Measured 2026-11 (H100 SXM VM, 16 cores, glibc 2.39), three runs, 2 x 64
- * / 2 x 256 MiB against pinned cudaMemcpy: this setting 88-89% / 97% in the probe (vec_add's
- * timing.h2d_ms: 87-89% / 92-93%); before issue 8 (8 MiB chunks, ring 3, a pipeline per array)
- * 72-79% / 87-90%. One pipeline for all inputs is the main gain. memcpy beats non-temporal
- * stores (TM_COPY_STREAM: 77-88% at best): the ring stays in the CPU's last-level cache, where
- * the DMA engine reads it, while streamed lines go to DRAM and are read back from there. Ramped
- * first chunks measured no better than fixed ones (small chunks split over 16 threads copy
- * slowly: fixed 4 MiB chunks reach 58-84%), so the first chunk is a full one. */
-#define STAGING_CHUNK_BYTES ((size_t)16 << 20)       /* steady chunk, and each buffer's size */
-#define STAGING_FIRST_CHUNK_BYTES ((size_t)16 << 20) /* first chunk; doubles up to the above */
+ * points between runs). Measured 2026-11 (H100 SXM VM, 16 cores, glibc 2.39), 2 x 64 / 2 x 256 MiB
+ * against pinned cudaMemcpy. Session 2, three runs: one pipeline for all inputs, memcpy, 16 MiB
+ * chunks, 16 threads: 88-89% / 97% (before issue 8, a pipeline per array: 72-79% / 87-90%).
+ * memcpy beats non-temporal stores (77-88% at best): the ring stays in the CPU's last-level
+ * cache, where the DMA engine reads it. Ramped first chunks measured no better than fixed ones.
+ * Session 3, two runs: 8 threads score 89-93% against 86-91% for 16, and memcpy in pieces
+ * taken in turn (TM_COPY_LIBC_PIECES) 93% against 91% with one share per thread. Inside a Python
+ * process the difference is larger than in the probe: with 16 threads on 16 cores, a call whose
+ * memcpy shares cores with other threads (NumPy's BLAS pool after a numpy.matmul) ran at a
+ * third of the speed; half the cores, in pieces, leaves room for them. */
+#define STAGING_CHUNK_BYTES ((size_t)8 << 20)        /* steady chunk, and each buffer's size */
+#define STAGING_FIRST_CHUNK_BYTES ((size_t)8 << 20)  /* first chunk; doubles up to the above */
 #define STAGING_RING 4                               /* buffers, so chunks in flight */
-#define STAGING_THREADS 16                           /* memcpy threads at most */
-#define STAGING_COPY_KIND TM_COPY_LIBC               /* into the buffers: memcpy */
+#define STAGING_THREADS 8                            /* memcpy threads at most */
+#define STAGING_COPY_KIND TM_COPY_LIBC_PIECES        /* into the buffers: memcpy in pieces */
 
 #define STAGING_POOL_MAX STAGING_RING           /* buffers kept between calls: one call's */
 #define STAGING_MIN_BYTES ((size_t)1 << 20)     /* smaller copies go direct */

@@ -24,8 +24,15 @@
 enum {
     TM_COPY_LIBC = 0,        /* memcpy: ordinary stores, each destination line read first */
     TM_COPY_STREAM = 1,      /* non-temporal stores (AVX2 where the CPU has it, else SSE2) */
-    TM_COPY_STREAM_SSE2 = 2  /* non-temporal 16-byte stores even where AVX2 exists (probe) */
+    TM_COPY_STREAM_SSE2 = 2, /* non-temporal 16-byte stores even where AVX2 exists (probe) */
+    TM_COPY_LIBC_PIECES = 3  /* memcpy in TM_COPY_PIECE_BYTES pieces handed out as threads free up */
 };
+
+/* TM_COPY_LIBC_PIECES: why pieces. With one static share per thread a chunk is as slow as its
+ * slowest thread, and with as many threads as cores one of them often shares its core with
+ * another process's thread (NumPy's BLAS pool, the CUDA driver's): whole calls then ran at half
+ * speed. Small pieces taken in turn let the other threads cover for a descheduled one. */
+#define TM_COPY_PIECE_BYTES ((size_t)256 << 10)
 
 #define TM_STAGING_RING_MAX 8
 
@@ -125,6 +132,16 @@ static inline void tm_copy_bytes(void *dst, const void *src, size_t bytes, int k
 static inline void tm_parallel_copy(void *dst, const void *src, size_t bytes, int threads, int kind)
 {
 #ifdef _OPENMP
+    if (threads > 1 && kind == TM_COPY_LIBC_PIECES) {
+        const long long pieces = (long long)((bytes + TM_COPY_PIECE_BYTES - 1) / TM_COPY_PIECE_BYTES);
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+        for (long long p = 0; p < pieces; ++p) {
+            const size_t begin = (size_t)p * TM_COPY_PIECE_BYTES;
+            const size_t n = bytes - begin < TM_COPY_PIECE_BYTES ? bytes - begin : TM_COPY_PIECE_BYTES;
+            memcpy((char *)dst + begin, (const char *)src + begin, n);
+        }
+        return;
+    }
     if (threads > 1) {
         const size_t part = ((bytes + (size_t)threads - 1) / (size_t)threads + 63) & ~(size_t)63;
 #pragma omp parallel for num_threads(threads) schedule(static)
@@ -160,6 +177,8 @@ static inline cudaError_t tm_staged_pipeline(const tm_staging_plan *plan, void *
     size_t chunk = plan->first_chunk && plan->first_chunk < plan->chunk ? plan->first_chunk
                                                                          : plan->chunk;
     size_t issued = 0; /* chunks started, over all items */
+    /* Out of the staging buffers always with ordinary stores (the destination is read next). */
+    const int out_kind = plan->copy_kind == TM_COPY_LIBC_PIECES ? TM_COPY_LIBC_PIECES : TM_COPY_LIBC;
     cudaError_t err = cudaSuccess;
 
     for (int i = 0; i < n_items && err == cudaSuccess; ++i) {
@@ -173,7 +192,7 @@ static inline cudaError_t tm_staged_pipeline(const tm_staging_plan *plan, void *
             if ((err = cudaEventSynchronize(done[slot])) != cudaSuccess) break;
             if (pending_bytes[slot]) { /* device to host: empty the chunk this slot brought back */
                 tm_parallel_copy(pending_dst[slot], ring[slot], pending_bytes[slot], plan->threads,
-                                 TM_COPY_LIBC);
+                                 out_kind);
                 pending_bytes[slot] = 0;
             }
             if (to_device) {
@@ -199,7 +218,7 @@ static inline cudaError_t tm_staged_pipeline(const tm_staging_plan *plan, void *
         if (err == cudaSuccess) err = sync;
         if (err == cudaSuccess && pending_bytes[slot])
             tm_parallel_copy(pending_dst[slot], ring[slot], pending_bytes[slot], plan->threads,
-                             TM_COPY_LIBC);
+                             out_kind);
     }
     return err;
 }
