@@ -28,9 +28,9 @@
  * cache, where the DMA engine reads it. Ramped first chunks measured no better than fixed ones.
  * Session 3, two runs: 8 threads score 89-93% against 86-91% for 16, and memcpy in pieces
  * taken in turn (TM_COPY_LIBC_PIECES) 93% against 91% with one share per thread. Inside a Python
- * process the difference is larger than in the probe: with 16 threads on 16 cores, a call whose
- * memcpy shares cores with other threads (NumPy's BLAS pool after a numpy.matmul) ran at a
- * third of the speed; half the cores, in pieces, leaves room for them. */
+ * process the difference is larger than in the probe: with 16 threads on 16 cores, calls whose
+ * memcpy shared cores with other threads (NumPy's BLAS pool after a numpy.matmul) ran at half
+ * or a third of the speed (5 of 6 calls); with 8 threads in pieces, 1 of 6. */
 #define STAGING_CHUNK_BYTES ((size_t)8 << 20)        /* steady chunk, and each buffer's size */
 #define STAGING_FIRST_CHUNK_BYTES ((size_t)8 << 20)  /* first chunk; doubles up to the above */
 #define STAGING_RING 4                               /* buffers, so chunks in flight */

@@ -56,6 +56,9 @@ def device_info(backend=None):
 def mem_info(backend=None):
     """(free_bytes, total_bytes) of device memory (on emu: of the emulated device's budget).
 
+    On cuda, device memory that tiledmm keeps between calls (its pool of per-call buffers) is
+    given back to the driver first, so it counts as free.
+
     >>> free, total = tm.mem_info(backend="emu")
     >>> 0 < free <= total
     True
