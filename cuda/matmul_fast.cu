@@ -84,35 +84,25 @@ __device__ __forceinline__ void store4(float *__restrict__ X, Index row, Index c
     if (col + 3 < cols) X[row * cols + col + 3] = v.w;
 }
 
-// Global -> registers: one K step's tiles. Thread t's e-th float4 of A is row f / (BK/4),
-// k-quad f % (BK/4) of the tile (f = t + e*THREADS): 4 threads read a row's 64 contiguous bytes.
-// Of B: row f / (BN/4), column quad f % (BN/4): a warp reads 512 contiguous bytes.
+// Global -> registers: one K step's A tile. Thread t's e-th float4 is row f / (BK/4), k-quad
+// f % (BK/4) of the tile (f = t + e*THREADS): 4 threads read a row's 64 contiguous bytes.
 template <typename Cfg, typename Index>
-__device__ __forceinline__ void load_tiles(const float *__restrict__ A, const float *__restrict__ B,
-                                           Index M, Index N, Index K, bool vec_a, bool vec_b,
-                                           Index block_row, Index block_col, Index tile_k,
-                                           float4 *a_next, float4 *b_next)
+__device__ __forceinline__ void load_a(const float *__restrict__ A, Index M, Index K, bool vec_a,
+                                       Index block_row, Index tile_k, float4 *a_next)
 {
-    const int t = threadIdx.x, BK = Cfg::BK, BN = Cfg::BN;
+    const int t = threadIdx.x, BK = Cfg::BK;
 #pragma unroll
     for (int e = 0; e < Cfg::A_LOADS; ++e) {
         const int f = t + e * Cfg::THREADS;
         a_next[e] = load4<Index>(A, block_row + f / (BK / 4), tile_k + (f % (BK / 4)) * 4, M, K, vec_a);
     }
-#pragma unroll
-    for (int e = 0; e < Cfg::B_LOADS; ++e) {
-        const int f = t + e * Cfg::THREADS;
-        b_next[e] = load4<Index>(B, tile_k + f / (BN / 4), block_col + (f % (BN / 4)) * 4, K, N, vec_b);
-    }
 }
 
-// Registers -> one shared stage: A transposed (k-major, As[k * A_STRIDE + m]), B as is
-// (Bs[k * BN + n]).
+// Registers -> one shared stage: the A tile transposed (k-major, As[k * A_STRIDE + m]).
 template <typename Cfg>
-__device__ __forceinline__ void store_tiles(float *As, float *Bs, const float4 *a_next,
-                                            const float4 *b_next)
+__device__ __forceinline__ void store_a(float *As, const float4 *a_next)
 {
-    const int t = threadIdx.x, BK = Cfg::BK, BN = Cfg::BN, AS = Cfg::A_STRIDE;
+    const int t = threadIdx.x, BK = Cfg::BK, AS = Cfg::A_STRIDE;
 #pragma unroll
     for (int e = 0; e < Cfg::A_LOADS; ++e) {
         const int f = t + e * Cfg::THREADS, m = f / (BK / 4), k = (f % (BK / 4)) * 4;
@@ -121,11 +111,55 @@ __device__ __forceinline__ void store_tiles(float *As, float *Bs, const float4 *
         As[(k + 2) * AS + m] = a_next[e].z;
         As[(k + 3) * AS + m] = a_next[e].w;
     }
+}
+
+// Both tiles of one K step, global -> registers. B: row f / (BN/4), column quad f % (BN/4): a
+// warp reads 512 contiguous bytes.
+template <typename Cfg, typename Index>
+__device__ __forceinline__ void load_tiles(const float *__restrict__ A, const float *__restrict__ B,
+                                           Index M, Index N, Index K, bool vec_a, bool vec_b,
+                                           Index block_row, Index block_col, Index tile_k,
+                                           float4 *a_next, float4 *b_next)
+{
+    load_a<Cfg, Index>(A, M, K, vec_a, block_row, tile_k, a_next);
+    const int t = threadIdx.x, BN = Cfg::BN;
+#pragma unroll
+    for (int e = 0; e < Cfg::B_LOADS; ++e) {
+        const int f = t + e * Cfg::THREADS;
+        b_next[e] = load4<Index>(B, tile_k + f / (BN / 4), block_col + (f % (BN / 4)) * 4, K, N, vec_b);
+    }
+}
+
+// Registers -> one shared stage: A transposed (store_a), B as is (Bs[k * BN + n]).
+template <typename Cfg>
+__device__ __forceinline__ void store_tiles(float *As, float *Bs, const float4 *a_next,
+                                            const float4 *b_next)
+{
+    store_a<Cfg>(As, a_next);
+    const int t = threadIdx.x, BN = Cfg::BN;
 #pragma unroll
     for (int e = 0; e < Cfg::B_LOADS; ++e) {
         const int f = t + e * Cfg::THREADS;
         *reinterpret_cast<float4 *>(&Bs[(f / (BN / 4)) * BN + (f % (BN / 4)) * 4]) = b_next[e];
     }
+}
+
+// The thread's TM x TN results into C: rows m0 + rm * 32 + i, columns n0 + rn * 16 .. + 3 of the
+// block tile at (block_row, block_col), float4 stores where store4 can.
+template <typename Cfg, typename Index>
+__device__ __forceinline__ void store_results(float *__restrict__ C, const float (&acc)[Cfg::TM][Cfg::TN],
+                                              Index M, Index N, bool vec_c, Index row0, Index col0)
+{
+#pragma unroll
+    for (int rm = 0; rm < Cfg::RM; ++rm)
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int rn = 0; rn < Cfg::RN; ++rn) {
+                const int r = rm * 4 + i, c = rn * 4;
+                store4<Index>(C, row0 + rm * 32 + i, col0 + rn * 16, M, N, vec_c,
+                              make_float4(acc[r][c], acc[r][c + 1], acc[r][c + 2], acc[r][c + 3]));
+            }
 }
 
 // ---- cp.async (sm_80+): global -> shared without passing through registers. ----
@@ -190,34 +224,6 @@ __device__ __forceinline__ void copy_b_async(const float *__restrict__ B, Index 
                 cp_async4(dst + j, in ? B + row * N + col + j : B, in ? 4 : 0);
             }
         }
-    }
-}
-
-// A only: global -> registers and registers -> a shared stage (transposed), as in
-// load_tiles / store_tiles.
-template <typename Cfg, typename Index>
-__device__ __forceinline__ void load_a(const float *__restrict__ A, Index M, Index K, bool vec_a,
-                                       Index block_row, Index tile_k, float4 *a_next)
-{
-    const int t = threadIdx.x, BK = Cfg::BK;
-#pragma unroll
-    for (int e = 0; e < Cfg::A_LOADS; ++e) {
-        const int f = t + e * Cfg::THREADS;
-        a_next[e] = load4<Index>(A, block_row + f / (BK / 4), tile_k + (f % (BK / 4)) * 4, M, K, vec_a);
-    }
-}
-
-template <typename Cfg>
-__device__ __forceinline__ void store_a(float *As, const float4 *a_next)
-{
-    const int t = threadIdx.x, BK = Cfg::BK, AS = Cfg::A_STRIDE;
-#pragma unroll
-    for (int e = 0; e < Cfg::A_LOADS; ++e) {
-        const int f = t + e * Cfg::THREADS, m = f / (BK / 4), k = (f % (BK / 4)) * 4;
-        As[(k + 0) * AS + m] = a_next[e].x;
-        As[(k + 1) * AS + m] = a_next[e].y;
-        As[(k + 2) * AS + m] = a_next[e].z;
-        As[(k + 3) * AS + m] = a_next[e].w;
     }
 }
 
@@ -294,16 +300,7 @@ matmul_fast_kernel(const float *__restrict__ A, const float *__restrict__ B, flo
         __syncthreads();  // the next stage is filled, and this one is free again
     }
 
-#pragma unroll
-    for (int rm = 0; rm < RM; ++rm)
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-            for (int rn = 0; rn < RN; ++rn) {
-                const int r = rm * 4 + i, c = rn * 4;
-                store4<Index>(C, block_row + m0 + rm * 32 + i, block_col + n0 + rn * 16, M, N, vec_c,
-                       make_float4(acc[r][c], acc[r][c + 1], acc[r][c + 2], acc[r][c + 3]));
-            }
+    store_results<Cfg, Index>(C, acc, M, N, vec_c, block_row + m0, block_col + n0);
 }
 
 // The same computation with B copied by cp.async into S_B shared stages (the copy for step
@@ -389,16 +386,7 @@ matmul_fast_async_kernel(const float *__restrict__ A, const float *__restrict__ 
         b_stage = b_stage + 1 == S_B ? 0 : b_stage + 1;
     }
 
-#pragma unroll
-    for (int rm = 0; rm < RM; ++rm)
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-            for (int rn = 0; rn < RN; ++rn) {
-                const int r = rm * 4 + i, c = rn * 4;
-                store4<Index>(C, block_row + m0 + rm * 32 + i, block_col + n0 + rn * 16, M, N, vec_c,
-                       make_float4(acc[r][c], acc[r][c + 1], acc[r][c + 2], acc[r][c + 3]));
-            }
+    store_results<Cfg, Index>(C, acc, M, N, vec_c, block_row + m0, block_col + n0);
 }
 
 // The configurations `config` picks from (0 = choose by problem size).
