@@ -308,6 +308,9 @@ matmul_fast_kernel(const float *__restrict__ A, const float *__restrict__ B, flo
 // matmul_fast_kernel (through registers, transposed, two stages). No registers hold B between
 // its load and its store. Groups: one commit per copy issued (empty ones too), so that
 // wait<S_B - 2> at the end of step s means B of step s + 1 has landed.
+// The k loop below repeats matmul_fast_kernel's on purpose: as a shared __forceinline__ function
+// it changes this kernel's register allocation (253 -> 251 registers, 60 bytes of spills in the
+// long long build) and measured 0.2-0.5% slower on the H100 (fast_notes.md v5).
 template <typename Cfg, int S_B, typename Index>
 __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
 matmul_fast_async_kernel(const float *__restrict__ A, const float *__restrict__ B,
