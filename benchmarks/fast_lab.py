@@ -21,7 +21,7 @@ def run(A, B, kernel, params, repeat=10):
 
 
 def main(sizes, configs=DEFAULT_CONFIGS):
-    CANDIDATES = [("cublas", {})] + [("fast", {"config": c}) for c in configs]
+    candidates = [("cublas", {})] + [("fast", {"config": c}) for c in configs]
     rng = np.random.default_rng(0)
     rows = []
     for n in sizes:
@@ -32,7 +32,7 @@ def main(sizes, configs=DEFAULT_CONFIGS):
         check_rows = rng.choice(M, 8, replace=False)
         ref = A_host[check_rows].astype(np.float64) @ B_host.astype(np.float64)
         times = {}
-        for order in (CANDIDATES, CANDIDATES[::-1]):
+        for order in (candidates, candidates[::-1]):
             for kernel, params in order:
                 r = run(A, B, kernel, params)
                 times.setdefault((kernel, str(params)), []).append(r.timing.kernel_ms)
@@ -41,7 +41,7 @@ def main(sizes, configs=DEFAULT_CONFIGS):
                 times[(kernel, str(params), "err")] = err
                 times[(kernel, str(params), "grid")] = r.launch.grid
         base = np.median(times[("cublas", "{}")])
-        for kernel, params in CANDIDATES:
+        for kernel, params in candidates:
             ms = times[(kernel, str(params))]
             med = float(np.median(ms))
             flops = 2.0 * M * N * K
