@@ -248,6 +248,7 @@ int tm_prepare_job(tm_job *job, const char *fn, PyObject *inputs, PyObject *devi
             NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_NOTSWAPPED, NULL);
         if (converted == NULL) goto fail;
         Py_SETREF(arrays[i], converted);
+        job->pin_ms += tm_pin_input(arrays[i]);
     }
     job->out_ndim = out_ndim;
     job->out_typenum = typenum;

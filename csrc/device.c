@@ -113,6 +113,7 @@ PyObject *tm_upload_py(PyObject *self, PyObject *args)
         obj, NULL, 0, 0, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_NOTSWAPPED, NULL);
     if (a == NULL) return NULL;
     const size_t bytes = (size_t)PyArray_NBYTES(a);
+    (void)tm_pin_input(a);
     Py_BEGIN_ALLOW_THREADS
     if (bytes) {
         err = cudaMalloc(&ptr, bytes);

@@ -30,7 +30,8 @@ typedef struct {
 
     /* filled by tm_execute */
     tm_launch_facts facts;
-    double h2d_ms, d2h_ms;
+    double h2d_ms, d2h_ms;             /* h2d_ms includes pin_ms */
+    double pin_ms;                      /* host time pinning inputs in place (tm_prepare_job) */
     double *samples_ms;                 /* repeat entries, owned by the job */
     int registers;                      /* per thread; 0 where the backend cannot tell */
     int static_shared_bytes;            /* as the compiler reports it; 0 where unknown */
@@ -55,6 +56,11 @@ cudaError_t tm_copy_many_to_device(int n, void *const dst[], const void *const s
 cudaError_t tm_copy_to_device(void *dst, const void *src, size_t bytes);
 cudaError_t tm_copy_to_host(void *dst, const void *src, size_t bytes);
 PyArrayObject *tm_new_output_array(int ndim, const npy_intp *shape, int typenum);
+/* Pin a large NumPy input in place the second time a call sees it (with the GIL); returns the
+ * milliseconds spent registering it (0 when nothing was done). tm_pinned_inputs: how many
+ * arrays are registered now. */
+double tm_pin_input(PyArrayObject *a);
+int tm_pinned_inputs(void);
 
 /* device.c: device buffers owned by Python capsules, DLPack */
 PyObject *tm_device_buffer_capsule(void *ptr);

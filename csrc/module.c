@@ -160,6 +160,13 @@ static PyObject *tm_mem_info_py(PyObject *self, PyObject *unused)
     return Py_BuildValue("(nn)", (Py_ssize_t)free_bytes, (Py_ssize_t)total_bytes);
 }
 
+/* pinned_inputs() -> how many NumPy input arrays are registered (pinned in place) now. */
+static PyObject *tm_pinned_inputs_py(PyObject *self, PyObject *unused)
+{
+    (void)self; (void)unused;
+    return PyLong_FromLong(tm_pinned_inputs());
+}
+
 #ifdef TM_EMU
 static PyObject *tm_emu_threads_py(PyObject *self, PyObject *args)
 {
@@ -183,6 +190,7 @@ static PyMethodDef tm_methods[] = {
     {"dlpack", tm_dlpack_py, METH_VARARGS, "dlpack(owner, address, shape, bits) -> capsule"},
     {"synchronize", tm_synchronize_py, METH_NOARGS, "wait for all work on the device"},
     {"mem_info", tm_mem_info_py, METH_NOARGS, "mem_info() -> (free, total) bytes"},
+    {"pinned_inputs", tm_pinned_inputs_py, METH_NOARGS, "pinned_inputs() -> input arrays pinned in place now"},
     {"user_run", tm_user_run_py, METH_VARARGS, "user_run(handle, grid, block, shared, args, warmup, repeat) -> dict"},
     {"user_load", tm_user_load_py, METH_VARARGS, "user_load(image, name) -> (library, kernel)"},
 #ifdef TM_EMU

@@ -11,6 +11,10 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#if defined(__GLIBC__)
+#include <malloc.h> /* malloc_usable_size */
+#endif
 #include <unistd.h>
 #ifndef TM_EMU
 #include "staging_pipeline.h"
@@ -96,16 +100,23 @@ static cudaError_t staged_copy(const tm_staging_item *items, int n_items, int to
 #endif
 
 #ifndef TM_EMU
-/* Whether host memory is pinned (a tiledmm output, cudaHostAlloc'd or registered memory):
- * such memory is copied directly, at full speed, without staging. */
-static int is_pinned(const void *host)
+/* Whether host memory [host, host + bytes) is pinned, so that it is copied directly, at full
+ * speed, without staging: cudaHostAlloc'd (a tiledmm output; CuPy's or PyTorch's pinned
+ * buffers) or registered (an input pinned in place, tm_pin_input). Both ends are asked: a
+ * registration need not cover a whole allocation, and the driver refuses (cudaErrorInvalidValue)
+ * a direct copy that starts inside a registered range and runs past its end. */
+static int is_pinned(const void *host, size_t bytes)
 {
-    struct cudaPointerAttributes attr;
-    if (cudaPointerGetAttributes(&attr, host) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0;
+    const char *const ends[2] = {host, (const char *)host + (bytes ? bytes - 1 : 0)};
+    for (int e = 0; e < 2; ++e) {
+        struct cudaPointerAttributes attr;
+        if (cudaPointerGetAttributes(&attr, ends[e]) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return 0;
+        }
+        if (attr.type != cudaMemoryTypeHost) return 0;
     }
-    return attr.type == cudaMemoryTypeHost;
+    return 1;
 }
 #endif
 
@@ -120,7 +131,7 @@ cudaError_t tm_copy_many_to_device(int n, void *const dst[], const void *const s
     if (n > TM_MAX_INPUTS) return cudaErrorInvalidValue;
     for (int i = 0; i < n && err == cudaSuccess; ++i) {
 #ifndef TM_EMU
-        if (bytes[i] >= STAGING_MIN_BYTES && !is_pinned(src[i])) {
+        if (bytes[i] >= STAGING_MIN_BYTES && !is_pinned(src[i], bytes[i])) {
             staged[n_staged].dst = dst[i];
             staged[n_staged].src = src[i];
             staged[n_staged++].bytes = bytes[i];
@@ -143,7 +154,7 @@ cudaError_t tm_copy_to_device(void *dst, const void *src, size_t bytes)
 cudaError_t tm_copy_to_host(void *dst, const void *src, size_t bytes)
 {
 #ifndef TM_EMU
-    if (bytes >= STAGING_MIN_BYTES && !is_pinned(dst)) {
+    if (bytes >= STAGING_MIN_BYTES && !is_pinned(dst, bytes)) {
         const tm_staging_item item = {dst, src, bytes};
         return staged_copy(&item, 1, 0);
     }
@@ -233,6 +244,194 @@ static void pinned_capsule_destructor(PyObject *capsule)
         PyMem_Free(block);
     }
 }
+/* ---- Large NumPy inputs pinned in place ----
+ * Staging makes the host's memory move each byte three or four times (the array read, the
+ * ring written, the ring read by the DMA engine), so on a busy machine it falls well short of
+ * pinned bandwidth: 72-78% for one 64-256 MiB array on the H100 VM, where the same array
+ * registered with cudaHostRegister copied at 98-100% (benchmarks/register_probe.cu). But
+ * registering costs more than the copy it saves (64 MiB: 1.8 ms to register and 1.5 ms to
+ * unregister, against 1.2 ms to copy), so it pays only for an array that is used again. An
+ * input is therefore registered the SECOND time a call sees it (as in a loop, a benchmark, a
+ * training step) and stays registered while it lives.
+ *
+ * Safety: only memory that a NumPy array owns is registered, and the registration ends before
+ * that memory is freed: a weak reference to the owning array calls unpin_callback, which NumPy
+ * runs from the array's dealloc before it frees the data. While a weak reference exists NumPy
+ * refuses to resize the array in place (ndarray.resize raises ValueError, as for any weakly
+ * referenced array), so the registered pages stay the array's own pages for its lifetime.
+ * Registration is by whole pages, so only arrays that have their pages to themselves are
+ * registered (owning_array says which). Registered bytes count against the same bound as pinned outputs. TILEDMM_PIN_INPUTS=0 turns
+ * this off (every large input is staged). The table is read and written under pool_lock;
+ * Python calls (weak references, the callback's decref) are made outside it. */
+#define PIN_MIN_BYTES STAGING_MIN_BYTES
+#define PIN_TRACKED_MAX 64 /* arrays tracked at once; past that, inputs are staged */
+
+enum { PIN_SEEN = 0, PIN_REGISTERING = 1, PIN_REGISTERED = 2, PIN_REFUSED = 3 };
+
+typedef struct {
+    PyObject *owner;   /* borrowed: the entry goes when the owner dies */
+    PyObject *weakref; /* owned: its callback is unpin_callback */
+    void *base;        /* the page-aligned range that is (or would be) registered */
+    size_t len;
+    int state;
+} pin_entry;
+
+static pin_entry pin_table[PIN_TRACKED_MAX];
+static int pin_count;
+
+static int pin_index(PyObject *owner, PyObject *weakref) /* call under pool_lock */
+{
+    for (int i = 0; i < pin_count; ++i)
+        if (owner ? pin_table[i].owner == owner : pin_table[i].weakref == weakref) return i;
+    return -1;
+}
+
+/* The owner died: end its registration before NumPy frees the memory. */
+static PyObject *unpin_callback(PyObject *self, PyObject *weakref)
+{
+    pin_entry entry = {NULL, NULL, NULL, 0, PIN_SEEN};
+    (void)self;
+    pthread_mutex_lock(&pool_lock);
+    const int i = pin_index(NULL, weakref);
+    if (i >= 0) {
+        entry = pin_table[i];
+        pin_table[i] = pin_table[--pin_count];
+    }
+    pthread_mutex_unlock(&pool_lock);
+    if (entry.state == PIN_REGISTERED) {
+        if (cudaHostUnregister(entry.base) != cudaSuccess) (void)cudaGetLastError();
+        pthread_mutex_lock(&pool_lock);
+        pinned_in_use -= entry.len;
+        pthread_mutex_unlock(&pool_lock);
+    }
+    Py_XDECREF(entry.weakref); /* the caller holds its own reference to weakref */
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef unpin_def = {"_tiledmm_unpin", unpin_callback, METH_O, NULL};
+static PyObject *unpin_function; /* created once, under the GIL */
+
+/* The NumPy array whose memory `a` uses, and the page-aligned range around that memory, when
+ * registering the range can disturb no one else; NULL otherwise (then `a` is staged).
+ * Registration is by whole pages, and the driver refuses a direct copy that starts inside a
+ * registered range and runs past it, so no other allocation may START in the range's last page
+ * (a neighbour's copy by any library would fail). Views of the array and allocations that end
+ * in the first page lie wholly inside the range: their copies are fine. So the memory must be
+ * NumPy's own allocation (the default allocator, which is malloc) of contiguous bytes, and
+ * malloc's next chunk must begin past the last page: true of large arrays, which glibc maps
+ * on their own (mmap), false of arrays packed in the heap, which are not pinned. */
+static PyArrayObject *owning_array(PyArrayObject *a, uintptr_t *lo, uintptr_t *hi)
+{
+    PyArrayObject *owner = a;
+    while (PyArray_BASE(owner) && PyArray_Check(PyArray_BASE(owner)))
+        owner = (PyArrayObject *)PyArray_BASE(owner);
+    if (!PyArray_CHKFLAGS(owner, NPY_ARRAY_OWNDATA) ||
+        !(PyArray_IS_C_CONTIGUOUS(owner) || PyArray_IS_F_CONTIGUOUS(owner)))
+        return NULL;
+    char *const begin = PyArray_DATA(owner), *const end = begin + PyArray_NBYTES(owner);
+    const char *data = PyArray_DATA(a);
+    if (data < begin || data + PyArray_NBYTES(a) > end) return NULL;
+#if defined(__GLIBC__)
+    PyObject *handler_capsule = PyArray_HANDLER(owner);
+    const PyDataMem_Handler *handler =
+        handler_capsule ? PyCapsule_GetPointer(handler_capsule, "mem_handler") : NULL;
+    if (handler == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (strcmp(handler->name, "default_allocator") != 0) return NULL;
+    const long page = sysconf(_SC_PAGESIZE);
+    const uintptr_t mask = (uintptr_t)(page > 0 ? page : 4096) - 1;
+    *lo = (uintptr_t)begin & ~mask;
+    *hi = ((uintptr_t)end + mask) & ~mask;
+    /* malloc_usable_size: bytes usable from begin; the next chunk's memory starts a header
+     * (2 words) later, of which the first word is still ours. */
+    if ((uintptr_t)begin + malloc_usable_size(begin) + sizeof(size_t) < *hi) return NULL;
+    return owner;
+#else
+    (void)lo; (void)hi;
+    return NULL; /* other C libraries: how malloc packs memory is not known here */
+#endif
+}
+
+double tm_pin_input(PyArrayObject *a)
+{
+    static int enabled = -1;
+    if (enabled < 0) {
+        const char *env = getenv("TILEDMM_PIN_INPUTS");
+        enabled = !(env && strcmp(env, "0") == 0);
+    }
+    if (!enabled || (size_t)PyArray_NBYTES(a) < PIN_MIN_BYTES || is_pinned(PyArray_DATA(a), (size_t)PyArray_NBYTES(a)))
+        return 0.0;
+    uintptr_t lo = 0, hi = 0;
+    PyArrayObject *owner = owning_array(a, &lo, &hi);
+    if (owner == NULL) return 0.0;
+
+    pthread_mutex_lock(&pool_lock);
+    int i = pin_index((PyObject *)owner, NULL);
+    if (i >= 0 && pin_table[i].state == PIN_SEEN) {
+        /* Second sighting: register, if the bound on pinned memory allows. */
+        const int fits = pinned_in_use + (hi - lo) <= pinned_limit();
+        pin_table[i].state = fits ? PIN_REGISTERING : PIN_REFUSED;
+        if (fits) pinned_in_use += hi - lo;
+        pthread_mutex_unlock(&pool_lock);
+        if (!fits) return 0.0;
+        struct timespec t0, t1;
+        cudaError_t err;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        Py_BEGIN_ALLOW_THREADS /* the caller's reference to `a` keeps the owner alive */
+        err = cudaHostRegister((void *)lo, hi - lo, cudaHostRegisterDefault);
+        Py_END_ALLOW_THREADS
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (err != cudaSuccess) (void)cudaGetLastError(); /* e.g. a page already registered */
+        pthread_mutex_lock(&pool_lock);
+        if ((i = pin_index((PyObject *)owner, NULL)) >= 0)
+            pin_table[i].state = err == cudaSuccess ? PIN_REGISTERED : PIN_REFUSED;
+        if (err != cudaSuccess) pinned_in_use -= hi - lo;
+        pthread_mutex_unlock(&pool_lock);
+        return (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) * 1e-6;
+    }
+    const int track = i < 0 && pin_count < PIN_TRACKED_MAX;
+    pthread_mutex_unlock(&pool_lock);
+    if (!track) return 0.0;
+
+    /* First sighting: remember the owner (weakly), stage this time. */
+    if (unpin_function == NULL && (unpin_function = PyCFunction_New(&unpin_def, NULL)) == NULL) {
+        PyErr_Clear();
+        return 0.0;
+    }
+    PyObject *weakref = PyWeakref_NewRef((PyObject *)owner, unpin_function);
+    if (weakref == NULL) { /* cannot happen for ndarrays; then simply not pinned */
+        PyErr_Clear();
+        return 0.0;
+    }
+    pthread_mutex_lock(&pool_lock);
+    const int added = pin_index((PyObject *)owner, NULL) < 0 && pin_count < PIN_TRACKED_MAX;
+    if (added)
+        pin_table[pin_count++] = (pin_entry){(PyObject *)owner, weakref, (void *)lo, hi - lo, PIN_SEEN};
+    pthread_mutex_unlock(&pool_lock);
+    if (!added) Py_DECREF(weakref); /* another thread tracked it meanwhile */
+    return 0.0;
+}
+
+int tm_pinned_inputs(void)
+{
+    int n = 0;
+    pthread_mutex_lock(&pool_lock);
+    for (int i = 0; i < pin_count; ++i) n += pin_table[i].state == PIN_REGISTERED;
+    pthread_mutex_unlock(&pool_lock);
+    return n;
+}
+#endif
+
+#ifdef TM_EMU
+double tm_pin_input(PyArrayObject *a)
+{
+    (void)a; /* the emulator's device memory is host memory: nothing to pin */
+    return 0.0;
+}
+
+int tm_pinned_inputs(void) { return 0; }
 #endif
 
 PyArrayObject *tm_new_output_array(int ndim, const npy_intp *shape, int typenum)

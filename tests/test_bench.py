@@ -30,9 +30,11 @@ def test_bench_reduce_rows(backend):
 def test_bench_end_to_end_rows(backend):
     rows = bench.bench_end_to_end(sizes=[64], transfer_mib=(1,), backend=backend, repeat=1)
     kinds = [r["kind"] for r in rows]
-    assert kinds == ["transfer", "transfer", "matmul"]
+    assert kinds == ["transfer", "transfer", "transfer", "matmul"]
+    assert [r["what"] for r in rows[:3]] == ["h2d numpy 1 MiB, same arrays",
+                                             "h2d numpy 1 MiB, new arrays", "d2h numpy 1 MiB"]
     assert all(r.get("gbps", 1) > 0 and r.get("ref_gbps", 1) > 0 for r in rows)
-    assert rows[2]["speedup"] > 0
+    assert rows[3]["speedup"] > 0
     assert "numpy.matmul" in bench.format_end_to_end(rows)
 
 

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import tiledmm as tm
+from tiledmm import _backend
 from tiledmm.testing import assert_matmul_close, exact_integer_matrix
 from conftest import random_matrix
 
@@ -132,3 +133,51 @@ def test_staged_copies_of_every_length_keep_every_element(backend, rng, n):
     np.testing.assert_array_equal(d.get(), a)  # host -> device -> host, both staged
     b = rng.random(n, dtype=np.float32)
     np.testing.assert_array_equal(tm.vec_add(a, b, backend=backend).out, a + b)
+
+
+def test_inputs_used_again_are_pinned_in_place_and_stay_correct(backend, rng):
+    # On cuda a large NumPy input is registered (pinned in place) the second time a call sees
+    # it, and unregistered when it dies. Whatever happens to the array in between, every call
+    # must read its current contents.
+    pins = _backend.module(backend).pinned_inputs
+    n = (1 << 23) + 5  # 32 MiB of float32: past glibc's largest mmap threshold, so mapped alone
+    base = pins()
+    a, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
+    np.testing.assert_array_equal(tm.vec_add(a, b, backend=backend).out, a + b)
+    assert pins() == base  # seen once: staged, not pinned
+    np.testing.assert_array_equal(tm.vec_add(a, b, backend=backend).out, a + b)
+    assert pins() == base + (2 if backend == "cuda" else 0)
+    a[::7] += 1.5  # written in place after pinning: the next call sees the new values
+    np.testing.assert_array_equal(tm.vec_add(a, b, backend=backend).out, a + b)
+    view = a[3:].reshape(-1, 2)  # a view of a pinned array is copied from the pinned pages
+    np.testing.assert_array_equal(tm.vec_add(view, view, backend=backend).out, view + view)
+    if backend == "cuda":  # NumPy refuses to resize a weakly referenced array in place
+        with pytest.raises(ValueError, match="resize"):
+            a.resize(2 * n, refcheck=False)
+    del view, a
+    assert pins() == base + (1 if backend == "cuda" else 0)
+    for _ in range(3):  # new arrays, likely at the freed address: never the old pages
+        c = rng.random(n, dtype=np.float32)
+        np.testing.assert_array_equal(tm.vec_add(c, b, backend=backend).out, c + b)
+        np.testing.assert_array_equal(tm.vec_add(c, b, backend=backend).out, c + b)
+        del c
+    del b
+    assert pins() == base
+
+
+def test_inputs_seen_once_are_forgotten_and_copies_are_never_pinned(backend, rng):
+    # Arrays used once leave no trace when they die (more of them than the tracking table
+    # holds), and a converted copy (here of a Fortran-order array) is a new array each call.
+    pins = _backend.module(backend).pinned_inputs
+    base = pins()
+    for _ in range(80):
+        x, y = rng.random(1 << 18, dtype=np.float32), rng.random(1 << 18, dtype=np.float32)
+        np.testing.assert_array_equal(tm.vec_add(x, y, backend=backend).out, x + y)
+    del x, y
+    A = np.asfortranarray(random_matrix(rng, (16, 2100)))
+    B = random_matrix(rng, (2100, 4200))  # 35 MB: mapped alone, so it can be pinned
+    for _ in range(3):
+        assert_matmul_close(tm.matmul(A, B, kernel="tiled", backend=backend).out, A, B)
+    assert pins() == base + (1 if backend == "cuda" else 0)  # B only: A is copied each call
+    del B
+    assert pins() == base
