@@ -17,7 +17,9 @@ MAX_RUNS = 1_000_000  # warmup and repeat; each timed launch keeps a sample
 class Timing:
     """What was timed, in milliseconds. `kernel_ms` is the median of `samples_ms` (one entry per
     timed launch after `warmup` untimed ones); `total_ms` = h2d + kernel (median) + d2h.
-    `clock` says what measured it: CUDA events on the GPU, the host clock on the emulator."""
+    `clock` says what measured it: CUDA events on the GPU, the host clock on the emulator.
+    On the GPU `h2d_ms` includes pinning an input in place (the second call that gets a large
+    NumPy array registers its memory, see README "NumPy round trips")."""
     h2d_ms: float
     kernel_ms: float
     kernel_ms_min: float

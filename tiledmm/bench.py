@@ -195,12 +195,13 @@ def bench_end_to_end(sizes=None, transfer_mib=(64, 256), backend=None, repeat=5,
 
 def format_end_to_end(rows):
     lines = []
+    width = max((len(r["what"]) for r in rows), default=0)
     for r in rows:
         if r["kind"] == "transfer":
-            lines.append(f"{r['what']:<28} {r['gbps']:8.1f} GB/s   {r['reference']} "
+            lines.append(f"{r['what']:<{width}} {r['gbps']:8.1f} GB/s   {r['reference']} "
                          f"{r['ref_gbps']:.1f} GB/s   {r['pct']:.0f}%")
         else:
-            lines.append(f"{r['what']:<28} {r['ms']:8.2f} ms end to end (h2d {r['h2d_ms']:.2f} + kernel "
+            lines.append(f"{r['what']:<{width}} {r['ms']:8.2f} ms end to end (h2d {r['h2d_ms']:.2f} + kernel "
                          f"{r['kernel_ms']:.2f} + d2h {r['d2h_ms']:.2f} ms; each call "
                          f"{r['wall_ms_each']})"
                          f"   {r['reference']} {r['ref_ms']:.1f} ms   {r['speedup']:.1f}x faster")
