@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include "../csrc/staging_pipeline.h"
+#include "probe_check.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -19,16 +20,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
-
-#define CK(call)                                                                              \
-    do {                                                                                      \
-        cudaError_t e_ = (call);                                                              \
-        if (e_ != cudaSuccess) {                                                              \
-            std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                \
-                         cudaGetErrorString(e_));                                             \
-            std::exit(1);                                                                     \
-        }                                                                                     \
-    } while (0)
 
 static const size_t MiB = (size_t)1 << 20;
 

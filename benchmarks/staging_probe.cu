@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include "../csrc/staging_pipeline.h"
+#include "probe_check.h"
 
 #include <gnu/libc-version.h>
 #include <omp.h>
@@ -24,16 +25,6 @@
 #include <cstring>
 #include <string>
 #include <vector>
-
-#define CK(call)                                                                              \
-    do {                                                                                      \
-        cudaError_t e_ = (call);                                                              \
-        if (e_ != cudaSuccess) {                                                              \
-            std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                \
-                         cudaGetErrorString(e_));                                             \
-            std::exit(1);                                                                     \
-        }                                                                                     \
-    } while (0)
 
 static const size_t MiB = (size_t)1 << 20;
 static const int WARMUP = 3, REPEAT = 10;
