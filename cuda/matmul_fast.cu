@@ -84,18 +84,27 @@ __device__ __forceinline__ void store4(float *__restrict__ X, Index row, Index c
     if (col + 3 < cols) X[row * cols + col + 3] = v.w;
 }
 
-// Global -> registers: one K step's A tile. Thread t's e-th float4 is row f / (BK/4), k-quad
-// f % (BK/4) of the tile (f = t + e*THREADS): 4 threads read a row's 64 contiguous bytes.
+// Global -> registers: a tile of rows x (QUADS * 4) floats at (row0, col0) of a rows x cols
+// matrix, LOADS float4s per thread. Thread t's e-th float4 is row f / QUADS, column quad
+// f % QUADS of the tile (f = t + e*THREADS), so consecutive threads read consecutive bytes.
+template <int THREADS, int LOADS, int QUADS, typename Index>
+__device__ __forceinline__ void load_tile(const float *__restrict__ X, Index rows, Index cols, bool vec,
+                                          Index row0, Index col0, float4 *next)
+{
+    const int t = threadIdx.x;
+#pragma unroll
+    for (int e = 0; e < LOADS; ++e) {
+        const int f = t + e * THREADS;
+        next[e] = load4<Index>(X, row0 + f / QUADS, col0 + (f % QUADS) * 4, rows, cols, vec);
+    }
+}
+
+// One K step's A tile (BM x BK): 4 threads read a row's 64 contiguous bytes.
 template <typename Cfg, typename Index>
 __device__ __forceinline__ void load_a(const float *__restrict__ A, Index M, Index K, bool vec_a,
                                        Index block_row, Index tile_k, float4 *a_next)
 {
-    const int t = threadIdx.x, BK = Cfg::BK;
-#pragma unroll
-    for (int e = 0; e < Cfg::A_LOADS; ++e) {
-        const int f = t + e * Cfg::THREADS;
-        a_next[e] = load4<Index>(A, block_row + f / (BK / 4), tile_k + (f % (BK / 4)) * 4, M, K, vec_a);
-    }
+    load_tile<Cfg::THREADS, Cfg::A_LOADS, Cfg::BK / 4, Index>(A, M, K, vec_a, block_row, tile_k, a_next);
 }
 
 // Registers -> one shared stage: the A tile transposed (k-major, As[k * A_STRIDE + m]).
@@ -122,12 +131,7 @@ __device__ __forceinline__ void load_tiles(const float *__restrict__ A, const fl
                                            float4 *a_next, float4 *b_next)
 {
     load_a<Cfg, Index>(A, M, K, vec_a, block_row, tile_k, a_next);
-    const int t = threadIdx.x, BN = Cfg::BN;
-#pragma unroll
-    for (int e = 0; e < Cfg::B_LOADS; ++e) {
-        const int f = t + e * Cfg::THREADS;
-        b_next[e] = load4<Index>(B, tile_k + f / (BN / 4), block_col + (f % (BN / 4)) * 4, K, N, vec_b);
-    }
+    load_tile<Cfg::THREADS, Cfg::B_LOADS, Cfg::BN / 4, Index>(B, K, N, vec_b, tile_k, block_col, b_next);
 }
 
 // Registers -> one shared stage: A transposed (store_a), B as is (Bs[k * BN + n]).
