@@ -244,6 +244,7 @@ static void pinned_capsule_destructor(PyObject *capsule)
         PyMem_Free(block);
     }
 }
+
 /* ---- Large NumPy inputs pinned in place ----
  * Staging makes the host's memory move each byte three or four times (the array read, the
  * ring written, the ring read by the DMA engine), so on a busy machine it falls well short of
@@ -260,9 +261,10 @@ static void pinned_capsule_destructor(PyObject *capsule)
  * refuses to resize the array in place (ndarray.resize raises ValueError, as for any weakly
  * referenced array), so the registered pages stay the array's own pages for its lifetime.
  * Registration is by whole pages, so only arrays that have their pages to themselves are
- * registered (owning_array says which). Registered bytes count against the same bound as pinned outputs. TILEDMM_PIN_INPUTS=0 turns
- * this off (every large input is staged). The table is read and written under pool_lock;
- * Python calls (weak references, the callback's decref) are made outside it. */
+ * registered (owning_array says which). Registered bytes count against the same bound as
+ * pinned outputs. TILEDMM_PIN_INPUTS=0 turns this off (every large input is staged). The table
+ * is read and written under pool_lock; Python calls (weak references, the callback's decref)
+ * are made outside it. */
 #define PIN_MIN_BYTES STAGING_MIN_BYTES
 #define PIN_TRACKED_MAX 64 /* arrays tracked at once; past that, inputs are staged */
 
@@ -361,8 +363,8 @@ double tm_pin_input(PyArrayObject *a)
         const char *env = getenv("TILEDMM_PIN_INPUTS");
         enabled = !(env && strcmp(env, "0") == 0);
     }
-    if (!enabled || (size_t)PyArray_NBYTES(a) < PIN_MIN_BYTES || is_pinned(PyArray_DATA(a), (size_t)PyArray_NBYTES(a)))
-        return 0.0;
+    const size_t bytes = (size_t)PyArray_NBYTES(a);
+    if (!enabled || bytes < PIN_MIN_BYTES || is_pinned(PyArray_DATA(a), bytes)) return 0.0;
     uintptr_t lo = 0, hi = 0;
     PyArrayObject *owner = owning_array(a, &lo, &hi);
     if (owner == NULL) return 0.0;
