@@ -152,17 +152,19 @@ def bench_end_to_end(sizes=None, transfer_mib=(64, 256), backend=None, repeat=5,
             res = _core.vec_add(x, y, backend=name, warmup=0, repeat=1)
             fresh.append(res.timing)
         del res, x, y
+        pinned_gbps = {direction: a.nbytes / (median(mod.copy_time(direction + "_pinned", a.nbytes, 1,
+                                                                   repeat)) * 1e6)
+                       for direction in ("h2d", "d2h")}
         for direction, timings, label in (("h2d", reused, "same arrays"),
                                           ("h2d", fresh, "new arrays"),
                                           ("d2h", reused, "")):
             ms = median(getattr(t, direction + "_ms") for t in timings)
             moved = getattr(timings[0], direction + "_bytes")
-            pinned_ms = median(mod.copy_time(direction + "_pinned", a.nbytes, 1, repeat))
-            gbps, pinned_gbps = moved / (ms * 1e6), a.nbytes / (pinned_ms * 1e6)
+            gbps, ref_gbps = moved / (ms * 1e6), pinned_gbps[direction]
             what = f"{direction} numpy {mib} MiB" + (f", {label}" if label else "")
             rows.append(dict(kind="transfer", what=what, ms=ms,
-                             gbps=gbps, reference="pinned cudaMemcpy", ref_gbps=pinned_gbps,
-                             pct=100 * gbps / pinned_gbps, backend=name))
+                             gbps=gbps, reference="pinned cudaMemcpy", ref_gbps=ref_gbps,
+                             pct=100 * gbps / ref_gbps, backend=name))
     for n in sizes or ((4096,) if name == "cuda" else (128,)):
         A = rng.random((n, n), dtype=np.float32) * 2 - 1
         B = rng.random((n, n), dtype=np.float32) * 2 - 1
