@@ -5,11 +5,12 @@
 //
 //   nvcc -O3 -std=c++17 -Xcompiler -fopenmp -lgomp -o /tmp/register_probe benchmarks/register_probe.cu && /tmp/register_probe
 //
-// GPU times: CUDA events, median of 10 after 3 warm-ups; host times: steady_clock, median of 10.
+// GPU times: CUDA events, median of 10 after 3 warm-ups (probe_common.h); registration times:
+// steady_clock, median of 6 cycles.
 #include <cuda_runtime.h>
 
 #include "../csrc/staging_pipeline.h"
-#include "probe_check.h"
+#include "probe_common.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -20,45 +21,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
-
-static const size_t MiB = (size_t)1 << 20;
-
-static double median(std::vector<double> v)
-{
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
-
-static double now_ms()
-{
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-static cudaEvent_t e0, e1;
-template <typename F> static double gpu_ms(F f)
-{
-    std::vector<double> ms;
-    for (int i = 0; i < 13; ++i) {
-        CK(cudaEventRecord(e0, 0));
-        f();
-        CK(cudaEventRecord(e1, 0));
-        CK(cudaEventSynchronize(e1));
-        float t;
-        CK(cudaEventElapsedTime(&t, e0, e1));
-        if (i >= 3) ms.push_back(t);
-    }
-    return median(ms);
-}
-
-// As NumPy allocates a large array: malloc (16 bytes past a page), huge pages advised, touched.
-static char *pageable(size_t bytes)
-{
-    char *p = (char *)std::malloc(bytes);
-    const uintptr_t lo = ((uintptr_t)p + 4095) & ~(uintptr_t)4095, hi = ((uintptr_t)p + bytes) & ~(uintptr_t)4095;
-    if (hi > lo) madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-    for (size_t i = 0; i < bytes; i += 64) p[i] = (char)i;
-    return p;
-}
 
 // The page-aligned range around [p, p + n): what cudaHostRegister pins.
 static void page_range(const void *p, size_t n, void **base, size_t *len)
@@ -74,8 +36,6 @@ int main()
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     CK(cudaFree(0));
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
     std::printf("register_probe: %s\n", prop.name);
     void *ring[4];
     cudaEvent_t done[4];
@@ -105,7 +65,7 @@ int main()
         CK(cudaMalloc(&d, n));
         CK(cudaHostAlloc(&hpin, n, 0));
         std::memset(hpin, 3, n);
-        char *src = pageable(n);
+        char *src = pageable(n, 1);
         const double pin = gpu_ms([&] { CK(cudaMemcpy(d, hpin, n, cudaMemcpyHostToDevice)); });
         const tm_staging_item item = {d, src, n};
         const double staged = gpu_ms([&] { CK(tm_staged_pipeline(&plan, ring, done, &item, 1, 1, 0)); });

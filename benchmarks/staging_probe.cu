@@ -11,7 +11,7 @@
 #include <cuda_runtime.h>
 
 #include "../csrc/staging_pipeline.h"
-#include "probe_check.h"
+#include "probe_common.h"
 
 #include <gnu/libc-version.h>
 #include <omp.h>
@@ -26,8 +26,6 @@
 #include <string>
 #include <vector>
 
-static const size_t MiB = (size_t)1 << 20;
-static const int WARMUP = 3, REPEAT = 10;
 static const double BUDGET_S = 50.0; // grid variants past this are skipped (total must stay < 60 s)
 static const auto T0 = std::chrono::steady_clock::now();
 static int failures = 0;
@@ -35,72 +33,6 @@ static int failures = 0;
 static double elapsed_s()
 {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - T0).count();
-}
-
-static double median(std::vector<double> v)
-{
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static cudaEvent_t ev_start, ev_stop;
-
-// Median ms of f() with CUDA events around it on stream 0 (as tiledmm's timing.h2d_ms);
-// before() runs before each, untimed.
-template <typename F, typename G> static double gpu_ms(F f, G before)
-{
-    std::vector<double> ms;
-    for (int i = 0; i < WARMUP + REPEAT; ++i) {
-        before();
-        CK(cudaEventRecord(ev_start, 0));
-        f();
-        CK(cudaEventRecord(ev_stop, 0));
-        CK(cudaEventSynchronize(ev_stop));
-        float t = 0;
-        CK(cudaEventElapsedTime(&t, ev_start, ev_stop));
-        if (i >= WARMUP) ms.push_back(t);
-    }
-    return median(ms);
-}
-template <typename F> static double gpu_ms(F f) { return gpu_ms(f, [] {}); }
-
-// Median ms of f() by the host clock.
-template <typename F> static double host_ms(F f)
-{
-    std::vector<double> ms;
-    for (int i = 0; i < WARMUP + REPEAT; ++i) {
-        const auto a = std::chrono::steady_clock::now();
-        f();
-        const auto b = std::chrono::steady_clock::now();
-        if (i >= WARMUP) ms.push_back(std::chrono::duration<double, std::milli>(b - a).count());
-    }
-    return median(ms);
-}
-
-static double gbps(size_t bytes, double ms) { return bytes / (ms * 1e6); }
-
-// Pageable memory as NumPy has it: malloc'd (16-byte aligned, not page aligned), huge pages
-// advised as NumPy does for large arrays, every page touched (filled) before timing.
-static char *pageable(size_t bytes, unsigned seed)
-{
-    char *p = (char *)std::malloc(bytes);
-    if (!p) {
-        std::fprintf(stderr, "malloc of %zu bytes failed\n", bytes);
-        std::exit(1);
-    }
-    const uintptr_t lo = ((uintptr_t)p + 4095) & ~(uintptr_t)4095;
-    const uintptr_t hi = ((uintptr_t)p + bytes) & ~(uintptr_t)4095;
-    if (hi > lo) madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-#pragma omp parallel for schedule(static)
-    for (long long i = 0; i < (long long)(bytes / 8); ++i) {
-        uint64_t x = (uint64_t)i * 0x9E3779B97F4A7C15ull + seed;
-        x ^= x >> 29;
-        x *= 0xBF58476D1CE4E5B9ull;
-        std::memcpy(p + 8 * i, &x, 8);
-    }
-    for (size_t i = bytes / 8 * 8; i < bytes; ++i) p[i] = (char)(i * 7 + seed);
-    return p;
 }
 
 struct Variant {
@@ -155,8 +87,6 @@ int main()
                 REPEAT, WARMUP);
 
     const size_t big = 256 * MiB;
-    CK(cudaEventCreate(&ev_start));
-    CK(cudaEventCreate(&ev_stop));
     void *dA, *dB, *hpin;
     CK(cudaMalloc(&dA, big + 4096));
     CK(cudaMalloc(&dB, big + 4096));
