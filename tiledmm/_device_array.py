@@ -9,6 +9,7 @@ as inputs the same way. On the `emu` backend "device" memory is host memory: DLP
 it as CPU memory (so `numpy.from_dlpack` shares it) and there is no CUDA array interface.
 """
 import math
+import operator
 
 import numpy as np
 
@@ -18,14 +19,44 @@ _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 class DeviceArray:
-    """A C-contiguous float32/float64 array in device memory, owned by this object."""
+    """A C-contiguous float32/float64 array in device memory, owned by this object.
+
+    Its shape, dtype, strides, address and backend describe memory allocated once, so they are
+    read-only (assigning one raises AttributeError, as NumPy and CuPy do for what cannot
+    change): `reshape` gives a view with another shape, and `get().astype(...)` another dtype.
+    """
 
     def __init__(self, buffer, address, shape, dtype, backend):
         self._buffer = buffer  # capsule that frees the memory; None for an empty array
-        self.address = address
-        self.shape = tuple(int(n) for n in shape)
-        self.dtype = np.dtype(dtype)
-        self.backend = backend
+        self._address = address
+        self._shape = tuple(int(n) for n in shape)
+        self._dtype = np.dtype(dtype)
+        self._backend = backend
+
+    @property
+    def shape(self):
+        """The dimensions (a tuple; read-only: use reshape for a view with another shape)."""
+        return self._shape
+
+    @property
+    def dtype(self):
+        """The element type, float32 or float64 (read-only)."""
+        return self._dtype
+
+    @property
+    def strides(self):
+        """Bytes between consecutive elements along each dimension (C-contiguous; read-only)."""
+        return _c_strides(self._shape, self._dtype.itemsize)
+
+    @property
+    def address(self):
+        """The device address of the first element (read-only)."""
+        return self._address
+
+    @property
+    def backend(self):
+        """The backend whose memory this is, "cuda" or "emu" (read-only)."""
+        return self._backend
 
     @property
     def ndim(self):
@@ -56,9 +87,8 @@ class DeviceArray:
 
     def reshape(self, *shape):
         """A view with another shape (same memory, same owner)."""
-        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple) else shape
-        if int(np.prod(shape, dtype=np.int64)) != self.size:
-            raise ValueError(f"cannot reshape {self.shape} to {shape}")
+        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        shape = _reshape_target(tuple(shape), self.shape, self.size)
         view = DeviceArray(self._buffer, self.address, shape, self.dtype, self.backend)
         view._base = self
         return view
@@ -151,6 +181,27 @@ def as_device_input(x, backend):
         raise ValueError("device input is not C-contiguous; make a contiguous copy on the device "
                          "first (e.g. cupy.ascontiguousarray(x) or x.contiguous())")
     return DeviceInput(cai["data"][0], shape, dtype, x)
+
+
+def _reshape_target(shape, old_shape, size):
+    """The shape a reshape to `shape` gives (one -1 is inferred, as in NumPy); ValueError when
+    it is not a shape of `size` elements."""
+    try:
+        dims = [operator.index(n) for n in shape]
+    except TypeError:
+        raise TypeError(f"reshape: the shape must be integers, got {shape!r}") from None
+    unknown = [i for i, n in enumerate(dims) if n == -1]
+    if len(unknown) > 1 or any(n < -1 for n in dims):
+        raise ValueError(f"cannot reshape {old_shape} to {tuple(dims)}: dimensions must be "
+                         f">= 0, with at most one -1")
+    known = math.prod(n for n in dims if n != -1)
+    if unknown:
+        if known == 0 or size % known:
+            raise ValueError(f"cannot reshape {old_shape} to {tuple(dims)}")
+        dims[unknown[0]] = size // known
+    elif known != size:
+        raise ValueError(f"cannot reshape {old_shape} to {tuple(dims)}")
+    return tuple(dims)
 
 
 def _c_strides(shape, itemsize):
