@@ -6,6 +6,11 @@ only numpy, matplotlib and pandas, and no network).
     python benchmarks/run_notebooks.py                     # every notebooks/*.ipynb, in place
     python benchmarks/run_notebooks.py notebooks/03_*.ipynb --backend cuda
     python benchmarks/run_notebooks.py --out-dir executed/ # write copies instead
+    python benchmarks/run_notebooks.py notebooks/02_*.py   # a notebook named by its source
+
+Each notebook is edited as its jupytext percent-format source (notebooks/NN_name.py) and run as
+the paired .ipynb. Where jupytext is installed, the .ipynb's cells are first brought up to date
+from the .py (as `jupytext --sync` does); without it, the .ipynb runs as it is.
 
 Each notebook's code cells run top to bottom with exec() in one namespace, in the notebook's
 folder. A cell's printed output becomes a "stream" output, the value of its last expression an
@@ -142,6 +147,21 @@ def run_cell(source, namespace, filename, plt, shown):
     return outputs, error
 
 
+def sync_from_source(path, quiet=False):
+    """Update the .ipynb at path from its paired percent-format .py where jupytext is installed
+    (outputs of unchanged cells are kept). Returns True when it synced."""
+    source = os.path.splitext(path)[0] + ".py"
+    if not os.path.exists(source):
+        return False
+    try:
+        from jupytext.cli import jupytext as jupytext_cli
+    except ImportError:
+        return False
+    # --update keeps the .ipynb's outputs and metadata; only the cells' sources change
+    jupytext_cli(["--to", "ipynb", "--update"] + (["--quiet"] if quiet else []) + [source])
+    return True
+
+
 def run_notebook(path, out_path=None, keep_going=False, quiet=False):
     """Execute one notebook; write it (with outputs) to out_path (default: in place).
     Returns (number of errors, seconds)."""
@@ -193,7 +213,8 @@ def run_notebook(path, out_path=None, keep_going=False, quiet=False):
                            "errors": errors, "runner": "benchmarks/run_notebooks.py",
                            "date": time.strftime("%Y-%m-%d %H:%M:%S")}
     with open(out_path or path, "w") as f:
-        json.dump(nb, f, indent=1, ensure_ascii=False)
+        # sorted keys, as nbformat and jupytext write them, so runs and syncs diff cleanly
+        json.dump(nb, f, indent=1, ensure_ascii=False, sort_keys=True)
         f.write("\n")
     return errors, seconds
 
@@ -201,7 +222,8 @@ def run_notebook(path, out_path=None, keep_going=False, quiet=False):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("notebooks", nargs="*",
-                        help="notebooks to run (default: notebooks/*.ipynb of the repository)")
+                        help="notebooks to run, as .ipynb or as their paired .py "
+                             "(default: notebooks/*.ipynb of the repository)")
     parser.add_argument("--backend", choices=("cuda", "emu"),
                         help="tiledmm backend (default: cuda when a device is present)")
     parser.add_argument("--out-dir", help="write executed copies here instead of in place")
@@ -214,7 +236,8 @@ def main(argv=None):
         import tiledmm  # noqa: F401
     except ImportError:
         sys.path.insert(0, REPO)
-    paths = args.notebooks or sorted(glob.glob(os.path.join(REPO, "notebooks", "*.ipynb")))
+    paths = [os.path.splitext(p)[0] + ".ipynb" if p.endswith(".py") else p
+             for p in args.notebooks] or sorted(glob.glob(os.path.join(REPO, "notebooks", "*.ipynb")))
     if not paths:
         print("no notebooks found", file=sys.stderr)
         return 1
@@ -224,6 +247,7 @@ def main(argv=None):
     for path in paths:
         out = os.path.join(args.out_dir, os.path.basename(path)) if args.out_dir else None
         print(f"{os.path.basename(path)} ...", flush=True)
+        sync_from_source(path, quiet=True)
         errors, seconds = run_notebook(path, out, keep_going=args.keep_going)
         print(f"  {'ok' if not errors else f'{errors} failing cell(s)'} in {seconds:.1f} s")
         failed += bool(errors)

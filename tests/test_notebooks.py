@@ -1,5 +1,6 @@
-"""The classroom notebooks run top to bottom, headless, on the emulator (nbclient + ipykernel),
-and benchmarks/run_notebooks.py executes one without any Jupyter package."""
+"""The classroom notebooks: each .ipynb is paired with its jupytext percent-format source (.py),
+they run top to bottom, headless, on the emulator (nbclient + ipykernel), and
+benchmarks/run_notebooks.py executes one without any Jupyter package."""
 import base64
 import glob
 import json
@@ -14,7 +15,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOTEBOOKS = sorted(glob.glob(os.path.join(REPO, "notebooks", "*.ipynb")))
 
 
-def test_notebooks_exist_and_are_generated():
+def test_notebooks_exist():
     names = [os.path.basename(p)[:2] for p in NOTEBOOKS]
     assert names == ["01", "02", "03", "04", "05", "06", "07", "08"]
     for path in NOTEBOOKS:
@@ -25,20 +26,52 @@ def test_notebooks_exist_and_are_generated():
         assert kinds[0] == "markdown" and "code" in kinds
 
 
-def test_committed_notebooks_match_their_generator():
-    """notebooks/*.ipynb are written by notebooks/make_notebooks.py: edit the generator, rerun it."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(
-        "make_notebooks", os.path.join(REPO, "notebooks", "make_notebooks.py"))
-    gen = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gen)
-    assert sorted(gen.NOTEBOOKS) == [os.path.basename(p)[:-6] for p in NOTEBOOKS]
+def _paired_sources():
+    return sorted(glob.glob(os.path.join(REPO, "notebooks", "[0-9][0-9]_*.py")))
+
+
+def test_every_notebook_has_its_percent_source():
+    """Each notebooks/NN_name.ipynb is paired with NN_name.py (jupytext percent format), the
+    file people edit and diff; notebooks/jupytext.toml declares the pairing."""
+    assert [p[:-3] for p in _paired_sources()] == [p[:-6] for p in NOTEBOOKS]
+    assert not os.path.exists(os.path.join(REPO, "notebooks", "make_notebooks.py"))
+    jupytext = pytest.importorskip("jupytext")
+    config = jupytext.config.load_jupytext_configuration_file(
+        os.path.join(REPO, "notebooks", "jupytext.toml"))
+    assert config.formats == ["ipynb,py:percent"]
+    for path in _paired_sources():
+        with open(path, encoding="utf-8") as f:
+            assert f.readline().startswith("# %% [markdown]"), path   # no metadata header
+
+
+def test_committed_notebooks_match_their_sources():
+    """The .ipynb cells are the .py cells: after editing a .py, run `jupytext --sync
+    notebooks/*.py` (outputs of unchanged cells are kept)."""
+    jupytext = pytest.importorskip("jupytext")
     for path in NOTEBOOKS:
-        with open(path) as f:
+        with open(path, encoding="utf-8") as f:
             committed = json.load(f)
-        expected = gen.build(os.path.basename(path)[:-6])
+        source = jupytext.read(path[:-6] + ".py")
         assert [(c["cell_type"], "".join(c["source"])) for c in committed["cells"]] == \
-            [(c["cell_type"], "".join(c["source"])) for c in expected["cells"]], path
+            [(c.cell_type, c.source) for c in source.cells], \
+            f"{os.path.basename(path)} differs from its .py: run jupytext --sync notebooks/*.py"
+
+
+def _setup_part(path):
+    """The first code cell of a notebook, up to the line that seeds the generator."""
+    jupytext = pytest.importorskip("jupytext")
+    first = next(c for c in jupytext.read(path).cells if c.cell_type == "code")
+    assert "\nrng = np.random.default_rng(0)\n" in first.source, path
+    return first.source.split("\nrng = np.random.default_rng(0)\n")[0]
+
+
+def test_notebooks_share_one_setup():
+    """The set-up helpers (have, table, imports) were one string in the old generator; with one
+    source per notebook they are repeated, so they must stay identical."""
+    sources = _paired_sources()
+    first = _setup_part(sources[0])
+    for path in sources[1:]:
+        assert _setup_part(path) == first, f"{os.path.basename(path)}: set-up cell differs from 01's"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[os.path.basename(p)[:2] for p in NOTEBOOKS])
@@ -111,3 +144,22 @@ def test_run_notebooks_script_records_errors(tmp_path):
     assert cells[1]["outputs"][0]["text"] == ["hi\n"]
     assert cells[1]["outputs"][-1]["ename"] == "ZeroDivisionError"
     assert cells[2]["outputs"] == [] and cells[2]["execution_count"] is None
+
+
+def test_run_notebooks_script_takes_the_percent_source(tmp_path):
+    """Named by its .py, a notebook runs as its paired .ipynb, first brought up to date from
+    the .py: a cell edited in the .py runs as edited, the others keep their outputs' places."""
+    jupytext = pytest.importorskip("jupytext")
+    shutil.copy(os.path.join(REPO, "notebooks", "jupytext.toml"), tmp_path)
+    source = tmp_path / "nb.py"
+    source.write_text("# %% [markdown]\n# A title\n\n# %%\nprint('first')\n\n# %%\nx = 6 * 7\nx\n")
+    jupytext.write(jupytext.read(source), tmp_path / "nb.ipynb")
+    source.write_text(source.read_text().replace("x = 6 * 7", "x = 6 * 8"))
+    proc = subprocess.run([sys.executable, os.path.join(REPO, "benchmarks", "run_notebooks.py"),
+                           str(source)], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, TILEDMM_BACKEND="emu"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    cells = json.loads((tmp_path / "nb.ipynb").read_text())["cells"]
+    assert [c["cell_type"] for c in cells] == ["markdown", "code", "code"]
+    assert cells[1]["outputs"][0]["text"] == ["first\n"]
+    assert cells[2]["outputs"][0]["data"]["text/plain"] == ["48"]
