@@ -1,9 +1,11 @@
 """`python -m tiledmm bench` and its functions run and report consistent rows (on emu here;
 speed targets are judged on a GPU from the same code, never in tests)."""
+import csv
 import json
 
 import pytest
 
+import tiledmm as tm
 from tiledmm import __main__ as cli
 from tiledmm import bench
 
@@ -46,6 +48,10 @@ def test_cli_bench_saves_csv_and_json(tmp_path, capsys):
     assert "tiled" in out and "16x16x16" in out
     rows = json.loads(json_path.read_text())
     assert len(rows) == 3 and csv_path.read_text().startswith("kernel,")
+    # the device is part of the data, so tables made from the file can say where it ran
+    with open(csv_path, newline="") as f:
+        saved = list(csv.DictReader(f))
+    assert {r["device"] for r in saved} == {tm.device_info(backend="emu")["name"]}
 
 
 def test_cli_info_and_demo(capsys):

@@ -150,6 +150,62 @@ def test_pages_are_there(site):
             assert os.path.isfile(os.path.join(site, "notebooks", nb[:-6] + ".html")), nb
 
 
+def _docs_extension():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "tiledmm_docs", os.path.join(DOCS, "_ext", "tiledmm_docs.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _results_rows():
+    import csv
+    import glob
+    rows = []
+    for path in sorted(glob.glob(os.path.join(ROOT, "benchmarks", "results", "*.csv"))):
+        with open(path, newline="", encoding="utf-8") as f:
+            rows += list(csv.DictReader(f))
+    return rows
+
+
+def test_measured_tables_one_per_device_titled_from_the_rows():
+    """Kernel pages title each measured table with the device its rows name (bench's `device`
+    column), one table per device, and refuse results that cannot say their device."""
+    ext = _docs_extension()
+    row = dict(kernel="tiled", params="tile=16", M="64", N="64", K="64", tflops="1.5",
+               pct_cublas="", device="GPU one", _file="benchmarks/results/a_all_families.csv")
+    rows = [row, dict(row, M="128", N="128", K="128"),
+            dict(row, device="GPU two", _file="benchmarks/results/b.csv"),
+            dict(row, M="256", N="256", K="256", _file="benchmarks/results/c.csv")]
+    text = "\n".join(ext._measured_table("tiled", rows))
+    titles = re.findall(r"^Measured on (.+?) \(", text, re.M)
+    assert titles == ["GPU one", "GPU two"]
+    assert "ALL FAMILIES" not in text and "64³ | 128³ | 256³" in text
+    with pytest.raises(ValueError, match="keep one"):   # one cell from two files, one device
+        ext._measured_table("tiled", rows + [dict(row, _file="benchmarks/results/c.csv")])
+
+
+def test_results_files_name_their_device():
+    rows = _results_rows()
+    assert rows and all(r.get("device") for r in rows)
+
+
+def test_kernel_pages_title_tables_with_the_device(site):
+    """In the built pages: one "Measured on DEVICE" table per kernel and device of the
+    committed results, none titled from a file name."""
+    rows = _results_rows()
+    for family in ("matmul", "reduce"):
+        with open(os.path.join(site, "kernels", f"{family}.html"), encoding="utf-8") as f:
+            text = html.unescape(re.sub(r"<[^>]+>", "", f.read()))
+        titles = re.findall(r"Measured on (.+?) \(", text)
+        expected = {(r["kernel"], r["device"]) for r in rows if r.get("family") == family
+                    and (r.get("tflops") or r.get("gbps"))}
+        assert expected and len(titles) == len(expected), (family, titles)
+        assert set(titles) == {device for _, device in expected}
+        assert "ALL FAMILIES" not in text and "SXM (" not in text
+
+
 # ----------------------------------------------------------------------------- the browser
 
 def _chromium():

@@ -13,6 +13,7 @@ from statistics import median  # the definition Timing.kernel_ms uses too
 import numpy as np
 
 from . import _backend, _core, _registry
+from ._device import device_info
 
 GPU_SIZES = {"matmul": (1024, 2048, 4096, 8192, (5000, 3000, 4000)), "reduce": (1 << 20, 1 << 24, 1 << 28)}
 EMU_SIZES = {"matmul": (64, 128), "reduce": (1 << 12, 1 << 16)}
@@ -46,8 +47,10 @@ def variants(family="matmul", names=None, backend="cuda"):
 def bench_matmul(sizes=None, kernels=None, backend=None, warmup=None, repeat=None,
                  check=True, progress=None):
     """Rows of dicts: kernel, params, M, N, K, ms, tflops, pct_cublas (None without cuBLAS),
-    max_rel_error (vs float64 NumPy on a sample of rows, when check is True)."""
+    backend, device (its name, as tm.device_info gives it), max_rel_error (vs float64 NumPy on
+    a sample of rows, when check is True)."""
     name = backend or _backend.get_backend()
+    device = device_info(name)["name"]
     warmup, repeat, sizes = _runs(name, warmup, repeat, sizes, "matmul")
     sizes = [s if isinstance(s, tuple) else (s, s, s) for s in sizes]
     cases = list(variants("matmul", kernels, name))
@@ -72,7 +75,7 @@ def bench_matmul(sizes=None, kernels=None, backend=None, warmup=None, repeat=Non
                        ms=res.timing.kernel_ms, tflops=res.tflops,
                        pct_cublas=(100 * reference.timing.kernel_ms / res.timing.kernel_ms
                                    if reference else None),
-                       backend=name)
+                       backend=name, device=device)
             if check:
                 got = res.out[check_rows].astype(np.float64)
                 row["max_rel_error"] = float(np.max(np.abs(got - expected))
@@ -85,8 +88,9 @@ def bench_reduce(sizes=None, kernels=None, backend=None, warmup=None, repeat=Non
                  check=True, progress=None):
     """Rows of dicts: kernel, params, n, ms, gbps (bytes read over time), pct_copy (of a
     device-to-device copy of the same bytes measured in the same run, counting its read plus
-    write), rel_error against NumPy's float64 sum."""
+    write), backend, device, rel_error against NumPy's float64 sum."""
     name = backend or _backend.get_backend()
+    device = device_info(name)["name"]
     warmup, repeat, sizes = _runs(name, warmup, repeat, sizes, "reduce")
     mod = _backend.module(name)
     rng = np.random.default_rng(0)
@@ -104,7 +108,7 @@ def bench_reduce(sizes=None, kernels=None, backend=None, warmup=None, repeat=Non
             gbps = x.nbytes / (res.timing.kernel_ms * 1e6)
             row = dict(kernel=kernel, params=_fmt_params(params), n=n, ms=res.timing.kernel_ms,
                        gbps=gbps, copy_gbps=copy_gbps, pct_copy=100 * gbps / copy_gbps,
-                       backend=name)
+                       backend=name, device=device)
             if check:
                 row["rel_error"] = float(abs(float(res.out) - expected)
                                          / max(np.abs(x).sum(dtype=np.float64), 1e-30))
@@ -123,6 +127,7 @@ def bench_end_to_end(sizes=None, transfer_mib=(64, 256), backend=None, repeat=5,
       its kernel time and numpy.matmul on this machine's CPU (median of `repeat`)."""
     import time
     name = backend or _backend.get_backend()
+    device = device_info(name)["name"]
     mod = _backend.module(name)
     rng = np.random.default_rng(0)
     rows = []
@@ -164,7 +169,7 @@ def bench_end_to_end(sizes=None, transfer_mib=(64, 256), backend=None, repeat=5,
             what = f"{direction} numpy {mib} MiB" + (f", {label}" if label else "")
             rows.append(dict(kind="transfer", what=what, ms=ms,
                              gbps=gbps, reference="pinned cudaMemcpy", ref_gbps=ref_gbps,
-                             pct=100 * gbps / ref_gbps, backend=name))
+                             pct=100 * gbps / ref_gbps, backend=name, device=device))
     for n in sizes or ((4096,) if name == "cuda" else (128,)):
         A = rng.random((n, n), dtype=np.float32) * 2 - 1
         B = rng.random((n, n), dtype=np.float32) * 2 - 1
@@ -191,7 +196,7 @@ def bench_end_to_end(sizes=None, transfer_mib=(64, 256), backend=None, repeat=5,
                          h2d_ms=median(h2d), d2h_ms=median(d2h),
                          wall_ms_each=[round(w, 2) for w in walls],
                          reference="numpy.matmul (CPU)", ref_ms=cpu_ms, speedup=cpu_ms / wall,
-                         backend=name))
+                         backend=name, device=device))
     return rows
 
 

@@ -2,7 +2,8 @@
 
 - kernels/<family>.md, one page per kernel family of the registry (tm.kernels()): name,
   parameters, dtypes, lecture, summary, the global-traffic model where tiledmm.model has one,
-  and the figures measured on a GPU from benchmarks/results/*.csv where a row exists. A kernel
+  and the figures measured on a GPU from benchmarks/results/*.csv where a row exists, one
+  table per device named in the rows. A kernel
   added to cuda/registry.cu appears here with no edit to the docs.
 - notebooks/*.ipynb: copies of ../notebooks/*.ipynb as committed (rendered, never executed).
 - _generated/readme_*.md: sections of README.md quoted verbatim (install, guarantees), so the
@@ -144,21 +145,20 @@ def copy_notebooks():
 # ----------------------------------------------------------------------------- kernel pages
 
 def _measured():
-    """Rows of every benchmarks/results/*.csv, with the file they came from."""
+    """Rows of every benchmarks/results/*.csv, with the file they came from. Each row names
+    the device it was measured on (`bench` writes a `device` column); a file without one is
+    an error rather than a table titled from its file name."""
     rows = []
     for path in sorted(glob.glob(os.path.join(ROOT, "benchmarks", "results", "*.csv"))):
+        rel = os.path.relpath(path, ROOT)
         with open(path, newline="", encoding="utf-8") as f:
             for row in csv.DictReader(f):
-                row["_file"] = os.path.relpath(path, ROOT)
+                if not row.get("device"):
+                    raise ValueError(f"{rel}: a row without a `device` column value; "
+                                     "`python -m tiledmm bench --csv FILE` writes it")
+                row["_file"] = rel
                 rows.append(row)
     return rows
-
-
-def _device_of(path):
-    """A device name from a results file name (matmul_h100_sxm.csv -> H100 SXM)."""
-    stem = os.path.splitext(os.path.basename(path))[0]
-    words = stem.split("_")[1:] or [stem]
-    return " ".join(w.upper() for w in words)
 
 
 def _size_label(row):
@@ -180,26 +180,37 @@ def _fmt(v, digits=3):
     return f"{x:.{digits}g}"
 
 
+def _metric(row):
+    """(column, unit, (reference column, its label)) of a bench row, or None."""
+    if row.get("tflops"):
+        return "tflops", "TFLOP/s", ("pct_cublas", "% of cuBLAS")
+    if row.get("gbps"):
+        return "gbps", "GB/s", ("pct_copy", "% of a copy")
+    return None
+
+
 def _measured_table(name, rows):
-    """Markdown: one table per results file with rows for this kernel."""
-    mine = [r for r in rows if r.get("kernel") == name]
-    if not mine:
-        return []
+    """Markdown: one table per device that has rows for this kernel, titled with the device
+    the rows name. Two results files that measure the same cell on one device are an error:
+    keep the newer file only."""
+    groups = {}
+    for r in rows:
+        if r.get("kernel") == name and _metric(r):
+            groups.setdefault((r["device"], _metric(r)), []).append(r)
     out = []
-    for path, group in itertools.groupby(mine, key=lambda r: r["_file"]):
-        group = list(group)
-        if group[0].get("tflops"):
-            metric, unit, ref = "tflops", "TFLOP/s", ("pct_cublas", "% of cuBLAS")
-        elif group[0].get("gbps"):
-            metric, unit, ref = "gbps", "GB/s", ("pct_copy", "% of a copy")
-        else:
-            continue
+    for (device, (metric, unit, ref)), group in groups.items():
         sizes = list(dict.fromkeys(_size_label(r) for r in group))
         params = list(dict.fromkeys(r.get("params", "") for r in group))
-        by = {(r.get("params", ""), _size_label(r)): r for r in group}
-        out += [f"Measured on the {_device_of(path)} ({unit}, {ref[1]} in parentheses where "
-                f"measured in the same run; from `{path}`, written by "
-                f"`python -m tiledmm bench`):", ""]
+        by = {}
+        for r in group:
+            key = (r.get("params", ""), _size_label(r))
+            if key in by and by[key]["_file"] != r["_file"]:
+                raise ValueError(f"{name} {key[0]} {key[1]} on {device} is measured in both "
+                                 f"{by[key]['_file']} and {r['_file']}: keep one of them")
+            by[key] = r
+        files = ", ".join(f"`{f}`" for f in dict.fromkeys(r["_file"] for r in group))
+        out += [f"Measured on {device} ({unit}, {ref[1]} in parentheses where measured in the "
+                f"same run; from {files}, written by `python -m tiledmm bench`):", ""]
         out += ["| parameters | " + " | ".join(sizes) + " |",
                 "|---|" + "---|" * len(sizes)]
         for p in params:
