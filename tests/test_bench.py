@@ -60,3 +60,85 @@ def test_cli_info_and_demo(capsys):
     cli.main(["--backend", "emu", "demo", "--size", "40"])
     out = capsys.readouterr().out
     assert "tiled tile=32" in out and "ok" in out
+
+
+def _cli_refusal(capsys, argv):
+    """Run the CLI expecting argparse's refusal; (exit code, stderr)."""
+    with pytest.raises(SystemExit) as info:
+        cli.main(argv)
+    return info.value.code, capsys.readouterr().err
+
+
+def test_cli_bench_unknown_kernel_exits_2_naming_the_choices(capsys):
+    code, err = _cli_refusal(capsys, ["--backend", "emu", "bench", "--family", "matmul",
+                                      "--kernels", "tilde"])
+    assert code == 2
+    assert "unknown kernel 'tilde'" in err and "did you mean 'tiled'?" in err
+    assert all(k.name in err for k in tm.kernels("matmul"))
+
+
+def test_cli_bench_refuses_cuda_only_kernels_on_emu(capsys):
+    code, err = _cli_refusal(capsys, ["--backend", "emu", "bench", "--family", "matmul",
+                                      "--kernels", "cublas"])
+    assert code == 2 and "cuda backend only" in err
+
+
+@pytest.mark.parametrize("size", ["0", "-3"])
+def test_cli_bench_refuses_sizes_below_one(capsys, size):
+    code, err = _cli_refusal(capsys, ["--backend", "emu", "bench", "--family", "matmul",
+                                      "--sizes", size])
+    assert code == 2 and "sizes must be 1 or more" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("sizes", [[0], [(4, 0, 4)], [2.5]])
+def test_bench_functions_refuse_sizes_below_one(sizes):
+    with pytest.raises(ValueError, match="sizes must be integers of 1 or more"):
+        bench.bench_matmul(sizes=sizes, backend="emu")
+    if not isinstance(sizes[0], tuple):
+        with pytest.raises(ValueError, match="sizes must be integers of 1 or more"):
+            bench.bench_reduce(sizes=sizes, backend="emu")
+
+
+@pytest.mark.parametrize("family", [[], ["--family", "all"], ["--family", "none"]])
+def test_cli_bench_sizes_need_one_family(capsys, family):
+    code, err = _cli_refusal(capsys, ["--backend", "emu", "bench", *family, "--sizes", "64"])
+    assert code == 2 and "--sizes needs --family matmul" in err
+
+
+def test_cli_bench_help_says_what_sizes_mean(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["bench", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "square sizes (with --family matmul) or lengths (with --family reduce)" in help_text
+
+
+def test_reduce_table_shows_emulator_rates():
+    """An emulator's GB/s and % of a copy are tiny: shown with significant digits, not as 0."""
+    rows = [dict(kernel="shuffle", params="block=256", n=4096, ms=12.5, gbps=0.00131,
+                 copy_gbps=40.0, pct_copy=0.00328, rel_error=1e-9),
+            dict(kernel="shuffle", params="block=512", n=1 << 28, ms=0.35, gbps=3046.2,
+                 copy_gbps=2990.0, pct_copy=101.9, rel_error=1e-9)]
+    lines = bench.format_table(rows, "reduce").splitlines()
+    assert lines[1].split()[4:6] == ["0.00131", "0.00328"]
+    assert lines[2].split()[4:6] == ["3046", "102"]
+
+
+def test_cli_info_columns_line_up(capsys):
+    """Long kernel names (interleaved_bank_conflicts) do not push the other columns."""
+    cli.main(["--backend", "emu", "info"])
+    out = capsys.readouterr().out
+    lines = out.split("\n\n", 1)[1].splitlines()
+    header = lines[0]
+    assert header.startswith("kernel")
+    names = [k.name for k in tm.kernels()]
+    rows = [line for line in lines if line.split() and line.split()[0] in names]
+    assert len(rows) == len(names)
+    for column in ("family", "dtypes", "parameters"):
+        at = header.index(column)
+        assert all(line[at - 1] == " " and line[at] != " " for line in rows), column
+
+
+def test_cli_demo_on_emu_explains_the_timings(capsys):
+    cli.main(["--backend", "emu", "demo", "--size", "40"])
+    out = capsys.readouterr().out
+    assert cli.EMU_DEMO_NOTE in out and "CPU times" in cli.EMU_DEMO_NOTE

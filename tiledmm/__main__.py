@@ -5,15 +5,19 @@ import sys
 import numpy as np
 
 import tiledmm as tm
-from tiledmm import bench
+from tiledmm import _registry, bench
 from tiledmm.testing import assert_matmul_close
+
+# Printed under the demo's table on the emulator, where tiled usually loses to naive.
+EMU_DEMO_NOTE = ("On emu these are CPU times of an emulator: every __syncthreads is a thread "
+                 "switch and\nshared memory is ordinary CPU cache, so tiled pays for its barriers "
+                 "and saves little;\nthe modelled traffic column is what tiling saves on a GPU.")
 
 
 def cmd_info(args):
     print(tm.device_info(backend=args.backend))
     print()
-    for spec in tm.kernels():
-        print(spec)
+    print(tm.kernels())
 
 
 def cmd_demo(args):
@@ -31,9 +35,11 @@ def cmd_demo(args):
         res = tm.matmul(A, B, kernel=kernel, backend=backend, **params)
         assert_matmul_close(res.out, A, B)
         label = kernel + "".join(f" {k}={v}" for k, v in params.items())
-        print(f"{label:<20}{res.timing.kernel_ms:>10.3f}{res.gflops:>12.1f}"
+        print(f"{label:<20}{res.timing.kernel_ms:>10.3f}{res.gflops:>12.3g}"
               f"{res.model_bytes / 1e6:>22.1f}  ok")
     print(f"\n({res.timing.clock}; median of {len(res.timing.samples_ms)} run(s))")
+    if backend != "cuda":
+        print(EMU_DEMO_NOTE)
 
 
 def cmd_bench(args):
@@ -44,7 +50,7 @@ def cmd_bench(args):
     for family in families:
         if not tm.kernels(family):
             continue
-        sizes = args.sizes if len(families) == 1 else None
+        sizes = args.sizes  # only with one family (check_bench_args)
         rows = runners[family](sizes=sizes, kernels=args.kernels, backend=args.backend,
                                warmup=args.warmup, repeat=args.repeat,
                                progress=bench.progress_to_stderr if args.verbose else None)
@@ -69,9 +75,11 @@ def main(argv=None):
     demo.set_defaults(fn=cmd_demo)
     b = sub.add_parser("bench", help="matmul kernels x sizes: time, TFLOP/s, %% of cuBLAS")
     b.add_argument("--family", choices=["matmul", "reduce", "all", "none"], default="all")
-    b.add_argument("--sizes", type=int, nargs="+", default=None,
-                   help="with one --family: square sizes (matmul) or lengths (reduce)")
-    b.add_argument("--kernels", nargs="+", default=None)
+    b.add_argument("--sizes", type=_positive_int, nargs="+", default=None,
+                   help="square sizes (with --family matmul) or lengths (with --family reduce); "
+                        "refused without one of those")
+    b.add_argument("--kernels", nargs="+", default=None,
+                   help="registered kernel names of the family (python -m tiledmm info lists them)")
     b.add_argument("--warmup", type=int, default=None)
     b.add_argument("--repeat", type=int, default=None)
     b.add_argument("--end-to-end", action="store_true",
@@ -81,8 +89,45 @@ def main(argv=None):
     b.add_argument("-v", "--verbose", action="store_true")
     b.set_defaults(fn=cmd_bench)
     args = parser.parse_args(argv)
+    if args.command == "bench":
+        check_bench_args(b, args)
     args.fn(args)
     return 0
+
+
+def _positive_int(text):
+    """argparse type for --sizes: a size of 0 or less is refused with exit code 2."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"sizes must be 1 or more, got {value}")
+    return value
+
+
+def check_bench_args(parser, args):
+    """Refuse (exit code 2, with the reason) what bench would otherwise run as an empty or
+    unintended table."""
+    if args.sizes and args.family not in ("matmul", "reduce"):
+        parser.error("--sizes needs --family matmul (square sizes) or --family reduce "
+                     "(lengths)")
+    if not args.kernels:
+        return
+    if args.family == "none":
+        parser.error("--kernels needs --family matmul, reduce or all")
+    families = ["matmul", "reduce"] if args.family == "all" else [args.family]
+    known = [k.name for f in families for k in tm.kernels(f)]
+    for name in args.kernels:
+        if name not in known:
+            hint = _registry.did_you_mean(name, known)
+            parser.error(f"unknown kernel {name!r} for --family {args.family}"
+                         f"{' (' + hint + ')' if hint else ''}; choose from: {', '.join(known)}")
+    backend = args.backend or tm.get_backend()
+    for name in args.kernels:
+        if name in _registry.CUDA_ONLY and backend != "cuda":
+            parser.error(f"kernel {name!r} runs on the cuda backend only; this run uses "
+                         f"{backend}")
 
 
 if __name__ == "__main__":

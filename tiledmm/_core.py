@@ -159,10 +159,20 @@ def _run(family, kernel, inputs, params, backend, warmup, repeat, output=None):
         if _registry._as_int(value) is None or not least <= value <= MAX_RUNS:
             raise ValueError(f"{label} must be an integer from {least} to {MAX_RUNS}, "
                              f"got {value!r}")
-    raw = mod.run(kernel,
-                  tuple(d.placeholder if d else x for x, d in zip(inputs, device_inputs)),
-                  tuple(d.address if d else None for d in device_inputs),
-                  values, warmup, repeat, output == "device")
+    try:
+        raw = mod.run(kernel,
+                      tuple(d.placeholder if d else x for x, d in zip(inputs, device_inputs)),
+                      tuple(d.address if d else None for d in device_inputs),
+                      values, warmup, repeat, output == "device")
+    except RuntimeError as exc:
+        # The launch itself refuses (and cleans up after) a GPU-only kernel on the emulator;
+        # say which backend runs it instead of the bare CUDA error name.
+        if spec.name in _registry.CUDA_ONLY and "NotSupported" in str(exc):
+            raise RuntimeError(f"kernel {spec.name!r} runs on the cuda backend only: it is a "
+                               f"GPU library, which the {name} backend does not have "
+                               "(cudaErrorNotSupported). Use backend='cuda' on a machine "
+                               "with a GPU, or compare with numpy.matmul") from None
+        raise
     if output == "device":
         raw["out"] = DeviceArray(raw["out"], raw["out_address"], raw["out_shape"],
                                  raw["out_dtype"], name)

@@ -1,5 +1,7 @@
 """The kernel registry as Python sees it: one row per kernel, read from the compiled table in
 cuda/registry.cu (both backends are built from it, so either one can answer)."""
+import difflib
+import html
 import itertools
 import operator
 from dataclasses import dataclass
@@ -9,6 +11,10 @@ from . import _backend
 
 
 FAMILIES = ("matmul", "reduce", "elementwise")
+
+# Kernels that only the cuda backend can run: cuBLAS is NVIDIA's GPU library, and the emulator
+# has none (its launcher reports cudaErrorNotSupported).
+CUDA_ONLY = frozenset({"cublas"})
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,54 @@ class KernelSpec:
                 f"{'':<20} {self.summary}\n{'':<20} lecture: {self.lecture}")
 
 
+def _params_text(spec):
+    """A kernel's parameters on one line: name=default (allowed values)."""
+    return ", ".join(f"{p.name}={p.default} ({'/'.join(map(str, p.values))})"
+                     for p in spec.params) or "-"
+
+
+class KernelList(list):
+    """The list `tm.kernels()` returns: KernelSpec items, shown as a table with one line per
+    kernel (the REPL, `python -m tiledmm info`) and as an HTML table in Jupyter."""
+
+    _HEADERS = ("kernel", "family", "dtypes", "parameters: default (allowed)")
+
+    def _rows(self):
+        return [(k.name, k.family, "/".join(k.dtypes), _params_text(k)) for k in self]
+
+    def __repr__(self):
+        rows = self._rows()
+        if not rows:
+            return "(no kernels)"
+        widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(self._HEADERS)]
+        lines = ["  ".join(f"{cell:<{w}}" for cell, w in zip(row, widths)).rstrip()
+                 for row in [self._HEADERS] + rows]
+        lines.append(f"{len(rows)} kernel{'s' if len(rows) != 1 else ''}; print(spec) for one "
+                     "kernel's summary and lecture")
+        return "\n".join(lines)
+
+    __str__ = __repr__
+
+    def _repr_html_(self):
+        headers = self._HEADERS + ("summary", "lecture")
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(cell)}</td>"
+                             for cell in row + (k.summary, k.lecture)) + "</tr>"
+            for row, k in zip(self._rows(), self))
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def did_you_mean(name, choices):
+    """"did you mean 'tiled'?" for a near miss of name among choices, else ''."""
+    close = difflib.get_close_matches(str(name), list(choices), n=1)
+    return f"did you mean {close[0]!r}?" if close else ""
+
+
+def _in_parentheses(text):
+    return f" ({text})" if text else ""
+
+
 _specs = None
 
 
@@ -73,7 +127,7 @@ def specs():
 
 def kernels(family=None):
     """The registered kernels (optionally of one family: 'matmul', 'reduce', 'elementwise'),
-    as a list of KernelSpec in registry order.
+    as a list of KernelSpec in registry order that shows as a table, one kernel a line.
 
     >>> "tiled" in [k.name for k in tm.kernels("matmul")]
     True
@@ -84,17 +138,22 @@ def kernels(family=None):
     rows = list(specs().values())
     if family is not None:
         if family not in FAMILIES:
-            raise ValueError(f"unknown family {family!r}; choose one of {', '.join(FAMILIES)}")
+            raise ValueError(f"unknown family {family!r}"
+                             f"{_in_parentheses(did_you_mean(family, FAMILIES))}; "
+                             f"choose one of {', '.join(FAMILIES)}")
         rows = [k for k in rows if k.family == family]
-    return rows
+    return KernelList(rows)
 
 
 def lookup(name, family):
     """The spec of kernel `name`, which must belong to `family`; ValueError lists the choices."""
     spec = specs().get(name)
     if spec is None or spec.family != family:
-        names = ", ".join(k.name for k in kernels(family))
-        raise ValueError(f"unknown {family} kernel {name!r}; choose one of: {names}")
+        names = [k.name for k in kernels(family)]
+        hint = (f" ({name!r} is a {spec.family} kernel)" if spec is not None
+                else _in_parentheses(did_you_mean(name, names)))
+        raise ValueError(f"unknown {family} kernel {name!r}{hint}; choose one of: "
+                         f"{', '.join(names)}")
     return spec
 
 
@@ -104,8 +163,9 @@ def param_values(spec, given):
     unknown = sorted(set(given) - known)
     if unknown:
         allowed = ", ".join(sorted(known)) or "none"
+        hint = did_you_mean(unknown[0], known)
         raise ValueError(f"kernel {spec.name!r} has no parameter {unknown[0]!r} "
-                         f"(its parameters: {allowed})")
+                         f"(its parameters: {allowed}){'; ' + hint if hint else ''}")
     values = []
     for p in spec.params:
         given_value = given.get(p.name, p.default)

@@ -25,16 +25,20 @@ def _runs(name, warmup, repeat, sizes, family):
     warmup = (2 if on_gpu else 0) if warmup is None else warmup
     repeat = (10 if on_gpu else 1) if repeat is None else repeat
     sizes = sizes or (GPU_SIZES if on_gpu else EMU_SIZES)[family]
+    for size in sizes:
+        dims = size if isinstance(size, tuple) else (size,)
+        if not all(_registry._as_int(d) is not None and d >= 1 for d in dims):
+            raise ValueError(f"bench sizes must be integers of 1 or more, got {size!r}")
     return warmup, repeat, sizes
 
 
 def variants(family="matmul", names=None, backend="cuda"):
     """(kernel, params) for every kernel of a family and every value of its first parameter
-    (the others keep their defaults). `cublas` exists on the cuda backend only."""
+    (the others keep their defaults). Kernels of _registry.CUDA_ONLY (`cublas`) only on cuda."""
     for spec in _registry.kernels(family):
         if names and spec.name not in names:
             continue
-        if spec.name == "cublas" and backend != "cuda":
+        if spec.name in _registry.CUDA_ONLY and backend != "cuda":
             continue
         if not spec.params:
             yield spec.name, {}
@@ -219,13 +223,21 @@ def _fmt_params(params):
     return " ".join(f"{k}={v}" for k, v in params.items())
 
 
+def _figure(value):
+    """A rate or percentage with 3 significant digits below 100 (an emulator's 0.0013 GB/s
+    reads as that, not as 0), whole numbers above."""
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 TABLE_COLUMNS = {
-    "matmul": [("kernel", "{}", "kernel"), ("params", "{}", "params"), ("size", "{}", "size"),
-               ("ms", "{:.3f}", "ms"), ("TFLOP/s", "{:.3g}", "tflops"),
-               ("% cuBLAS", "{:.0f}", "pct_cublas"), ("max rel err", "{:.1e}", "max_rel_error")],
-    "reduce": [("kernel", "{}", "kernel"), ("params", "{}", "params"), ("n", "{}", "n"),
-               ("ms", "{:.4f}", "ms"), ("GB/s", "{:.0f}", "gbps"),
-               ("% of copy", "{:.0f}", "pct_copy"), ("rel err", "{:.1e}", "rel_error")],
+    "matmul": [("kernel", "{}".format, "kernel"), ("params", "{}".format, "params"),
+               ("size", "{}".format, "size"), ("ms", "{:.3f}".format, "ms"),
+               ("TFLOP/s", "{:.3g}".format, "tflops"), ("% cuBLAS", "{:.0f}".format, "pct_cublas"),
+               ("max rel err", "{:.1e}".format, "max_rel_error")],
+    "reduce": [("kernel", "{}".format, "kernel"), ("params", "{}".format, "params"),
+               ("n", "{}".format, "n"), ("ms", "{:.4f}".format, "ms"),
+               ("GB/s", _figure, "gbps"), ("% of copy", _figure, "pct_copy"),
+               ("rel err", "{:.1e}".format, "rel_error")],
 }
 
 
@@ -236,7 +248,7 @@ def format_table(rows, family="matmul"):
     for r in rows:
         r = dict(r, size=f"{r['M']}x{r['N']}x{r['K']}" if "M" in r else None)
         values = [r.get(key) for _, _, key in headers]
-        lines.append([("-" if v is None else fmt.format(v)) for (_, fmt, _), v in zip(headers, values)])
+        lines.append([("-" if v is None else fmt(v)) for (_, fmt, _), v in zip(headers, values)])
     widths = [max(len(h), *(len(line[i]) for line in lines)) if lines else len(h)
               for i, (h, _, _) in enumerate(headers)]
     out = ["  ".join(h.ljust(w) for (h, _, _), w in zip(headers, widths))]
