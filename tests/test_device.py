@@ -45,3 +45,18 @@ def test_default_backend_without_device_is_emu(monkeypatch, capsys):
     A = np.eye(3, dtype=np.float32)
     assert tm.matmul(A, A).backend == "emu"
     assert "CPU emulator" in capsys.readouterr().err
+
+
+def test_device_query_prints_cuda_versions_as_versions(backend):
+    """CUDA's 13000 is version 13.0, not a count with a thousands separator."""
+    info = tm.device_info(backend=backend)
+    text = str(info)
+    for key in ("driver_version", "runtime_version"):
+        value = info[key]
+        line = next(line for line in text.splitlines() if line.startswith(key + ":"))
+        if value > 0:
+            assert line.split()[-1] == f"{value // 1000}.{value % 1000 // 10}", line
+        assert "," not in line
+    sample = type(info)(driver_version=12040, runtime_version=13000, total_global_mem=81559)
+    assert str(sample).split("\n") == ["driver_version:   12.4", "runtime_version:  13.0",
+                                       "total_global_mem: 81,559"]

@@ -7,6 +7,10 @@ _FP32_LANES_PER_SM = {(7, 5): 64, (8, 0): 64, (8, 6): 128, (8, 7): 128, (8, 9): 
                       (9, 0): 128, (10, 0): 128, (10, 3): 128, (12, 0): 128, (12, 1): 128}
 
 
+# CUDA encodes versions as 1000 * major + 10 * minor (cudaDriverGetVersion): 13000 is 13.0.
+_CUDA_VERSIONS = ("driver_version", "runtime_version")
+
+
 class DeviceInfo(dict):
     """A dict of device properties that prints like the lecture's device query."""
 
@@ -14,7 +18,9 @@ class DeviceInfo(dict):
         width = max(map(len, self)) + 1
         lines = []
         for key, value in self.items():
-            if isinstance(value, float):
+            if key in _CUDA_VERSIONS and isinstance(value, int) and value > 0:
+                value = f"{value // 1000}.{value % 1000 // 10}"
+            elif isinstance(value, float):
                 value = f"{value:,.1f}"
             elif isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10000:
                 value = f"{value:,}"
