@@ -131,27 +131,44 @@ PyObject *tm_upload_py(PyObject *self, PyObject *args)
     return Py_BuildValue("(NN)", capsule, PyLong_FromVoidPtr(ptr));
 }
 
-/* download(address, array): copy the device bytes at address into the C-contiguous array. */
-PyObject *tm_download_py(PyObject *self, PyObject *args)
+/* download(address, array): copy the device bytes at address into the C-contiguous array.
+ * upload_into(address, array): the other way, the array's bytes into existing device memory
+ * (how an isolated user kernel's device-array outputs come back from its worker process). */
+static PyObject *copy_between(PyObject *args, int to_device)
 {
     PyObject *ptr_obj;
     PyArrayObject *a;
     cudaError_t err = cudaSuccess;
-    (void)self;
     if (!PyArg_ParseTuple(args, "OO!", &ptr_obj, &PyArray_Type, &a)) return NULL;
     void *ptr = PyLong_AsVoidPtr(ptr_obj);
     if (ptr == NULL && PyErr_Occurred()) return NULL;
-    if (!PyArray_IS_C_CONTIGUOUS(a) || !PyArray_ISWRITEABLE(a))
-        return PyErr_Format(PyExc_ValueError, "download needs a writeable C-contiguous array");
+    if (!PyArray_IS_C_CONTIGUOUS(a) || (!to_device && !PyArray_ISWRITEABLE(a)))
+        return PyErr_Format(PyExc_ValueError, "%s needs a %sC-contiguous array",
+                            to_device ? "upload_into" : "download", to_device ? "" : "writeable ");
     const size_t bytes = (size_t)PyArray_NBYTES(a);
     Py_BEGIN_ALLOW_THREADS
-    if (bytes) err = tm_copy_to_host(PyArray_DATA(a), ptr, bytes);
+    if (bytes)
+        err = to_device ? tm_copy_to_device(ptr, PyArray_DATA(a), bytes)
+                        : tm_copy_to_host(PyArray_DATA(a), ptr, bytes);
     Py_END_ALLOW_THREADS
     if (err != cudaSuccess) {
         (void)cudaGetLastError();
-        return tm_raise_cuda_error(err, "copying an array to the host");
+        return tm_raise_cuda_error(err, to_device ? "copying an array to the device"
+                                                  : "copying an array to the host");
     }
     Py_RETURN_NONE;
+}
+
+PyObject *tm_download_py(PyObject *self, PyObject *args)
+{
+    (void)self;
+    return copy_between(args, 0);
+}
+
+PyObject *tm_upload_into_py(PyObject *self, PyObject *args)
+{
+    (void)self;
+    return copy_between(args, 1);
 }
 
 /* synchronize(): wait for all work on the device (other libraries' streams included). */

@@ -187,6 +187,7 @@ static PyMethodDef tm_methods[] = {
     {"copy_time", tm_copy_time_py, METH_VARARGS, "copy_time(kind, bytes, warmup, repeat) -> [ms]"},
     {"upload", tm_upload_py, METH_VARARGS, "upload(array) -> (capsule, address)"},
     {"download", tm_download_py, METH_VARARGS, "download(address, array): device -> array"},
+    {"upload_into", tm_upload_into_py, METH_VARARGS, "upload_into(address, array): array -> device"},
     {"dlpack", tm_dlpack_py, METH_VARARGS, "dlpack(owner, address, shape, bits) -> capsule"},
     {"synchronize", tm_synchronize_py, METH_NOARGS, "wait for all work on the device"},
     {"mem_info", tm_mem_info_py, METH_NOARGS, "mem_info() -> (free, total) bytes"},

@@ -1,0 +1,80 @@
+"""Check mode's rewriting of a user kernel's source (emulator only): pointer parameters become
+bounds-checked `tm_checked_ptr<T>`, `__shared__` arrays and scalars of number types become
+race-checked `tm_sh_array` / `tm_sh_scalar` (tiledmm/include/tiledmm_kernel.h), on the same
+lines so that diagnostics keep the user's line numbers."""
+import re
+
+from ._kernel_source import blank_source
+
+
+def checked_source(source, params):
+    """The source with the kernel's pointer parameters declared as tm_checked_ptr<T> (same
+    lines, so diagnostics keep the user's line numbers)."""
+    out = source
+    for p in sorted(params, key=lambda p: -p.span[0]):
+        if p.pointer:
+            t = f"{'const ' if p.const else ''}{p.ctype}"
+            out = out[:p.span[0]] + f" tm_checked_ptr<{t}> {p.name}" + out[p.span[1]:]
+    return out
+
+
+_NUMBER_WORDS = ("unsigned", "signed", "short", "long", "int", "char", "float", "double", "bool",
+                 "size_t", "int8_t", "uint8_t", "int16_t", "uint16_t", "int32_t", "uint32_t",
+                 "int64_t", "uint64_t")
+_SHARED_RE = re.compile(
+    r"(?<![\w])__shared__(?P<quals>(?:\s+(?:__align__\s*\(\s*\w+\s*\)|volatile))*)\s+"
+    r"(?P<type>(?:(?:" + "|".join(_NUMBER_WORDS) + r")\b\s*)+)(?P<decls>[^;{}]*);")
+_DECLARATOR_RE = re.compile(r"\s*([A-Za-z_]\w*)\s*((?:\[[^\[\]]+\]\s*)*)")
+
+
+def _split_top(text):
+    """text split at the commas outside brackets and parentheses."""
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        if c in "([":
+            depth += 1
+        elif c in ")]":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
+def checked_shared(source):
+    """Check mode: `__shared__ T name[D1][D2]...;` (T a number type; several declarators too)
+    becomes a race-checked tm_sh_array (tiledmm_kernel.h), `__shared__ T name;` a tm_sh_scalar,
+    on the same lines. Other shared declarations (extern, struct types, initialisers) stay as
+    they are."""
+    blank = blank_source(source)
+    edits = []
+    for m in _SHARED_RE.finditer(blank):
+        if re.search(r"\bextern\s*$", blank[:m.start()]):
+            continue
+        ctype = " ".join(m.group("type").split())
+        quals = " ".join(q for q in m.group("quals").split() if q != "volatile")
+        pieces = []
+        for decl in _split_top(m.group("decls")):
+            d = _DECLARATOR_RE.fullmatch(decl)
+            if not d:
+                pieces = None
+                break
+            name, dims = d.group(1), re.findall(r"\[([^\[\]]+)\]", d.group(2))
+            tag = f"tm_shn_{name}"
+            if dims:
+                kind = f"tm_sh_array<{ctype}, {tag}, " + ", ".join(
+                    f"(long long)({' '.join(x.split())})" for x in dims) + ">"
+            else:
+                kind = f"tm_sh_scalar<{ctype}, {tag}>"
+            pieces.append(f"struct {tag} {{ static constexpr const char *name() {{ return "
+                          f"\"{name}\"; }} }}; __shared__ {quals + ' ' if quals else ''}"
+                          f"{kind} {name};")
+        if not pieces:
+            continue
+        text = " ".join(pieces) + "\n" * source.count("\n", m.start(), m.end())
+        edits.append((m.start(), m.end(), text))
+    out = source
+    for start, end, text in reversed(edits):
+        out = out[:start] + text + out[end:]
+    return out

@@ -1,0 +1,170 @@
+"""Compiling a user kernel for the `emu` backend: the system C++ compiler ($CXX or g++) builds
+the user's source, tiledmm's prelude and a generated launcher into a shared object, linked with
+its own copy of the emulator's runtime. The compiler runs as a child process with a time limit;
+the shared object is loaded only where the kernel runs (tiledmm's worker process, or the
+caller's process with isolate=False), never by the compile itself.
+"""
+import glob
+import os
+import subprocess
+import tempfile
+import threading
+from types import SimpleNamespace
+
+from . import _kernel_cache as cache
+from ._check_mode import checked_shared, checked_source
+from ._kernel_source import compile_error, full_source
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+COMPILE_SECONDS = 300
+# -fstack-clash-protection: a large local array (float buf[1 <<20]) touches its stack pages in
+# order, so it meets the fiber stack's guard page instead of jumping over it.
+_FLAGS = ["-x", "c++", "-std=c++17", "-O2", "-fPIC", "-fopenmp", "-fstack-clash-protection",
+          "-DTM_EMU"]
+_LOCK = threading.Lock()
+
+
+def _headers():
+    """(include dirs, emulator runtime sources): the package's copy when installed
+    (tiledmm/include), else the source tree's csrc/ and cuda/."""
+    inc = os.path.join(HERE, "include")
+    installed_rt = sorted(glob.glob(os.path.join(inc, "emu", "*.cpp")))
+    if os.path.exists(os.path.join(inc, "common.h")) and installed_rt:
+        return [inc], installed_rt
+    repo = os.path.dirname(HERE)
+    csrc, cuda = os.path.join(repo, "csrc"), os.path.join(repo, "cuda")
+    rt = sorted(glob.glob(os.path.join(csrc, "emu", "*.cpp")))
+    if not rt or not os.path.exists(os.path.join(cuda, "common.h")):
+        raise RuntimeError("tiledmm's emulator headers are not installed (tiledmm/include); "
+                           "reinstall tiledmm")
+    return [inc, csrc, cuda], rt
+
+
+def _cxx():
+    return os.environ.get("CXX", "g++")
+
+
+def _run_compiler(cmd, what):
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_SECONDS)
+    except FileNotFoundError:
+        raise RuntimeError(f"{what}: the C++ compiler '{cmd[0]}' was not found; install g++ or "
+                           "set CXX") from None
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"{what}: the compiler ran for more than {COMPILE_SECONDS} s") from None
+    return proc
+
+
+def _runtime_objects(includes, sources):
+    """The emulator runtime (scheduler + runtime API) compiled once per cache folder and tiledmm
+    version, linked into every user kernel's shared object (each gets its own copy: the
+    emulator's thread-local state is private to a shared object)."""
+    stamps = [(os.path.basename(p), open(p, "rb").read()) for p in sources]
+    headers = sorted(glob.glob(os.path.join(includes[-1] if len(includes) > 1 else includes[0],
+                                            "**", "*.h"), recursive=True))
+    key = cache.key("emu-runtime", stamps, [(h, os.path.getmtime(h)) for h in headers],
+                    _cxx(), _FLAGS)
+    objs = [cache.entry_path(f"user-rt-{key}-{os.path.basename(p)}.o") for p in sources]
+    with _LOCK:
+        for src, obj in zip(sources, objs):
+            if cache.verified(obj) is not None:
+                continue
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(obj), prefix=".tmp-", suffix=".o")
+            os.close(fd)
+            cmd = [_cxx(), *_FLAGS, *[f"-I{d}" for d in includes], "-c", src, "-o", tmp]
+            proc = _run_compiler(cmd, "building the emulator runtime for user kernels")
+            if proc.returncode != 0:
+                os.unlink(tmp)
+                raise RuntimeError("building the emulator runtime for user kernels failed:\n"
+                                   + proc.stderr[-4000:])
+            cache.store_file(tmp, obj)
+    return objs
+
+
+def _launcher(name, params, check):
+    """C++ appended to the user's source: an extern "C" function that unpacks the arguments
+    csrc/user_kernels.c passes, notes them for the fault report (tiledmm_fault.h) and launches
+    the kernel on the emulator."""
+    args, notes = [], []
+    for i, p in enumerate(params):
+        t = f"{'const ' if p.const else ''}{p.ctype}"
+        if p.pointer:
+            notes.append(f"tm_fault_note_arg({i}, \"{p.name}\", \"{p.ctype}\", *(void **)tm_args_[{i}], "
+                         f"tm_sizes_[{i}], sizeof({t}));")
+        if p.pointer and check:
+            args.append(f"tm_checked_ptr<{t}>(*({t} **)tm_args_[{i}], "
+                        f"(long long)(tm_sizes_[{i}] / sizeof({t})), \"{p.name}\")")
+        elif p.pointer:
+            args.append(f"*({t} **)tm_args_[{i}]")
+        else:
+            args.append(f"*({t} *)tm_args_[{i}]")
+    chk = "\n    tm_check_dyn_bytes = tm_shared_;" if check else ""
+    return f"""
+#line 1 "tiledmm-launcher"
+#include "tiledmm_fault.h"
+extern "C" __attribute__((visibility("default"))) int tm_user_launch(
+    const unsigned *tm_g_, const unsigned *tm_b_, size_t tm_shared_, void **tm_args_,
+    const size_t *tm_sizes_, int tm_threads_, int tm_strict_, char *tm_detail_, size_t tm_detail_size_)
+{{
+    (void)tm_args_; (void)tm_sizes_;
+    tm_fault_kernel_ = "{name}";
+    {' '.join(notes)}
+    if (tm_threads_ > 0) tm_emu_set_threads(tm_threads_);
+    tm_emu_set_strict_exit(tm_strict_);{chk}
+    if (tm_shared_ > 48 * 1024)
+        cudaFuncSetAttribute({name}, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_shared_);
+    cudaError_t tm_err_ = tm_emu_launch({name}, dim3(tm_g_[0], tm_g_[1], tm_g_[2]), dim3(tm_b_[0], tm_b_[1], tm_b_[2]), tm_shared_{''.join(', ' + a for a in args)});
+    fflush(stdout);   // the kernel's printf reaches the caller before the launch returns
+    return tm_user_finish(tm_err_, tm_detail_, tm_detail_size_);
+}}
+"""
+
+
+def prelude_text():
+    """tiledmm's prelude as the compilers see it (part of every cache key)."""
+    return "".join(open(os.path.join(HERE, "include", h)).read()
+                   for h in ("tiledmm_kernel.h", "tiledmm_fault.h"))
+
+
+def compile_emu(source, name, params, options, check):
+    """Compile (or find in the disk cache) the kernel `name` of `source` for the emulator.
+    Returns an artifact: SimpleNamespace(backend='emu', key, name, path, digest)."""
+    includes, rt_sources = _headers()
+    user_src = checked_shared(checked_source(source, params)) if check else source
+    key = cache.key("emu", user_src, name, options, check, _cxx(), _FLAGS, prelude_text(),
+                    [os.path.getmtime(p) for p in rt_sources])
+    so = cache.entry_path(f"user-{key}.so")
+    digest = cache.verified(so)
+    if digest is not None:
+        cache.count("disk_hits")
+    else:
+        rt_objs = _runtime_objects(includes, rt_sources)
+        text = full_source(user_src, _launcher(name, params, check))
+        with tempfile.TemporaryDirectory(dir=os.path.dirname(so), prefix=".build-") as tmp:
+            src_path = os.path.join(tmp, "kernel.cpp")
+            with open(src_path, "w") as f:
+                f.write(text)
+            out = os.path.join(tmp, "kernel.so")
+            cmd = [_cxx(), *_FLAGS, *(["-DTM_CHECK"] if check else []),
+                   *[f"-I{d}" for d in includes], *options, "-shared", "-o", out, src_path,
+                   "-x", "none", *cache.link_into(rt_objs, tmp), "-Wl,-Bsymbolic"]
+            proc = _run_compiler(cmd, f"compiling kernel '{name}'")
+            if proc.returncode != 0:
+                raise compile_error(name, "emu", proc.stderr.replace(src_path, "kernel.cpp"))
+            digest = cache.store_file(out, so)
+        cache.count("compiled")
+    return SimpleNamespace(backend="emu", key=key, name=name, path=so, digest=digest)
+
+
+def load_emu(artifact, report_faults):
+    """Load a compiled kernel's shared object, after checking that its bytes are still those
+    compiled (a replaced or truncated entry raises FileNotFoundError: compile again). With
+    report_faults, install its fault handlers (tiledmm's worker process only). Returns
+    SimpleNamespace(handle=launcher address, keep=library)."""
+    import ctypes
+    if cache.verified(artifact.path, artifact.digest) is None:
+        raise FileNotFoundError(f"the cache entry {artifact.path} changed or disappeared")
+    lib = ctypes.CDLL(artifact.path)
+    if report_faults:
+        lib.tm_user_fault_setup()
+    return SimpleNamespace(handle=ctypes.cast(lib.tm_user_launch, ctypes.c_void_p).value, keep=lib)

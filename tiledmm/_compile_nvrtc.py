@@ -1,0 +1,146 @@
+"""Compiling a user kernel for the `cuda` backend with NVRTC, loaded through ctypes at first use
+(libnvrtc from the CUDA toolkit or the `nvidia-cuda-nvrtc` wheel). With isolation (the default)
+this runs in tiledmm's worker process, as does loading the code onto the device.
+"""
+import ctypes
+import glob
+import json
+import os
+import sys
+import sysconfig
+from types import SimpleNamespace
+
+from . import _backend
+from . import _kernel_cache as cache
+from ._kernel_source import SOURCE_NAME, compile_error, full_source
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+_nvrtc = None
+
+
+def _nvrtc_candidates():
+    names = ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"]
+    dirs = []
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            dirs.append(os.path.join(os.environ[var], "lib64"))
+    dirs.append("/usr/local/cuda/lib64")
+    for site in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *sys.path}:
+        if site and os.path.isdir(os.path.join(site, "nvidia")):
+            dirs += glob.glob(os.path.join(site, "nvidia", "cuda_nvrtc", "lib"))
+            dirs += glob.glob(os.path.join(site, "nvidia", "cu*", "lib"))
+    out = list(names)  # the loader's own path first
+    for d in dirs:
+        out += sorted(glob.glob(os.path.join(d, "libnvrtc.so*")), reverse=True)
+    return out
+
+
+def _load_nvrtc():
+    global _nvrtc
+    if _nvrtc is not None:
+        return _nvrtc
+    tried = []
+    for cand in _nvrtc_candidates():
+        if "builtins" in os.path.basename(cand) or "alt" in os.path.basename(cand):
+            continue
+        try:
+            lib = ctypes.CDLL(cand)
+            lib.nvrtcVersion
+        except (OSError, AttributeError) as exc:
+            tried.append(f"{cand} ({exc})")
+            continue
+        lib.nvrtcGetErrorString.restype = ctypes.c_char_p
+        lib.nvrtcGetErrorString.argtypes = [ctypes.c_int]
+        _nvrtc = lib
+        return lib
+    raise RuntimeError("NVRTC (libnvrtc.so) was not found: install the CUDA toolkit (set "
+                       "CUDA_HOME) or `pip install nvidia-cuda-nvrtc-cu12`, or use "
+                       "backend='emu'. Tried: " + "; ".join(tried[:6]))
+
+
+def _nvrtc_version(lib):
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))
+    return major.value, minor.value
+
+
+def _nvrtc_archs(lib):
+    n = ctypes.c_int()
+    if not hasattr(lib, "nvrtcGetNumSupportedArchs") or lib.nvrtcGetNumSupportedArchs(ctypes.byref(n)):
+        return []
+    arr = (ctypes.c_int * n.value)()
+    lib.nvrtcGetSupportedArchs(arr)
+    return list(arr)
+
+
+def compile_cuda(source, name, options):
+    """Compile (or find in the disk cache) kernel `name` for this process's device. Returns an
+    artifact: SimpleNamespace(backend='cuda', key, name, image, lowered, log)."""
+    mod = _backend.module("cuda")
+    lib = _load_nvrtc()
+    major, minor = mod.device_properties()["compute_capability"]
+    arch = major * 10 + minor
+    version = _nvrtc_version(lib)
+    header = open(os.path.join(HERE, "include", "tiledmm_kernel.h")).read()
+    key = cache.key("cuda", source, name, options, arch, version, header)
+    path = cache.entry_path(f"user-{key}.bin")
+    image, meta_bytes = cache.read_verified(path), cache.read_verified(path[:-4] + ".json")
+    if image is not None and meta_bytes is not None:
+        meta = json.loads(meta_bytes)
+        cache.count("disk_hits")
+    else:
+        supported = _nvrtc_archs(lib)
+        if not supported or arch in supported:
+            target, cubin = f"--gpu-architecture=sm_{arch}", True
+        else:  # this NVRTC predates the device: PTX for the newest it knows, JIT by the driver
+            target, cubin = f"--gpu-architecture=compute_{max(a for a in supported if a <= arch)}", False
+        image, lowered, log = _nvrtc_compile(lib, full_source(source), name, header,
+                                             [target, "-std=c++17", "-lineinfo", *options], cubin)
+        meta = {"lowered": lowered, "log": log}
+        cache.store_bytes(image, path)
+        cache.store_bytes(json.dumps(meta).encode(), path[:-4] + ".json")
+        cache.count("compiled")
+    return SimpleNamespace(backend="cuda", key=key, name=name, image=image,
+                           lowered=meta["lowered"], log=meta["log"])
+
+
+def load_cuda(artifact):
+    """Load a compiled kernel onto this process's device: SimpleNamespace(handle, keep)."""
+    capsule, handle = _backend.module("cuda").user_load(artifact.image, artifact.lowered)
+    return SimpleNamespace(handle=handle, keep=capsule)
+
+
+def _nvrtc_compile(lib, text, name, header, options, cubin):
+    prog = ctypes.c_void_p()
+
+    def check(rc, what):
+        if rc:
+            raise RuntimeError(f"NVRTC {what} failed: {lib.nvrtcGetErrorString(rc).decode()}")
+
+    hdrs = (ctypes.c_char_p * 1)(header.encode())
+    names = (ctypes.c_char_p * 1)(b"tiledmm_kernel.h")
+    check(lib.nvrtcCreateProgram(ctypes.byref(prog), text.encode(), SOURCE_NAME.encode(), 1,
+                                 hdrs, names), "nvrtcCreateProgram")
+    try:
+        check(lib.nvrtcAddNameExpression(prog, name.encode()), "nvrtcAddNameExpression")
+        opts = (ctypes.c_char_p * len(options))(*[o.encode() for o in options])
+        rc = lib.nvrtcCompileProgram(prog, len(options), opts)
+        size = ctypes.c_size_t()
+        lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+        buf = ctypes.create_string_buffer(size.value + 1)
+        lib.nvrtcGetProgramLog(prog, buf)
+        log = buf.value.decode(errors="replace")
+        if rc:
+            raise compile_error(name, "cuda, NVRTC", log)
+        get_size, get = ((lib.nvrtcGetCUBINSize, lib.nvrtcGetCUBIN) if cubin
+                         else (lib.nvrtcGetPTXSize, lib.nvrtcGetPTX))
+        check(get_size(prog, ctypes.byref(size)), "getting the compiled code's size")
+        image = ctypes.create_string_buffer(size.value)
+        check(get(prog, image), "getting the compiled code")
+        lowered = ctypes.c_char_p()
+        check(lib.nvrtcGetLoweredName(prog, name.encode(), ctypes.byref(lowered)),
+              "nvrtcGetLoweredName")
+        return image.raw, lowered.value.decode(), log
+    finally:
+        lib.nvrtcDestroyProgram(ctypes.byref(prog))

@@ -1,0 +1,401 @@
+"""Isolation: user kernels run in a worker process, so that no kernel can kill, hang or corrupt
+the Python process that launched it.
+
+The worker (tiledmm/_worker.py) is started on first use with a fresh interpreter (never fork:
+libgomp and CUDA break after a fork), in a session of its own (Jupyter's interrupt signals the
+whole process group; the worker must not die behind tiledmm's back), and is started again after
+a fault. It alone loads the user's compiled code and, on `cuda`, owns a CUDA context of its own,
+so an illegal address poisons only the worker's context.
+
+What crosses:
+- requests and replies: length-prefixed pickles over a Unix socket pair;
+- arrays: one shared-memory file per launch (memfd_create: not /dev/shm, which containers
+  limit to 64 MiB and whose overrun kills with SIGBUS). The caller copies each argument into it
+  once and the outputs out of it once; on `emu` the kernel works in it directly. The worker maps
+  each argument's region between inaccessible guard pages, the buffer placed so that its end,
+  rounded up to 256 bytes (cudaMalloc's alignment), meets the next guard page: an access past
+  that end faults at once and is reported with the argument and the index. What it cannot
+  catch: the up to 255 bytes of padding after a buffer (padding on a GPU too), and the slack
+  before a buffer's start within its first page.
+- the kernel's printf output (the worker's stdout), shown in the caller after the launch;
+- the fault report (the worker's stderr, tiledmm_fault.h), turned into KernelError.
+
+Timeouts and Ctrl-C: the caller waits in short steps; on KeyboardInterrupt or when `timeout`
+seconds pass, it kills the worker (the next call starts a new one).
+"""
+import atexit
+import collections
+import ctypes
+import mmap
+import os
+import pickle
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from ._kernel_source import KernelError
+
+PAGE = mmap.PAGESIZE
+ALIGN = 256                     # cudaMalloc's alignment
+DEFAULT_TIMEOUT = 60.0          # seconds: a runaway `while (1) {}` ends here
+_END_OF_OUTPUT = b"\0tiledmm-end-of-launch\0"
+_SIGNALS = {getattr(signal, n): n for n in ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT",
+                                           "SIGKILL", "SIGTERM", "SIGTRAP")}
+
+
+def default_timeout():
+    """$TILEDMM_KERNEL_TIMEOUT seconds, else DEFAULT_TIMEOUT."""
+    value = os.environ.get("TILEDMM_KERNEL_TIMEOUT")
+    try:
+        return float(value) if value else DEFAULT_TIMEOUT
+    except ValueError:
+        raise ValueError(f"TILEDMM_KERNEL_TIMEOUT={value!r} is not a number of seconds") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# messages
+
+def send_message(sock, obj, fds=()):
+    """Send one pickled message; `fds` (open file descriptors) ride along with its header."""
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    header = struct.pack("=Q", len(data))
+    if fds:
+        socket.send_fds(sock, [header], list(fds))
+    else:
+        sock.sendall(header)
+    sock.sendall(data)
+
+
+def _recv_exact(sock, n, fds):
+    chunks, got = [], 0
+    while got < n:
+        if fds is not None and not got:
+            chunk, new_fds, _, _ = socket.recv_fds(sock, n, 4)
+            fds.extend(new_fds)
+        else:
+            chunk = sock.recv(min(n - got, 1 << 20))
+        if not chunk:
+            raise EOFError("the other side closed the connection")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def recv_message(sock):
+    """(message, file descriptors received with it)."""
+    fds = []
+    (n,) = struct.unpack("=Q", _recv_exact(sock, 8, fds))
+    return pickle.loads(_recv_exact(sock, n, None)), fds
+
+
+# ---------------------------------------------------------------------------------------------
+# the arguments' shared memory
+
+def _round_up(n, m):
+    return (n + m - 1) // m * m
+
+
+class Segment:
+    """The pointer arguments of one launch in one shared-memory file. Region i holds argument
+    i's bytes at its `data_offset`, placed so that the buffer's 256-byte-rounded end is the
+    region's end. regions: [(file offset, length, data offset)]."""
+
+    def __init__(self, sizes):
+        self.regions, offset = [], 0
+        for n in sizes:
+            padded = _round_up(n, ALIGN)
+            length = _round_up(padded, PAGE)
+            self.regions.append((offset, length, length - padded))
+            offset += length
+        self.size = offset
+        self.fd = os.memfd_create("tiledmm-args", os.MFD_CLOEXEC) if hasattr(os, "memfd_create") \
+            else os.dup(tempfile.TemporaryFile().fileno())
+        try:
+            os.ftruncate(self.fd, self.size)
+            self.map = mmap.mmap(self.fd, self.size) if self.size else None
+        except OSError as exc:
+            os.close(self.fd)
+            raise MemoryError(f"cannot make {self.size} bytes of shared memory for the kernel's "
+                              f"arguments: {exc}") from None
+
+    def view(self, i, nbytes):
+        """The bytes of argument i, as a uint8 NumPy array over the shared memory."""
+        import numpy as np
+        offset, _, data_offset = self.regions[i]
+        return np.frombuffer(self.map, np.uint8, nbytes, offset + data_offset) if nbytes \
+            else np.empty(0, np.uint8)
+
+    def close(self):
+        if self.map is not None:
+            try:
+                self.map.close()
+            except BufferError:   # a view is still alive somewhere: the GC unmaps it later
+                pass
+        os.close(self.fd)
+
+
+class _Libc:
+    """mmap/munmap through ctypes: Python's mmap module cannot map at a fixed address, which
+    placing regions between guard pages needs."""
+    PROT_NONE, PROT_RW = 0, mmap.PROT_READ | mmap.PROT_WRITE
+    MAP_FIXED, MAP_NORESERVE = 0x10, getattr(mmap, "MAP_NORESERVE", 0x4000)
+
+    def __init__(self):
+        libc = ctypes.CDLL(None, use_errno=True)
+        self.mmap, self.munmap = libc.mmap, libc.munmap
+        self.mmap.restype = ctypes.c_void_p
+        self.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                              ctypes.c_int, ctypes.c_long]
+        self.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+
+    def map(self, addr, length, prot, flags, fd, offset):
+        out = self.mmap(addr, length, prot, flags, fd, offset)
+        if out is None or out == ctypes.c_void_p(-1).value:
+            err = ctypes.get_errno()
+            raise MemoryError(f"mmap of {length} bytes failed: {os.strerror(err)}")
+        return out
+
+
+def map_regions(fd, regions):
+    """Worker side: map each region of the shared file between guard pages. Returns (base,
+    total length, [address of each argument's buffer]); unmap with unmap_regions."""
+    libc = _Libc()
+    total = PAGE + sum(length + PAGE for _, length, _ in regions)
+    base = libc.map(None, total, libc.PROT_NONE,
+                    mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | libc.MAP_NORESERVE, -1, 0)
+    addresses, pos = [], PAGE
+    try:
+        for offset, length, data_offset in regions:
+            if length:
+                libc.map(base + pos, length, libc.PROT_RW, mmap.MAP_SHARED | libc.MAP_FIXED, fd,
+                         offset)
+            addresses.append(base + pos + data_offset)   # an empty buffer points at a guard page
+            pos += length + PAGE
+    except BaseException:
+        libc.munmap(base, total)
+        raise
+    return base, total, addresses
+
+
+def unmap_regions(base, total):
+    _Libc().munmap(base, total)
+
+
+# ---------------------------------------------------------------------------------------------
+# the worker, seen from the caller
+
+class _Pipe:
+    """A reader thread that keeps what the worker writes to one of its pipes."""
+
+    def __init__(self, stream, keep_last=None):
+        self.data = bytearray()
+        self.keep_last = keep_last
+        self.cond = threading.Condition()
+        self.closed = False
+        self.thread = threading.Thread(target=self._read, args=(stream,), daemon=True,
+                                       name="tiledmm-worker-pipe")
+        self.thread.start()
+
+    def _read(self, stream):
+        fd = stream.fileno()
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                chunk = b""
+            with self.cond:
+                if not chunk:
+                    self.closed = True
+                    self.cond.notify_all()
+                    return
+                self.data += chunk
+                if self.keep_last and len(self.data) > 2 * self.keep_last:
+                    del self.data[:-self.keep_last]
+                self.cond.notify_all()
+
+    def take_until(self, marker, timeout):
+        """The bytes before `marker` (consumed with it), waiting up to `timeout` s for it; at the
+        end of the stream or the timeout, everything there is."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while marker not in self.data and not self.closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self.cond.wait(left)
+            i = self.data.find(marker)
+            end = len(self.data) if i < 0 else i
+            out = bytes(self.data[:end])
+            del self.data[:end + (len(marker) if i >= 0 else 0)]
+            return out
+
+    def tail(self, timeout=2.0):
+        """Everything read so far, after waiting up to `timeout` s for the end of the stream."""
+        self.thread.join(timeout)
+        with self.cond:
+            return bytes(self.data)
+
+
+class Worker:
+    """The worker process: started on first use, started again after a fault or a kill."""
+
+    def __init__(self):
+        self.lock = threading.RLock()
+        self.proc = self.sock = self.stdout = self.stderr = None
+        self.loaded = set()       # artifact keys the current worker has loaded
+        self.starts = 0
+        self.last_stderr = ""
+
+    @property
+    def pid(self):
+        return self.proc.pid if self.alive() else None
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def _start(self):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        code = (f"import sys; sys.path.insert(0, {package_parent!r}); "
+                f"from tiledmm._worker import main; main({theirs.fileno()})")
+        env = dict(os.environ, TILEDMM_WORKER="1", PYTHONUNBUFFERED="1")
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", code], pass_fds=[theirs.fileno()], env=env,
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                start_new_session=True)
+        finally:
+            theirs.close()
+        self.sock = ours
+        self.stdout, self.stderr = _Pipe(self.proc.stdout), _Pipe(self.proc.stderr, 65536)
+        self.loaded = set()
+        self.starts += 1
+
+    def stop(self):
+        """End the worker (killed at once: it may be running a kernel that never ends)."""
+        with self.lock:
+            self._kill()
+
+    def _kill(self):
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)   # its own session: its group
+            except OSError:
+                self.proc.kill()
+        self.proc.wait()
+        self._forget()
+
+    def _forget(self):
+        for f in (self.sock, self.proc.stdout, self.proc.stderr):
+            try:
+                f.close()
+            except (OSError, AttributeError):
+                pass
+        self.proc = self.sock = None
+        self.loaded = set()
+
+    def call(self, request, fds=(), timeout=None, what="the kernel"):
+        """Send `request`, wait for the reply (at most `timeout` s; None: no limit), show the
+        worker's printf output, and return the reply. A worker that dies raises KernelError
+        with its fault report; a timeout kills it and raises KernelError; Ctrl-C kills it and
+        raises KeyboardInterrupt. The next call starts a new worker."""
+        with self.lock:
+            if not self.alive():
+                if self.proc is not None:
+                    self._forget()
+                self._start()
+            try:
+                send_message(self.sock, request, fds)
+                reply = self._wait(timeout, what)
+            except KeyboardInterrupt:
+                self._show_output(0.2)
+                self._kill()
+                raise
+            self._show_output(5.0)
+            if isinstance(reply, dict) and reply.get("exit"):
+                self.proc.wait(10)   # the worker ends itself (a CUDA error may have poisoned it)
+                self._forget()
+            return reply
+
+    def _wait(self, timeout, what):
+        start = time.monotonic()
+        while True:
+            left = None if timeout is None else timeout - (time.monotonic() - start)
+            if left is not None and left <= 0:
+                self._show_output(0.2)
+                self._kill()
+                raise KernelError(f"{what} ran for more than {timeout:g} s and was stopped "
+                                  "(timeout=; a loop that never ends?). Pass timeout=None for "
+                                  "no limit, or a larger timeout=.")
+            try:
+                ready = self._readable(0.1 if left is None else min(0.1, left))
+                if ready:
+                    return recv_message(self.sock)[0]
+            except (EOFError, ConnectionError):
+                pass
+            else:
+                if self.proc.poll() is None:
+                    continue
+            raise self._death(what)
+
+    def _readable(self, seconds):
+        import select
+        return select.select([self.sock], [], [], seconds)[0]
+
+    def _death(self, what):
+        """The KernelError for a worker that died: its fault report, else its signal and the
+        end of what it wrote to stderr."""
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self._kill()
+        code = self.proc.returncode
+        self._show_output(0.5)
+        err = self.last_stderr + self.stderr.tail().decode(errors="replace")
+        self._forget()
+        reports = [ln[len("tiledmm-fault: "):] for ln in err.splitlines()
+                   if ln.startswith("tiledmm-fault: ")]
+        context = [ln for ln in err.splitlines() if ln.strip() and
+                   not ln.startswith("tiledmm-fault: ")][-12:]
+        if reports:
+            text = reports[0]
+        elif code is not None and code < 0:
+            text = f"{what} ended tiledmm's worker process with {_SIGNALS.get(-code, -code)}"
+        else:
+            text = f"{what} ended tiledmm's worker process (exit code {code})"
+        if context:
+            text += "\nthe worker's last messages:\n  " + "\n  ".join(context)
+        return KernelError(text + "\n(the worker is started again for the next call)")
+
+    def _show_output(self, wait):
+        """Print what the kernel printed (the worker's stdout) and keep what the worker wrote to
+        stderr since the last request in `last_stderr` (the emulator's reports)."""
+        if self.stdout is None:
+            return
+        text = self.stdout.take_until(_END_OF_OUTPUT, wait)
+        if text:
+            sys.stdout.write(text.decode(errors="replace"))
+            sys.stdout.flush()
+        self.last_stderr = self.stderr.take_until(_END_OF_OUTPUT, wait).decode(errors="replace")
+
+
+_WORKER = Worker()
+
+
+def worker():
+    """The process-wide worker (one at a time; calls from several threads take turns)."""
+    return _WORKER
+
+
+def end_of_output_marker():
+    return _END_OF_OUTPUT
+
+
+atexit.register(_WORKER.stop)

@@ -1,0 +1,146 @@
+"""tiledmm's worker process: where user kernels are loaded and run (tiledmm/_isolation.py starts
+it and explains why). It serves one request at a time from the caller:
+
+    {"op": "launch", ...}        map the arguments' shared memory, load the kernel if needed,
+                                 run it (csrc/user_kernels.c), reply with the timings
+    {"op": "compile_cuda", ...}  NVRTC, here rather than in the caller
+    {"op": "ping"}               for tests and the overhead benchmark
+
+A kernel that faults ends this process with a one-line report on stderr (tiledmm_fault.h). After
+a CUDA error the worker replies, then exits: the error may have poisoned its context.
+"""
+import ctypes
+import os
+import socket
+import sys
+import threading
+import time
+import traceback
+
+
+def _watch_parent(parent):
+    """End this process when the caller is gone, even in the middle of a kernel that never
+    returns (the C call releases the GIL, so this thread runs)."""
+    while True:
+        time.sleep(0.5)
+        if os.getppid() != parent:
+            os._exit(0)
+
+
+def _line_buffered_stdout():
+    """The kernel's printf goes to C's stdout, a pipe here: line-buffered, so that what a
+    faulting kernel printed before its fault is not lost."""
+    libc = ctypes.CDLL(None)
+    try:
+        stdout = ctypes.c_void_p.in_dll(libc, "stdout")
+        libc.setvbuf(stdout, None, 1, 0)   # _IOLBF
+    except (ValueError, AttributeError):
+        pass
+    return libc
+
+
+class Server:
+    def __init__(self, sock):
+        self.sock = sock
+        self.kernels = {}        # artifact key -> loaded kernel (handle, library)
+        self.libc = _line_buffered_stdout()
+
+    def serve(self):
+        from ._isolation import end_of_output_marker, recv_message, send_message
+        marker = end_of_output_marker()
+        while True:
+            try:
+                request, fds = recv_message(self.sock)
+            except (EOFError, ConnectionError):
+                return
+            try:
+                reply = self.handle(request, fds)
+            except Exception as exc:   # every failure becomes a reply; the worker lives on
+                reply = {"error": type(exc).__name__, "message": str(exc),
+                         "traceback": traceback.format_exc(limit=4)}
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            self.libc.fflush(None)
+            os.write(1, marker)
+            os.write(2, marker)
+            send_message(self.sock, reply)
+            if reply.get("exit"):
+                return
+
+    def handle(self, request, fds):
+        op = request["op"]
+        if op == "ping":
+            return {"ok": True, "pid": os.getpid()}
+        if op == "compile_cuda":
+            from ._compile_nvrtc import compile_cuda
+            return {"ok": True, "artifact": compile_cuda(request["source"], request["name"],
+                                                         request["options"])}
+        if op == "launch":
+            return self.launch(request, fds[0] if fds else -1)
+        raise ValueError(f"unknown request {op!r}")
+
+    def _kernel(self, request):
+        key = request["key"]
+        if key not in self.kernels:
+            artifact = request.get("artifact")
+            if artifact is None:
+                raise LookupError("not loaded")
+            if artifact.backend == "emu":
+                from ._compile_emu import load_emu
+                self.kernels[key] = load_emu(artifact, report_faults=True)
+            else:
+                from ._compile_nvrtc import load_cuda
+                self.kernels[key] = load_cuda(artifact)
+        return self.kernels[key]
+
+    def launch(self, request, fd):
+        import numpy as np
+
+        from . import _backend
+        from ._isolation import map_regions, unmap_regions
+        backend = request["backend"]
+        mod = _backend.module(backend)
+        try:
+            kernel = self._kernel(request)
+        except FileNotFoundError as exc:
+            return {"error": "stale", "message": str(exc)}
+        if backend == "emu" and request.get("emu_threads"):
+            mod.threads(request["emu_threads"])
+        base = total = None
+        if request["regions"]:
+            base, total, addresses = map_regions(fd, request["regions"])
+        try:
+            packed = []
+            for arg in request["args"]:
+                if arg[0] == "s":
+                    packed.append(arg)
+                    continue
+                _, region, nbytes, copy_back = arg
+                address = addresses[region]
+                if backend == "emu":   # the kernel works in the shared memory itself
+                    packed.append(("p", None, address, nbytes, False))
+                else:                  # copied to and from the device by user_run
+                    host = np.ctypeslib.as_array((ctypes.c_uint8 * max(nbytes, 1)).from_address(
+                        address))[:nbytes]
+                    packed.append(("p", host, 0, nbytes, copy_back))
+            try:
+                raw = mod.user_run(kernel.handle, request["grid"], request["block"],
+                                   request["shared"], tuple(packed), request["warmup"],
+                                   request["repeat"])
+            except MemoryError as exc:
+                return {"error": "MemoryError", "message": str(exc)}
+            except RuntimeError as exc:
+                return {"error": "KernelError", "message": str(exc), "exit": backend == "cuda"}
+            return {"ok": True, "raw": raw}
+        finally:
+            if base is not None:
+                unmap_regions(base, total)
+
+
+def main(fd):
+    os.environ["TILEDMM_WORKER"] = "1"
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
+    Server(socket.socket(fileno=fd)).serve()
+    sys.stdout.flush()
+    os._exit(0)
