@@ -117,7 +117,7 @@ table(cmp, ["kernel", "params", "intensity", "bound_gflops", "measured_gflops",
             "fraction_of_bound", "model_gbps"])
 
 # %%
-rows = tm.plot._rows(results)
+rows = tm.plot.as_rows(results)
 by = {(r["kernel"], r.get("tile")): r for r in rows if r["M"] == SIZES[-1]}
 naive, best = by[("naive", None)], max((r for r in rows if r["M"] == SIZES[-1]), key=lambda r: r["gflops"])
 print(f"at {SIZES[-1]}^3 the fastest was {best['kernel']} {best['params']}: "

@@ -136,7 +136,7 @@ table(df, ["M", "tile", "ms", "gflops", "blocks_per_sm", "occupancy"])
 
 # %%
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.2))
-tm.plot.tile_sizes(df, ax=ax1, y="tflops" if ON_GPU else "gflops")
+tm.plot.tile_sizes(df, ax=ax1)   # the unit (TFLOP/s, GFLOP/s, ...) from the data
 for name in ("G80", "GM107", "GM204", "H100"):
     t_rows = tm.occupancy.tile_table(name, tiles=(4, 8, 16, 32))
     ax2.plot([r["tile"] for r in t_rows], [r["active_threads"] for r in t_rows], marker="o",

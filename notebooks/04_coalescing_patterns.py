@@ -89,7 +89,7 @@ for n in SIZES:
         if n == SIZES[0]:
             assert_matmul_close(r.out, A, B)
         results.append(r)
-rows = tm.plot._rows(results)
+rows = tm.plot.as_rows(results)
 table(rows, ["kernel", "params", "M", "ms", "gflops", "model_bytes"])
 
 # %% [markdown]

@@ -72,7 +72,7 @@ table(model_rows)
 if have("coarse"):
     df = tm.sweep("coarse", SIZES, coarsen="all", tile=[16, 32], progress=False, check=True)
     sms = tm.device_info()["multiprocessors"]
-    df_rows = tm.plot._rows(df)
+    df_rows = tm.plot.as_rows(df)
     for r in df_rows:
         blocks = r["grid"][0] * r["grid"][1] * r["grid"][2]
         r["waves"] = blocks / max(1, sms * r["blocks_per_sm"])
@@ -86,7 +86,6 @@ if have("coarse"):
     for ax, tile in zip(axes, (16, 32)):
         sub = [r for r in df_rows if r["tile"] == tile]
         tm.plot.tile_sizes(sub, ax=ax, kernel="coarse", x="coarsen",
-                           y="tflops" if ON_GPU else "gflops",
                            title=f"coarse, tile {tile}: rate against coarsening factor")
         ax.set_xlabel("coarsening factor (output tiles per block)")
     plt.tight_layout()

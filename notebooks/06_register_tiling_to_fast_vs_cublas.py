@@ -85,7 +85,7 @@ for n in SIZES:
         if n == SIZES[0]:
             assert_matmul_close(r.out, A, B)
         results.append(r)
-rows = tm.plot._rows(results)
+rows = tm.plot.as_rows(results)
 ref = {r["M"]: r for r in rows if r["kernel"] == "cublas"}
 for r in rows:
     r["pct_cublas"] = 100 * r["gflops"] / ref[r["M"]]["gflops"] if r["M"] in ref else None
@@ -97,14 +97,15 @@ if ON_GPU:
 else:
     PEAK, BW = None, tm.model.measure_bandwidth(1 << 20)
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8))
-tm.plot.ladder(results, ax=ax1, y="tflops" if ON_GPU else "gflops")
+tm.plot.ladder(results, ax=ax1)   # in TFLOP/s on a GPU, a smaller unit on the emulator
 tm.plot.roofline(results, peak_gflops=PEAK, bandwidth_gbs=BW, ax=ax2)
 plt.tight_layout()
 plt.show()
 if ON_GPU and len(SIZES) > 1:
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    for label in dict.fromkeys(tm.plot._label(r) for r in rows):
-        pts = [(r["M"], r["tflops"]) for r in rows if tm.plot._label(r) == label]
+    for label in dict.fromkeys(f"{r['kernel']} {r['params']}".strip() for r in rows):
+        pts = [(r["M"], r["tflops"]) for r in rows
+               if f"{r['kernel']} {r['params']}".strip() == label]
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
     ax.set_xscale("log", base=2); ax.set_xlabel("N"); ax.set_ylabel("TFLOP/s")
     ax.set_title("the ladder across sizes"); ax.legend(fontsize=8); ax.grid(True, alpha=0.3)

@@ -106,7 +106,7 @@ tm.plot.reductions(df, ax=ax1, copy_gbps=copy_gbps)
 ax1.set_yscale("log")
 if have("sequential"):
     bs = tm.sweep("sequential", N_SUM[-1], block="all", progress=False)
-    bs_rows = tm.plot._rows(bs)
+    bs_rows = tm.plot.as_rows(bs)
     ax2.plot([r["block"] for r in bs_rows], [r["gbps"] for r in bs_rows], marker="o")
     ax2.set_xscale("log", base=2)
     ax2.set_xticks([r["block"] for r in bs_rows])

@@ -57,6 +57,15 @@ def test_committed_notebooks_match_their_sources():
             f"{os.path.basename(path)} differs from its .py: run jupytext --sync notebooks/*.py"
 
 
+def test_notebooks_use_only_public_names():
+    """Students copy from the notebooks: no tm._private or tm.module._private names."""
+    import re
+    for path in _paired_sources():
+        with open(path, encoding="utf-8") as f:
+            private = re.findall(r"\btm(?:\.\w+)*\._\w+", f.read())
+        assert not private, f"{os.path.basename(path)}: {private}"
+
+
 def _setup_part(path):
     """The first code cell of a notebook, up to the line that seeds the generator."""
     jupytext = pytest.importorskip("jupytext")
@@ -81,7 +90,8 @@ def test_notebook_runs_on_emu(path, tmp_path, monkeypatch):
     pytest.importorskip("ipykernel")
     pytest.importorskip("matplotlib")
     monkeypatch.setenv("TILEDMM_BACKEND", "emu")   # the kernel process inherits it
-    monkeypatch.setenv("MPLBACKEND", "Agg")
+    # Jupyter's inline backend, so figures come back as image outputs (Agg would drop them)
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     # the kernel imports the tiledmm this test process imports
     import tiledmm
     here = os.path.dirname(os.path.dirname(os.path.abspath(tiledmm.__file__)))
@@ -94,6 +104,12 @@ def test_notebook_runs_on_emu(path, tmp_path, monkeypatch):
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
               if o.get("output_type") == "error"]
     assert not errors
+    if os.path.basename(path).startswith("08"):
+        # your kernel beside tiled (and cuBLAS) is a bar chart, as in the other notebooks
+        start = next(i for i, c in enumerate(nb.cells) if "Timed beside" in c.source)
+        end = next(i for i, c in enumerate(nb.cells) if "Your turn" in c.source)
+        assert any("image/png" in o.get("data", {}) for c in nb.cells[start:end]
+                   if c.cell_type == "code" for o in c.outputs)
 
 
 def test_run_notebooks_script_without_jupyter(tmp_path):
@@ -123,6 +139,9 @@ def test_run_notebooks_script_without_jupyter(tmp_path):
     pngs = [o for o in outputs if o["output_type"] == "display_data"]
     assert pngs and base64.b64decode(pngs[-1]["data"]["image/png"])[:4] == b"\x89PNG"
     assert nb["metadata"]["tiledmm_run"]["backend"] == "emu"
+    # run records live in the notebook's metadata, which syncing from the .py keeps
+    assert len(nb["metadata"]["tiledmm_run"]["cell_seconds"]) == len(code)
+    assert all(c["metadata"] == {} for c in code)
 
 
 def test_run_notebooks_script_records_errors(tmp_path):

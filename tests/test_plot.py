@@ -77,3 +77,66 @@ def test_measured_vs_predicted_and_given_axes():
     fig, ax = plt.subplots()
     out = tm.plot.measured_vs_predicted(tm.model.compare_table(res, bandwidth_gbs=1.0), ax=ax)
     assert out is ax and len(ax.patches) == 4
+
+
+def test_tile_sizes_without_its_kernel_is_a_clear_error():
+    rows = tm.sweep("naive", [16], backend="emu", as_frame=False)
+    with pytest.raises(ValueError, match=r"no row of kernel 'tiled' with a 'tile' value.*"
+                                         r"kernels in the data: naive"):
+        tm.plot.tile_sizes(rows)
+    with pytest.raises(ValueError, match="kernels in the data: none"):
+        tm.plot.tile_sizes([])
+    assert not plt.get_fignums()   # refused before a figure was made
+
+
+def test_flop_rates_are_drawn_in_a_unit_that_suits_the_data(tiled_rows):
+    """The emulator's 0.0001 TFLOP/s is drawn as MFLOP/s or GFLOP/s; a GPU's rates as TFLOP/s;
+    unit= forces one."""
+    ax = tm.plot.tile_sizes(tiled_rows)
+    unit = ax.get_ylabel().split()[0]
+    assert unit in ("MFLOP/s", "GFLOP/s")
+    fastest = max(max(line.get_ydata()) for line in ax.lines)
+    assert 1 <= fastest < 1000
+    gpu_like = [dict(r, backend="cuda", tflops=r["tflops"] * 1e5, gflops=r["gflops"] * 1e5)
+                for r in tiled_rows]
+    assert tm.plot.tile_sizes(gpu_like).get_ylabel() == "TFLOP/s"
+    ax = tm.plot.tile_sizes(tiled_rows, unit="GFLOP/s")
+    assert ax.get_ylabel().startswith("GFLOP/s")
+    assert max(max(line.get_ydata()) for line in ax.lines) == \
+        pytest.approx(max(r["gflops"] for r in tiled_rows))
+    ax = tm.plot.ladder(tiled_rows)
+    assert ax.get_ylabel().split()[0] in ("MFLOP/s", "GFLOP/s")
+    with pytest.raises(ValueError, match="unit must be one of"):
+        tm.plot.tile_sizes(tiled_rows, unit="FLOPS")
+
+
+def test_roofline_legend_leaves_the_points_uncovered():
+    """The legend sits outside the axes, so no measured point is under it (notebook 06)."""
+    import numpy as np
+    A = np.ones((48, 48), np.float32)
+    res = [tm.matmul(A, A, kernel=k, backend="emu", **p)
+           for k, p in (("naive", {}), ("tiled", {"tile": 8}), ("tiled", {"tile": 32}),
+                        ("regtile", {"dims": 2}))]
+    ax = tm.plot.roofline(res, bandwidth_gbs=0.5)
+    ax.figure.canvas.draw()
+    legend = ax.get_legend().get_window_extent()
+    points = [p for c in ax.collections for p in ax.transData.transform(c.get_offsets())]
+    assert len(points) == 4
+    assert not any(legend.contains(x, y) for x, y in points)
+    assert legend.x0 >= ax.get_window_extent().x1   # beside the axes: no point can be under it
+    figure = ax.figure.get_window_extent()
+    assert figure.x1 >= legend.x1   # and the figure still shows all of it
+
+
+def test_as_rows_is_public_and_reads_every_input():
+    pd = pytest.importorskip("pandas")
+    import numpy as np
+    assert "as_rows" in tm.plot.__all__
+    A = np.ones((8, 4), np.float32)
+    res = tm.matmul(A, A.T, kernel="tiled", tile=8, backend="emu")
+    (row,) = tm.plot.as_rows([res])
+    assert (row["kernel"], row["tile"], row["M"], row["N"], row["K"]) == ("tiled", 8, 8, 8, 4)
+    df = tm.sweep(["naive", "tiled"], [16], tile=[8], backend="emu", progress=False)
+    rows = tm.plot.as_rows(df)
+    assert rows[0]["tile"] is None and rows[1]["tile"] == 8   # Int64's <NA> comes back as None
+    assert tm.plot.as_rows(rows) == rows

@@ -82,3 +82,16 @@ def test_cases_grid():
     cases = tm.sweep.cases(["tiled", "naive"], {"tile": "all"})
     assert [(s.name, p) for s, p in cases] == [("tiled", {"tile": 8}), ("tiled", {"tile": 16}),
                                                ("tiled", {"tile": 32}), ("naive", {})]
+
+
+def test_integer_parameters_stay_integers_in_the_frame():
+    """A parameter only some kernels have (tile: tiled, not naive) is pandas' nullable Int64
+    with <NA>, not float64 with NaN; sizes and launch counts are integers too."""
+    pd = pytest.importorskip("pandas")
+    df = tm.sweep(["naive", "tiled"], [16], tile=[8, 16], backend="emu", progress=False)
+    for column in ("tile", "block", "M", "N", "K", "launches", "threads_per_block"):
+        assert str(df[column].dtype) == "Int64", (column, df[column].dtype)
+    assert list(df["tile"].isna()) == [True, False, False]
+    assert df["tile"].dropna().tolist() == [8, 16]
+    assert df["ms"].dtype == np.float64
+    assert df[df["tile"] == 16]["kernel"].tolist() == ["tiled"]   # NA rows drop out of a filter

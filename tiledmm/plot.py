@@ -1,18 +1,23 @@
 """tm.plot: the course's plots from sweep rows (a DataFrame or a list of dicts) or Results.
 
     df = tm.sweep("tiled", [512, 1024, 2048], tile="all")
-    tm.plot.tile_sizes(df)                      # TFLOP/s against tile, one line per size
+    tm.plot.tile_sizes(df)                      # FLOP/s against tile, one line per size
     tm.plot.ladder(tm.sweep([...], [4096]))     # the optimisation ladder, % of cuBLAS
     tm.plot.roofline(df, device="H100")         # roofs and the measured points
     tm.plot.reductions(tm.sweep(tm.kernels("reduce"), [1 << 24]))   # GB/s per variant
 
 matplotlib is imported when a function is called, not with tiledmm. Every function takes
 `ax=` (draws there) and returns the Axes it drew on (`ax.figure` is the Figure). Rates on the
-emulator are CPU rates: titles and axis labels say so.
+emulator are CPU rates: titles and axis labels say so. FLOP rates are drawn in the unit that
+suits the data (TFLOP/s on a GPU, GFLOP/s or MFLOP/s on the emulator). `tm.plot.as_rows(data)`
+gives the rows every function reads, as a list of dicts.
 """
 import math
 
-__all__ = ["tile_sizes", "ladder", "roofline", "reductions", "measured_vs_predicted"]
+__all__ = ["tile_sizes", "ladder", "roofline", "reductions", "measured_vs_predicted", "as_rows"]
+
+# FLOP-rate units, largest first, each with its size in GFLOP/s.
+FLOP_RATE_UNITS = (("TFLOP/s", 1e3), ("GFLOP/s", 1.0), ("MFLOP/s", 1e-3))
 
 
 def _pyplot():
@@ -24,12 +29,22 @@ def _pyplot():
     return plt
 
 
-def _rows(data):
-    """A list of dicts from a DataFrame, a list of dicts, or Results."""
+def as_rows(data):
+    """The rows the plots read, as a list of dicts, from a DataFrame (tm.sweep's), a list of
+    dicts, or a list of Results (each becomes kernel, family, params and each parameter, the
+    sizes M, N, K or n, gflops, tflops, gbps, flops, model_bytes, intensity, backend, ms).
+    Missing values of a DataFrame's nullable columns come back as None.
+
+    >>> res = tm.matmul(np.ones((4, 3), np.float32), np.ones((3, 2), np.float32), backend="emu")
+    >>> [(r["kernel"], r["M"], r["N"], r["K"], r["tile"]) for r in tm.plot.as_rows([res])]
+    [('tiled', 4, 2, 3, 16)]
+    """
     if data is None:
         return []
     if hasattr(data, "to_dict") and hasattr(data, "columns"):
-        return data.to_dict("records")
+        # pandas' missing value (pd.NA, in Int64 columns) is not a number: None says "absent"
+        return [{k: (None if v is _pandas_na() else v) for k, v in r.items()}
+                for r in data.to_dict("records")]
     rows = []
     for item in data:
         if isinstance(item, dict):
@@ -47,6 +62,28 @@ def _rows(data):
     return rows
 
 
+def _pandas_na():
+    try:
+        import pandas as pd
+    except ImportError:  # pragma: no cover - depends on the environment
+        return object()   # matches nothing
+    return pd.NA
+
+
+def _flop_rates(rows, y, unit=None):
+    """(values, unit label) for a FLOP-rate column y ('tflops' or 'gflops'): converted to
+    `unit`, or to the largest unit of FLOP_RATE_UNITS in which the fastest row reads 1 or
+    more (0.000075 TFLOP/s reads as 75 MFLOP/s)."""
+    gflops = [r[y] * (1e3 if y == "tflops" else 1) for r in rows]
+    sizes = dict(FLOP_RATE_UNITS)
+    if unit is None:
+        fastest = max((g for g in gflops if g is not None and not _isnan(g)), default=0.0)
+        unit = next((u for u, size in FLOP_RATE_UNITS if fastest >= size), FLOP_RATE_UNITS[-1][0])
+    elif unit not in sizes:
+        raise ValueError(f"unit must be one of {', '.join(sizes)}, got {unit!r}")
+    return [g / sizes[unit] for g in gflops], unit
+
+
 def _matmul_dims(r):
     M, N = r.out.shape
     K = int(round(r.flops / (2 * M * N))) if M and N else 0
@@ -57,7 +94,8 @@ def _axes(ax, figsize=(6.4, 4.2)):
     if ax is not None:
         return ax
     plt = _pyplot()
-    _, ax = plt.subplots(figsize=figsize)
+    # constrained layout keeps a legend placed outside the axes (roofline) inside the figure
+    _, ax = plt.subplots(figsize=figsize, layout="constrained")
     return ax
 
 
@@ -81,9 +119,11 @@ def _isnan(v):
     return isinstance(v, float) and math.isnan(v)
 
 
-def tile_sizes(data, ax=None, kernel="tiled", x="tile", y="tflops", title=None):
-    """The tile-size effect: `y` (default TFLOP/s) against tile edge, one line per matrix
-    size, for `kernel` (default 'tiled'; None: every row). One Line2D per size.
+def tile_sizes(data, ax=None, kernel="tiled", x="tile", y="tflops", title=None, unit=None):
+    """The tile-size effect: `y` against tile edge, one line per matrix size, for `kernel`
+    (default 'tiled'; None: every row). One Line2D per size. A FLOP rate (y='tflops' or
+    'gflops') is drawn in `unit` ('TFLOP/s', 'GFLOP/s', 'MFLOP/s'), by default the one that
+    suits the data. ValueError when the data has no row of `kernel` with an `x` value.
 
     >>> import matplotlib; matplotlib.use("Agg")
     >>> rows = tm.sweep("tiled", [32, 64], tile="all", backend="emu", as_frame=False,
@@ -92,35 +132,43 @@ def tile_sizes(data, ax=None, kernel="tiled", x="tile", y="tflops", title=None):
     >>> len(ax.lines)
     2
     """
-    rows = [r for r in _rows(data) if kernel is None or r.get("kernel") == kernel]
-    rows = [r for r in rows if r.get(x) is not None and not _isnan(r.get(x))]
+    data_rows = as_rows(data)
+    chosen = [r for r in data_rows if kernel is None or r.get("kernel") == kernel]
+    chosen = [r for r in chosen if r.get(x) is not None and not _isnan(r.get(x))]
+    if not chosen:
+        present = ", ".join(dict.fromkeys(str(r.get("kernel")) for r in data_rows)) or "none"
+        raise ValueError(f"tm.plot.tile_sizes: no row of kernel {kernel!r} with a {x!r} value "
+                         f"to plot (kernels in the data: {present}); sweep it, e.g. "
+                         f"tm.sweep({kernel or 'tiled'!r}, sizes, {x}='all'), or pass kernel=")
+    if y in ("tflops", "gflops"):
+        values, label_unit = _flop_rates(chosen, y, unit)
+    else:
+        values, label_unit = [r[y] for r in chosen], {"gbps": "GB/s", "ms": "ms"}.get(y, y)
     ax = _axes(ax)
     by_size = {}
-    for r in rows:
-        by_size.setdefault(_size_label(r), []).append(r)
-    for label, group in by_size.items():
-        group.sort(key=lambda r: r[x])
-        ax.plot([r[x] for r in group], [r[y] for r in group], marker="o", label=label)
-    ticks = sorted({r[x] for r in rows})
-    if ticks:
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(ticks)
-        ax.set_xticklabels([str(int(t)) for t in ticks])
-    unit = {"tflops": "TFLOP/s", "gflops": "GFLOP/s", "gbps": "GB/s", "ms": "ms"}.get(y, y)
+    for r, v in zip(chosen, values):
+        by_size.setdefault(_size_label(r), []).append((r[x], v))
+    for label, points in by_size.items():
+        points.sort()
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
+    ticks = sorted({r[x] for r in chosen})
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([str(int(t)) for t in ticks])
     ax.set_xlabel(f"{x} (edge of the square tile)" if x == "tile" else x)
-    ax.set_ylabel(unit + (" (emulator: CPU time)" if _emu_note(rows) else ""))
-    ax.set_title(title or f"{kernel or 'kernels'}: {unit} against {x}, per matrix size")
+    ax.set_ylabel(label_unit + (" (emulator: CPU time)" if _emu_note(chosen) else ""))
+    ax.set_title(title or f"{kernel or 'kernels'}: {label_unit} against {x}, per matrix size")
     ax.grid(True, alpha=0.3)
-    if by_size:
-        ax.legend(title="size")
+    ax.legend(title="size")
     return ax
 
 
-def ladder(data, ax=None, reference="cublas", size=None, y="tflops", title=None):
+def ladder(data, ax=None, reference="cublas", size=None, y="tflops", title=None, unit=None):
     """The optimisation ladder: one bar per kernel variant at one size (default the largest),
     in the order given, with % of `reference` (cuBLAS) written on each bar where a reference
-    row exists at that size. One bar per variant (ax.patches)."""
-    rows = [r for r in _rows(data) if not r.get("error")]
+    row exists at that size. One bar per variant (ax.patches). A FLOP rate is drawn in `unit`,
+    by default the one that suits the data, as in tile_sizes."""
+    rows = [r for r in as_rows(data) if not r.get("error")]
     ax = _axes(ax, figsize=(7.5, 4.2))
     if not rows:
         ax.set_title(title or "optimisation ladder (no rows)")
@@ -137,17 +185,20 @@ def ladder(data, ax=None, reference="cublas", size=None, y="tflops", title=None)
     rows = [r for r, s in zip(rows, sizes) if s == chosen]
     ref = next((r for r in rows if r["kernel"] == reference), None)
     labels = [_label(r) for r in rows]
-    values = [r[y] for r in rows]
+    if y in ("tflops", "gflops"):
+        values, unit_label = _flop_rates(rows, y, unit)
+    else:
+        values, unit_label = [r[y] for r in rows], y
     colors = ["#888888" if r["kernel"] == reference else "C0" for r in rows]
     bars = ax.bar(range(len(rows)), values, color=colors)
     ax.set_xticks(range(len(rows)))
     ax.set_xticklabels(labels, rotation=35, ha="right")
     if ref is not None and ref[y]:
+        ref_value = values[rows.index(ref)]
         for bar, v in zip(bars, values):
-            ax.annotate(f"{100 * v / ref[y]:.0f}%", (bar.get_x() + bar.get_width() / 2, v),
+            ax.annotate(f"{100 * v / ref_value:.0f}%", (bar.get_x() + bar.get_width() / 2, v),
                         ha="center", va="bottom", fontsize=8)
-    unit = {"tflops": "TFLOP/s", "gflops": "GFLOP/s"}.get(y, y)
-    ax.set_ylabel(unit + (" (emulator: CPU time)" if _emu_note(rows) else ""))
+    ax.set_ylabel(unit_label + (" (emulator: CPU time)" if _emu_note(rows) else ""))
     note = f", % of {reference}" if ref is not None else ""
     ax.set_title(title or f"optimisation ladder at {chosen}{note}")
     ax.grid(True, axis="y", alpha=0.3)
@@ -163,7 +214,7 @@ def roofline(data=None, peak_gflops=None, bandwidth_gbs=None, device=None, ax=No
     The roof comes from `device` (a preset name or None for the current device), or from
     peak_gflops / bandwidth_gbs given explicitly (they win)."""
     from . import model
-    rows = [r for r in _rows(data) if not r.get("error")]
+    rows = [r for r in as_rows(data) if not r.get("error")]
     if device is not None or (bandwidth_gbs is None and peak_gflops is None):
         try:
             peak, bw = model.device_peaks(device, rows[0].get("backend") if rows and device is None
@@ -199,7 +250,9 @@ def roofline(data=None, peak_gflops=None, bandwidth_gbs=None, device=None, ax=No
     ax.set_ylabel("GFLOP/s" + (" (emulator: CPU time)" if _emu_note(rows) else ""))
     ax.set_title(title or "roofline: bound = min(peak, intensity × bandwidth)")
     ax.grid(True, which="both", alpha=0.2)
-    ax.legend(fontsize=7, loc="lower right")
+    # Outside the axes, on the right: measured points can lie anywhere under the roof, so any
+    # corner inside may cover them (notebook 06's lower right did).
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     return ax
 
 
@@ -207,7 +260,7 @@ def reductions(data, ax=None, y="gbps", copy_gbps=None, title=None):
     """Reduction bandwidth per variant: one bar group per kernel variant, one bar per input
     size (ax.patches: variants x sizes). `copy_gbps`, if given, is drawn as a horizontal line
     (a device-to-device copy's rate, the ceiling a sum can approach)."""
-    rows = [r for r in _rows(data) if not r.get("error")]
+    rows = [r for r in as_rows(data) if not r.get("error")]
     ax = _axes(ax, figsize=(8, 4.2))
     labels = list(dict.fromkeys(_label(r) for r in rows))
     sizes = list(dict.fromkeys(r.get("n") for r in rows))
@@ -236,7 +289,7 @@ def measured_vs_predicted(rows, ax=None, measured="measured_gflops", predicted="
                           title=None):
     """Two bars per kernel: the model's bound and the measured rate (rows from
     tm.model.compare/compare_table, or any rows with those two columns), log scale."""
-    rows = _rows(rows)
+    rows = as_rows(rows)
     ax = _axes(ax, figsize=(7, 4.2))
     labels = [_label(r) for r in rows]
     idx = range(len(rows))

@@ -10,7 +10,8 @@ input (values in [-1, 1)) shared by all kernels. Rows come back as a pandas Data
 pandas is installed (as_frame=None), else as a list of dicts; a tqdm progress bar shows on
 long sweeps where tqdm is installed (progress=None: 8 runs or more).
 
-Row columns: kernel, family, params (text), one column per swept parameter, size columns
+Row columns: kernel, family, params (text), one column per swept parameter (integers: Int64
+in a DataFrame, <NA> for kernels without that parameter), size columns
 (M, N, K for matmul; n for reduce and elementwise), dtype, backend, clock, ms (median), ms_min,
 gflops, tflops, gbps (fewest bytes over time), flops, model_bytes (the lecture's traffic model
 for this kernel), intensity (flops per model byte), model_gbps (model bytes over time),
@@ -243,7 +244,20 @@ def sweep(kernels=None, sizes=None, params=None, *, family=None, backend=None, w
         if as_frame:
             raise
         return rows
-    return pd.DataFrame(rows)
+    return _frame(rows, pd)
+
+
+def _frame(rows, pd):
+    """A DataFrame of the rows in which integer columns stay integers: a parameter that only
+    some kernels have (tile, block), sizes and launch counts are pandas' nullable Int64, with
+    <NA> where a row has no value, not floats with NaN."""
+    df = pd.DataFrame(rows)
+    for column in df.columns:
+        values = [r[column] for r in rows if r.get(column) is not None]
+        if values and all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+                          for v in values):
+            df[column] = pd.array([r.get(column) for r in rows], dtype="Int64")
+    return df
 
 
 class _CallableModule(types.ModuleType):
