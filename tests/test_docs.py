@@ -206,6 +206,57 @@ def test_kernel_pages_title_tables_with_the_device(site):
         assert "ALL FAMILIES" not in text and "SXM (" not in text
 
 
+def _readme_setup():
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    return text.split("## Set up", 1)[1].split("\n## ", 1)[0]
+
+
+def test_readme_names_every_build_switch():
+    """Each environment switch setup.py reads (its docstring lists them) is named in README's
+    Set up, TILEDMM_NO_CUDA beside TILEDMM_CUDA_ARCHS included."""
+    with open(os.path.join(ROOT, "setup.py"), encoding="utf-8") as f:
+        switches = set(re.findall(r"^  (TILEDMM_[A-Z_]+)", f.read(), re.M))
+    assert {"TILEDMM_NO_CUDA", "TILEDMM_CUDA_ARCHS"} <= switches
+    setup = _readme_setup()
+    assert not [name for name in switches if name not in setup]
+
+
+def test_readme_says_how_to_add_an_extra_without_a_rebuild():
+    """The packages README tells one to install by name are the [notebooks] extra's."""
+    try:
+        import tomllib
+    except ImportError:   # Python < 3.11
+        tomllib = pytest.importorskip("tomli")
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        extra = tomllib.load(f)["project"]["optional-dependencies"]["notebooks"]
+    wanted = {re.split(r"[<>=\[]", req)[0] for req in extra}
+    setup = _readme_setup()
+    named = re.search(r"`pip install ((?:[a-z][\w-]* ?)+)`", setup)
+    assert named and "temporary folder" in setup
+    assert set(named.group(1).split()) == wanted
+
+
+def test_readme_tells_how_to_get_the_browser_tests():
+    setup = _readme_setup()
+    assert "apt-get install -y chromium" in setup and "`chromium` package" in setup
+    assert 'pip install -e ".[test]" && python -m pytest' in setup   # the command unchanged
+
+
+def test_browser_tests_skip_naming_the_package(tmp_path):
+    """Without Chromium on PATH the browser tests skip (before building the site) with a
+    reason that names Debian's package."""
+    pytest.importorskip("websocket")
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+         f"{__file__}::test_browser_index"], cwd=tmp_path, env=env,
+        capture_output=True, text=True, timeout=300)
+    assert "1 skipped" in proc.stdout, proc.stdout + proc.stderr
+    assert "chromium` package (apt-get install -y chromium)" in proc.stdout
+    assert not os.path.exists(os.path.join(tmp_path, "docs"))
+
+
 # ----------------------------------------------------------------------------- the browser
 
 def _chromium():
@@ -285,13 +336,19 @@ class DevTools:
         self.ws.close()
 
 
+CHROMIUM_SKIP = ("no Chromium on PATH (looked for chromium, chromium-browser, google-chrome): "
+                 "install Debian's `chromium` package (apt-get install -y chromium) to run the "
+                 "browser tests")
+
+
 @pytest.fixture(scope="module")
-def browser(site):
+def browser(request):
     pytest.importorskip("websocket", reason="websocket-client is not installed: "
                                             "pip install -e '.[test]'")
     exe = _chromium()
-    if exe is None:
-        pytest.skip("no chromium binary: apt-get install -y chromium")
+    if exe is None:   # before building the site: the skip costs nothing
+        pytest.skip(CHROMIUM_SKIP)
+    site = request.getfixturevalue("site")
     server = http.server.ThreadingHTTPServer(
         ("127.0.0.1", 0), functools.partial(_Quiet, directory=site))
     threading.Thread(target=server.serve_forever, daemon=True).start()
