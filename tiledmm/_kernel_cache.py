@@ -8,7 +8,8 @@
   SHA-256 digest beside it (`<entry>.sha256`). An entry is used only when the digest of its bytes
   matches; a truncated or corrupted entry is deleted and rebuilt, never loaded.
 - Clearing the cache removes entries only; a compile in progress in another process keeps what
-  it needs (it links hard links of the runtime objects inside its own build folder).
+  it needs (copies of the runtime objects in its own build folder), and a compiled kernel is
+  loaded from its bytes, read and verified once, not from the entry's path.
 """
 import glob
 import hashlib
@@ -104,14 +105,6 @@ def entry_path(name):
     return os.path.join(cache_dir(), name)
 
 
-def _digest_file(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _write_atomic(path, data):
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
     try:
@@ -126,15 +119,6 @@ def _write_atomic(path, data):
         raise
 
 
-def store_file(built, path):
-    """Move the file `built` (made in the cache folder, e.g. by a compiler) to entry `path`,
-    with its digest beside it. Returns the digest."""
-    digest = _digest_file(built)
-    os.replace(built, path)
-    _write_atomic(path + ".sha256", digest.encode())
-    return digest
-
-
 def store_bytes(data, path):
     """Write `data` to entry `path` atomically, with its digest beside it. Returns the digest."""
     digest = hashlib.sha256(data).hexdigest()
@@ -143,10 +127,10 @@ def store_bytes(data, path):
     return digest
 
 
-def verified(path, expected=None):
-    """The digest of entry `path` when it is ours and intact (a regular file owned by us, not
-    writable by others, whose bytes match the digest stored beside it and `expected` when
-    given), else None, having deleted what was there so that it is rebuilt."""
+def read_verified(path):
+    """The bytes of entry `path` when it is ours and intact (a regular file owned by us, not
+    writable by others, whose bytes match the digest stored beside it), else None, having
+    deleted what was there so that it is rebuilt."""
     try:
         for p in (path, path + ".sha256"):
             st = os.lstat(p)
@@ -155,25 +139,16 @@ def verified(path, expected=None):
                 raise ValueError(p)
         with open(path + ".sha256") as f:
             stored = f.read().strip()
-        actual = _digest_file(path)
+        with open(path, "rb") as f:
+            data = f.read()
     except FileNotFoundError:
         return None
     except (OSError, ValueError, UnicodeDecodeError):
-        stored, actual = "", "unreadable"
-    if actual == stored and (expected is None or expected == actual):
-        return actual
+        data, stored = None, ""
+    if data is not None and hashlib.sha256(data).hexdigest() == stored:
+        return data
     remove_entry(path)
     return None
-
-
-def read_verified(path):
-    """The bytes of entry `path` when verified() accepts it, else None."""
-    digest = verified(path)
-    if digest is None:
-        return None
-    with open(path, "rb") as f:
-        data = f.read()
-    return data if hashlib.sha256(data).hexdigest() == digest else None
 
 
 def remove_entry(path):
@@ -182,21 +157,6 @@ def remove_entry(path):
             os.remove(p)
         except OSError:
             pass
-
-
-def link_into(paths, folder):
-    """Hard links (copies where links fail) of `paths` inside `folder`: a compile links against
-    these, so clearing the cache meanwhile cannot take them away."""
-    out = []
-    for p in paths:
-        dst = os.path.join(folder, os.path.basename(p))
-        try:
-            os.link(p, dst)
-        except OSError:
-            with open(p, "rb") as src, open(dst, "wb") as f:
-                f.write(src.read())
-        out.append(dst)
-    return out
 
 
 def clear_disk():

@@ -57,7 +57,7 @@ class Server:
                 reply = self.handle(request, fds)
             except Exception as exc:   # every failure becomes a reply; the worker lives on
                 reply = {"error": type(exc).__name__, "message": str(exc),
-                         "traceback": traceback.format_exc(limit=4)}
+                         "log": getattr(exc, "log", ""), "traceback": traceback.format_exc(limit=4)}
             finally:
                 for fd in fds:
                     os.close(fd)
@@ -101,10 +101,7 @@ class Server:
         from ._isolation import map_regions, unmap_regions
         backend = request["backend"]
         mod = _backend.module(backend)
-        try:
-            kernel = self._kernel(request)
-        except FileNotFoundError as exc:
-            return {"error": "stale", "message": str(exc)}
+        kernel = self._kernel(request)
         if backend == "emu" and request.get("emu_threads"):
             mod.threads(request["emu_threads"])
         base = total = None

@@ -1,0 +1,242 @@
+"""A student's kernel can never take the notebook down (the user-kernel safety issue).
+
+Every fault runs in a subprocess (tests/isolation_faults.py) so that a failure of isolation ends
+that subprocess, not pytest; the test asserts that the process survived, the KernelError's text,
+and that the next calls (a matmul, a correct user kernel) work. The disk cache's defences, the
+bounds on a launch, printf forwarding and the worker's restart are tested here directly.
+"""
+import json
+import os
+import stat
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tiledmm as tm
+from tiledmm import _isolation, _kernel_cache
+
+HERE = Path(__file__).resolve().parent
+
+# case: what the KernelError must say (all of these strings)
+EMU_FAULTS = {
+    "past_the_end": ["y[1024] is past the end of the buffer passed for 'y' (1000 float elements)",
+                     "thread (0,0,0) of block (1,0,0)"],
+    "null_pointer": ["invalid memory access", "a null or small pointer", "thread (5,0,0) of block (0,0,0)"],
+    "far_address": ["outside every argument's buffer", "that would be y[100000000]"],
+    "before_the_start": ["y[-1993]", "thread (7,0,0) of block (0,0,0)"],
+    "large_local_array": ["stack overflow", "TILEDMM_EMU_STACK_KB"],
+    "abort": ["SIGABRT", "thread (3,0,0) of block (0,0,0)"],
+    "failed_assert": ["SIGABRT", "thread (10,0,0)", "Assertion"],
+    "cxx_throw": ["SIGABRT", "thread (2,0,0)", "terminate"],
+    "integer_division_by_zero": ["integer division by zero", "SIGFPE"],
+    "endless_loop": ["ran for more than 2 s and was stopped", "timeout=None"],
+    "ctrl_c": ["KeyboardInterrupt"],
+}
+GPU_FAULTS = {
+    "null_pointer": ["cudaErrorIllegalAddress"],
+    "far_address": ["cudaErrorIllegalAddress"],
+    "failed_assert": ["cudaErrorAssert"],
+    "endless_loop": ["ran for more than 2 s and was stopped"],
+    "ctrl_c": ["KeyboardInterrupt"],
+}
+
+
+def _run_faults(backend, cases):
+    proc = subprocess.run([sys.executable, str(HERE / "isolation_faults.py"), backend, *cases],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"the process died ({proc.returncode}):\n{proc.stderr[-3000:]}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def emu_faults():
+    return _run_faults("emu", list(EMU_FAULTS))
+
+
+@pytest.mark.parametrize("case", list(EMU_FAULTS))
+def test_a_fault_is_a_kernel_error_and_the_next_call_works(emu_faults, case):
+    result = emu_faults[case]
+    assert result["error"] is not None, f"{case}: no error raised"
+    for text in EMU_FAULTS[case]:
+        assert text in result["error"], f"{case}: {text!r} not in:\n{result['error']}"
+    assert result["next_call_ok"]
+
+
+def test_ctrl_c_stops_a_running_kernel_within_a_second(emu_faults):
+    assert emu_faults["ctrl_c"]["seconds"] < 1.0, emu_faults["ctrl_c"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not tm._backend.cuda_device_count(), reason="needs a CUDA device")
+def test_gpu_faults_stay_in_the_worker_and_the_callers_context_works():
+    results = _run_faults("cuda", list(GPU_FAULTS))
+    for case, texts in GPU_FAULTS.items():
+        assert results[case]["error"], case
+        for text in texts:
+            assert text in results[case]["error"], (case, results[case]["error"])
+        assert results[case]["next_call_ok"], case
+
+
+GOOD = tm_source = ("__global__ void k(float *y, int n)\n{\n    int i = blockIdx.x * blockDim.x + "
+                    "threadIdx.x;\n    if (i < n) y[i] = 2.0f * i;\n}\n")
+PRINTS = ("__global__ void hello(float *y)\n{\n    if (threadIdx.x == 1) printf(\"hello %d\\n\", "
+          "blockIdx.x);\n    y[threadIdx.x] = 1.0f;\n}\n")
+
+
+def test_the_worker_is_started_again_after_a_fault():
+    worker = _isolation.worker()
+    good = tm.compile(GOOD, backend="emu")
+    good(1, 32, np.zeros(32, np.float32), 32, backend="emu")
+    pid = worker.pid
+    bad = tm.compile(GOOD.replace("if (i < n) y[i]", "y[i * 1000]"), backend="emu")
+    with pytest.raises(tm.KernelError, match="past the end"):
+        bad(1, 32, np.zeros(32, np.float32), 32, backend="emu")
+    y = np.zeros(32, np.float32)
+    good(1, 32, y, 32, backend="emu")
+    assert worker.pid not in (None, pid) and np.array_equal(y, 2.0 * np.arange(32))
+
+
+def test_printf_reaches_the_caller(capfd):
+    tm.compile(PRINTS, backend="emu")(3, 4, np.zeros(4, np.float32), backend="emu")
+    out = capfd.readouterr().out
+    assert sorted(line for line in out.splitlines() if line.startswith("hello")) == \
+        ["hello 0", "hello 1", "hello 2"], out
+
+
+def test_isolate_false_runs_in_this_process():
+    kernel = tm.compile(GOOD, backend="emu", isolate=False)
+    y = np.zeros(100, np.float32)
+    kernel(1, 128, y, 100, backend="emu")
+    assert np.array_equal(y, 2.0 * np.arange(100))
+
+
+@pytest.mark.parametrize("field, value", [("repeat", 4 * 10**8), ("warmup", 10**7),
+                                          ("repeat", 0), ("timeout", -1)])
+def test_launch_bounds_are_refused(field, value):
+    kernel = tm.compile(GOOD, backend="emu")
+    with pytest.raises(ValueError, match=field):
+        kernel(1, 32, np.zeros(32, np.float32), 32, backend="emu", **{field: value})
+
+
+def test_a_refused_launch_changes_nothing():
+    source = ("__global__ void k(float *y, int n)\n{\n    extern __shared__ float s[];\n"
+              "    s[threadIdx.x] = threadIdx.x;\n    __syncthreads();\n"
+              "    if (threadIdx.x < n) y[threadIdx.x] = s[n - 1 - threadIdx.x];\n}\n")
+    source = source.replace("extern __shared__ float s[];", "TM_DYNAMIC_SHARED(float, s);")
+    kernel = tm.compile(source, backend="emu", isolate=False)
+    with pytest.raises(ValueError, match="shared_bytes"):
+        kernel(1, 32, np.zeros(32, np.float32), 32, shared_bytes=2**32 + 128, backend="emu")
+    y = np.zeros(32, np.float32)
+    kernel(1, 32, y, 32, shared_bytes=64 * 1024, backend="emu")   # above the 48 KiB default
+    assert np.array_equal(y, np.arange(32)[::-1])
+
+
+# ---- the disk cache ------------------------------------------------------------------------
+
+@pytest.fixture
+def cache_folder(tmp_path, monkeypatch):
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("TILEDMM_CACHE_DIR", str(folder))
+    tm.clear_cache()
+    yield folder
+    tm.clear_cache()
+
+
+def _unique(tag):
+    return GOOD.replace("2.0f * i", f"2.0f * i + 0.0f * {time.time_ns() % 1000003}") + f"// {tag}\n"
+
+
+def test_a_world_writable_cache_folder_is_refused_and_a_planted_library_never_loaded(
+        tmp_path, monkeypatch):
+    source = _unique("planted")
+    private = tmp_path / "private"
+    monkeypatch.setenv("TILEDMM_CACHE_DIR", str(private))
+    tm.clear_cache()
+    tm.compile(source, backend="emu")
+    [entry] = [p for p in private.glob("user-*.so")]
+    # another user's folder: world-writable, holding a library under the expected name whose
+    # constructor leaves a mark, with a digest that matches it
+    planted = tmp_path / "shared"
+    planted.mkdir()
+    mark = tmp_path / "PLANTED-CODE-RAN"
+    evil = tmp_path / "evil.c"
+    evil.write_text(f'#include <stdio.h>\n__attribute__((constructor)) static void f(void)\n'
+                    f'{{ FILE *m = fopen("{mark}", "w"); if (m) fclose(m); }}\n'
+                    'int tm_user_launch(void) { return 0; }\n')
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(planted / entry.name), str(evil)],
+                   check=True)
+    _kernel_cache.store_bytes((planted / entry.name).read_bytes(), str(planted / entry.name))
+    os.chmod(planted, 0o777)
+    monkeypatch.setenv("TILEDMM_CACHE_DIR", str(planted))
+    tm.clear_cache()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y = np.zeros(64, np.float32)
+        tm.compile(source, backend="emu")(1, 64, y, 64, backend="emu")
+        tm.compile(source, backend="emu", isolate=False)(1, 64, y, 64, backend="emu")
+    assert not mark.exists()
+    assert np.array_equal(y, 2.0 * np.arange(64))
+    assert any("writable by group or others" in str(w.message) for w in caught), \
+        [str(w.message) for w in caught]
+    tm.clear_cache()
+
+
+def test_a_truncated_entry_is_rebuilt(cache_folder):
+    source = _unique("truncated")
+    tm.compile(source, backend="emu")
+    [entry] = list(cache_folder.glob("user-*.so"))
+    data = entry.read_bytes()
+    entry.write_bytes(data[: len(data) // 3])
+    tm.clear_cache()
+    before = tm.cache_info()["compiled"]
+    y = np.zeros(64, np.float32)
+    tm.compile(source, backend="emu")(1, 64, y, 64, backend="emu")
+    assert tm.cache_info()["compiled"] == before + 1
+    assert np.array_equal(y, 2.0 * np.arange(64))
+    assert entry.read_bytes() != data[: len(data) // 3]
+
+
+def test_an_entry_others_can_write_is_not_loaded(cache_folder):
+    source = _unique("group-writable")
+    tm.compile(source, backend="emu")
+    [entry] = list(cache_folder.glob("user-*.so"))
+    os.chmod(entry, 0o666)
+    tm.clear_cache()
+    before = tm.cache_info()["compiled"]
+    tm.compile(source, backend="emu")
+    assert tm.cache_info()["compiled"] == before + 1
+    assert not stat.S_IMODE(entry.stat().st_mode) & 0o022
+
+
+def test_clearing_the_cache_while_compiling_does_not_break_the_compile(cache_folder):
+    stop, errors = threading.Event(), []
+
+    def clear_again_and_again():
+        while not stop.is_set():
+            tm.clear_cache(disk=True)
+            time.sleep(0.005)
+
+    threading.Thread(target=clear_again_and_again, daemon=True).start()
+    try:
+        for n in range(3):
+            y = np.zeros(64, np.float32)
+            try:
+                tm.compile(_unique(f"cleared {n}"), backend="emu")(1, 64, y, 64, backend="emu")
+                assert np.array_equal(y, 2.0 * np.arange(64))
+            except Exception as exc:   # noqa: BLE001 - the test reports whatever broke
+                errors.append(repr(exc))
+    finally:
+        stop.set()
+    assert not errors, errors
+
+
+def test_the_cache_folder_is_private(cache_folder):
+    tm.compile(_unique("private"), backend="emu")
+    mode = stat.S_IMODE(os.stat(cache_folder).st_mode)
+    assert mode & 0o077 == 0, oct(mode)
