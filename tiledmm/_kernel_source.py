@@ -1,12 +1,21 @@
 """Reading a user kernel's source: its `__global__` signatures and parameters, the text the
-compilers see (tiledmm's prelude, then the user's lines numbered as written), and the errors
-that speak about it.
+compilers see (tiledmm's prelude, the user's defines, then the user's lines numbered as
+written), the compilers' warnings, and the errors that speak about the user's source.
 
-The signature is read with a regular expression over the source with comments and literals
-blanked out; what it cannot read (array or reference parameters, templates) is refused with a
-message naming the parameter and its line.
+Signatures are read by libclang (the `libclang` wheel), a real C++ parser: it expands the
+user's macros and `defines=`, so `float A[N][N]` with `#define N 64` is known to take rows of
+64 floats, and a template kernel named with its arguments (`name="mm<16>"`) is read with
+them substituted. It parses the source as C++ with the CUDA keywords defined as attributes and
+function bodies skipped (a body's errors are the compiler's to report). Where libclang cannot
+be loaded, a regular expression reads the plain signatures (pointers to numbers and numbers)
+and refuses the rest, saying that libclang is needed.
+
+What is checked on the text itself, before any compiler sees it, is what confuses the
+compilers' own messages: braces that never close (the kernel's text ended early), a signature
+with no body, and slide line numbers pasted with the code (`1.` at the start of lines).
 """
 import re
+import warnings
 
 import numpy as np
 
@@ -28,43 +37,120 @@ class KernelError(RuntimeError):
     argument's buffer, abort, a timeout), or the CUDA runtime's error."""
 
 
+class CompileWarning(UserWarning):
+    """A compiler's warning about a user kernel's source (g++ -Wall on emu, NVRTC on cuda),
+    issued through Python's `warnings` with the source's line number: filename 'kernel.cu',
+    `.lineno`. Shown again when the kernel comes from the cache. Silence them with
+    `warnings.simplefilter("ignore", tm.CompileWarning)`."""
 
-_SCALARS = {  # C type -> (struct format, kind)  kind: 'i' integer, 'f' floating
-    "int": ("i", "i"), "signed": ("i", "i"), "signed int": ("i", "i"), "int32_t": ("i", "i"),
-    "unsigned": ("I", "i"), "unsigned int": ("I", "i"), "uint32_t": ("I", "i"),
-    "long": ("q", "i"), "long int": ("q", "i"), "long long": ("q", "i"),
-    "long long int": ("q", "i"), "int64_t": ("q", "i"), "ptrdiff_t": ("q", "i"),
-    "unsigned long": ("Q", "i"), "unsigned long long": ("Q", "i"), "size_t": ("Q", "i"),
-    "uint64_t": ("Q", "i"), "float": ("f", "f"), "double": ("d", "f"),
+
+# ---------------------------------------------------------------------------------------------
+# parameter types
+
+# scalar kinds: C type -> (struct format, kind)   kind: 'i' integer, 'f' floating, 'b' bool
+_SCALARS = {
+    "bool": ("?", "b"), "char": ("b", "i"), "signed char": ("b", "i"), "unsigned char": ("B", "i"),
+    "short": ("h", "i"), "unsigned short": ("H", "i"),
+    "int": ("i", "i"), "unsigned int": ("I", "i"), "long": ("q", "i"), "unsigned long": ("Q", "i"),
+    "long long": ("q", "i"), "unsigned long long": ("Q", "i"),
+    "float": ("f", "f"), "double": ("d", "f"),
 }
-_POINTEES = {  # C type -> NumPy dtype
-    "float": np.float32, "double": np.float64, "int": np.int32, "int32_t": np.int32,
-    "unsigned": np.uint32, "unsigned int": np.uint32, "uint32_t": np.uint32,
-    "long long": np.int64, "int64_t": np.int64, "long": np.int64,
-    "unsigned long long": np.uint64, "uint64_t": np.uint64, "size_t": np.uint64,
-    "char": np.int8, "signed char": np.int8, "unsigned char": np.uint8, "int8_t": np.int8,
-    "uint8_t": np.uint8,
+# element types of pointers and arrays: canonical C type -> NumPy dtype
+_ELEMENTS = {
+    "float": np.float32, "double": np.float64, "char": np.int8, "signed char": np.int8,
+    "unsigned char": np.uint8, "short": np.int16, "unsigned short": np.uint16, "int": np.int32,
+    "unsigned int": np.uint32, "long": np.int64, "unsigned long": np.uint64,
+    "long long": np.int64, "unsigned long long": np.uint64, "bool": np.bool_,
 }
-_QUALIFIERS = {"__restrict__", "__restrict", "restrict", "volatile"}
+_POINTEES = _ELEMENTS   # the name the check-mode code knew
+# CUDA's vector types: name -> (element C type, lanes)
+_VECTOR_BASES = {"char": "signed char", "uchar": "unsigned char", "short": "short",
+                 "ushort": "unsigned short", "int": "int", "uint": "unsigned int",
+                 "long": "long", "ulong": "unsigned long", "longlong": "long long",
+                 "ulonglong": "unsigned long long", "float": "float", "double": "double"}
+_VECTORS = {f"{b}{n}": (c, n) for b, c in _VECTOR_BASES.items() for n in (1, 2, 3, 4)}
+# typedef spellings the regex fallback knows (libclang reads any typedef)
+_TYPEDEFS = {"signed": "int", "signed int": "int", "unsigned": "unsigned int",
+             "long int": "long", "long long int": "long long", "int32_t": "int",
+             "uint32_t": "unsigned int", "int64_t": "long", "uint64_t": "unsigned long",
+             "size_t": "unsigned long", "ptrdiff_t": "long", "int8_t": "signed char",
+             "uint8_t": "unsigned char", "int16_t": "short", "uint16_t": "unsigned short"}
 
 
 class Param:
-    """One kernel parameter: `name`, `ctype` (without qualifiers), `pointer`, `const`."""
+    """One kernel parameter as the launch sees it.
 
-    def __init__(self, name, ctype, pointer, const, span):
-        self.name, self.ctype, self.pointer, self.const, self.span = name, ctype, pointer, const, span
-        self.dtype = np.dtype(_POINTEES[ctype]) if pointer else None
+    kind: 'scalar'   a number (int, float, bool, ...): a Python number
+          'pointer'  T * (T a number type): a 1-D NumPy array of T's dtype
+          'vector'   float4 * and the other CUDA vector types: an array of the element's dtype
+                     whose length is a multiple of the lanes
+          'array'    T A[R][C] / T A[][C] / T (*A)[C] (more dimensions too): a C-contiguous
+                     array whose trailing dimensions are `inner` (here (C,))
+          'rows'     T **: a 2-D array; the kernel gets a table of row pointers built where it
+                     runs
+    name, ctype (the element type: 'float'), const (the elements are const), span (the
+    parameter's characters in the source), decl_text (as written). `pointer` is True for the
+    plain `T *` kind only (what check mode bounds-checks); `takes_array` for every array kind.
+    """
+
+    def __init__(self, name, ctype, pointer, const, span, kind=None, lanes=1, inner=(),
+                 decl_text=None, vector=None):
+        self.name, self.ctype, self.const, self.span = name, ctype, const, span
+        self.kind = kind or ("pointer" if pointer else "scalar")
+        self.lanes, self.inner, self.vector = lanes, tuple(inner), vector
+        self.decl_text = decl_text
+        self.pointer = self.kind == "pointer"
+        self.dtype = np.dtype(_ELEMENTS[ctype]) if self.takes_array else None
+        self.fmt, self.number_kind = _SCALARS.get(ctype, (None, None))
+
+    @property
+    def takes_array(self):
+        return self.kind != "scalar"
 
     @property
     def is_output(self):
-        return self.pointer and not self.const
+        return self.takes_array and not self.const
+
+    def type_text(self):
+        """The parameter's type as C: 'const float *', 'float (*)[64]', 'float **', 'int'."""
+        c = "const " if self.const else ""
+        if self.kind == "scalar":
+            return self.ctype
+        if self.kind == "pointer":
+            return f"{c}{self.ctype} *"
+        if self.kind == "vector":
+            return f"{c}{self.vector} *"
+        if self.kind == "rows":
+            return f"{c}{self.ctype} **"
+        return f"{c}{self.ctype} (*){''.join(f'[{d}]' for d in self.inner)}"
 
     def decl(self):
-        return f"{'const ' if self.const else ''}{self.ctype}{' *' if self.pointer else ' '}{self.name}"
+        t = self.type_text()
+        if self.kind == "array":
+            return t.replace("(*)", f"(*{self.name})")
+        return f"{t}{'' if t.endswith('*') else ' '}{self.name}"
+
+    def wants(self):
+        """What the argument must be, in words (for TypeError messages)."""
+        if self.kind == "scalar":
+            return "a bool" if self.number_kind == "b" else "a number"
+        if self.kind == "vector":
+            return (f"an array of {self.dtype} whose length is a multiple of {self.lanes} "
+                    f"({self.vector} elements)")
+        if self.kind == "array":
+            dims = "x".join(str(d) for d in self.inner)
+            return (f"a {1 + len(self.inner)}-D array of {self.dtype} with rows of {dims} "
+                    f"(shape (n, {', '.join(map(str, self.inner))}))")
+        if self.kind == "rows":
+            return f"a 2-D array of {self.dtype} (the kernel gets a table of row pointers)"
+        return f"an array of {self.dtype}"
 
     def __repr__(self):
         return f"Param({self.decl()!r})"
 
+
+# ---------------------------------------------------------------------------------------------
+# the text itself
 
 def blank_source(source):
     """The source with comments and string/char literals replaced by spaces (newlines kept), so
@@ -93,17 +179,302 @@ def blank_source(source):
     return "".join(out)
 
 
+def _line_col(source, pos):
+    line = source.count("\n", 0, pos) + 1
+    return line, pos - (source.rfind("\n", 0, pos) + 1) + 1
+
+
+# A line that starts with a number and a dot, then a word, a brace or a comment: never C (a
+# floating literal continuing an expression is followed by an operator), always a slide's line
+# number pasted with the code.
+_SLIDE_NUMBER_RE = re.compile(r"^([ \t]*)(\d{1,3})\.[ \t]+(?=[A-Za-z_{}/#])", re.M)
+
+
+def check_text(source):
+    """Raise CompileError for what the compilers would misreport: slide line numbers pasted
+    with the code, and braces or parentheses that never close (the text ended early)."""
+    blank = blank_source(source)
+    numbered = list(_SLIDE_NUMBER_RE.finditer(blank))
+    if numbered:
+        lines = [_line_col(source, m.start())[0] for m in numbered]
+        shown = ", ".join(str(n) for n in lines[:8]) + (", ..." if len(lines) > 8 else "")
+        first = numbered[0]
+        raise CompileError(
+            f"{SOURCE_NAME}:{lines[0]}:{len(first.group(1)) + 1}: the line starts with "
+            f"'{first.group(2)}.': line numbers copied from the slides? Delete the numbers at the "
+            f"start of line{'s' if len(lines) > 1 else ''} {shown} (they are not C).")
+    stack = []
+    for i, c in enumerate(blank):
+        if c in "{(":
+            stack.append(i)
+        elif c in "})":
+            if stack and blank[stack[-1]] == {"}": "{", ")": "("}[c]:
+                stack.pop()
+            elif not stack:
+                line, col = _line_col(source, i)
+                raise CompileError(f"{SOURCE_NAME}:{line}:{col}: this '{c}' closes nothing: "
+                                   f"there are more '{c}' than '{'{' if c == '}' else '('}' "
+                                   "before it")
+            else:
+                break   # mismatched kinds: the compiler says it better
+    if stack and all(blank[k] in "{(" for k in stack):
+        k = stack[-1]
+        line, col = _line_col(source, k)
+        closer = "}" if blank[k] == "{" else ")"
+        raise CompileError(
+            f"{SOURCE_NAME}:{line}:{col}: the '{blank[k]}' here is never closed: the kernel's "
+            f"text ended before its '{closer}' ({len(stack)} unclosed). Was the end of the "
+            "code cut off when copying it?")
+
+
+# ---------------------------------------------------------------------------------------------
+# reading signatures with libclang
+
+_PARSE_PRELUDE = r"""
+#define __global__ __attribute__((annotate("tm_global")))
+#define __device__
+#define __host__
+#define __shared__
+#define __constant__
+#define __managed__
+#define __forceinline__ inline
+#define __noinline__
+#define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
+#define __restrict__ __restrict
+#define __CUDACC__ 1
+#define TM_DYNAMIC_SHARED(type, name) type *name = 0
+typedef decltype(sizeof(0)) size_t;
+typedef long ptrdiff_t;
+typedef signed char int8_t; typedef unsigned char uint8_t;
+typedef short int16_t; typedef unsigned short uint16_t;
+typedef int int32_t; typedef unsigned int uint32_t;
+typedef long int64_t; typedef unsigned long uint64_t;
+typedef unsigned int uint; typedef unsigned short ushort; typedef unsigned char uchar;
+typedef unsigned long ulong;
+""" + "".join(
+    f"struct {name} {{ {c} {', '.join('xyzw'[:n])}; }};\n" for name, (c, n) in _VECTORS.items()
+) + r"""
+struct dim3 { unsigned x, y, z; };
+struct uint3 { unsigned x, y, z; };
+"""
+
+_clang = None       # clang.cindex, or the reason it cannot be used
+
+
+def _cindex():
+    global _clang
+    if _clang is None:
+        try:
+            import clang.cindex as ci
+            ci.Index.create()
+            _clang = ci
+        except Exception as exc:   # not installed, or its library does not load here
+            _clang = f"{type(exc).__name__}: {exc}"
+    return _clang if not isinstance(_clang, str) else None
+
+
+def split_defines(options):
+    """(#define/#undef lines for -D/-U options, the other options). Defines become lines after
+    tiledmm's prelude, so that a student's `-DN=64` cannot reach tiledmm's own headers."""
+    lines, rest, i = [], [], 0
+    options = list(options)
+    while i < len(options):
+        o = options[i]
+        if o in ("-D", "-U") and i + 1 < len(options):
+            o, i = o + options[i + 1], i + 1
+        if o.startswith("-D") and len(o) > 2:
+            name, eq, value = o[2:].partition("=")
+            lines.append(f"#define {name} {value if eq else '1'}")
+        elif o.startswith("-U") and len(o) > 2:
+            lines.append(f"#undef {o[2:]}")
+        else:
+            rest.append(o)
+        i += 1
+    return lines, rest
+
+
+_INCLUDE_RE = re.compile(r"^[ \t]*#[ \t]*include\b.*$", re.M)
+
+
+class KernelDecl:
+    """A `__global__` function found in the source: name, template parameters (text, or None),
+    params (None for a template until instantiated), line, column, has_body."""
+
+    def __init__(self, name, template, params, line, col, has_body):
+        self.name, self.template, self.params = name, template, params
+        self.line, self.col, self.has_body = line, col, has_body
+
+
+def _parse(ci, source, define_lines, probe=""):
+    # #include lines are blanked (same length): the parse needs no headers, and a missing one
+    # would stop it. The prelude gives the CUDA keywords and types a signature may use.
+    text = _INCLUDE_RE.sub(lambda m: " " * len(m.group(0)), source)
+    prelude = _PARSE_PRELUDE + "\n".join(define_lines) + "\n"
+    index = ci.Index.create()
+    opts = (ci.TranslationUnit.PARSE_SKIP_FUNCTION_BODIES |
+            ci.TranslationUnit.PARSE_INCOMPLETE)
+    return index.parse(SOURCE_NAME, args=["-x", "c++", "-std=c++17", "-nostdinc", "-nostdinc++",
+                                          "-include", "/tiledmm-parse/prelude.h"],
+                       unsaved_files=[(SOURCE_NAME, text + "\n" + probe),
+                                      ("/tiledmm-parse/prelude.h", prelude)],
+                       options=opts)
+
+
+def _in_source(cursor):
+    f = cursor.location.file
+    return f is not None and f.name == SOURCE_NAME
+
+
+def _kernel_cursors(ci, cursor):
+    for c in cursor.get_children():
+        if not _in_source(c) and c.kind != ci.CursorKind.LINKAGE_SPEC:
+            continue
+        if c.kind in (ci.CursorKind.LINKAGE_SPEC, ci.CursorKind.UNEXPOSED_DECL):
+            yield from _kernel_cursors(ci, c)
+        elif c.kind in (ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE):
+            if any(a.kind == ci.CursorKind.ANNOTATE_ATTR and a.spelling == "tm_global"
+                   for a in c.get_children()):
+                yield c
+
+
+def _has_body(blank, end_offset):
+    m = re.compile(r"\s*(?:const\b\s*)?(.)", re.S).match(blank, end_offset)
+    return bool(m) and m.group(1) == "{"
+
+
+def read_kernels(source, options=()):
+    """{name: KernelDecl} for every `__global__` function of the source (templates by their
+    name without arguments)."""
+    define_lines, _ = split_defines(options)
+    ci = _cindex()
+    if ci is None:
+        return _read_kernels_regex(source)
+    blank = blank_source(source)
+    tu = _parse(ci, source, define_lines)
+    kernels = {}
+    for c in _kernel_cursors(ci, tu.cursor):
+        parms = [a for a in c.get_children() if a.kind == ci.CursorKind.PARM_DECL]
+        template = None
+        if c.kind == ci.CursorKind.FUNCTION_TEMPLATE:
+            tparams = [a for a in c.get_children() if a.kind in (
+                ci.CursorKind.TEMPLATE_TYPE_PARAMETER, ci.CursorKind.TEMPLATE_NON_TYPE_PARAMETER,
+                ci.CursorKind.TEMPLATE_TEMPLATE_PARAMETER)]
+            template = ", ".join(source[a.extent.start.offset:a.extent.end.offset]
+                                 for a in tparams)
+            params = None
+        else:
+            params = _params(ci, source, c.spelling, parms, list(c.type.argument_types()))
+        has_body = _has_body(blank, c.extent.end.offset)
+        if c.spelling in kernels and kernels[c.spelling].has_body and not has_body:
+            continue   # a declaration before or after the definition
+        kernels[c.spelling] = KernelDecl(c.spelling, template, params, c.location.line,
+                                         c.location.column, has_body)
+    return kernels
+
+
+def instantiate(source, decl, name, options=()):
+    """The parameters of template kernel `decl` instantiated as `name` ("mm<16>")."""
+    ci = _cindex()
+    define_lines, _ = split_defines(options)
+    tu = _parse(ci, source, define_lines, f"auto *tiledmm_probe_ = &{name};\n")
+    probe = None
+    for c in tu.cursor.get_children():
+        if c.kind == ci.CursorKind.VAR_DECL and c.spelling == "tiledmm_probe_":
+            probe = c
+    ftype = probe.type.get_canonical().get_pointee() if probe is not None else None
+    if ftype is None or ftype.kind != ci.TypeKind.FUNCTIONPROTO:
+        errors = [d.spelling for d in tu.diagnostics if d.severity >= 3]
+        raise CompileError(f"{SOURCE_NAME}:{decl.line}:{decl.col}: cannot instantiate kernel "
+                           f"template '{decl.name}' (template <{decl.template}>) as {name!r}"
+                           + (f": {errors[-1]}" if errors else ""))
+    for c in _kernel_cursors(ci, tu.cursor):
+        if c.spelling == decl.name and c.kind == ci.CursorKind.FUNCTION_TEMPLATE:
+            parms = [a for a in c.get_children() if a.kind == ci.CursorKind.PARM_DECL]
+            return _params(ci, source, name, parms, list(ftype.argument_types()))
+    raise CompileError(f"kernel template '{decl.name}' not found")
+
+
+def _number_name(ci, t):
+    """The canonical name of a number type ('float', 'unsigned int'), else None."""
+    k = ci.TypeKind
+    names = {k.BOOL: "bool", k.CHAR_S: "char", k.SCHAR: "signed char", k.CHAR_U: "unsigned char",
+             k.UCHAR: "unsigned char", k.SHORT: "short", k.USHORT: "unsigned short",
+             k.INT: "int", k.UINT: "unsigned int", k.LONG: "long", k.ULONG: "unsigned long",
+             k.LONGLONG: "long long", k.ULONGLONG: "unsigned long long", k.FLOAT: "float",
+             k.DOUBLE: "double"}
+    return names.get(t.get_canonical().kind)
+
+
+def _params(ci, source, kernel, parms, types):
+    out = []
+    for i, (parm, t) in enumerate(zip(parms, types)):
+        start, end = parm.extent.start.offset, parm.extent.end.offset
+        text = " ".join(source[start:end].split())
+        name = parm.spelling or f"arg{i}"
+        where = (f"{SOURCE_NAME}:{parm.extent.start.line}:{parm.extent.start.column}: kernel "
+                 f"'{kernel}', parameter '{text}'")
+        out.append(_classify(ci, t.get_canonical(), name, (start, end), text, where))
+    return out
+
+
+def _classify(ci, t, name, span, text, where):
+    K = ci.TypeKind
+    number = _number_name(ci, t)
+    if number is not None:
+        return Param(name, number, False, False, span, "scalar", decl_text=text)
+    if t.kind in (K.LVALUEREFERENCE, K.RVALUEREFERENCE):
+        raise CompileError(f"{where}: a reference parameter cannot be passed from the host; "
+                           "take a pointer or a value")
+    if t.kind in (K.CONSTANTARRAY, K.INCOMPLETEARRAY):   # not decayed (should not happen)
+        t = t.element_type
+        inner_t = t
+    elif t.kind == K.POINTER:
+        inner_t = t.get_pointee()
+    else:
+        raise CompileError(f"{where}: type '{t.spelling}' is not supported (it cannot be "
+                           "passed from NumPy); use a pointer to numbers (float *, int *, ...), a number, an array "
+                           "(float A[][N]), float ** or a vector pointer (float4 *)")
+    const = inner_t.is_const_qualified()
+    number = _number_name(ci, inner_t)
+    if number is not None:
+        return Param(name, number, True, const, span, "pointer", decl_text=text)
+    if inner_t.kind == K.RECORD:
+        vname = inner_t.get_declaration().spelling
+        if vname in _VECTORS:
+            base, lanes = _VECTORS[vname]
+            return Param(name, base, False, const, span, "vector", lanes=lanes,
+                         decl_text=text, vector=vname)
+    if inner_t.kind == K.CONSTANTARRAY:
+        dims, e = [], inner_t
+        while e.kind == K.CONSTANTARRAY:
+            dims.append(e.get_array_size())
+            e = e.element_type
+        number = _number_name(ci, e)
+        if number is not None:
+            return Param(name, number, False, e.is_const_qualified() or const, span, "array",
+                         inner=dims, decl_text=text)
+    if inner_t.kind == K.POINTER:
+        e = inner_t.get_pointee()
+        number = _number_name(ci, e)
+        if number is not None:
+            return Param(name, number, False, e.is_const_qualified(), span, "rows",
+                         decl_text=text)
+    raise CompileError(f"{where}: type '{t.spelling}' is not supported (it cannot be "
+                       "passed from NumPy); use a pointer to numbers (float *, int *, ...), a number, an array "
+                       "(float A[][N]), float ** or a vector pointer (float4 *)")
+
+
+# ---------------------------------------------------------------------------------------------
+# the regex fallback (no libclang): plain signatures only
+
 _GLOBAL_RE = re.compile(
     r"__global__\s+(?:__launch_bounds__\s*\([^()]*\)\s*)?void\s+"
     r"(?:__launch_bounds__\s*\([^()]*\)\s*)?([A-Za-z_]\w*)\s*\(([^()]*)\)")
+_QUALIFIERS = {"__restrict__", "__restrict", "restrict", "volatile"}
 
 
-def _line_of(source, pos):
-    return source.count("\n", 0, pos) + 1
-
-
-def parse_kernels(source):
-    """{name: [Param, ...]} for every `__global__ void name(...)` in the source."""
+def _read_kernels_regex(source):
     blank = blank_source(source)
     kernels = {}
     for m in _GLOBAL_RE.finditer(blank):
@@ -112,42 +483,161 @@ def parse_kernels(source):
         if params_text.strip() not in ("", "void"):
             pos = start
             for piece in params_text.split(","):
-                params.append(_parse_param(piece, pos, source, name))
+                params.append(_parse_param_regex(piece, pos, source, name))
                 pos += len(piece) + 1
-        kernels[name] = params
+        line, col = _line_col(source, m.start(1))
+        kernels[name] = KernelDecl(name, None, params, line, col, _has_body(blank, m.end()))
     return kernels
 
 
-def _parse_param(text, pos, source, kernel):
-    line = _line_of(source, pos)
+def _parse_param_regex(text, pos, source, kernel):
+    line, col = _line_col(source, pos)
     where = f"{SOURCE_NAME}:{line}: kernel '{kernel}', parameter '{' '.join(text.split())}'"
-    if "=" in text or "[" in text or "&" in text or "<" in text:
-        raise CompileError(f"{where}: tiledmm launches kernels whose parameters are pointers or "
-                           "scalars (no defaults, arrays, references or templates)")
     stars = text.count("*")
-    before, _, after = text.partition("*")
     words = [w for w in re.findall(r"[A-Za-z_]\w*", text.replace("*", " ")) if w not in _QUALIFIERS]
-    if stars > 1 or len(words) < 2:
-        raise CompileError(f"{where}: not a pointer to a number or a number "
-                           "(supported: float*, double*, int*, ... and int, float, ...)")
-    name = words[-1]
-    type_words = [w for w in words[:-1] if w != "const"]
-    ctype = " ".join(type_words)
-    const = "const" in re.findall(r"\w+", before) if stars else False
-    table = _POINTEES if stars else _SCALARS
-    if ctype not in table:
-        raise CompileError(f"{where}: type '{ctype}{' *' if stars else ''}' is not supported; use "
-                           f"one of: {', '.join(sorted(t + (' *' if stars else '') for t in table))}")
-    return Param(name, ctype, bool(stars), const, (pos, pos + len(text)))
+    ctype = " ".join(w for w in words[:-1] if w != "const")
+    ctype = _TYPEDEFS.get(ctype, ctype)
+    if any(c in text for c in "=[&<") or stars > 1 or len(words) < 2 or ctype not in _SCALARS:
+        raise CompileError(f"{where}: this parameter is not supported without libclang (pip install "
+                           f"libclang: {_clang}); without it tiledmm reads only pointers to "
+                           "numbers and numbers")
+    const = bool(stars) and "const" in re.findall(r"\w+", text.partition("*")[0])
+    return Param(words[-1], ctype, bool(stars), const, (pos, pos + len(text)),
+                 decl_text=" ".join(text.split()))
 
 
-def full_source(source, extra=""):
-    return f'#include "tiledmm_kernel.h"\n#line 1 "{SOURCE_NAME}"\n{source}\n{extra}'
+def parse_kernels(source, options=()):
+    """{name: [Param, ...]} for every non-template `__global__` function of the source."""
+    return {n: d.params for n, d in read_kernels(source, options).items() if d.params is not None}
+
+
+def kernel_signature(source, name, options=()):
+    """(name, [Param]) of the kernel to launch: `name` None picks the only one; a template is
+    named with its arguments (name="mm<16>"). Raises CompileError (the text, no kernel, no
+    body) or ValueError (a name not in the source)."""
+    check_text(source)
+    kernels = read_kernels(source, options)
+    if not kernels:
+        raise CompileError("no `__global__ void name(...)` kernel found in the source")
+    base = None if name is None else name.split("<", 1)[0].strip()
+    if name is None:
+        if len(kernels) > 1:
+            raise ValueError(f"the source defines {len(kernels)} kernels "
+                             f"({', '.join(kernels)}): choose one with name=")
+        name = base = next(iter(kernels))
+    if base not in kernels:
+        raise ValueError(f"no kernel named {name!r} in the source; found {', '.join(kernels)}")
+    decl = kernels[base]
+    if not decl.has_body:
+        raise CompileError(f"{SOURCE_NAME}:{decl.line}:{decl.col}: kernel '{base}' is declared "
+                           "but has no body: the signature must be followed by '{ ... }' (was "
+                           "the rest of the code cut off?)")
+    if decl.template is not None:
+        if "<" not in name:
+            raise ValueError(f"kernel '{base}' is a template (template <{decl.template}>): name "
+                             f"it with its arguments, e.g. name=\"{base}<16>\"")
+        name = re.sub(r"\s+", " ", name.strip())
+        return name, instantiate(source, decl, name, options)
+    if "<" in name:
+        raise ValueError(f"kernel '{base}' is not a template: name it {base!r}")
+    return name, decl.params
+
+
+# ---------------------------------------------------------------------------------------------
+# the text the compilers see
+
+_EXTERN_SHARED_RE = re.compile(
+    r"\bextern\s+__shared__\s+((?:__align__\s*\(\s*\w+\s*\)\s*)?)"
+    r"(?P<type>[A-Za-z_][\w\s]*?)\s*(?P<name>[A-Za-z_]\w*)\s*\[\s*\]\s*;")
+
+
+def emu_dialect(source):
+    """The emulator's spelling of nvcc's dialect: `extern __shared__ T name[];` becomes
+    TM_DYNAMIC_SHARED(T, name) in a function and a tm_extern_shared<T> object at namespace
+    scope (both read the launch's dynamic shared memory), on the same line."""
+    blank = blank_source(source)
+    edits = []
+    for m in _EXTERN_SHARED_RE.finditer(blank):
+        ctype = " ".join(m.group("type").split())
+        ctype = " ".join(w for w in ctype.split() if w != "__align__")
+        if re.search(r"[^\w\s]", ctype):
+            continue
+        in_function, opens = False, []
+        for k in range(m.start()):
+            if blank[k] == "{":
+                opens.append(k)
+            elif blank[k] == "}" and opens:
+                opens.pop()
+        if opens:   # inside braces: a function unless the brace opens a namespace
+            head = blank[max(0, opens[-1] - 200):opens[-1]]
+            in_function = not re.search(r"\bnamespace\b[\s\w:]*$", head) and \
+                not re.search(r"extern\s*$", head)
+        name = m.group("name")
+        text = (f"TM_DYNAMIC_SHARED({ctype}, {name});" if in_function
+                else f"static const tm_extern_shared<{ctype}> {name}{{}};")
+        edits.append((m.start(), m.end(), text))
+    out = source
+    for start, end, text in reversed(edits):
+        out = out[:start] + text + out[end:]
+    return out
+
+
+def full_source(source, extra="", defines=(), backend="emu"):
+    """The text compiled: tiledmm's prelude (and on emu its fault report), the user's defines,
+    the user's source numbered as written (kernel.cu), then `extra` (the launcher)."""
+    head = '#include "tiledmm_kernel.h"\n'
+    if backend == "emu":
+        head += '#include "tiledmm_fault.h"\n'
+        source = emu_dialect(source)
+    return (head + "".join(d + "\n" for d in defines) +
+            f'#line 1 "{SOURCE_NAME}"\n{source}\n{extra}')
+
+
+# ---------------------------------------------------------------------------------------------
+# diagnostics
+
+_GCC_DIAG_RE = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?:(?P<col>\d+):)? "
+                          r"(?P<sev>warning|error|note): (?P<msg>.*)$", re.M)
+_NVRTC_DIAG_RE = re.compile(r"^(?P<file>[^(\n]+)\((?P<line>\d+)\): (?P<sev>warning|error)"
+                            r"(?: (?P<num>#\d+-D))?: (?P<msg>.*)$", re.M)
+
+
+def parse_warnings(log, backend):
+    """[(line, column or None, message)] for the compiler's warnings about the user's source
+    (kernel.cu), without those about tiledmm's own text (check mode's rewriting included)."""
+    out = []
+    rx = _GCC_DIAG_RE if backend == "emu" else _NVRTC_DIAG_RE
+    for m in rx.finditer(log or ""):
+        if m.group("sev") != "warning" or m.group("file").strip() != SOURCE_NAME:
+            continue
+        msg = m.group("msg").strip()
+        if re.search(r"\btm_\w+|tiledmm", msg):
+            continue
+        num = m.groupdict().get("num")
+        col = m.groupdict().get("col")
+        item = (int(m.group("line")), int(col) if col else None,
+                f"{msg} ({num})" if num else msg)
+        if item not in out:
+            out.append(item)
+    return out
+
+
+def emit_warnings(items, kernel, backend):
+    """Issue each (line, column, message) as a CompileWarning at kernel.cu:line."""
+    for line, col, msg in items:
+        where = f"{SOURCE_NAME}:{line}:{col}" if col else f"{SOURCE_NAME}:{line}"
+        warnings.warn_explicit(CompileWarning(f"{where}: kernel '{kernel}' ({backend}): {msg}"),
+                               CompileWarning, SOURCE_NAME, line)
 
 
 def compile_error(name, backend, log):
     log = log.strip()
     lines = log.splitlines()
     errors = [ln for ln in lines if "error" in ln]
-    head = errors[0] if errors else (lines[0] if lines else "no diagnostics")
+    own = [ln for ln in errors if ln.startswith(SOURCE_NAME)]
+    head = own[0] if own else errors[0] if errors else (lines[0] if lines else "no diagnostics")
+    if not own and errors and "tiledmm-launcher" in errors[0] and "expected" in errors[0]:
+        head = (f"the kernel's text does not end where it should (the error shows in the code "
+                f"tiledmm adds after it): check the end of '{name}' for a missing '}}' or ';'"
+                f"\n{head}")
     return CompileError(f"kernel '{name}' does not compile ({backend}): {head}\n\n{log}", log)
