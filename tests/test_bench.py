@@ -142,3 +142,16 @@ def test_cli_demo_on_emu_explains_the_timings(capsys):
     cli.main(["--backend", "emu", "demo", "--size", "40"])
     out = capsys.readouterr().out
     assert cli.EMU_DEMO_NOTE in out and "CPU times" in cli.EMU_DEMO_NOTE
+
+
+def test_readme_bench_command_line_is_accepted(monkeypatch):
+    """README's bench line passes the CLI's checks (with --sizes it names its family)."""
+    import os
+    import re
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "README.md"), encoding="utf-8") as f:
+        line = re.search(r"`python -m tiledmm bench ([^`]*)`", f.read()).group(1)
+    seen = []
+    monkeypatch.setattr(cli, "cmd_bench", seen.append)   # parse and check, do not run
+    assert cli.main(["--backend", "emu", "bench"] + re.sub(r"[\[\]]", "", line).split()) == 0
+    assert seen[0].family == "matmul" and seen[0].sizes == [1024, 4096]
