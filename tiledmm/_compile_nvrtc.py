@@ -12,11 +12,16 @@ from types import SimpleNamespace
 
 from . import _backend
 from . import _kernel_cache as cache
-from ._kernel_source import SOURCE_NAME, compile_error, full_source
+from ._kernel_source import SOURCE_NAME, compile_error, full_source, parse_warnings, split_defines
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 _nvrtc = None
+# Headers a student's kernel may include that NVRTC lacks: the CUDA runtime's (their contents are
+# built into NVRTC or in tiledmm's prelude) and the C headers whose device functions (printf,
+# sqrtf, ...) NVRTC has built in.
+_STAND_INS = ("cuda_runtime.h", "cuda_runtime_api.h", "device_launch_parameters.h", "stdio.h",
+              "cstdio", "math.h", "cmath")
 
 
 def _nvrtc_candidates():
@@ -82,8 +87,10 @@ def compile_cuda(source, name, options):
     major, minor = mod.device_properties()["compute_capability"]
     arch = major * 10 + minor
     version = _nvrtc_version(lib)
-    header = open(os.path.join(HERE, "include", "tiledmm_kernel.h")).read()
-    key = cache.key("cuda", source, name, options, arch, version, header)
+    with open(os.path.join(HERE, "include", "tiledmm_kernel.h")) as f:
+        header = f.read()
+    defines, options = split_defines(options)
+    key = cache.key("cuda", source, name, defines, options, arch, version, header, _STAND_INS)
     path = cache.entry_path(f"user-{key}.bin")
     image, meta_bytes = cache.read_verified(path), cache.read_verified(path[:-4] + ".json")
     if image is not None and meta_bytes is not None:
@@ -95,14 +102,16 @@ def compile_cuda(source, name, options):
             target, cubin = f"--gpu-architecture=sm_{arch}", True
         else:  # this NVRTC predates the device: PTX for the newest it knows, JIT by the driver
             target, cubin = f"--gpu-architecture=compute_{max(a for a in supported if a <= arch)}", False
-        image, lowered, log = _nvrtc_compile(lib, full_source(source), name, header,
+        text = full_source(source, "", defines, "cuda")
+        image, lowered, log = _nvrtc_compile(lib, text, name, header,
                                              [target, "-std=c++17", "-lineinfo", *options], cubin)
         meta = {"lowered": lowered, "log": log}
         cache.store_bytes(image, path)
         cache.store_bytes(json.dumps(meta).encode(), path[:-4] + ".json")
         cache.count("compiled")
     return SimpleNamespace(backend="cuda", key=key, name=name, image=image,
-                           lowered=meta["lowered"], log=meta["log"])
+                           lowered=meta["lowered"], log=meta["log"],
+                           warnings=parse_warnings(meta["log"], "cuda"))
 
 
 def load_cuda(artifact):
@@ -118,10 +127,12 @@ def _nvrtc_compile(lib, text, name, header, options, cubin):
         if rc:
             raise RuntimeError(f"NVRTC {what} failed: {lib.nvrtcGetErrorString(rc).decode()}")
 
-    hdrs = (ctypes.c_char_p * 1)(header.encode())
-    names = (ctypes.c_char_p * 1)(b"tiledmm_kernel.h")
-    check(lib.nvrtcCreateProgram(ctypes.byref(prog), text.encode(), SOURCE_NAME.encode(), 1,
-                                 hdrs, names), "nvrtcCreateProgram")
+    stand_in = b'#pragma once\n#include "tiledmm_kernel.h"\n'
+    hdrs = (ctypes.c_char_p * (1 + len(_STAND_INS)))(header.encode(), *[stand_in] * len(_STAND_INS))
+    names = (ctypes.c_char_p * (1 + len(_STAND_INS)))(b"tiledmm_kernel.h",
+                                                      *[h.encode() for h in _STAND_INS])
+    check(lib.nvrtcCreateProgram(ctypes.byref(prog), text.encode(), SOURCE_NAME.encode(),
+                                 len(names), hdrs, names), "nvrtcCreateProgram")
     try:
         check(lib.nvrtcAddNameExpression(prog, name.encode()), "nvrtcAddNameExpression")
         opts = (ctypes.c_char_p * len(options))(*[o.encode() for o in options])
