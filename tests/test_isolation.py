@@ -48,8 +48,12 @@ GPU_FAULTS = {
 
 
 def _run_faults(backend, cases):
+    # the package this test imported, also where it is built in place rather than installed
+    package_parent = str(Path(tm.__file__).resolve().parents[1])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [package_parent, *filter(None, [os.environ.get("PYTHONPATH")])]))
     proc = subprocess.run([sys.executable, str(HERE / "isolation_faults.py"), backend, *cases],
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, f"the process died ({proc.returncode}):\n{proc.stderr[-3000:]}"
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

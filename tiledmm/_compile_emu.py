@@ -85,20 +85,25 @@ def _launcher(name, params, check):
     """C++ appended to the user's source: an extern "C" function that unpacks the arguments
     csrc/user_kernels.c passes, notes them for the fault report (tiledmm_fault.h) and launches
     the kernel on the emulator."""
-    args, notes = [], []
+    args, notes, bufs = [], [], []
     for i, p in enumerate(params):
         t = f"{'const ' if p.const else ''}{p.ctype}"
         if p.pointer:
             notes.append(f"tm_fault_note_arg({i}, \"{p.name}\", \"{p.ctype}\", *(void **)tm_args_[{i}], "
                          f"tm_sizes_[{i}], sizeof({t}));")
-        if p.pointer and check:
-            args.append(f"tm_checked_ptr<{t}>(*({t} **)tm_args_[{i}], "
-                        f"(long long)(tm_sizes_[{i}] / sizeof({t})), \"{p.name}\")")
+        if p.pointer and check:   # the buffer's report names and write record, for this launch
+            bufs.append(f"tm_check_buf tm_cb{i}_(\"{p.name}\", \"{t} *\", (long long)(tm_sizes_[{i}] / "
+                        f"sizeof({t})), sizeof({t}), {'false' if p.const else 'true'});")
+            args.append(f"tm_checked_ptr<{t}>(*({t} **)tm_args_[{i}], &tm_cb{i}_)")
         elif p.pointer:
             args.append(f"*({t} **)tm_args_[{i}]")
         else:
             args.append(f"*({t} *)tm_args_[{i}]")
-    chk = "\n    tm_check_dyn_bytes = tm_shared_;" if check else ""
+    # check mode: the launch's state lives in this frame (tiledmm_kernel.h, tm_check_launch)
+    chk = "".join("\n    " + d for d in ["tm_check_launch_t tm_check_(tm_shared_);", *bufs]) \
+        if check else ""
+    start = "tm_check_launch(&tm_check_, " if check else "tm_emu_launch("
+    finish = "tm_check_finish(&tm_check_, " if check else "tm_user_finish("
     return f"""
 #line 1 "tiledmm-launcher"
 #include "tiledmm_fault.h"
@@ -113,9 +118,9 @@ extern "C" __attribute__((visibility("default"))) int tm_user_launch(
     tm_emu_set_strict_exit(tm_strict_);{chk}
     if (tm_shared_ > 48 * 1024)
         cudaFuncSetAttribute({name}, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_shared_);
-    cudaError_t tm_err_ = tm_emu_launch({name}, dim3(tm_g_[0], tm_g_[1], tm_g_[2]), dim3(tm_b_[0], tm_b_[1], tm_b_[2]), tm_shared_{''.join(', ' + a for a in args)});
+    cudaError_t tm_err_ = {start}{name}, dim3(tm_g_[0], tm_g_[1], tm_g_[2]), dim3(tm_b_[0], tm_b_[1], tm_b_[2]), tm_shared_{''.join(', ' + a for a in args)});
     fflush(stdout);   // the kernel's printf reaches the caller before the launch returns
-    return tm_user_finish(tm_err_, tm_detail_, tm_detail_size_);
+    return {finish}tm_err_, tm_detail_, tm_detail_size_);
 }}
 """
 

@@ -22,51 +22,66 @@ static __host__ __device__ inline unsigned tm_ceil_div(long long n, long long d)
 
 #if defined(TM_EMU) && defined(TM_CHECK)
 // ---- check mode (emulator only) ----
-// Every pointer parameter of the kernel becomes a tm_checked_ptr<T> that knows the size of the
-// buffer passed for it. Indexing (p[i]), dereferencing (*p, p->) and pointers derived with
-// + - += -= ++ -- stay checked; an access outside the buffer does not touch memory (it reads or
-// writes a scratch value instead), and the first one is recorded with the thread and block that
-// made it. A plain pointer made from it (float *q = p + 1; &p[i]) is no longer checked.
+// The state of a check belongs to one launch (tm_check_launch_t, on the stack of the generated
+// launcher), never to the library: two threads may check the same kernel at once, each with its
+// own verdict. Kernel code finds its launch through tm_check_cur, a per-OS-thread pointer that
+// tm_check_launch sets at the entry of every CUDA thread (an OS thread runs one block, hence one
+// launch, at a time).
+//
+// Every pointer parameter of the kernel becomes a tm_checked_ptr<T> that knows the buffer passed
+// for it. Indexing (p[i]) and dereferencing (*p) give a tm_gl_ref proxy for number types, so that
+// check mode knows whether an element is read or written; pointers derived with + - += -= ++ --,
+// &p[i] and reinterpret_cast<U *>(p) stay checked. An access outside the buffer does not touch
+// memory (a read gives 0, a write is dropped), and it is reported with the thread and block that
+// made it. Writes are recorded per element (tm_gl_cell): two writes of one element by different
+// blocks, or by two threads of a block with no __syncthreads() between them, are a race. A plain
+// pointer made from a checked one (float *q = p + 1; (float (*)[N])p) is no longer checked.
 #include <atomic>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
+#include <string>
 #include <vector>
 
-struct tm_check_state_t {
+struct tm_check_launch_t {
     std::atomic<long long> hits{0};
     std::mutex mu;
-    long long block = -1;   // linear index of the block whose report is kept (the lowest)
+    long long block = -1;   // rank of the report kept: the lowest block involved
     char message[1024] = {0};
+    size_t dyn_bytes;       // the launch's shared_bytes
+    explicit tm_check_launch_t(size_t shared_bytes) : dyn_bytes(shared_bytes) {}
 };
-static tm_check_state_t tm_check_state;
+static thread_local tm_check_launch_t *tm_check_cur = nullptr;
+// The barrier epoch at which the block running on this OS thread started: shared memory whose
+// last write is older was never written by this block.
+static thread_local unsigned long long tm_check_block_epoch = 0;
 
-// Records a problem of the calling CUDA thread: the first one of the lowest block is kept (a
-// block runs on one OS thread in a fixed order, so the report does not depend on timing).
-__attribute__((noinline, format(printf, 1, 2))) static void tm_check_report(const char *fmt, ...)
+static inline long long tm_check_block_linear()
 {
-    tm_check_state.hits.fetch_add(1);
     const uint3 b = tm_emu_tls.block_idx;
     const dim3 g = tm_emu_tls.grid_dim;
-    const long long block = b.x + (long long)g.x * (b.y + (long long)g.y * b.z);
-    std::lock_guard<std::mutex> lock(tm_check_state.mu);
-    if (tm_check_state.block >= 0 && tm_check_state.block <= block) return;
-    tm_check_state.block = block;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(tm_check_state.message, sizeof tm_check_state.message, fmt, ap);
-    va_end(ap);
+    return b.x + (long long)g.x * (b.y + (long long)g.y * b.z);
 }
 
-__attribute__((noinline)) static void tm_check_fail(const char *name, long long index,
-                                                    long long count, bool read_only)
+// Records a problem found by the calling CUDA thread, ranked by `block` (a linear block index):
+// the first report of the lowest block is kept. A block runs on one OS thread in a fixed order,
+// so the report does not depend on how blocks were spread over OS threads.
+__attribute__((noinline, format(printf, 2, 3))) static void tm_check_report_at(long long block,
+                                                                             const char *fmt, ...)
 {
-    const uint3 t = tm_emu_tls.thread_idx, b = tm_emu_tls.block_idx;
-    tm_check_report("out-of-bounds %s %s[%lld] (the buffer passed for '%s' has %lld elements) by "
-                    "thread (%u,%u,%u) of block (%u,%u,%u)",
-                    read_only ? "read of" : "read or write of", name, index, name, count, t.x,
-                    t.y, t.z, b.x, b.y, b.z);
+    tm_check_launch_t *s = tm_check_cur;
+    if (!s) return;
+    s->hits.fetch_add(1);
+    std::lock_guard<std::mutex> lock(s->mu);
+    if (s->block >= 0 && s->block <= block) return;
+    s->block = block;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->message, sizeof s->message, fmt, ap);
+    va_end(ap);
 }
+#define tm_check_report(...) tm_check_report_at(tm_check_block_linear(), __VA_ARGS__)
 
 template <typename T>
 static inline T &tm_check_scratch()
@@ -77,37 +92,21 @@ static inline T &tm_check_scratch()
     return scratch;
 }
 
-// ---- shared memory races (check mode) ----
-// tm.compile rewrites `__shared__ T name[D1][D2]...;` (T a number type) into a tm_sh_array and
-// `__shared__ T name;` into a tm_sh_scalar, on the same line; TM_DYNAMIC_SHARED gives a
-// tm_sh_view over the dynamic buffer. Indexing returns a tm_sh_ref, a proxy that checks the
-// index against the declared extent and records, per element, the last writer and the readers
-// of the current barrier interval. The interval is the emulator's barrier epoch
-// (tm_emu_barrier_epoch), which changes whenever a __syncthreads() of the block completes. In
-// one interval, a read of an element another thread wrote (read after write), a write of an
-// element another thread read (write after read) and a write of a different value over another
-// thread's write (write after write) are races, reported with the element, both threads and
-// the block. Lanes of one warp are ordered by a __syncwarp() they both passed after the first
-// access (counted per thread; full-warp __syncwarp assumed). Atomics and raw pointers taken
-// from a shared array (&s[i], float *p = s) are not tracked. Being a proxy, `auto v = s[i]`
-// reads s[i] when v is used, not at the declaration, and a template helper called with s[i]
-// deduces the proxy type: write `float v = s[i]` or pass `(float)s[i]`.
-struct tm_sh_cell {
-    unsigned long long w_epoch, r_epoch;   // interval of the last write / of the reads
-    int w_tid, r_tid, r_tid2;              // last writer; first reader; another reader or -1
-    int r_warp;                            // the readers' warp, -1 when several warps
-    unsigned w_sync, r_sync;               // __syncwarp counts at the write / latest read
-};
-static size_t tm_check_dyn_bytes;   // the launch's shared_bytes (set by the generated launcher)
-struct tm_sh_meta {
-    const char *name;
-    int ndim;
-    const long long *dims;
-    bool dynamic;   // TM_DYNAMIC_SHARED: dims[0] elements from the launch's shared_bytes
-};
+// The name of an element type in reports (for pointers made with reinterpret_cast).
+template <typename T> struct tm_type_name { static const char *get() { return "element"; } };
+#define TM_TYPE_NAME(T)                                                       \
+    template <> struct tm_type_name<T> { static const char *get() { return #T; } }; \
+    template <> struct tm_type_name<const T> { static const char *get() { return "const " #T; } };
+TM_TYPE_NAME(float) TM_TYPE_NAME(double) TM_TYPE_NAME(int) TM_TYPE_NAME(unsigned)
+TM_TYPE_NAME(char) TM_TYPE_NAME(signed char) TM_TYPE_NAME(unsigned char) TM_TYPE_NAME(short)
+TM_TYPE_NAME(unsigned short) TM_TYPE_NAME(long) TM_TYPE_NAME(unsigned long)
+TM_TYPE_NAME(long long) TM_TYPE_NAME(unsigned long long)
+TM_TYPE_NAME(float2) TM_TYPE_NAME(float3) TM_TYPE_NAME(float4) TM_TYPE_NAME(double2)
+TM_TYPE_NAME(double4) TM_TYPE_NAME(int2) TM_TYPE_NAME(int4) TM_TYPE_NAME(uint2) TM_TYPE_NAME(uint4)
+#undef TM_TYPE_NAME
 
 // __syncwarp() calls each thread passed in the current barrier interval (per OS thread: the
-// block running on it).
+// block running on it). Lanes of one warp are ordered by a __syncwarp() they both passed.
 struct tm_sw_t {
     unsigned long long epoch;
     unsigned count;
@@ -131,12 +130,150 @@ static inline void tm_check_syncwarp(unsigned mask = 0xffffffffu, const char *fi
 }
 #define __syncwarp tm_check_syncwarp
 
-static inline void tm_sh_thread_str(char *buf, size_t n, int t)
+static inline void tm_check_thread_str(char *buf, size_t n, long long t)
 {
     const dim3 d = tm_emu_tls.block_dim;
-    snprintf(buf, n, "(%u,%u,%u)", (unsigned)t % d.x, ((unsigned)t / d.x) % d.y,
-             (unsigned)t / (d.x * d.y));
+    snprintf(buf, n, "(%u,%u,%u)", (unsigned)(t % d.x), (unsigned)((t / d.x) % d.y),
+             (unsigned)(t / ((long long)d.x * d.y)));
 }
+static inline void tm_check_block_str(char *buf, size_t n, long long b)
+{
+    const dim3 g = tm_emu_tls.grid_dim;
+    snprintf(buf, n, "(%u,%u,%u)", (unsigned)(b % g.x), (unsigned)((b / g.x) % g.y),
+             (unsigned)(b / ((long long)g.x * g.y)));
+}
+
+// ---- global memory: the buffers of one launch ----
+// One element's last write in this launch: `owner` is 1 + the linear index of the block that
+// wrote it (0: not written yet); `info` packs that write's thread (bits 0-15), its __syncwarp
+// count (16-31) and the low 32 bits of its barrier epoch (32-63). Atomics, because blocks run in
+// parallel: two blocks writing one element always find each other.
+struct tm_gl_cell {
+    std::atomic<unsigned long long> owner, info;
+};
+
+// A pointer argument of one launch: what reports say about it, and its write record.
+struct tm_check_buf {
+    const char *name, *type;   // the parameter as the student declared it: "C", "float *"
+    long long count;           // elements of the buffer passed
+    size_t elem_size;
+    tm_gl_cell *cells;         // one per element for non-const pointers (null: not recorded)
+
+    tm_check_buf(const char *n, const char *t, long long c, size_t es, bool record)
+        : name(n), type(t), count(c), elem_size(es),
+          // calloc: the pages of a large buffer cost nothing until an element is written
+          cells(record && c > 0 ? static_cast<tm_gl_cell *>(calloc((size_t)c, sizeof(tm_gl_cell)))
+                                : nullptr) {}
+    ~tm_check_buf() { free(cells); }
+    tm_check_buf(const tm_check_buf &) = delete;
+    tm_check_buf &operator=(const tm_check_buf &) = delete;
+};
+
+// `what`: "read", "write", "read and write" (+= and the like), "atomic" or "access" (an element
+// of a struct type, reached as a plain reference).
+__attribute__((noinline)) static void tm_check_fail(const tm_check_buf *buf, const char *as,
+                                                    long long index, long long count,
+                                                    const char *what)
+{
+    const uint3 t = tm_emu_tls.thread_idx, b = tm_emu_tls.block_idx;
+    char holds[96];
+    if (as)
+        snprintf(holds, sizeof holds, "holds %lld %s element%s", count, as, count == 1 ? "" : "s");
+    else
+        snprintf(holds, sizeof holds, "has %lld element%s", count, count == 1 ? "" : "s");
+    tm_check_report("out-of-bounds %s of %s[%lld]%s%s (the buffer passed for '%s' (%s) %s) by "
+                    "thread (%u,%u,%u) of block (%u,%u,%u)",
+                    what, buf->name, index, as ? " as " : "", as ? as : "", buf->name, buf->type,
+                    holds, t.x, t.y, t.z, b.x, b.y, b.z);
+}
+
+__attribute__((noinline)) static void tm_gl_race(const tm_check_buf *buf, long long index,
+                                                 long long other_block, long long other_tid)
+{
+    const long long me_block = tm_check_block_linear(), me_tid = tm_emu_tls.linear_tid;
+    char me[48], them[48], mb[48], ob[48];
+    tm_check_thread_str(me, sizeof me, me_tid);
+    tm_check_thread_str(them, sizeof them, other_tid);
+    tm_check_block_str(mb, sizeof mb, me_block);
+    tm_check_block_str(ob, sizeof ob, other_block);
+    if (other_block == me_block) {
+        tm_check_report("global-memory race (write after write) on %s[%lld] (the buffer passed for "
+                        "'%s' (%s)) in block %s: thread %s writes it after thread %s wrote it, "
+                        "with no __syncthreads() between them",
+                        buf->name, index, buf->name, buf->type, mb, me, them);
+        return;
+    }
+    // Two blocks: named in block order, so that the report does not depend on which ran first.
+    const bool first = me_block < other_block;
+    tm_check_report_at(first ? me_block : other_block,
+                       "global-memory race (write after write) on %s[%lld] (the buffer passed for "
+                       "'%s' (%s)): thread %s of block %s and thread %s of block %s both write it; "
+                       "the blocks of a launch are not ordered (give each element one writer, or "
+                       "use an atomic)",
+                       buf->name, index, buf->name, buf->type, first ? me : them, first ? mb : ob,
+                       first ? them : me, first ? ob : mb);
+}
+
+static inline void tm_gl_on_write(const tm_check_buf *buf, long long index)
+{
+    tm_gl_cell &c = buf->cells[index];
+    const unsigned long long me = (unsigned long long)tm_check_block_linear() + 1;
+    const int t = tm_emu_tls.linear_tid;
+    const unsigned long long e = tm_emu_barrier_epoch();
+    const unsigned sw = tm_sw_count(t, e);
+    const unsigned long long info = (unsigned long long)(t & 0xffff) |
+                                    ((unsigned long long)(sw & 0xffff) << 16) | (e << 32);
+    const unsigned long long owner = c.owner.exchange(me, std::memory_order_acq_rel);
+    const unsigned long long prev = c.info.exchange(info, std::memory_order_acq_rel);
+    if (owner == 0) return;   // the first write of this element in this launch
+    const int ptid = (int)(prev & 0xffff);
+    if (owner != me) {
+        tm_gl_race(buf, index, (long long)owner - 1, ptid);
+        return;
+    }
+    const unsigned psw = (unsigned)((prev >> 16) & 0xffff);
+    const bool same_interval = (prev >> 32) == (e & 0xffffffffu);
+    if (same_interval && ptid != t && !((ptid >> 5) == (t >> 5) && sw > psw))
+        tm_gl_race(buf, index, (long long)owner - 1, ptid);
+}
+
+// ---- shared memory ----
+// tm.compile rewrites `__shared__ T name[D1][D2]...;` (T a number type) into a tm_sh_array and
+// `__shared__ T name;` into a tm_sh_scalar, on the same line; TM_DYNAMIC_SHARED (and, inside a
+// function, `extern __shared__ T name[];`) gives a tm_sh_view over the dynamic buffer. Indexing
+// returns a tm_sh_ref, a proxy that checks the index against the declared extent and records,
+// per element, the last writer and the readers of the current barrier interval. The interval is
+// the emulator's barrier epoch (tm_emu_barrier_epoch), which changes whenever a __syncthreads()
+// of the block completes and when a block starts. In one interval, a read of an element another
+// thread wrote (read after write), a write of an element another thread read (write after read)
+// and a write of a different value over another thread's write (write after write) are races,
+// reported with the element, both threads and the block. A read of an element that no thread of
+// the block has written since the block started is reported too (compute-sanitizer's initcheck):
+// its value is whatever an earlier block left. Atomics and raw pointers taken from a shared array
+// (&s[i], float *p = s) are not tracked; once a raw pointer to an array was taken in a block,
+// reads of it are no longer reported as uninitialised in that block (the raw pointer may have
+// written it). Being a proxy, `auto v = s[i]` reads s[i] when v is used, not at the declaration,
+// and a template helper called with s[i] deduces the proxy type: write `float v = s[i]` or pass
+// `(float)s[i]`.
+struct tm_sh_cell {
+    unsigned long long w_epoch, r_epoch;   // interval of the last write / of the reads
+    int w_tid, r_tid, r_tid2;              // last writer; first reader; another reader or -1
+    int r_warp;                            // the readers' warp, -1 when several warps
+    unsigned w_sync, r_sync;               // __syncwarp counts at the write / latest read
+};
+struct tm_sh_meta {
+    const char *name;
+    int ndim;
+    const long long *dims;
+    bool dynamic;   // dynamic shared memory: dims[0] elements from the launch's shared_bytes
+};
+// Where an out-of-bounds index was met, reported when the element is read or written.
+struct tm_sh_oob {
+    int level;          // the dimension (0-based) whose index was outside it; -1: none
+    long long index;    // that index
+    long long prefix;   // flat offset of the indices before it
+};
+
 static inline void tm_sh_index_str(char *buf, size_t n, const tm_sh_meta *m, long long flat)
 {
     long long idx[8] = {0};
@@ -150,8 +287,8 @@ static inline void tm_sh_index_str(char *buf, size_t n, const tm_sh_meta *m, lon
 static inline void tm_sh_shape_str(char *buf, size_t n, const tm_sh_meta *m)
 {
     if (m->dynamic) {
-        snprintf(buf, n, "TM_DYNAMIC_SHARED %s: %lld elements in shared_bytes=%zu", m->name,
-                 m->dims[0], tm_check_dyn_bytes);
+        snprintf(buf, n, "TM_DYNAMIC_SHARED %s: %lld element%s in shared_bytes=%zu", m->name,
+                 m->dims[0], m->dims[0] == 1 ? "" : "s", tm_check_cur ? tm_check_cur->dyn_bytes : 0);
         return;
     }
     size_t k = (size_t)snprintf(buf, n, "__shared__ %s", m->name);
@@ -160,53 +297,66 @@ static inline void tm_sh_shape_str(char *buf, size_t n, const tm_sh_meta *m)
 
 enum { TM_SH_RAW, TM_SH_WAR, TM_SH_WAW };
 __attribute__((noinline)) static void tm_sh_race(int kind, const tm_sh_meta *m, long long flat,
-                                                 int other, int other2)
+                                                 int other)
 {
     const int t = tm_emu_tls.linear_tid;
     const uint3 b = tm_emu_tls.block_idx;
-    char elem[160], shape[160], me[48], them[48], them2[48];
+    char elem[160], shape[160], me[48], them[48];
     tm_sh_index_str(elem, sizeof elem, m, flat);
     tm_sh_shape_str(shape, sizeof shape, m);
-    tm_sh_thread_str(me, sizeof me, t);
-    tm_sh_thread_str(them, sizeof them, other);
-    if (other2 >= 0) tm_sh_thread_str(them2, sizeof them2, other2);
+    tm_check_thread_str(me, sizeof me, t);
+    tm_check_thread_str(them, sizeof them, other);
     const char *what = kind == TM_SH_RAW ? "read after write"
                        : kind == TM_SH_WAR ? "write after read" : "write after write";
     const char *verb = kind == TM_SH_RAW ? "reads" : "writes";
     const char *past = kind == TM_SH_WAR ? "read" : "wrote";
     tm_check_report("shared-memory race (%s) on %s (%s) in block (%u,%u,%u): thread %s %s it "
-                    "after thread %s%s%s %s it, with no __syncthreads() between them",
-                    what, elem, shape, b.x, b.y, b.z, me, verb, them,
-                    other2 >= 0 ? " and thread " : "", other2 >= 0 ? them2 : "", past);
+                    "after thread %s %s it, with no __syncthreads() between them",
+                    what, elem, shape, b.x, b.y, b.z, me, verb, them, past);
 }
-__attribute__((noinline)) static void tm_sh_out_of_bounds(const tm_sh_meta *m, long long flat,
-                                                          int level, long long i)
+__attribute__((noinline)) static void tm_sh_uninit(const tm_sh_meta *m, long long flat)
+{
+    const uint3 t = tm_emu_tls.thread_idx, b = tm_emu_tls.block_idx;
+    char elem[160], shape[160];
+    tm_sh_index_str(elem, sizeof elem, m, flat);
+    tm_sh_shape_str(shape, sizeof shape, m);
+    tm_check_report("read of uninitialised shared memory: %s (%s) by thread (%u,%u,%u) of block "
+                    "(%u,%u,%u); no thread of this block has written it (it holds whatever an "
+                    "earlier block left there)",
+                    elem, shape, t.x, t.y, t.z, b.x, b.y, b.z);
+}
+__attribute__((noinline)) static void tm_sh_out_of_bounds(const tm_sh_meta *m, const tm_sh_oob &o,
+                                                          const char *what)
 {
     const uint3 t = tm_emu_tls.thread_idx, b = tm_emu_tls.block_idx;
     char elem[160], shape[160];
     long long idx[8] = {0};
-    for (int l = level - 1; l >= 0; --l) {   // the indices before this one
+    for (int l = o.level - 1; l >= 0; --l) {   // the indices before the bad one
         long long stride = 1;
         for (int k = l + 1; k < m->ndim; ++k) stride *= m->dims[k];
-        idx[l] = (flat / stride) % m->dims[l];
+        idx[l] = (o.prefix / stride) % m->dims[l];
     }
     size_t k = (size_t)snprintf(elem, sizeof elem, "%s", m->name);
-    for (int l = 0; l < level && k < sizeof elem; ++l)
+    for (int l = 0; l < o.level && k < sizeof elem; ++l)
         k += (size_t)snprintf(elem + k, sizeof elem - k, "[%lld]", idx[l]);
-    if (k < sizeof elem) snprintf(elem + k, sizeof elem - k, "[%lld]", i);
+    if (k < sizeof elem) snprintf(elem + k, sizeof elem - k, "[%lld]", o.index);
     tm_sh_shape_str(shape, sizeof shape, m);
-    tm_check_report("out-of-bounds access %s of %s (index %lld of dimension %d is outside [0, %lld)) "
+    tm_check_report("out-of-bounds %s %s of %s (index %lld of dimension %d is outside [0, %lld)) "
                     "by thread (%u,%u,%u) of block (%u,%u,%u)",
-                    elem, shape, i, level + 1, m->dims[level], t.x, t.y, t.z, b.x, b.y, b.z);
+                    what, elem, shape, o.index, o.level + 1, m->dims[o.level], t.x, t.y, t.z, b.x,
+                    b.y, b.z);
 }
 
-static inline void tm_sh_on_read(tm_sh_cell &c, const tm_sh_meta *m, long long flat)
+static inline void tm_sh_on_read(tm_sh_cell &c, const tm_sh_meta *m, long long flat,
+                                 unsigned long long escaped)
 {
     const unsigned long long e = tm_emu_barrier_epoch();
     const int t = tm_emu_tls.linear_tid;
     const unsigned sw = tm_sw_count(t, e);
-    if (c.w_epoch == e && c.w_tid != t && !((c.w_tid >> 5) == (t >> 5) && sw > c.w_sync))
-        tm_sh_race(TM_SH_RAW, m, flat, c.w_tid, -1);
+    if (c.w_epoch < tm_check_block_epoch && escaped < tm_check_block_epoch)
+        tm_sh_uninit(m, flat);
+    else if (c.w_epoch == e && c.w_tid != t && !((c.w_tid >> 5) == (t >> 5) && sw > c.w_sync))
+        tm_sh_race(TM_SH_RAW, m, flat, c.w_tid);
     if (c.r_epoch != e) {
         c.r_epoch = e;
         c.r_tid = t;
@@ -225,10 +375,10 @@ static inline void tm_sh_on_write(tm_sh_cell &c, const tm_sh_meta *m, long long 
     const int t = tm_emu_tls.linear_tid;
     const unsigned sw = tm_sw_count(t, e);
     if (c.w_epoch == e && c.w_tid != t && !same && !((c.w_tid >> 5) == (t >> 5) && sw > c.w_sync))
-        tm_sh_race(TM_SH_WAW, m, flat, c.w_tid, -1);
+        tm_sh_race(TM_SH_WAW, m, flat, c.w_tid);
     else if (c.r_epoch == e && (c.r_tid != t || c.r_tid2 >= 0) &&
              !(c.r_warp == (t >> 5) && sw > c.r_sync))
-        tm_sh_race(TM_SH_WAR, m, flat, c.r_tid != t ? c.r_tid : c.r_tid2, -1);
+        tm_sh_race(TM_SH_WAR, m, flat, c.r_tid != t ? c.r_tid : c.r_tid2);
     c.w_epoch = e;
     c.w_tid = t;
     c.w_sync = sw;
@@ -236,9 +386,13 @@ static inline void tm_sh_on_write(tm_sh_cell &c, const tm_sh_meta *m, long long 
 
 template <typename T> struct tm_sh_ref;
 template <typename T, typename Name> struct tm_sh_scalar;
+template <typename T> struct tm_gl_ref;
+template <typename T> struct tm_checked_ptr;
+// Proxies: what indexing a checked array gives. They convert to the element's value.
 template <typename X> struct tm_is_sh : std::false_type {};
 template <typename T> struct tm_is_sh<tm_sh_ref<T>> : std::true_type {};
 template <typename T, typename N> struct tm_is_sh<tm_sh_scalar<T, N>> : std::true_type {};
+template <typename T> struct tm_is_sh<tm_gl_ref<T>> : std::true_type {};
 // The value of a proxy (a checked read), anything else unchanged.
 template <typename X, typename = std::enable_if_t<!tm_is_sh<X>::value>>
 static inline const X &tm_sh_value(const X &x) { return x; }
@@ -246,6 +400,8 @@ template <typename T>
 static inline T tm_sh_value(const tm_sh_ref<T> &r) { return r.get(); }
 template <typename T, typename N>
 static inline T tm_sh_value(const tm_sh_scalar<T, N> &s) { return s.ref().get(); }
+template <typename T>
+static inline typename std::remove_const<T>::type tm_sh_value(const tm_gl_ref<T> &r) { return r.get(); }
 template <typename I>
 struct tm_sh_index_ok
     : std::integral_constant<bool, std::is_integral<I>::value || std::is_enum<I>::value ||
@@ -256,23 +412,31 @@ struct tm_sh_index_ok
     R &operator OP(const U &u) { auto v = get(); v OP tm_sh_value(u); set(v); return *this; }
 
 // One element of a checked shared array; flat < 0 after an out-of-bounds index (reads give
-// T(), writes are dropped).
+// T(), writes are dropped, either is reported).
 template <typename T>
 struct tm_sh_ref {
     T *base;
     tm_sh_cell *cells;
     const tm_sh_meta *meta;
+    unsigned long long *escaped;   // epoch at which a raw pointer to the array was last taken
     long long flat;
+    tm_sh_oob oob;
 
     T get() const
     {
-        if (flat < 0) return T();
-        tm_sh_on_read(cells[flat], meta, flat);
+        if (flat < 0) {
+            tm_sh_out_of_bounds(meta, oob, "read of");
+            return T();
+        }
+        tm_sh_on_read(cells[flat], meta, flat, *escaped);
         return base[flat];
     }
     void set(T v) const
     {
-        if (flat < 0) return;
+        if (flat < 0) {
+            tm_sh_out_of_bounds(meta, oob, "write of");
+            return;
+        }
         tm_sh_on_write(cells[flat], meta, flat, std::memcmp(&base[flat], &v, sizeof(T)) == 0);
         base[flat] = v;
     }
@@ -288,7 +452,15 @@ struct tm_sh_ref {
     tm_sh_ref &operator--() { T v = get(); --v; set(v); return *this; }
     T operator++(int) { T v = get(); T w = v; ++w; set(w); return v; }
     T operator--(int) { T v = get(); T w = v; --w; set(w); return v; }
-    T *operator&() const { return flat < 0 ? &tm_check_scratch<T>() : base + flat; }   // unchecked
+    T *operator&() const   // unchecked from here on
+    {
+        if (flat < 0) {
+            tm_sh_out_of_bounds(meta, oob, "address of");
+            return &tm_check_scratch<T>();
+        }
+        *escaped = tm_emu_barrier_epoch();
+        return base + flat;
+    }
 };
 
 // R dimensions left to index (R == 1: the next index gives an element).
@@ -297,7 +469,9 @@ struct tm_sh_view {
     T *base;
     tm_sh_cell *cells;
     const tm_sh_meta *meta;
+    unsigned long long *escaped;
     long long flat;
+    tm_sh_oob oob;
 
     typedef typename std::conditional<R == 1, tm_sh_ref<T>, tm_sh_view<T, R - 1>>::type Next;
     template <typename I, typename = std::enable_if_t<tm_sh_index_ok<I>::value>>
@@ -307,14 +481,20 @@ struct tm_sh_view {
         const int level = meta->ndim - R;
         long long stride = 1;
         for (int k = level + 1; k < meta->ndim; ++k) stride *= meta->dims[k];
-        if (flat < 0) return Next{base, cells, meta, -1};
-        if (i < 0 || i >= meta->dims[level]) {
-            tm_sh_out_of_bounds(meta, flat, level, i);
-            return Next{base, cells, meta, -1};
-        }
-        return Next{base, cells, meta, flat + i * stride};
+        if (flat < 0) return Next{base, cells, meta, escaped, -1, oob};
+        if (i < 0 || i >= meta->dims[level])
+            return Next{base, cells, meta, escaped, -1, tm_sh_oob{level, i, flat}};
+        return Next{base, cells, meta, escaped, flat + i * stride, oob};
     }
-    operator T *() const { return flat < 0 ? &tm_check_scratch<T>() : base + flat; }   // unchecked
+    operator T *() const   // a row as a raw pointer: unchecked from here on
+    {
+        if (flat < 0) {
+            tm_sh_out_of_bounds(meta, oob, "address of");
+            return &tm_check_scratch<T>();
+        }
+        *escaped = tm_emu_barrier_epoch();
+        return base + flat;
+    }
 };
 
 template <typename T, typename Name, long long... D>
@@ -326,10 +506,18 @@ struct tm_sh_array {
     static_assert(((D > 0) && ...), "shared array extents must be positive");
     T data[size];
     tm_sh_cell cells[size];
+    unsigned long long escaped;
 
     template <typename I, typename = std::enable_if_t<tm_sh_index_ok<I>::value>>
-    auto operator[](const I &i) { return tm_sh_view<T, ndim>{data, cells, &meta, 0}[i]; }
-    operator T *() { return data; }   // unchecked
+    auto operator[](const I &i)
+    {
+        return tm_sh_view<T, ndim>{data, cells, &meta, &escaped, 0, tm_sh_oob{-1, 0, 0}}[i];
+    }
+    operator T *()   // unchecked from here on
+    {
+        escaped = tm_emu_barrier_epoch();
+        return data;
+    }
 };
 
 template <typename T, typename Name>
@@ -338,10 +526,12 @@ struct tm_sh_scalar {
     static constexpr tm_sh_meta meta{Name::name(), 0, dims, false};
     T data;
     tm_sh_cell cell;
+    unsigned long long escaped;
 
     tm_sh_ref<T> ref() const
     {
-        return tm_sh_ref<T>{const_cast<T *>(&data), const_cast<tm_sh_cell *>(&cell), &meta, 0};
+        return tm_sh_ref<T>{const_cast<T *>(&data), const_cast<tm_sh_cell *>(&cell), &meta,
+                            const_cast<unsigned long long *>(&escaped), 0, tm_sh_oob{-1, 0, 0}};
     }
     T get() const { return ref().get(); }
     void set(T v) { ref().set(v); }
@@ -358,30 +548,204 @@ struct tm_sh_scalar {
     tm_sh_scalar &operator--() { --ref(); return *this; }
     T operator++(int) { return ref()++; }
     T operator--(int) { return ref()--; }
-    T *operator&() { return &data; }   // unchecked (atomicAdd(&count, 1))
+    T *operator&() { return &ref(); }   // unchecked (atomicAdd(&count, 1))
 };
-#undef TM_SH_COMPOUND
 
 // Dynamic shared memory: a one-dimensional checked view of the launch's shared_bytes.
+struct tm_sh_dyn_state {
+    std::vector<tm_sh_cell> cells;
+    unsigned long long escaped = 0;
+};
 template <typename T>
 struct tm_sh_dyn {
     long long count;
     tm_sh_meta meta;
     tm_sh_view<T, 1> view;
-    tm_sh_dyn(const char *name, std::vector<tm_sh_cell> &cells)
-        : count((long long)(tm_check_dyn_bytes / sizeof(T))), meta{name, 1, &count, true},
-          view{reinterpret_cast<T *>(tm_emu_dynamic_shared()), nullptr, &meta, 0}
+    tm_sh_dyn(const char *name, tm_sh_dyn_state &st)
+        : count((long long)((tm_check_cur ? tm_check_cur->dyn_bytes : 0) / sizeof(T))),
+          meta{name, 1, &count, true},
+          view{reinterpret_cast<T *>(tm_emu_dynamic_shared()), nullptr, &meta, &st.escaped, 0,
+               tm_sh_oob{-1, 0, 0}}
     {
-        if (cells.size() < (size_t)count) cells.resize((size_t)count);
-        view.cells = cells.data();
+        if (st.cells.size() < (size_t)count) st.cells.resize((size_t)count);
+        view.cells = st.cells.data();
     }
     tm_sh_dyn(const tm_sh_dyn &) = delete;
 };
 #undef TM_DYNAMIC_SHARED
 #define TM_DYNAMIC_SHARED(type, name)                                              \
-    static thread_local std::vector<tm_sh_cell> tm_sh_dyn_cells_##name;            \
-    tm_sh_dyn<type> tm_sh_dyn_##name(#name, tm_sh_dyn_cells_##name);               \
+    static thread_local tm_sh_dyn_state tm_sh_dyn_state_##name;                    \
+    tm_sh_dyn<type> tm_sh_dyn_##name(#name, tm_sh_dyn_state_##name);              \
     const tm_sh_view<type, 1> name = tm_sh_dyn_##name.view
+
+// ---- global memory: the checked pointer and its element proxy ----
+// One element of a checked buffer of a number type. `index` counts elements of T from `base`
+// (the start of the buffer); outside [0, count) nothing is read or written, and the access is
+// reported as a read, a write, or both.
+template <typename T>
+struct tm_gl_ref {
+    typedef typename std::remove_const<T>::type V;
+    T *base;
+    const tm_check_buf *buf;
+    const char *as;      // element type name when the pointer was reinterpret_cast, else null
+    long long index, count;
+
+    bool inside(const char *what) const
+    {
+        if (index >= 0 && index < count) return true;
+        tm_check_fail(buf, as, index, count, what);
+        return false;
+    }
+    V load() const { return base[index]; }
+    void store(V v) const
+    {
+        if (buf->cells && !as) tm_gl_on_write(buf, index);
+        base[index] = v;
+    }
+    V get() const { return inside("read") ? load() : V(); }
+    void set(V v) const
+    {
+        if (inside("write")) store(v);
+    }
+    template <typename F>
+    tm_gl_ref &update(F f)   // +=, ++ ...: one report when outside the buffer
+    {
+        if (inside("read and write")) {
+            V v = load();
+            f(v);
+            store(v);
+        }
+        return *this;
+    }
+    operator V() const { return get(); }
+    tm_gl_ref &operator=(const tm_gl_ref &o) { set(o.get()); return *this; }
+    template <typename U>
+    tm_gl_ref &operator=(const U &u) { set((V)tm_sh_value(u)); return *this; }
+#define TM_GL_COMPOUND(OP)                                                                  \
+    template <typename U>                                                                   \
+    tm_gl_ref &operator OP(const U &u) { auto w = tm_sh_value(u); return update([&](V &v) { v OP w; }); }
+    TM_GL_COMPOUND(+=) TM_GL_COMPOUND(-=) TM_GL_COMPOUND(*=) TM_GL_COMPOUND(/=)
+    TM_GL_COMPOUND(%=) TM_GL_COMPOUND(&=) TM_GL_COMPOUND(|=) TM_GL_COMPOUND(^=)
+    TM_GL_COMPOUND(<<=) TM_GL_COMPOUND(>>=)
+#undef TM_GL_COMPOUND
+    tm_gl_ref &operator++() { return update([](V &v) { ++v; }); }
+    tm_gl_ref &operator--() { return update([](V &v) { --v; }); }
+    V operator++(int) { V old = V(); update([&](V &v) { old = v; ++v; }); return old; }
+    V operator--(int) { V old = V(); update([&](V &v) { old = v; --v; }); return old; }
+    tm_checked_ptr<T> operator&() const { return tm_checked_ptr<T>(base, count, buf, index, as); }
+};
+
+template <typename T>
+struct tm_checked_ptr {
+    T *base;               // the start of the buffer, as T
+    long long count;       // elements of T in it
+    const tm_check_buf *buf;
+    long long offset;      // where this pointer points, in elements of T from base
+    const char *as;        // element type name after a reinterpret_cast, else null
+
+    // Number types get a proxy that tells reads from writes; other types (float4, structs) a
+    // plain reference, checked for the index only.
+    typedef typename std::conditional<std::is_arithmetic<T>::value, tm_gl_ref<T>, T &>::type Ref;
+
+    tm_checked_ptr() : base(nullptr), count(0), buf(nullptr), offset(0), as(nullptr) {}
+    tm_checked_ptr(T *b, const tm_check_buf *cb)
+        : base(b), count(cb->count), buf(cb), offset(0), as(nullptr) {}
+    tm_checked_ptr(T *b, long long n, const tm_check_buf *cb, long long off, const char *a)
+        : base(b), count(n), buf(cb), offset(off), as(a) {}
+    template <typename U, typename = typename std::enable_if<std::is_convertible<U *, T *>::value>::type>
+    tm_checked_ptr(const tm_checked_ptr<U> &o)
+        : base(o.base), count(o.count), buf(o.buf), offset(o.offset), as(o.as) {}
+
+    Ref at(long long i) const
+    {
+        return element(offset + i, std::is_arithmetic<T>());
+    }
+    tm_gl_ref<T> element(long long j, std::true_type) const
+    {
+        return tm_gl_ref<T>{base, buf, as, j, count};
+    }
+    T &element(long long j, std::false_type) const
+    {
+        if (j < 0 || j >= count) {
+            tm_check_fail(buf, as ? as : tm_type_name<T>::get(), j, count, "access");
+            return tm_check_scratch<T>();
+        }
+        return base[j];
+    }
+    template <typename I, typename = typename std::enable_if<std::is_integral<I>::value ||
+                                                              std::is_enum<I>::value>::type>
+    Ref operator[](I i) const { return at((long long)i); }
+    template <typename I, typename = typename std::enable_if<tm_is_sh<I>::value>::type, typename = void>
+    Ref operator[](const I &i) const { return at((long long)tm_sh_value(i)); }   // s[k] as index
+    Ref operator*() const { return at(0); }
+    T *operator->() const
+    {
+        if (offset < 0 || offset >= count) {
+            tm_check_fail(buf, as ? as : tm_type_name<T>::get(), offset, count, "access");
+            return &tm_check_scratch<T>();
+        }
+        return base + offset;
+    }
+    operator T *() const { return base + offset; }   // for helpers taking T*: unchecked there
+    // (float (*)[N])p, (float4 *)p, static_cast<void *>(p): a plain pointer, unchecked from here
+    template <typename U>
+    explicit operator U *() const { return (U *)(base + offset); }
+
+    template <typename I, typename = typename std::enable_if<std::is_integral<I>::value>::type>
+    tm_checked_ptr operator+(I i) const { return tm_checked_ptr(base, count, buf, offset + (long long)i, as); }
+    template <typename I, typename = typename std::enable_if<std::is_integral<I>::value>::type>
+    tm_checked_ptr operator-(I i) const { return tm_checked_ptr(base, count, buf, offset - (long long)i, as); }
+    template <typename I, typename = typename std::enable_if<std::is_integral<I>::value>::type>
+    friend tm_checked_ptr operator+(I i, const tm_checked_ptr &p) { return p + i; }
+    long long operator-(const tm_checked_ptr &o) const { return (base + offset) - (o.base + o.offset); }
+    template <typename I>
+    tm_checked_ptr &operator+=(I i) { offset += (long long)i; return *this; }
+    template <typename I>
+    tm_checked_ptr &operator-=(I i) { offset -= (long long)i; return *this; }
+    tm_checked_ptr &operator++() { ++offset; return *this; }
+    tm_checked_ptr &operator--() { --offset; return *this; }
+    tm_checked_ptr operator++(int) { tm_checked_ptr old = *this; ++offset; return old; }
+    tm_checked_ptr operator--(int) { tm_checked_ptr old = *this; --offset; return old; }
+};
+
+// Check mode rewrites the student's `reinterpret_cast<` into `tm_check_reinterpret<`: a checked
+// pointer reinterpreted as another element type (reinterpret_cast<float4 *>(y)) stays checked,
+// counted in elements of the new type; anything else is a plain reinterpret_cast.
+template <typename P, typename X>
+static inline auto tm_check_reinterpret(X &&x) -> decltype(reinterpret_cast<P>(std::forward<X>(x)))
+{
+    return reinterpret_cast<P>(std::forward<X>(x));
+}
+template <typename P, typename T, typename = std::enable_if_t<std::is_pointer<P>::value>>
+static inline tm_checked_ptr<std::remove_pointer_t<P>> tm_check_reinterpret(const tm_checked_ptr<T> &p)
+{
+    typedef std::remove_pointer_t<P> U;
+    const long long bytes = p.count * (long long)sizeof(T), at = p.offset * (long long)sizeof(T);
+    return tm_checked_ptr<U>(reinterpret_cast<U *>(p.base), bytes / (long long)sizeof(U), p.buf,
+                             at / (long long)sizeof(U), tm_type_name<U>::get());
+}
+template <typename P, typename T, typename = std::enable_if_t<std::is_pointer<P>::value>>
+static inline tm_checked_ptr<std::remove_pointer_t<P>> tm_check_reinterpret(const tm_gl_ref<T> &) = delete;
+
+// Atomics on a checked pointer (atomicAdd(&out[i], v), atomicAdd(out + i, v)): the index is
+// checked; atomics are never races.
+#define TM_CHECK_ATOMIC(FN)                                                                   \
+    template <typename T, typename... A>                                                      \
+    static inline auto FN(const tm_checked_ptr<T> &p, const A &...a)                          \
+        -> decltype(FN(static_cast<T *>(p), tm_sh_value(a)...))                              \
+    {                                                                                         \
+        const long long j = p.offset;                                                         \
+        if (j < 0 || j >= p.count) {                                                          \
+            tm_check_fail(p.buf, p.as, j, p.count, "atomic");                                 \
+            return decltype(FN(static_cast<T *>(p), tm_sh_value(a)...))();                    \
+        }                                                                                     \
+        return FN(p.base + j, tm_sh_value(a)...);                                             \
+    }
+TM_CHECK_ATOMIC(atomicAdd) TM_CHECK_ATOMIC(atomicSub) TM_CHECK_ATOMIC(atomicExch)
+TM_CHECK_ATOMIC(atomicMin) TM_CHECK_ATOMIC(atomicMax) TM_CHECK_ATOMIC(atomicCAS)
+TM_CHECK_ATOMIC(atomicAnd) TM_CHECK_ATOMIC(atomicOr) TM_CHECK_ATOMIC(atomicXor)
+TM_CHECK_ATOMIC(atomicInc) TM_CHECK_ATOMIC(atomicDec)
+#undef TM_CHECK_ATOMIC
 
 // min/max/shuffles/printf with proxies: as with the element's value.
 template <typename A, typename B,
@@ -402,6 +766,14 @@ static inline auto max(const A &a, const B &b) { return max(tm_sh_value(a), tm_s
                        const char *file = __builtin_FILE(), int line = __builtin_LINE())     \
     {                                                                                        \
         return FN(mask, var.get(), a, width, file, line);                                    \
+    }                                                                                        \
+    template <typename T>                                                                    \
+    static inline std::remove_const_t<T> FN(unsigned mask, const tm_gl_ref<T> &var, ARG a,   \
+                                            int width = 32,                                  \
+                                            const char *file = __builtin_FILE(),             \
+                                            int line = __builtin_LINE())                     \
+    {                                                                                        \
+        return FN(mask, var.get(), a, width, file, line);                                    \
     }
 TM_SH_SHFL(__shfl_sync, int)
 TM_SH_SHFL(__shfl_up_sync, unsigned)
@@ -415,78 +787,80 @@ static inline int printf(const char *fmt, const Args &...args)   // printf("%f",
     return std::printf(fmt, tm_sh_value(args)...);
 }
 
-template <typename T>
-struct tm_checked_ptr {
-    T *base;
-    long long count, offset;
-    const char *name;
-
-    tm_checked_ptr() : base(nullptr), count(0), offset(0), name("?") {}
-    tm_checked_ptr(T *b, long long n, const char *nm, long long off = 0)
-        : base(b), count(n), offset(off), name(nm) {}
-    template <typename U, typename = typename std::enable_if<std::is_convertible<U *, T *>::value>::type>
-    tm_checked_ptr(const tm_checked_ptr<U> &o) : base(o.base), count(o.count), offset(o.offset), name(o.name) {}
-
-    T &at(long long i) const
-    {
-        const long long j = offset + i;
-        if (j < 0 || j >= count) {
-            tm_check_fail(name, j, count, std::is_const<T>::value);
-            return tm_check_scratch<T>();
-        }
-        return base[j];
-    }
-    template <typename I, typename = typename std::enable_if<std::is_integral<I>::value>::type>
-    T &operator[](I i) const { return at((long long)i); }
-    template <typename I, typename = typename std::enable_if<tm_is_sh<I>::value>::type, typename = void>
-    T &operator[](const I &i) const { return at((long long)tm_sh_value(i)); }   // s[k] as index
-    T &operator*() const { return at(0); }
-    T *operator->() const { return &at(0); }
-    operator T *() const { return base + offset; }   // for helpers taking T*: unchecked there
-
-    template <typename I, typename = typename std::enable_if<std::is_integral<I>::value>::type>
-    tm_checked_ptr operator+(I i) const { return tm_checked_ptr(base, count, name, offset + (long long)i); }
-    template <typename I, typename = typename std::enable_if<std::is_integral<I>::value>::type>
-    tm_checked_ptr operator-(I i) const { return tm_checked_ptr(base, count, name, offset - (long long)i); }
-    template <typename I, typename = typename std::enable_if<std::is_integral<I>::value>::type>
-    friend tm_checked_ptr operator+(I i, const tm_checked_ptr &p) { return p + i; }
-    long long operator-(const tm_checked_ptr &o) const { return (base + offset) - (o.base + o.offset); }
-    template <typename I>
-    tm_checked_ptr &operator+=(I i) { offset += (long long)i; return *this; }
-    template <typename I>
-    tm_checked_ptr &operator-=(I i) { offset -= (long long)i; return *this; }
-    tm_checked_ptr &operator++() { ++offset; return *this; }
-    tm_checked_ptr &operator--() { --offset; return *this; }
-    tm_checked_ptr operator++(int) { tm_checked_ptr old = *this; ++offset; return old; }
-    tm_checked_ptr operator--(int) { tm_checked_ptr old = *this; --offset; return old; }
-};
+// The launch: like tm_emu_launch (cuda_emu.h), but every CUDA thread first points tm_check_cur
+// at this launch's state and notes the epoch its block started at.
+template <typename... Params, typename... Args>
+static inline cudaError_t tm_check_launch(tm_check_launch_t *state, void (*kernel)(Params...),
+                                          dim3 grid, dim3 block, size_t shared_bytes, Args... args)
+{
+    static_assert(sizeof...(Params) == sizeof...(Args), "kernel argument count mismatch");
+    typedef std::tuple<std::decay_t<Params>...> Tuple;
+    struct Pack {
+        tm_check_launch_t *state;
+        void (*k)(Params...);
+        Tuple a;
+    };
+    Pack pack{state, kernel, Tuple(args...)};
+    return tm_emu::launch(reinterpret_cast<const void *>(kernel),
+                          [](void *p) {
+                              Pack *pk = static_cast<Pack *>(p);
+                              tm_check_cur = pk->state;
+                              // no barrier of the block can open before all its threads started
+                              tm_check_block_epoch = tm_emu_barrier_epoch();
+                              std::apply(pk->k, pk->a);
+                          },
+                          &pack, grid, block, shared_bytes);
+}
 #endif
 
 #ifdef TM_EMU
-// What the generated launcher calls after a launch: the emulator's report of a failed launch,
-// or check mode's first problem: an out-of-bounds access or a shared-memory race (reported as
-// cudaErrorIllegalAddress).
+// What the generated launcher calls after a launch: the emulator's report of a failed launch.
 static inline int tm_user_finish(cudaError_t err, char *detail, size_t detail_size)
 {
     if (err != cudaSuccess) {
         const char *d = tm_emu_last_error_detail();
         snprintf(detail, detail_size, "%s", d ? d : "");
-#ifdef TM_CHECK
-        tm_check_state.hits.store(0);   // the emulator's report wins; start the next one clean
-        tm_check_state.block = -1;
-#endif
         return (int)err;
     }
-#ifdef TM_CHECK
-    const long long hits = tm_check_state.hits.exchange(0);
-    if (hits) {
-        snprintf(detail, detail_size, "tiledmm check: %s%s", tm_check_state.message,
-                 hits > 1 ? " (and more problems after it)" : "");
-        tm_check_state.message[0] = '\0';
-        tm_check_state.block = -1;
-        return (int)cudaErrorIllegalAddress;
-    }
-#endif
     return 0;
+}
+#endif
+
+#if defined(TM_EMU) && defined(TM_CHECK)
+// Reports name the student's types: the emulator names the kernel by its symbol, whose pointer
+// parameters are tm_checked_ptr<float> in check mode; they read as float* (what the symbol says
+// without check mode).
+static inline void tm_check_plain_types(char *text, size_t size)
+{
+    static const std::string key = "tm_checked_ptr<";
+    std::string t(text);
+    for (size_t p; (p = t.find(key)) != std::string::npos;) {
+        size_t q = p + key.size();
+        int depth = 1;
+        for (; q < t.size() && depth; ++q) depth += t[q] == '<' ? 1 : t[q] == '>' ? -1 : 0;
+        if (depth) break;
+        t.replace(p, q - p, t.substr(p + key.size(), q - 1 - p - key.size()) + "*");
+    }
+    snprintf(text, size, "%s", t.c_str());
+}
+
+// After a check-mode launch: the emulator's report of a failed launch wins; else check mode's
+// first problem (an out-of-bounds access, a race, an uninitialised shared read), reported as
+// cudaErrorIllegalAddress.
+static inline int tm_check_finish(tm_check_launch_t *state, cudaError_t err, char *detail,
+                                  size_t detail_size)
+{
+    tm_check_cur = nullptr;   // the state dies with the launcher's frame
+    const int rc = tm_user_finish(err, detail, detail_size);
+    if (rc) {
+        tm_check_plain_types(detail, detail_size);
+        return rc;
+    }
+    const long long hits = state->hits.load();
+    if (!hits) return 0;
+    snprintf(detail, detail_size, "tiledmm check: %s%s", state->message,
+             hits > 1 ? " (and more problems after it)" : "");
+    tm_check_plain_types(detail, detail_size);
+    return (int)cudaErrorIllegalAddress;
 }
 #endif
