@@ -244,3 +244,52 @@ def test_the_cache_folder_is_private(cache_folder):
     tm.compile(_unique("private"), backend="emu")
     mode = stat.S_IMODE(os.stat(cache_folder).st_mode)
     assert mode & 0o077 == 0, oct(mode)
+
+
+# ---- in a notebook kernel ------------------------------------------------------------------
+
+def test_interrupting_a_notebook_kernel_stops_the_user_kernel_and_keeps_the_notebook():
+    """Jupyter's interrupt (SIGINT to the kernel process) during an endless user kernel: the
+    cell ends with KeyboardInterrupt, the notebook's state survives, the next cell works."""
+    jupyter_client = pytest.importorskip("jupyter_client")
+    pytest.importorskip("ipykernel")
+    package_parent = str(Path(tm.__file__).resolve().parents[1])
+    km = jupyter_client.KernelManager(kernel_name="python3")
+    km.start_kernel(env=dict(os.environ, PYTHONPATH=package_parent))
+    client = km.client()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=60)
+
+        def run(code, timeout=120, interrupt_after=None):
+            msg_id = client.execute(code)
+            if interrupt_after is not None:
+                time.sleep(interrupt_after)
+                km.interrupt_kernel()
+            outputs, status = [], None
+            while True:
+                msg = client.get_iopub_msg(timeout=timeout)
+                if msg["parent_header"].get("msg_id") != msg_id:
+                    continue
+                kind, content = msg["msg_type"], msg["content"]
+                if kind == "stream":
+                    outputs.append(content["text"])
+                elif kind == "error":
+                    status = content["ename"]
+                elif kind == "status" and content["execution_state"] == "idle":
+                    return status, "".join(outputs)
+
+        status, _ = run("import numpy as np, tiledmm as tm\nstate = 42\n"
+                        "k = tm.compile('__global__ void spin(float *y) { while (1) {} }', "
+                        "backend='emu')\nprint('compiled')")
+        assert status is None
+        status, _ = run("k(1, 1, np.zeros(1, np.float32), backend='emu', timeout=None)",
+                        interrupt_after=3)
+        assert status == "KeyboardInterrupt"
+        status, out = run("y = np.zeros(8, np.float32)\n"
+                          "tm.compile('__global__ void one(float *y) { y[threadIdx.x] = 1; }', "
+                          "backend='emu')(1, 8, y, backend='emu')\nprint(state, y.sum())")
+        assert status is None and out.split() == ["42", "8.0"], out
+    finally:
+        client.stop_channels()
+        km.shutdown_kernel(now=True)
