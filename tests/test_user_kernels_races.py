@@ -147,7 +147,7 @@ def test_reduction_reading_a_neighbour_without_a_barrier_is_reported(rng):
     tm.testing.assert_sum_close(partial.astype(np.float64).sum(), x)
     # too little dynamic shared memory for the block: the first index past it is reported
     text = _race(good, 4, 256, x, partial, x.size, shared_bytes=128 * 4)
-    assert "out-of-bounds access s[128] of TM_DYNAMIC_SHARED s: 128 elements in " \
+    assert "out-of-bounds write of s[128] of TM_DYNAMIC_SHARED s: 128 elements in " \
            "shared_bytes=512" in text and "thread (128,0,0) of block (0,0,0)" in text, text
 
 
@@ -230,7 +230,7 @@ __global__ void over(float *y)
 """
     kernel = tm.compile(source, backend="emu", check=True)
     text = _race(kernel, 1, (8, 4), np.zeros(36, np.float32))
-    assert re.search(r"out-of-bounds access s\[(\d)\]\[8\] of __shared__ s\[4\]\[8\] .*"
+    assert re.search(r"out-of-bounds read of s\[(\d)\]\[8\] of __shared__ s\[4\]\[8\] .*"
                      r"by thread \(7,\1,0\) of block \(0,0,0\)", text), text
 
 

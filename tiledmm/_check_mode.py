@@ -8,13 +8,28 @@ from ._kernel_source import blank_source
 
 
 def checked_source(source, params):
-    """The source with the kernel's pointer parameters declared as tm_checked_ptr<T> (same
-    lines, so diagnostics keep the user's line numbers)."""
+    """The source with the kernel's pointer parameters declared as tm_checked_ptr<T> and every
+    `reinterpret_cast<` spelled `tm_check_reinterpret<` (a checked pointer reinterpreted as
+    another element type stays checked; anything else is cast as before), on the same lines, so
+    that diagnostics keep the user's line numbers."""
     out = source
     for p in sorted(params, key=lambda p: -p.span[0]):
         if p.pointer:
             t = f"{'const ' if p.const else ''}{p.ctype}"
             out = out[:p.span[0]] + f" tm_checked_ptr<{t}> {p.name}" + out[p.span[1]:]
+    return checked_casts(out)
+
+
+_REINTERPRET_RE = re.compile(r"(?<![\w])reinterpret_cast(?=\s*<)")
+
+
+def checked_casts(source):
+    """`reinterpret_cast<` (outside comments and literals) becomes `tm_check_reinterpret<`
+    (tiledmm_kernel.h): the same cast, except that a checked pointer stays checked."""
+    blank = blank_source(source)
+    out = source
+    for m in reversed(list(_REINTERPRET_RE.finditer(blank))):
+        out = out[:m.start()] + "tm_check_reinterpret" + out[m.end():]
     return out
 
 
