@@ -38,11 +38,7 @@
 #include <sanitizer/common_interface_defs.h>
 #endif
 
-#if defined(__x86_64__) && !defined(TM_EMU_FORCE_UCONTEXT)
-#define TM_EMU_ASM_SWITCH 1
-#else
-#include <ucontext.h>
-#endif
+#include "fiber_switch.h"   // FiberContext, context_make, context_switch: one file per architecture
 
 __thread tm_emu_tls_t tm_emu_tls = {uint3{0, 0, 0}, uint3{0, 0, 0}, dim3(1, 1, 1), dim3(1, 1, 1), 0, nullptr};
 
@@ -51,77 +47,13 @@ __thread tm_emu_tls_t tm_emu_tls = {uint3{0, 0, 0}, uint3{0, 0, 0}, dim3(1, 1, 1
 // two accesses of one block carry the same value exactly when no barrier lies between them.
 static __thread unsigned long long tm_emu_epoch = 1;
 
-#ifdef TM_EMU_ASM_SWITCH
-// void tm_emu_ctx_switch(void **save_sp, void *to_sp): saves the callee-saved registers,
-// mxcsr and the x87 control word on the current stack, stores the stack pointer in *save_sp,
-// and resumes the context whose stack pointer is to_sp. The floating-point control state is
-// reloaded only when it differs from the current one (ldmxcsr/fldcw are slow).
-extern "C" void tm_emu_ctx_switch(void **save_sp, void *to_sp);
-extern "C" void tm_emu_fiber_trampoline(void);
-asm(R"(
-    .text
-    .globl tm_emu_ctx_switch
-    .hidden tm_emu_ctx_switch
-    .type tm_emu_ctx_switch, @function
-    .p2align 4
-tm_emu_ctx_switch:
-    .cfi_startproc
-    endbr64
-    pushq %rbp
-    pushq %rbx
-    pushq %r12
-    pushq %r13
-    pushq %r14
-    pushq %r15
-    subq $8, %rsp
-    movq $0, (%rsp)
-    stmxcsr (%rsp)
-    fnstcw 4(%rsp)
-    movq (%rsp), %rax
-    movq %rsp, (%rdi)
-    movq %rsi, %rsp
-    cmpq (%rsp), %rax
-    je 1f
-    ldmxcsr (%rsp)
-    fldcw 4(%rsp)
-1:
-    addq $8, %rsp
-    popq %r15
-    popq %r14
-    popq %r13
-    popq %r12
-    popq %rbx
-    popq %rbp
-    ret
-    .cfi_endproc
-    .size tm_emu_ctx_switch, .-tm_emu_ctx_switch
-
-    .globl tm_emu_fiber_trampoline
-    .hidden tm_emu_fiber_trampoline
-    .type tm_emu_fiber_trampoline, @function
-    .p2align 4
-tm_emu_fiber_trampoline:
-    .cfi_startproc
-    .cfi_undefined rip
-    endbr64
-    movq %r12, %rdi
-    callq *%rbx
-    ud2
-    .cfi_endproc
-    .size tm_emu_fiber_trampoline, .-tm_emu_fiber_trampoline
-)");
-#endif
-
 namespace tm_emu {
 namespace {
 
 enum State : unsigned char { S_NEW, S_RUN, S_BAR, S_WARP, S_DONE };
 
 struct Fiber {
-    void *sp = nullptr;
-#ifndef TM_EMU_ASM_SWITCH
-    ucontext_t uc;
-#endif
+    FiberContext ctx;
     char *map = nullptr;
     size_t map_size = 0;
     char *lo = nullptr;     // usable stack [lo, lo + size)
@@ -198,10 +130,7 @@ size_t page_size() { static size_t p = (size_t)sysconf(_SC_PAGESIZE); return p; 
 constexpr size_t kGuardBytes = 64 * 1024;
 
 struct Worker {
-    void *sched_sp = nullptr;
-#ifndef TM_EMU_ASM_SWITCH
-    ucontext_t sched_uc;
-#endif
+    FiberContext sched;             // the scheduler's own context while a fiber runs
     Fiber *cur = nullptr;           // the running fiber, nullptr on the scheduler's stack
     Block *b = nullptr;             // the block being run
     std::vector<Fiber *> fibers, free_fibers;
@@ -269,44 +198,15 @@ inline Worker &worker()
 
 void fiber_entry(void *arg);
 
-#ifndef TM_EMU_ASM_SWITCH
-void fiber_entry_uc(unsigned hi, unsigned lo)
-{
-    fiber_entry((void *)(((uintptr_t)hi << 32) | (uintptr_t)lo));
-}
-#endif
-
 // (Re)initialises f so that switching to it calls fiber_entry(f) on a clean stack.
 void fiber_reset(Fiber *f)
 {
 #ifdef TM_EMU_ASAN
     ASAN_UNPOISON_MEMORY_REGION(f->lo, f->size);
 #endif
-#ifdef TM_EMU_ASM_SWITCH
     // Stack tops at the same page offset would all compete for the same L1 cache sets; colour
     // them with a per-fiber offset.
-    uintptr_t top = ((uintptr_t)(f->lo + f->size - f->color)) & ~(uintptr_t)15;
-    uint64_t *s = (uint64_t *)top;
-    unsigned mxcsr = __builtin_ia32_stmxcsr();
-    unsigned short fpcw;
-    __asm__ volatile("fnstcw %0" : "=m"(fpcw));
-    s[-1] = (uint64_t)(uintptr_t)&tm_emu_fiber_trampoline;   // ret target
-    s[-2] = 0;                                              // rbp
-    s[-3] = (uint64_t)(uintptr_t)&fiber_entry;              // rbx: function
-    s[-4] = (uint64_t)(uintptr_t)f;                         // r12: argument
-    s[-5] = 0;                                              // r13
-    s[-6] = 0;                                              // r14
-    s[-7] = 0;                                              // r15
-    s[-8] = (uint64_t)mxcsr | ((uint64_t)fpcw << 32);
-    f->sp = &s[-8];
-#else
-    getcontext(&f->uc);
-    f->uc.uc_stack.ss_sp = f->lo;
-    f->uc.uc_stack.ss_size = f->size;
-    f->uc.uc_link = nullptr;
-    uintptr_t p = (uintptr_t)f;
-    makecontext(&f->uc, (void (*)())fiber_entry_uc, 2, (unsigned)(p >> 32), (unsigned)(p & 0xffffffffu));
-#endif
+    context_make(f->ctx, f->lo, f->size - f->color, fiber_entry, f);
 }
 
 Fiber *fiber_new(Worker &w)
@@ -345,11 +245,7 @@ inline void jump(Worker &w, Fiber *from, Fiber *to)
     __sanitizer_start_switch_fiber(&fake, to ? (const void *)to->lo : w.sched_bottom, to ? to->size : w.sched_size);
 #endif
     w.cur = to;
-#ifdef TM_EMU_ASM_SWITCH
-    tm_emu_ctx_switch(from ? &from->sp : &w.sched_sp, to ? to->sp : w.sched_sp);
-#else
-    swapcontext(from ? &from->uc : &w.sched_uc, to ? &to->uc : &w.sched_uc);
-#endif
+    context_switch(from ? from->ctx : w.sched, to ? to->ctx : w.sched);
 #ifdef TM_EMU_ASAN
     __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #endif
@@ -481,11 +377,14 @@ void fiber_entry(void *arg)
     }
 }
 
-#if !defined(TM_EMU_ASAN) && defined(TM_EMU_ASM_SWITCH)
+#ifndef TM_EMU_ASAN
 // A CUDA thread that overflows its fiber stack faults in the guard region below it. The
 // SIGSEGV handler (on an alternate signal stack) recognises that address, marks the block
 // failed and switches to the worker's scheduler: the launch returns cudaErrorLaunchFailure
-// instead of crashing the process. Other faults go to the previous handler.
+// instead of crashing the process. Every other fault goes to the handler that was installed
+// before this one (a fault reporter, Python's faulthandler) or to the default action, exactly
+// as if this handler did not exist. Works with every switch in fiber_switch.h, the ucontext
+// fallback included. (Under AddressSanitizer, ASan owns SIGSEGV and reports overflows itself.)
 struct sigaction g_prev_segv;
 std::once_flag g_segv_once;
 std::atomic<bool> g_segv_installed{false};
@@ -505,8 +404,8 @@ void segv_handler(int sig, siginfo_t *si, void *uctx)
         sigaddset(&set, SIGSEGV);
         pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
         w->cur = nullptr;
-        void *dead;
-        tm_emu_ctx_switch(&dead, w->sched_sp);   // never returns: the fiber is abandoned
+        FiberContext dead;   // what is saved here is never resumed: the fiber is abandoned
+        context_switch(dead, w->sched);
     }
     // not ours: behave as if we were never here
     if (g_prev_segv.sa_flags & SA_SIGINFO) {
@@ -1063,9 +962,5 @@ extern "C" void tm_emu_set_strict_exit(int strict) { tm_emu::g_strict.store(stri
 
 extern "C" const char *tm_emu_switch_kind(void)
 {
-#ifdef TM_EMU_ASM_SWITCH
-    return "x86-64 asm";
-#else
-    return "ucontext";
-#endif
+    return tm_emu::kSwitchKind;
 }
