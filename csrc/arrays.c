@@ -4,7 +4,8 @@
 #include "glue.h"
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
+
+#include "emu/host_memory.h"
 
 const tm_kernel_spec *tm_find_kernel(const char *name)
 {
@@ -146,16 +147,26 @@ static int parse_params(tm_job *job, const char *fn, PyObject *params)
     return 0;
 }
 
+/* Requests below this are not compared with the memory available now: reading it costs a few
+ * small file reads, and a call this small cannot be what pushes a process over its limit. */
+#define CHECK_AVAILABLE_FROM ((size_t)64 << 20)
+
 /* Refuse, before allocating anything, a call whose host buffers cannot exist: an output with
- * more elements than an array can index (ValueError, as NumPy says), or contiguous copies
- * plus output larger than the machine's physical memory (MemoryError). Without this a
- * zero-stride view of 2^40 elements would be copied until the OS kills the process on
- * machines that overcommit memory. */
-static int check_host_memory(const char *fn, PyArrayObject *arrays[], int n, int typenum,
-                             const npy_intp out_shape[], int out_ndim, int out_on_device)
+ * more elements than an array can index (ValueError, as NumPy says), or new host memory
+ * larger than what the process can get (MemoryError). New host memory is the contiguous copies
+ * of host inputs and the host output, and on the emulator also its "device" buffers (host
+ * memory too) for host inputs and the output; device inputs need none. What the process can
+ * get is host_memory.h's: the limit (physical memory, the cgroup limit of a container or a
+ * JupyterHub pod, TILEDMM_HOST_MEMORY_LIMIT) and, for large calls, the memory available now
+ * (reclaimable cache counted as available). Without this a zero-stride view of 2^40 elements
+ * would be copied until the OS kills the process, since Linux overcommits memory. */
+static int check_host_memory(const char *fn, PyArrayObject *arrays[], const int on_device[],
+                             int n, int typenum, const npy_intp out_shape[], int out_ndim,
+                             int out_on_device)
 {
     const size_t itemsize = typenum == NPY_FLOAT32 ? 4 : 8;
-    size_t out_elements = 1, needed = 0, bytes;
+    size_t out_elements = 1, out_bytes, needed = 0, bytes;
+    char message[1600], why[TM_HM_PATH + 160]; /* PyErr_Format has no %g */
     for (int d = 0; d < out_ndim; ++d)
         if (__builtin_mul_overflow(out_elements, (size_t)out_shape[d], &out_elements) ||
             out_elements > (size_t)NPY_MAX_INTP) {
@@ -163,24 +174,56 @@ static int check_host_memory(const char *fn, PyArrayObject *arrays[], int n, int
                          "array can hold", fn);
             return -1;
         }
-    if (!out_on_device && __builtin_mul_overflow(out_elements, itemsize, &needed)) needed = SIZE_MAX;
+    if (__builtin_mul_overflow(out_elements, itemsize, &out_bytes)) out_bytes = SIZE_MAX;
+#ifdef TM_EMU
+    const int out_buffers = out_on_device ? 1 : 2; /* emulated device buffer, host output */
+    const int in_buffers = 1;                       /* emulated device buffer (+ copy below) */
+#else
+    const int out_buffers = out_on_device ? 0 : 1;
+    const int in_buffers = 0;
+#endif
+    for (int b = 0; b < out_buffers; ++b)
+        if (__builtin_add_overflow(needed, out_bytes, &needed)) needed = SIZE_MAX;
     for (int i = 0; i < n; ++i) {
         PyArrayObject *a = arrays[i];
+        if (on_device[i]) continue; /* a placeholder: nothing is allocated for it */
         const int copied = PyArray_TYPE(a) != typenum || !PyArray_IS_C_CONTIGUOUS(a) ||
                            !PyArray_ISALIGNED(a) || !PyArray_ISNOTSWAPPED(a);
-        if (copied && (__builtin_mul_overflow((size_t)PyArray_SIZE(a), itemsize, &bytes) ||
-                       __builtin_add_overflow(needed, bytes, &needed)))
-            needed = SIZE_MAX;
+        if (__builtin_mul_overflow((size_t)PyArray_SIZE(a), itemsize, &bytes)) bytes = SIZE_MAX;
+        for (int b = 0; b < in_buffers + copied; ++b)
+            if (__builtin_add_overflow(needed, bytes, &needed)) needed = SIZE_MAX;
     }
-    const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
-    const double physical = pages > 0 && page_size > 0 ? (double)pages * page_size : 0.0;
-    if (physical > 0 && (double)needed > physical) {
-        char message[200]; /* PyErr_Format has no %g */
-        snprintf(message, sizeof(message), "%s: this call needs %.3g GB of host memory for "
-                 "contiguous copies and the output; the machine has %.3g GB",
-                 fn, (double)needed / 1e9, physical / 1e9);
+    const tm_host_memory_limits *limits = tm_host_memory_limits_get();
+    if (limits != NULL && limits->limit && needed > limits->limit) {
+        snprintf(message, sizeof(message), "%s: out of memory: this call needs %.3g GB of new "
+                 "host memory (contiguous copies and the output%s); the process can have at "
+                 "most %.3g GB (%s). Use smaller arrays, or inputs already of the call's dtype and "
+                 "C-contiguous (no copies)", fn, (double)needed / 1e9,
+#ifdef TM_EMU
+                 ", and the emulated device's buffers, which are host memory",
+#else
+                 "",
+#endif
+                 (double)limits->limit / 1e9, limits->source);
         PyErr_SetString(PyExc_MemoryError, message);
         return -1;
+    }
+    if (needed >= CHECK_AVAILABLE_FROM) {
+        const unsigned long long available = tm_host_memory_available(why, sizeof(why));
+        if (needed > available) {
+            snprintf(message, sizeof(message), "%s: out of memory: this call needs %.3g GB of "
+                     "new host memory (contiguous copies and the output%s) but only %.3g GB are "
+                     "available now (%s). Free memory (del large arrays, close other "
+                     "notebooks) or use smaller arrays", fn, (double)needed / 1e9,
+#ifdef TM_EMU
+                     ", and the emulated device's buffers, which are host memory",
+#else
+                     "",
+#endif
+                     (double)available / 1e9, why);
+            PyErr_SetString(PyExc_MemoryError, message);
+            return -1;
+        }
     }
     return 0;
 }
@@ -227,7 +270,8 @@ int tm_prepare_job(tm_job *job, const char *fn, PyObject *inputs, PyObject *devi
                   : is_reduce ? shape_reduce(job, arrays, out_shape, &out_ndim)
                               : shape_elementwise(job, fn, arrays, out_shape, &out_ndim))
         goto fail;
-    if (check_host_memory(fn, arrays, n, typenum, out_shape, out_ndim, job->out_on_device) < 0)
+    if (check_host_memory(fn, arrays, job->in_on_device, n, typenum, out_shape, out_ndim,
+                          job->out_on_device) < 0)
         goto fail;
     /* Now the buffers the kernel reads: C-contiguous, aligned, native, of the common type.
      * Device inputs cannot be converted here: they must already be of that type. */

@@ -18,6 +18,7 @@
 #include <unistd.h>
 #ifndef TM_EMU
 #include "staging_pipeline.h"
+#include "emu/host_memory.h"
 #endif
 #ifdef _OPENMP
 #include <omp.h>
@@ -177,12 +178,14 @@ static pinned_block pinned_cache[PINNED_CACHE_BLOCKS];
 static int pinned_cached;
 static size_t pinned_in_use; /* bytes held by arrays and by the cache */
 
+/* A quarter of what the process can ever have (host_memory.h: physical memory, or the cgroup
+ * limit of a container, which may be far lower: pinned pages cannot be reclaimed). */
 static size_t pinned_limit(void)
 {
-    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    const tm_host_memory_limits *limits = tm_host_memory_limits_get();
     const char *env = getenv("TILEDMM_PINNED_MB");
     if (env && *env) return (size_t)strtoull(env, NULL, 10) << 20;
-    return pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 4 : (size_t)1 << 30;
+    return limits != NULL && limits->limit ? (size_t)(limits->limit / 4) : (size_t)1 << 30;
 }
 
 /* A pinned block of at least `bytes` (a cached one of at most twice the size, else a new one);

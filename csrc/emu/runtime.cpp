@@ -2,6 +2,7 @@
 // emulated limit, device properties, events, function attributes and occupancy.
 #include "cuda_emu.h"
 #include "emu_internal.h"
+#include "host_memory.h"
 
 #include <unistd.h>
 
@@ -29,6 +30,10 @@ std::unordered_map<void *, size_t> g_allocs;
 size_t g_mem_used = 0;
 size_t g_mem_limit = 0;
 
+// Allocations below this are not compared with the host memory available now (a few file
+// reads each; allocations this small do not push a process over its limit).
+constexpr size_t kCheckAvailableFrom = (size_t)64 << 20;
+
 size_t mem_limit_locked()
 {
     if (!g_mem_limit) {
@@ -37,8 +42,10 @@ size_t mem_limit_locked()
         if (mb > 0) {
             g_mem_limit = (size_t)mb * 1024 * 1024;
         } else {
-            long pages = sysconf(_SC_PHYS_PAGES), pg = sysconf(_SC_PAGESIZE);
-            g_mem_limit = (pages > 0 && pg > 0) ? (size_t)pages * (size_t)pg / 2 : (size_t)4 << 30;
+            // Half of what the process can ever have: physical memory, or a container's lower
+            // cgroup limit (host_memory.h), since emulated device memory is host memory.
+            const tm_host_memory_limits *host = tm_host_memory_limits_get();
+            g_mem_limit = host && host->limit ? (size_t)(host->limit / 2) : (size_t)4 << 30;
         }
     }
     return g_mem_limit;
@@ -116,6 +123,19 @@ cudaError_t cudaMalloc(void **devPtr, size_t size)
     if (!devPtr) return set_error(cudaErrorInvalidValue, "cudaMalloc: devPtr is NULL");
     *devPtr = nullptr;
     if (size == 0) return cudaSuccess;
+    if (size >= kCheckAvailableFrom) {
+        // Host memory that Linux hands out but cannot back ends with the OOM killer, not
+        // with a failed allocation: refuse what the process cannot get now (host_memory.h).
+        char why[TM_HM_PATH + 160];
+        const unsigned long long available = tm_host_memory_available(why, sizeof why);
+        if (size > available) {
+            char buf[TM_HM_PATH + 400];
+            snprintf(buf, sizeof buf,
+                     "cudaMalloc: %zu bytes requested, but the emulated device's memory is host "
+                     "memory and only %llu bytes are available now (%s)", size, available, why);
+            return set_error(cudaErrorMemoryAllocation, buf);
+        }
+    }
     {
         std::lock_guard<std::mutex> g(g_mem_mu);
         size_t limit = mem_limit_locked();
