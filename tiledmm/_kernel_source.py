@@ -194,7 +194,8 @@ def check_text(source):
     """Raise CompileError for what the compilers would misreport: slide line numbers pasted
     with the code, and braces or parentheses that never close (the text ended early)."""
     blank = blank_source(source)
-    numbered = list(_SLIDE_NUMBER_RE.finditer(blank))
+    numbered = [m for m in _SLIDE_NUMBER_RE.finditer(source)   # not inside a comment
+                if blank[m.start(2)] == source[m.start(2)]]
     if numbered:
         lines = [_line_col(source, m.start())[0] for m in numbered]
         shown = ", ".join(str(n) for n in lines[:8]) + (", ..." if len(lines) > 8 else "")
@@ -518,6 +519,19 @@ def kernel_signature(source, name, options=()):
     check_text(source)
     kernels = read_kernels(source, options)
     if not kernels:
+        blank = blank_source(source)
+        for m in re.finditer(r"__global__\s+void\s+([A-Za-z_]\w*)\s*\(([^()]*)\)", blank):
+            if not _has_body(blank, m.end()):
+                line, col = _line_col(source, m.start(1))
+                raise CompileError(f"{SOURCE_NAME}:{line}:{col}: kernel '{m.group(1)}' has no body: "
+                                   "the signature must be followed by '{ ... }' (was the rest of "
+                                   "the code cut off?)")
+        m = re.search(r"__global__", blank)
+        if m:
+            line, col = _line_col(source, m.start())
+            raise CompileError(f"{SOURCE_NAME}:{line}:{col}: this `__global__` does not start a "
+                               "kernel tiledmm can read (`__global__ void name(parameters) "
+                               "{ ... }`)")
         raise CompileError("no `__global__ void name(...)` kernel found in the source")
     base = None if name is None else name.split("<", 1)[0].strip()
     if name is None:
@@ -617,7 +631,11 @@ def parse_warnings(log, backend):
         col = m.groupdict().get("col")
         item = (int(m.group("line")), int(col) if col else None,
                 f"{msg} ({num})" if num else msg)
-        if item not in out:
+        flag = re.search(r"\[-W[\w-]+\]$", msg)
+        # one warning per place and kind: g++ says both "unused variable" and "defined but not
+        # used" of an unused __shared__ array (a static variable on the emulator)
+        if not any(o[:2] == item[:2] and (o[2] == item[2] or (flag and o[2].endswith(flag.group(0))))
+                   for o in out):
             out.append(item)
     return out
 
