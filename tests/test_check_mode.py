@@ -64,3 +64,379 @@ def test_threads_checking_one_kernel_get_their_own_verdicts():
     assert len(verdicts["buggy"]) == 60
     for text in verdicts["buggy"]:
         assert f"out-of-bounds read of x[{n}]" in text, text
+
+
+# ---- the lectures' kernels ----
+
+# Lecture 002, thread coarsening, as printed: colStart lacks + tx, so both threads of a row
+# write the same element of P and the odd columns are never written.
+MAT_MUL_COARSE = r"""
+#define TILE_WIDTH 2
+#define COARSE_FACTOR 3
+__global__ void matMulCoarse(float *M, float *N, float *P, int width) {
+    __shared__ float Mds[TILE_WIDTH][TILE_WIDTH];
+    __shared__ float Nds[TILE_WIDTH][TILE_WIDTH];
+
+    int bx = blockIdx.x;
+    int by = blockIdx.y;
+    int tx = threadIdx.x;
+    int ty = threadIdx.y;
+
+    // Identify the row and column of the element to work on
+    int row = by * TILE_WIDTH + ty;
+    int colStart = bx * TILE_WIDTH * COARSE_FACTOR;
+
+    // Initialize Pvalue
+    float Pvalue[COARSE_FACTOR];
+    for (int i = 0; i < COARSE_FACTOR; i++) {
+        Pvalue[i] = 0.0f;
+    }
+
+    // Loop over the tiles required to compute the current output value
+    for (int ph = 0; ph < width / TILE_WIDTH; ph++) {
+        Mds[ty][tx] = M[row * width + ph * TILE_WIDTH + tx];
+
+        for (int c = 0; c < COARSE_FACTOR; c++) {
+            int col = colStart + c * TILE_WIDTH;
+
+            Nds[ty][tx] = N[(ph * TILE_WIDTH + ty) * width + col];
+            __syncthreads();
+
+            for (int k = 0; k < TILE_WIDTH; k++) {
+                Pvalue[c] += Mds[ty][k] * Nds[k][tx];
+            }
+            __syncthreads();
+        }
+    }
+
+    for (int c = 0; c < COARSE_FACTOR; c++) {
+        int col = colStart + c * TILE_WIDTH;
+        P[row * width + col] = Pvalue[c];
+    }
+}
+"""
+MAT_MUL_COARSE_FIXED = MAT_MUL_COARSE.replace("bx * TILE_WIDTH * COARSE_FACTOR;",
+                                              "bx * TILE_WIDTH * COARSE_FACTOR + tx;")
+SQUARE_ARGS = lambda A, B, C, M, N, K: (A, B, C, N)   # noqa: E731
+COARSE_GRID = lambda M, N, K: ((N // 6, M // 2), (2, 2))   # noqa: E731
+
+
+def test_mat_mul_coarse_race_is_found_by_check_mode(rng):
+    kernel = tm.compile(MAT_MUL_COARSE, backend="emu", check=True)
+    W = 12
+    A = rng.random((W, W)).astype(np.float32)
+    B = rng.random((W, W)).astype(np.float32)
+    text = _report(kernel, (W // 6, W // 2), (2, 2), A, B, np.zeros((W, W), np.float32), W)
+    assert "global-memory race (write after write) on P[0]" in text, text
+    assert "(the buffer passed for 'P' (float *)) in block (0,0,0)" in text, text
+    assert "thread (1,0,0) writes it after thread (0,0,0) wrote it" in text, text
+    assert "tm_checked_ptr" not in text
+
+
+def test_mat_mul_coarse_unwritten_columns_in_the_checker_report():
+    kernel = tm.compile(MAT_MUL_COARSE, backend="emu")
+    report = tm.check_matmul(kernel, COARSE_GRID, [(12, 12, 12)], args=SQUARE_ARGS, backend="emu")
+    assert not report.all_passed
+    message = report.rows[0]["message"]
+    assert "72 of 144 elements of C never written (first C[0][1])" in message, message
+
+
+def test_mat_mul_coarse_fixed_passes_check_mode_and_the_checker(rng):
+    kernel = tm.compile(MAT_MUL_COARSE_FIXED, backend="emu", check=True)
+    report = tm.check_matmul(kernel, COARSE_GRID, [(12, 12, 12), (24, 24, 24)], args=SQUARE_ARGS,
+                             backend="emu", check=True)
+    report.assert_passed()
+
+
+# Lecture 000's simple kernel, with the 2-D subscripts a student must flatten to compile.
+MATRIX_MUL_SIMPLE = r"""
+__global__ void MatrixMulKernel(float* d_M, float* d_N, float* d_P, int Width)
+{
+    // Calculate the row index of the d_P element and d_M
+    int Row = blockIdx.y*blockDim.y+threadIdx.y;
+    // Calculate the column index of d_P and d_N
+    int Col = blockIdx.x*blockDim.x+threadIdx.x;
+
+    if ((Row < Width) && (Col < Width)) {
+        float Pvalue = 0;
+        // each thread computes one element of the block sub-matrix
+        for (int k = 0; k < Width; ++k) {
+            Pvalue += d_M[Row*Width+k] * d_N[k*Width+Col];
+        }
+        d_P[Row*Width+Col] = Pvalue;
+    }
+}
+"""
+
+
+def test_floor_division_grid_leaves_outputs_never_written():
+    kernel = tm.compile(MATRIX_MUL_SIMPLE, backend="emu", check=True)
+    floor = lambda M, N, K: ((N // 16, M // 16), (16, 16))   # noqa: E731
+    report = tm.check_matmul(kernel, floor, [(32, 32, 32), (40, 40, 40)], args=SQUARE_ARGS,
+                             backend="emu", check=True)
+    assert [r["passed"] for r in report.rows] == [True, False]
+    message = report.rows[1]["message"]
+    assert "576 of 1600 elements of C never written (first C[0][32])" in message, message
+    assert "the elements written are right" in message, message
+    ceil = lambda M, N, K: (((N + 15) // 16, (M + 15) // 16), (16, 16))   # noqa: E731
+    tm.check_matmul(kernel, ceil, [(32, 32, 32), (40, 40, 40)], args=SQUARE_ARGS,
+                    backend="emu", check=True).assert_passed()
+
+
+# Lecture 001's shared-memory reduction (idea 2.3), with the fixes that make it compile:
+# `external` -> `extern`, `d <= 1` -> `d <<= 1`. It is launched once per depth, as the host loop
+# of the notes does (the notes' loop names reduce_2_2 by mistake).
+REDUCE_2_3 = r"""
+__global__ void reduce_2_3(float * A, int length, int depth) {
+    int iters = min(blockDim.x, length/depth);
+    int i = threadIdx.x + blockIdx.x * blockDim.x;
+    extern __shared__ float sh_mem[];
+    int tid = threadIdx.x;
+    if(i < length/depth) { sh_mem[tid] = A[i*depth]; }
+    __syncthreads();
+    for (int d = 1; d < iters; d <<= 1) {
+        if(i < length/(depth) && i % (2*d) == 0) {
+            sh_mem[tid] += sh_mem[tid+d];
+        }
+        __syncthreads();
+    }
+    if(i < length/depth) { A[i*depth] = sh_mem[tid]; }
+}
+"""
+# The same with what a length that is not a multiple of the block needs: the count of elements
+# left rounds up, and threads past it contribute zero.
+REDUCE_2_3_FIXED = REDUCE_2_3.replace(
+    "    int iters = min(blockDim.x, length/depth);",
+    "    int count = (length + depth - 1) / depth;\n    int iters = min(blockDim.x, count);"
+).replace("if(i < length/depth) { sh_mem[tid] = A[i*depth]; }",
+          "sh_mem[tid] = i < count ? A[i*depth] : 0.0f;").replace(
+    "if(i < length/(depth) && i % (2*d) == 0)", "if(i < count && i % (2*d) == 0)").replace(
+    "if(i < length/depth) { A[i*depth]", "if(i < count) { A[i*depth]")
+
+
+def depth_passes(n, block=256):
+    """The notes' host loop: for (d = 1; d < length; d *= blockDim) one launch with depth d."""
+    passes, depth = [], 1
+    while depth < n:
+        passes.append(((n + block - 1) // block, block, block * 4, {"depth": depth}))
+        depth *= block
+    return passes
+
+
+def test_reduce_2_3_reads_shared_memory_no_thread_wrote():
+    kernel = tm.compile(REDUCE_2_3, backend="emu", check=True)
+    report = tm.check_reduce(kernel, depth_passes, [1024, 65536, 1000], backend="emu", check=True)
+    assert [r["passed"] for r in report.rows] == [True, True, False], report
+    message = report.rows[2]["message"]
+    assert "read of uninitialised shared memory: sh_mem[232]" in message, message
+    assert "by thread (224,0,0) of block (3,0,0)" in message, message
+    # without check mode the checker still sees the wrong sum
+    plain = tm.check_reduce(tm.compile(REDUCE_2_3, backend="emu"), depth_passes, [1000],
+                            backend="emu")
+    assert not plain.all_passed and "sum: got" in plain.rows[0]["message"]
+
+
+def test_reduce_2_3_fixed_passes_in_place_with_passes():
+    kernel = tm.compile(REDUCE_2_3_FIXED, backend="emu", check=True)
+    tm.check_reduce(kernel, depth_passes, backend="emu", check=True).assert_passed()
+
+
+# Lecture 001's idea 1 (a kernel per level), with `d <= 1` -> `d <<= 1` in the host loop.
+REDUCE_1 = r"""
+__global__ void reduce_1(float * A, int length,
+                        int d) {
+    int i = threadIdx.x + blockIdx.x * blockDim.x;
+    if(i < length && i % (d << 1) == 0) {
+        A[i] += A[i+d];
+    }
+}
+"""
+
+
+def level_passes(n, block=256):
+    passes, d = [], 1
+    while d < n:
+        passes.append(((n + block - 1) // block, block, {"d": d}))
+        d <<= 1
+    return passes
+
+
+def test_reduce_1_reads_past_the_end_when_length_is_not_a_power_of_two():
+    kernel = tm.compile(REDUCE_1, backend="emu", check=True)
+    report = tm.check_reduce(kernel, level_passes, [1024, 1000], backend="emu", check=True)
+    assert [r["passed"] for r in report.rows] == [True, False], report
+    message = report.rows[1]["message"]
+    assert "out-of-bounds read of A[1000] (the buffer passed for 'A' (float *) has 1000 elements)" \
+        in message, message
+
+
+def test_reduction_grid_that_rounds_down_says_which_elements_were_not_added():
+    source = r"""
+__global__ void partial(const float *x, float *out, int n)
+{
+    __shared__ float s[256];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    s[threadIdx.x] = i < n ? x[i] : 0.0f;
+    __syncthreads();
+    for (int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
+        if (threadIdx.x < stride) s[threadIdx.x] += s[threadIdx.x + stride];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) out[blockIdx.x] = s[0];
+}
+"""
+    kernel = tm.compile(source, backend="emu", check=True)
+    report = tm.check_reduce(kernel, lambda n: (max(1, n // 256), 256), [1000], backend="emu",
+                             check=True)
+    message = report.rows[0]["message"]
+    assert "it is the sum of x[:768]: the last 232 elements (x[768:]) were never added" in message, \
+        message
+    tm.check_reduce(kernel, lambda n: (max(1, (n + 255) // 256), 256), backend="emu",
+                    check=True).assert_passed()
+
+
+def test_in_place_reduction_that_never_writes_a0():
+    source = r"""
+__global__ void lost(float *A, int length)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i == 1) A[1] = A[0] + A[1];
+}
+"""
+    report = tm.check_reduce(tm.compile(source, backend="emu"), lambda n: (1, 32), [10],
+                             backend="emu")
+    assert "A[0] still holds x[0] after 1 pass" in report.rows[0]["message"], report
+
+
+# ---- global-memory write-write races ----
+
+def test_blocks_writing_one_element_race():
+    source = r"""
+__global__ void last(float *out)
+{
+    if (threadIdx.x == 0) out[0] = blockIdx.x;
+}
+"""
+    kernel = tm.compile(source, backend="emu", check=True)
+    text = _report(kernel, 4, 32, np.zeros(1, np.float32))
+    assert "global-memory race (write after write) on out[0]" in text, text
+    assert "thread (0,0,0) of block (0,0,0) and thread (0,0,0) of block (1,0,0) both write it" \
+        in text, text
+    kernel(1, 32, np.zeros(1, np.float32), backend="emu")   # one block: one writer
+
+
+ORDERED = r"""
+__global__ void ordered(float *y)
+{
+    if (threadIdx.x == 0) y[0] = 1.0f;
+    __syncthreads();
+    if (threadIdx.x == 1) y[0] = 2.0f;
+}
+"""
+
+
+def test_writes_ordered_by_a_barrier_pass_and_unordered_ones_race():
+    y = np.zeros(1, np.float32)
+    tm.compile(ORDERED, backend="emu", check=True)(1, 32, y, backend="emu")
+    assert y[0] == 2.0
+    racy = tm.compile(ORDERED.replace("__syncthreads();", ""), backend="emu", check=True)
+    text = _report(racy, 1, 32, np.zeros(1, np.float32))
+    assert "on y[0]" in text and "thread (1,0,0) writes it after thread (0,0,0) wrote it" in text, \
+        text
+
+
+def test_atomics_and_own_rewrites_are_not_races():
+    source = r"""
+__global__ void count(const float *x, float *total, float *y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        y[i] = 0.0f;
+        y[i] += x[i];                     // the same thread again
+        atomicAdd(&total[0], x[i]);       // every block, atomically
+        atomicAdd(total + 1, 1.0f);
+    }
+}
+"""
+    kernel = tm.compile(source, backend="emu", check=True)
+    x = np.ones(1000, np.float32)
+    total, y = np.zeros(2, np.float32), np.zeros(1000, np.float32)
+    kernel(4, 256, x, total, y, 1000, backend="emu")
+    assert total.tolist() == [1000.0, 1000.0] and np.all(y == 1)
+    text = _report(kernel, 4, 256, x, np.zeros(1, np.float32), y, 1000)
+    assert "out-of-bounds atomic of total[1]" in text and "has 1 element)" in text, text
+
+
+# ---- shared memory never written ----
+
+def test_uninitialised_shared_read_and_raw_pointer_writes():
+    source = r"""
+__global__ void neighbour(float *y)
+{
+    __shared__ float s[64];
+    if (threadIdx.x < 32) s[threadIdx.x] = threadIdx.x;
+    __syncthreads();
+    y[threadIdx.x] = s[(threadIdx.x + 1) % 64];
+}
+"""
+    kernel = tm.compile(source, backend="emu", check=True)
+    text = _report(kernel, 1, 64, np.zeros(64, np.float32))
+    assert "read of uninitialised shared memory: s[32] (__shared__ s[64]) by thread (31,0,0)" \
+        in text, text
+    # written through a raw pointer: not tracked, so not reported either
+    raw = source.replace("if (threadIdx.x < 32) s[threadIdx.x] = threadIdx.x;",
+                         "float *p = s; p[threadIdx.x] = threadIdx.x;")
+    y = np.zeros(64, np.float32)
+    tm.compile(raw, backend="emu", check=True)(1, 64, y, backend="emu")
+    assert y.tolist() == [float((i + 1) % 64) for i in range(64)]
+
+
+# ---- casts and the names in reports ----
+
+CASTS = r"""
+#define W 8
+__global__ void casts(const float *x, float *y, float *m, int n4)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float (*rows)[W] = (float (*)[W])m;                      // a C cast: unchecked from here
+    if (i < W) rows[i][i] = 1.0f;
+    const float4 *x4 = reinterpret_cast<const float4 *>(x);   // plain pointer: unchecked
+    if (i < n4) {
+        float4 v = x4[i];
+        v.x *= 2.0f; v.y *= 2.0f; v.z *= 2.0f; v.w *= 2.0f;
+        reinterpret_cast<float4 *>(y)[i] = v;                  // used directly: checked
+    }
+}
+"""
+
+
+def test_casts_of_checked_parameters_compile_and_stay_checked_where_they_can():
+    kernel = tm.compile(CASTS, backend="emu", check=True)
+    x = np.arange(1000, dtype=np.float32)
+    y, m = np.zeros(1000, np.float32), np.zeros((8, 8), np.float32)
+    kernel(4, 64, x, y, m, 250, backend="emu")
+    assert np.array_equal(y, 2 * x) and np.array_equal(m, np.eye(8, dtype=np.float32))
+    text = _report(kernel, 4, 64, x, y, m, 251)
+    assert "out-of-bounds access of y[250] as float4 (the buffer passed for 'y' (float *) holds " \
+           "250 float4 elements) by thread (58,0,0) of block (3,0,0)" in text, text
+
+
+def test_reports_say_read_or_write_and_name_the_students_types():
+    kernel = tm.compile(SCALE, backend="emu", check=True)
+    x = np.ones(1, np.float32)
+    text = _report(kernel, 1, 2, x, np.zeros(2, np.float32), 2.0, 2)
+    assert "out-of-bounds read of x[1] (the buffer passed for 'x' (const float *) has 1 element)" \
+        in text, text
+    text = _report(kernel, 1, 2, np.ones(2, np.float32), np.zeros(1, np.float32), 2.0, 2)
+    assert "out-of-bounds write of y[1] (the buffer passed for 'y' (float *) has 1 element)" \
+        in text, text
+    diverge = tm.compile(r"""
+__global__ void diverge(const float *x, float *y)
+{
+    if (threadIdx.x < 16)
+        __syncthreads();
+    y[threadIdx.x] = x[threadIdx.x];
+}
+""", backend="emu", check=True)
+    text = _report(diverge, 1, 32, np.ones(32, np.float32), np.zeros(32, np.float32))
+    assert "diverge(float const*, float*)" in text and "tm_checked_ptr" not in text, text
