@@ -1,0 +1,2 @@
+__global__ void KernelFunc(float*
+ptr)
