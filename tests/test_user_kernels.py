@@ -123,7 +123,7 @@ def test_signature_problems_are_reported_before_compiling():
     with pytest.raises(tm.CompileError, match="no `__global__"):
         tm.compile("int f(int x) { return x; }", backend="emu")
     with pytest.raises(tm.CompileError, match="not supported"):
-        tm.compile("__global__ void k(float2 *p) {}", backend="emu")
+        tm.compile("struct S { int a; };\n__global__ void k(S *p) {}", backend="emu")
     with pytest.raises(ValueError, match="choose one with name="):
         tm.compile("__global__ void a(int n) {}\n__global__ void b(int n) {}", backend="emu")
 

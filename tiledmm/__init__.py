@@ -16,7 +16,8 @@ from ._device import device_info, mem_info
 from ._device_array import DeviceArray, to_device
 from ._registry import KernelSpec, kernels
 from . import model, occupancy, plot, sweep
-from .user_kernels import CompileError, Kernel, KernelError, cache_info, clear_cache, compile
+from .user_kernels import (CompileError, CompileWarning, Kernel, KernelError, cache_info,
+                           clear_cache, compile)
 from .checker import CheckReport, check_matmul, check_reduce
 
 __version__ = "0.1.0"
@@ -24,5 +25,6 @@ __all__ = ["matmul", "reduce", "vec_add", "mat_add", "kernels", "device_info", "
            "to_device", "DeviceArray",
            "set_backend", "get_backend", "Result", "Timing", "Launch", "KernelSpec",
            "model", "occupancy", "sweep", "plot",
-           "compile", "Kernel", "CompileError", "KernelError", "clear_cache", "cache_info",
+           "compile", "Kernel", "CompileError", "CompileWarning", "KernelError", "clear_cache",
+           "cache_info",
            "check_matmul", "check_reduce", "CheckReport"]

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 from . import _kernel_cache as cache
 from ._check_mode import checked_shared, checked_source
-from ._kernel_source import compile_error, full_source
+from ._kernel_source import compile_error, full_source, parse_warnings, split_defines
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 COMPILE_SECONDS = 300
@@ -22,6 +22,13 @@ COMPILE_SECONDS = 300
 _FLAGS = ["-x", "c++", "-std=c++17", "-O2", "-fPIC", "-fopenmp", "-fstack-clash-protection",
           "-DTM_EMU"]
 _LOCK = threading.Lock()
+# User kernels only: g++ -Wall's warnings about the user's source become tm.CompileWarning;
+# tiledmm's headers are system headers (-isystem), so its prelude adds none. include/user holds
+# the stand-ins for the CUDA toolkit's headers (cuda_runtime.h, ...). No -Wsign-compare:
+# threadIdx and blockDim are unsigned, so `threadIdx.x < n` would warn in nearly every kernel,
+# and nvcc does not warn there.
+_USER_FLAGS = ["-Wall", "-Wno-unknown-pragmas", "-Wno-sign-compare"]
+_DIALECT = 2   # bumped when the text tiledmm makes of a user's source changes (cache key)
 
 
 def _headers():
@@ -88,17 +95,17 @@ def _launcher(name, params, check):
     args, notes, bufs = [], [], []
     for i, p in enumerate(params):
         t = f"{'const ' if p.const else ''}{p.ctype}"
-        if p.pointer:
-            notes.append(f"tm_fault_note_arg({i}, \"{p.name}\", \"{p.ctype}\", *(void **)tm_args_[{i}], "
-                         f"tm_sizes_[{i}], sizeof({t}));")
+        if p.takes_array:   # a rows parameter's buffer is its table of row pointers
+            elem, shown = {"vector": (p.vector, p.vector), "rows": ("void *", f"{p.ctype} *")}.get(
+                p.kind, (p.ctype, p.ctype))
+            notes.append(f"tm_fault_note_arg({i}, \"{p.name}\", \"{shown}\", *(void **)tm_args_[{i}], "
+                         f"tm_sizes_[{i}], sizeof({elem}));")
         if p.pointer and check:   # the buffer's report names and write record, for this launch
             bufs.append(f"tm_check_buf tm_cb{i}_(\"{p.name}\", \"{t} *\", (long long)(tm_sizes_[{i}] / "
                         f"sizeof({t})), sizeof({t}), {'false' if p.const else 'true'});")
             args.append(f"tm_checked_ptr<{t}>(*({t} **)tm_args_[{i}], &tm_cb{i}_)")
-        elif p.pointer:
-            args.append(f"*({t} **)tm_args_[{i}]")
-        else:
-            args.append(f"*({t} *)tm_args_[{i}]")
+        else:   # the kernel's own parameter type (arrays, float4 *, float **, templates)
+            args.append(f"*(std::tuple_element_t<{i}, tm_params_t_> *)tm_args_[{i}]")
     # check mode: the launch's state lives in this frame (tiledmm_kernel.h, tm_check_launch)
     chk = "".join("\n    " + d for d in ["tm_check_launch_t tm_check_(tm_shared_);", *bufs]) \
         if check else ""
@@ -107,6 +114,9 @@ def _launcher(name, params, check):
     return f"""
 #line 1 "tiledmm-launcher"
 #include "tiledmm_fault.h"
+template <typename F> struct tm_params_of_;
+template <typename... P> struct tm_params_of_<void (*)(P...)> {{ typedef std::tuple<P...> type; }};
+typedef tm_params_of_<decltype(&{name})>::type tm_params_t_;
 extern "C" __attribute__((visibility("default"))) int tm_user_launch(
     const unsigned *tm_g_, const unsigned *tm_b_, size_t tm_shared_, void **tm_args_,
     const size_t *tm_sizes_, int tm_threads_, int tm_strict_, char *tm_detail_, size_t tm_detail_size_)
@@ -136,29 +146,41 @@ def compile_emu(source, name, params, options, check):
     Returns an artifact: SimpleNamespace(backend='emu', key, name, path, digest)."""
     includes, rt_sources = _headers()
     user_src = checked_shared(checked_source(source, params)) if check else source
-    key = cache.key("emu", user_src, name, options, check, _cxx(), _FLAGS, prelude_text(),
-                    [os.path.getmtime(p) for p in rt_sources])
+    defines, options = split_defines(options)
+    key = cache.key("emu", user_src, name, defines, options, check, _cxx(), _FLAGS, _USER_FLAGS,
+                    _DIALECT, prelude_text(), [os.path.getmtime(p) for p in rt_sources])
     so = cache.entry_path(f"user-{key}.so")
     digest = cache.verified(so)
+    log = ""
     if digest is not None:
         cache.count("disk_hits")
+        log = (cache.read_verified(so[:-3] + ".log") or b"").decode(errors="replace")
     else:
         rt_objs = _runtime_objects(includes, rt_sources)
-        text = full_source(user_src, _launcher(name, params, check))
+        text = full_source(user_src, _launcher(name, params, check), defines, "emu")
         with tempfile.TemporaryDirectory(dir=os.path.dirname(so), prefix=".build-") as tmp:
             src_path = os.path.join(tmp, "kernel.cpp")
             with open(src_path, "w") as f:
                 f.write(text)
             out = os.path.join(tmp, "kernel.so")
             cmd = [_cxx(), *_FLAGS, *(["-DTM_CHECK"] if check else []),
-                   *[f"-I{d}" for d in includes], *options, "-shared", "-o", out, src_path,
+                   *_USER_FLAGS, *[f"-isystem{d}" for d in includes + [_stand_ins()]],
+                   *options, "-shared", "-o", out, src_path,
                    "-x", "none", *cache.link_into(rt_objs, tmp), "-Wl,-Bsymbolic"]
             proc = _run_compiler(cmd, f"compiling kernel '{name}'")
             if proc.returncode != 0:
                 raise compile_error(name, "emu", proc.stderr.replace(src_path, "kernel.cpp"))
+            log = proc.stderr.replace(src_path, "kernel.cpp")
+            cache.store_bytes(log.encode(), so[:-3] + ".log")   # the warnings, for cache hits
             digest = cache.store_file(out, so)
         cache.count("compiled")
-    return SimpleNamespace(backend="emu", key=key, name=name, path=so, digest=digest)
+    return SimpleNamespace(backend="emu", key=key, name=name, path=so, digest=digest,
+                           warnings=parse_warnings(log, "emu"))
+
+
+def _stand_ins():
+    """tiledmm/include/user: the stand-ins for the CUDA toolkit's headers."""
+    return os.path.join(HERE, "include", "user")
 
 
 def load_emu(artifact, report_faults):

@@ -108,10 +108,17 @@ class Server:
         if request["regions"]:
             base, total, addresses = map_regions(fd, request["regions"])
         try:
-            packed = []
+            packed, keep, after = [], [], []
             for arg in request["args"]:
                 if arg[0] == "s":
                     packed.append(arg)
+                    continue
+                if arg[0] == "r":   # a `T **` parameter: its table of row pointers, built here
+                    from ._row_tables import worker_row_table
+                    table_arg, more, fn = worker_row_table(backend, mod, arg, addresses)
+                    packed.append(table_arg)
+                    keep += more
+                    after += [fn] if fn else []
                     continue
                 _, region, nbytes, copy_back = arg
                 address = addresses[region]
@@ -129,6 +136,8 @@ class Server:
                 return {"error": "MemoryError", "message": str(exc)}
             except RuntimeError as exc:
                 return {"error": "KernelError", "message": str(exc), "exit": backend == "cuda"}
+            for fn in after:   # cuda: a `T **` parameter's rows back from the device
+                fn()
             return {"ok": True, "raw": raw}
         finally:
             if base is not None:

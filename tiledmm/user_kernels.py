@@ -65,10 +65,11 @@ from ._compile_nvrtc import compile_cuda, load_cuda
 from ._core import DEFAULT_RUNS, MAX_RUNS, Result
 from ._device_array import as_device_input
 from ._isolation import Segment, default_timeout, worker
-from ._kernel_source import _SCALARS, CompileError, KernelError, parse_kernels
+from ._kernel_source import CompileError, CompileWarning, KernelError, emit_warnings, kernel_signature
+from ._row_tables import row_table
 
-__all__ = ["compile", "Kernel", "CompileError", "KernelError", "cache_dir", "clear_cache",
-           "cache_info"]
+__all__ = ["compile", "Kernel", "CompileError", "CompileWarning", "KernelError", "cache_dir",
+           "clear_cache", "cache_info"]
 
 cache_dir = _kernel_cache.cache_dir
 cache_info = _kernel_cache.cache_info
@@ -103,7 +104,8 @@ def _dim3(value, what):
 
 
 _INT_RANGES = {"i": (-2**31, 2**31 - 1), "I": (0, 2**32 - 1), "q": (-2**63, 2**63 - 1),
-               "Q": (0, 2**64 - 1)}
+               "Q": (0, 2**64 - 1), "b": (-2**7, 2**7 - 1), "B": (0, 2**8 - 1),
+               "h": (-2**15, 2**15 - 1), "H": (0, 2**16 - 1)}
 
 
 class KernelResult(Result):
@@ -132,22 +134,15 @@ class Kernel:
         options = [str(o) for o in options]
         for k, v in (defines or {}).items():
             options.append(f"-D{k}" if v is None else f"-D{k}={v}")
-        kernels = parse_kernels(source)
-        if not kernels:
-            raise CompileError("no `__global__ void name(...)` kernel found in the source")
-        if name is None:
-            if len(kernels) > 1:
-                raise ValueError(f"the source defines {len(kernels)} kernels "
-                                 f"({', '.join(kernels)}): choose one with name=")
-            name = next(iter(kernels))
-        elif name not in kernels:
-            raise ValueError(f"no kernel named {name!r} in the source; found {', '.join(kernels)}")
+        name, params = kernel_signature(source, name, options)
         self.source, self.name, self.options = source, name, tuple(options)
-        self.params = tuple(kernels[name])
+        self.params = tuple(params)
         self.check = bool(check)
         self.isolate = bool(isolate)
         self._backend = backend
-        self._compiled(_backend.resolve(backend)[1], self.check)   # errors now, not at launch
+        backend_name = _backend.resolve(backend)[1]
+        artifact = self._compiled(backend_name, self.check)   # errors now, not at launch
+        emit_warnings(getattr(artifact, "warnings", None) or [], name, backend_name)
 
     @property
     def signature(self):
@@ -190,8 +185,8 @@ class Kernel:
                             f"grid and block, got {len(args)}")
         checked = []
         for p, value in zip(self.params, args):
-            what = f"argument '{p.name}' ({p.decl().rsplit(' ', 1)[0].strip()})"
-            if not p.pointer:
+            what = f"argument '{p.name}' ({p.type_text()})"
+            if not p.takes_array:
                 checked.append(("s", _scalar_bytes(p, value, what)))
                 continue
             dev = as_device_input(value, backend) if not isinstance(value, np.ndarray) else None
@@ -199,14 +194,16 @@ class Kernel:
                 if np.dtype(dev.placeholder.dtype) != p.dtype:
                     raise TypeError(f"{what} needs {p.dtype} data, got a device array of "
                                     f"{dev.placeholder.dtype}")
+                _check_shape(p, dev.placeholder.shape, what)
                 checked.append(("d", p, dev))
                 continue
             if not isinstance(value, np.ndarray):
-                raise TypeError(f"{what} needs a NumPy array of {p.dtype} or a device array, "
+                raise TypeError(f"{what} needs {p.wants()} (a NumPy array or a device array), "
                                 f"got {type(value).__name__}")
             if value.dtype != p.dtype:
                 raise TypeError(f"{what} needs a {p.dtype} array, got {value.dtype} "
                                 f"(convert with .astype(np.{p.dtype}))")
+            _check_shape(p, value.shape, what)
             if p.is_output and not value.flags.writeable:
                 raise ValueError(f"{what} is an output (non-const pointer): the array must "
                                  "be writeable")
@@ -256,28 +253,43 @@ class Kernel:
         spec = SimpleNamespace(name=self.name, family="user", params=())
         nbytes = sum(_nbytes(c) for c in checked)
         res = KernelResult(raw, spec, (), name, float(flops) if flops else 0.0, nbytes, warmup)
-        res.params = {p.name: v for p, v in zip(self.params, args) if not p.pointer}
+        res.params = {p.name: v for p, v in zip(self.params, args) if not p.takes_array}
         return res
 
     def _run_in_process(self, launch, checked):
         """isolate=False: the kernel runs in this process (csrc/user_kernels.c copies NumPy
         arrays to the device and the outputs back)."""
-        packed, write_back, keep = [], [], []
+        packed, write_back, keep, after = [], [], [], []
         for kind, *rest in checked:
             if kind == "s":
                 packed.append(("s", rest[0]))
             elif kind == "d":
                 p, dev = rest
-                packed.append(("p", None, dev.address, dev.placeholder.size * p.dtype.itemsize,
-                               False))
+                nbytes = dev.placeholder.size * p.dtype.itemsize
                 keep.append(dev)
+                if p.kind == "rows":   # a table of the rows' device addresses
+                    rows, cols = dev.placeholder.shape
+                    arg, more, _ = row_table(launch.backend, launch.mod, dev.address, rows,
+                                             cols * p.dtype.itemsize, nbytes, False, True)
+                    packed.append(arg)
+                    keep += more
+                    continue
+                packed.append(("p", None, dev.address, nbytes, False))
             else:
                 p, value = rest
                 host = np.ascontiguousarray(value)
                 if p.is_output and host is not value and not np.shares_memory(host, value):
                     write_back.append((value, host))
-                packed.append(("p", host, 0, host.nbytes, p.is_output))
                 keep.append(host)
+                if p.kind == "rows":   # emu: the rows in place; cuda: copied to the device
+                    arg, more, fn = row_table(launch.backend, launch.mod, host.ctypes.data,
+                                              host.shape[0], host.strides[0], host.nbytes,
+                                              p.is_output)
+                    packed.append(arg)
+                    keep += more
+                    after += [fn] if fn else []
+                    continue
+                packed.append(("p", host, 0, host.nbytes, p.is_output))
         for attempt in (0, 1):
             artifact = self._compiled(launch.backend, launch.check, again=bool(attempt))
             try:
@@ -291,6 +303,8 @@ class Kernel:
                                       tuple(packed), launch.warmup, launch.repeat)
         except RuntimeError as exc:
             raise KernelError(f"kernel '{self.name}' on {launch.backend}: {exc}") from None
+        for fn in after:
+            fn()
         for original, copy in write_back:
             original[...] = copy
         return raw
@@ -299,12 +313,16 @@ class Kernel:
         """The kernel runs in tiledmm's worker process; the arrays cross through one
         shared-memory segment (tiledmm/_isolation.py)."""
         pointers = [(i, c) for i, c in enumerate(checked) if c[0] != "s"]
-        segment = Segment([_nbytes(c) for _, c in pointers])
+        # a `T **` parameter's table of row pointers gets a region of its own, filled where the
+        # kernel runs (tiledmm/_row_tables.py)
+        tables = [(i, _shape(c)[0]) for i, c in pointers if c[1].kind == "rows"]
+        segment = Segment([_nbytes(c) for _, c in pointers] + [8 * rows for _, rows in tables])
         try:
             start = time.perf_counter()
             request_args, region = [], {}
             for i, c in pointers:
                 region[i] = len(region)
+            table_region = {i: len(pointers) + k for k, (i, _) in enumerate(tables)}
             for i, c in enumerate(checked):
                 if c[0] == "s":
                     request_args.append(c)
@@ -316,6 +334,11 @@ class Kernel:
                         launch.mod.download(value.address, view)
                 elif view.size:
                     np.copyto(view.view(p.dtype).reshape(value.shape), value, casting="no")
+                if p.kind == "rows":
+                    rows, cols = _shape(c)
+                    request_args.append(("r", region[i], _nbytes(c), p.is_output, rows,
+                                         cols * p.dtype.itemsize, table_region[i]))
+                    continue
                 request_args.append(("p", region[i], _nbytes(c), p.is_output))
             copy_in_ms = (time.perf_counter() - start) * 1e3
             raw = self._worker_launch(launch, request_args, segment)
@@ -374,6 +397,11 @@ class Kernel:
         return self(grid, block, *args, **kwargs)
 
 
+def _shape(checked):
+    kind, p, value = checked
+    return tuple(value.placeholder.shape) if kind == "d" else value.shape
+
+
 def _nbytes(checked):
     kind, *rest = checked
     if kind == "s":
@@ -382,10 +410,31 @@ def _nbytes(checked):
     return (value.placeholder.size if kind == "d" else value.size) * p.dtype.itemsize
 
 
+def _check_shape(p, shape, what):
+    """The array's shape against an array parameter's: float4 * wants a length that is a
+    multiple of 4, float A[][64] rows of 64, float ** two dimensions."""
+    size = int(np.prod(shape)) if len(shape) else 1
+    if p.kind == "vector" and size % p.lanes:
+        raise ValueError(f"{what} needs {p.wants()}: {size} elements is not a multiple of "
+                         f"{p.lanes}")
+    if p.kind == "array":
+        want = tuple(p.inner)
+        if len(shape) != 1 + len(want) or tuple(shape[1:]) != want:
+            raise ValueError(f"{what} needs {p.wants()}, got shape {tuple(shape)}")
+    if p.kind == "rows" and len(shape) != 2:
+        raise ValueError(f"{what} needs {p.wants()}, got a {len(shape)}-D array of shape "
+                         f"{tuple(shape)}")
+
+
 def _scalar_bytes(p, value, what):
-    fmt, kind = _SCALARS[p.ctype]
+    fmt, kind = p.fmt, p.number_kind
+    if kind == "b":
+        if isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer)) and
+                                                   value in (0, 1)):
+            return struct.pack("=?", bool(value))
+        raise TypeError(f"{what} needs a bool (True/False), got {value!r}")
     if isinstance(value, (np.ndarray, list, tuple)) or not isinstance(
-            value, (int, float, np.integer, np.floating)) or isinstance(value, bool):
+            value, (int, float, np.integer, np.floating)) or isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{what} needs a number, got {type(value).__name__}")
     if kind == "i":
         if isinstance(value, (float, np.floating)):

@@ -1,14 +1,32 @@
 // tiledmm_kernel.h: the prelude of a kernel compiled with tiledmm.compile (tiledmm/user_kernels.py
 // includes it before the user's source, then resets line numbers with #line 1). It gives user
-// kernels the dialect of tiledmm's own kernels (cuda/common.h) on both backends:
-//   cuda (NVRTC): the CUDA built-ins NVRTC provides, plus TM_DYNAMIC_SHARED and tm_ceil_div.
-//   emu (g++ -DTM_EMU): cuda/common.h, i.e. csrc/emu/cuda_emu.h, plus, with -DTM_CHECK, the
-//   bounds-checked pointer type that check mode gives the kernel's pointer parameters and the
-//   race-checked shared arrays it gives its __shared__ declarations.
+// kernels nvcc's dialect on both backends, plus TM_DYNAMIC_SHARED and tm_ceil_div:
+//   cuda (NVRTC): the CUDA built-ins NVRTC provides.
+//   emu (g++ -DTM_EMU): csrc/emu/cuda_emu.h (not cuda/common.h: the registry's names M, N, K
+//   must not meet a student's -DN=64), plus, with -DTM_CHECK, the bounds-checked pointer type
+//   that check mode gives the kernel's pointer parameters and the race-checked shared arrays
+//   it gives its __shared__ declarations. The user's -D defines come after this prelude.
+// `extern __shared__ T name[];` is rewritten for the emulator (tiledmm/_kernel_source.py,
+// emu_dialect) into TM_DYNAMIC_SHARED(T, name) in a function, a tm_extern_shared<T> at
+// namespace scope.
 #pragma once
 
 #ifdef TM_EMU
-#include "common.h"
+#include "emu/cuda_emu.h"
+#include <stddef.h>
+#define TM_DYNAMIC_SHARED(type, name) type *name = reinterpret_cast<type *>(tm_emu_dynamic_shared())
+static inline unsigned tm_ceil_div(long long n, long long d) { return (unsigned)((n + d - 1) / d); }
+// `extern __shared__ T name[];` at namespace scope: reads the running block's dynamic shared
+// memory wherever it is used (name[i], name + k, (float4 *)name, passing it as T *).
+template <typename T>
+struct tm_extern_shared {
+    T *get() const { return reinterpret_cast<T *>(tm_emu_dynamic_shared()); }
+    operator T *() const { return get(); }
+    template <typename I, typename = typename std::enable_if<std::is_integral<I>::value>::type>
+    T &operator[](I i) const { return get()[i]; }
+    template <typename U>
+    explicit operator U *() const { return reinterpret_cast<U *>(get()); }
+};
 #else
 // NVRTC: no host headers; threadIdx, __syncthreads, atomics ... are built in.
 #define TM_DYNAMIC_SHARED(type, name)                                  \
@@ -724,8 +742,21 @@ static inline tm_checked_ptr<std::remove_pointer_t<P>> tm_check_reinterpret(cons
     return tm_checked_ptr<U>(reinterpret_cast<U *>(p.base), bytes / (long long)sizeof(U), p.buf,
                              at / (long long)sizeof(U), tm_type_name<U>::get());
 }
+// const_cast<float *>(x) of a checked const float *: the same buffer, still checked (its writes
+// are not recorded for races: a const parameter has no write record).
+template <typename P, typename X>
+static inline auto tm_check_const_cast(X &&x) -> decltype(const_cast<P>(std::forward<X>(x)))
+{
+    return const_cast<P>(std::forward<X>(x));
+}
 template <typename P, typename T, typename = std::enable_if_t<std::is_pointer<P>::value>>
-static inline tm_checked_ptr<std::remove_pointer_t<P>> tm_check_reinterpret(const tm_gl_ref<T> &) = delete;
+static inline tm_checked_ptr<std::remove_pointer_t<P>> tm_check_const_cast(const tm_checked_ptr<T> &p)
+{
+    typedef std::remove_pointer_t<P> U;
+    static_assert(std::is_same<std::remove_cv_t<U>, std::remove_cv_t<T>>::value,
+                  "const_cast changes only const");
+    return tm_checked_ptr<U>(const_cast<U *>(p.base), p.count, p.buf, p.offset, p.as);
+}
 
 // Atomics on a checked pointer (atomicAdd(&out[i], v), atomicAdd(out + i, v)): the index is
 // checked; atomics are never races.
