@@ -63,6 +63,10 @@ def asan_build(tmp_path_factory):
     assert _in_place_modules() == before, "the ASan build touched the in-place modules"
     for py in (ROOT / "tiledmm").glob("*.py"):
         shutil.copy(py, lib / "tiledmm" / py.name)
+    # what tm.compile builds user kernels from: the prelude, and the source tree's emulator
+    shutil.copytree(ROOT / "tiledmm" / "include", lib / "tiledmm" / "include", dirs_exist_ok=True)
+    for tree in ("csrc", "cuda"):
+        (lib / tree).symlink_to(ROOT / tree)
     return lib
 
 
@@ -101,3 +105,16 @@ def test_every_kernel_clean_under_asan(asan_build):
     for spec in tm.kernels():
         assert any(line.split()[1] == spec.name for line in ok) or spec.name in skipped, \
             f"kernel {spec.name} did not run under ASan\n{r.stdout[-4000:]}"
+
+
+def test_user_kernel_faults_stay_in_the_worker_under_asan(asan_build):
+    """The isolation promise holds with the ASan build too: the worker process inherits the
+    preloaded runtime, and a faulting user kernel still becomes a KernelError in the caller."""
+    cases = ["past_the_end", "abort", "endless_loop"]
+    r = _run_asan(asan_build, [str(ROOT / "tests" / "isolation_faults.py"), "emu", *cases], 600)
+    assert r.returncode == 0, r.stderr[-5000:]
+    import json
+    results = json.loads(r.stdout.strip().splitlines()[-1])
+    for case in cases:
+        assert results[case]["error"] and results[case]["next_call_ok"], (case, results[case])
+    assert "past the end of the buffer passed for 'y'" in results["past_the_end"]["error"]

@@ -250,6 +250,7 @@ class Worker:
         self.loaded = set()       # artifact keys the current worker has loaded
         self.starts = 0
         self.last_stderr = ""
+        self.owner = os.getpid()  # a forked child must not talk to its parent's worker
 
     @property
     def pid(self):
@@ -307,6 +308,9 @@ class Worker:
         with its fault report; a timeout kills it and raises KernelError; Ctrl-C kills it and
         raises KeyboardInterrupt. The next call starts a new worker."""
         with self.lock:
+            if self.owner != os.getpid():   # forked: the worker is the parent's; start our own
+                self.proc = self.sock = self.stdout = self.stderr = None
+                self.owner, self.loaded = os.getpid(), set()
             if not self.alive():
                 if self.proc is not None:
                     self._forget()
