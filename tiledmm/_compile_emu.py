@@ -4,7 +4,9 @@ its own copy of the emulator's runtime. The compiler runs as a child process wit
 the shared object is loaded only where the kernel runs (tiledmm's worker process, or the
 caller's process with isolate=False), never by the compile itself.
 """
+import ctypes
 import glob
+import hashlib
 import os
 import subprocess
 import tempfile
@@ -62,30 +64,35 @@ def _run_compiler(cmd, what):
     return proc
 
 
-def _runtime_objects(includes, sources):
-    """The emulator runtime (scheduler + runtime API) compiled once per cache folder and tiledmm
-    version, linked into every user kernel's shared object (each gets its own copy: the
-    emulator's thread-local state is private to a shared object)."""
+def _runtime_objects(includes, sources, build_dir):
+    """The emulator runtime (scheduler + runtime API), linked into every user kernel's shared
+    object (each gets its own copy: the emulator's thread-local state is private to a shared
+    object). Compiled once per cache folder and tiledmm version and kept in the cache; returned
+    as copies in `build_dir`, so that clearing the cache meanwhile cannot take them away."""
     stamps = [(os.path.basename(p), open(p, "rb").read()) for p in sources]
     headers = sorted(glob.glob(os.path.join(includes[-1] if len(includes) > 1 else includes[0],
                                             "**", "*.h"), recursive=True))
     key = cache.key("emu-runtime", stamps, [(h, os.path.getmtime(h)) for h in headers],
                     _cxx(), _FLAGS)
-    objs = [cache.entry_path(f"user-rt-{key}-{os.path.basename(p)}.o") for p in sources]
-    with _LOCK:
-        for src, obj in zip(sources, objs):
-            if cache.verified(obj) is not None:
-                continue
-            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(obj), prefix=".tmp-", suffix=".o")
-            os.close(fd)
-            cmd = [_cxx(), *_FLAGS, *[f"-I{d}" for d in includes], "-c", src, "-o", tmp]
+    local = []
+    for src in sources:
+        name = f"user-rt-{key}-{os.path.basename(src)}.o"
+        path = os.path.join(build_dir, name)
+        with _LOCK:
+            data = cache.read_verified(cache.entry_path(name))
+        if data is None:
+            cmd = [_cxx(), *_FLAGS, *[f"-I{d}" for d in includes], "-c", src, "-o", path]
             proc = _run_compiler(cmd, "building the emulator runtime for user kernels")
             if proc.returncode != 0:
-                os.unlink(tmp)
                 raise RuntimeError("building the emulator runtime for user kernels failed:\n"
                                    + proc.stderr[-4000:])
-            cache.store_file(tmp, obj)
-    return objs
+            with open(path, "rb") as f:
+                cache.store_bytes(f.read(), cache.entry_path(name))
+        else:
+            with open(path, "wb") as f:
+                f.write(data)
+        local.append(path)
+    return local
 
 
 def _launcher(name, params, check):
@@ -143,22 +150,24 @@ def prelude_text():
 
 def compile_emu(source, name, params, options, check):
     """Compile (or find in the disk cache) the kernel `name` of `source` for the emulator.
-    Returns an artifact: SimpleNamespace(backend='emu', key, name, path, digest)."""
+    Returns an artifact: SimpleNamespace(backend='emu', key, name, image, digest), `image`
+    being the shared object's bytes (verified when read from the cache): it is loaded from
+    them, so the cache entry may vanish (clear_cache) or change after this returns."""
     includes, rt_sources = _headers()
     user_src = checked_shared(checked_source(source, params)) if check else source
     defines, options = split_defines(options)
     key = cache.key("emu", user_src, name, defines, options, check, _cxx(), _FLAGS, _USER_FLAGS,
                     _DIALECT, prelude_text(), [os.path.getmtime(p) for p in rt_sources])
     so = cache.entry_path(f"user-{key}.so")
-    digest = cache.verified(so)
+    image = cache.read_verified(so)
     log = ""
-    if digest is not None:
+    if image is not None:
         cache.count("disk_hits")
         log = (cache.read_verified(so[:-3] + ".log") or b"").decode(errors="replace")
     else:
-        rt_objs = _runtime_objects(includes, rt_sources)
-        text = full_source(user_src, _launcher(name, params, check), defines, "emu")
         with tempfile.TemporaryDirectory(dir=os.path.dirname(so), prefix=".build-") as tmp:
+            rt_objs = _runtime_objects(includes, rt_sources, tmp)
+            text = full_source(user_src, _launcher(name, params, check), defines, "emu")
             src_path = os.path.join(tmp, "kernel.cpp")
             with open(src_path, "w") as f:
                 f.write(text)
@@ -166,15 +175,18 @@ def compile_emu(source, name, params, options, check):
             cmd = [_cxx(), *_FLAGS, *(["-DTM_CHECK"] if check else []),
                    *_USER_FLAGS, *[f"-isystem{d}" for d in includes + [_stand_ins()]],
                    *options, "-shared", "-o", out, src_path,
-                   "-x", "none", *cache.link_into(rt_objs, tmp), "-Wl,-Bsymbolic"]
+                   "-x", "none", *rt_objs, "-Wl,-Bsymbolic"]
             proc = _run_compiler(cmd, f"compiling kernel '{name}'")
             if proc.returncode != 0:
                 raise compile_error(name, "emu", proc.stderr.replace(src_path, "kernel.cpp"))
+            with open(out, "rb") as f:
+                image = f.read()
             log = proc.stderr.replace(src_path, "kernel.cpp")
             cache.store_bytes(log.encode(), so[:-3] + ".log")   # the warnings, for cache hits
-            digest = cache.store_file(out, so)
+            cache.store_bytes(image, so)
         cache.count("compiled")
-    return SimpleNamespace(backend="emu", key=key, name=name, path=so, digest=digest,
+    return SimpleNamespace(backend="emu", key=key, name=name, image=image,
+                           digest=hashlib.sha256(image).hexdigest(),
                            warnings=parse_warnings(log, "emu"))
 
 
@@ -184,14 +196,27 @@ def _stand_ins():
 
 
 def load_emu(artifact, report_faults):
-    """Load a compiled kernel's shared object, after checking that its bytes are still those
-    compiled (a replaced or truncated entry raises FileNotFoundError: compile again). With
-    report_faults, install its fault handlers (tiledmm's worker process only). Returns
-    SimpleNamespace(handle=launcher address, keep=library)."""
-    import ctypes
-    if cache.verified(artifact.path, artifact.digest) is None:
-        raise FileNotFoundError(f"the cache entry {artifact.path} changed or disappeared")
-    lib = ctypes.CDLL(artifact.path)
+    """Load a compiled kernel from its bytes: written to an anonymous in-memory file
+    (memfd_create, else a private temporary file) and opened from there, so no file another
+    process can touch is ever loaded. With report_faults, install its fault handlers
+    (tiledmm's worker process only). Returns SimpleNamespace(handle=launcher address,
+    keep=library)."""
+    if hashlib.sha256(artifact.image).hexdigest() != artifact.digest:
+        raise RuntimeError(f"kernel '{artifact.name}': the compiled code changed in memory")
+    if hasattr(os, "memfd_create"):
+        # The file stays open as long as the library is loaded: the dynamic loader knows a
+        # library by its path, and a closed descriptor's number (and so its path) is reused.
+        fd = os.memfd_create(f"tiledmm-{artifact.name}", os.MFD_CLOEXEC)
+        os.write(fd, artifact.image)
+        lib = ctypes.CDLL(f"/proc/self/fd/{fd}")
+    else:
+        fd, path = tempfile.mkstemp(prefix="tiledmm-kernel-", suffix=".so")
+        try:
+            os.write(fd, artifact.image)
+            lib = ctypes.CDLL(path)
+        finally:
+            os.unlink(path)
+    lib.tm_loaded_from_fd = fd
     if report_faults:
         lib.tm_user_fault_setup()
     return SimpleNamespace(handle=ctypes.cast(lib.tm_user_launch, ctypes.c_void_p).value, keep=lib)

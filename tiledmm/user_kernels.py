@@ -152,15 +152,15 @@ class Kernel:
     def __repr__(self):
         return f"<tiledmm Kernel {self.signature}>"
 
-    def _compiled(self, backend, check, again=False):
+    def _compiled(self, backend, check):
         """The compiled artifact for this backend and mode (memory, else disk cache, else the
-        compiler). again=True: the cached one turned out stale; compile anew."""
+        compiler)."""
         if backend == "cuda" and check:
             raise ValueError("check mode runs on the emulator: call with backend='emu' "
                              "(on the GPU, use compute-sanitizer)")
         key = (backend, self.source, self.name, self.options, check)
         with _LOCK:
-            artifact = None if again else _ARTIFACTS.get(key)
+            artifact = _ARTIFACTS.get(key)
         if artifact is not None:
             _kernel_cache.count("memory_hits")
             return artifact
@@ -290,14 +290,7 @@ class Kernel:
                     after += [fn] if fn else []
                     continue
                 packed.append(("p", host, 0, host.nbytes, p.is_output))
-        for attempt in (0, 1):
-            artifact = self._compiled(launch.backend, launch.check, again=bool(attempt))
-            try:
-                loaded = _load_in_process(artifact)
-                break
-            except FileNotFoundError:
-                if attempt:
-                    raise
+        loaded = _load_in_process(self._compiled(launch.backend, launch.check))
         try:
             raw = launch.mod.user_run(loaded.handle, launch.grid, launch.block, launch.shared,
                                       tuple(packed), launch.warmup, launch.repeat)
@@ -369,17 +362,13 @@ class Kernel:
         if launch.backend == "emu":
             request["emu_threads"] = launch.mod.threads()
         what = f"kernel '{self.name}'"
-        for attempt in (0, 1):
-            artifact = self._compiled(launch.backend, launch.check, again=bool(attempt))
-            with w.lock:   # the worker's pid and what it has loaded belong together
-                pid = w.pid
-                loaded = pid is not None and artifact.key in w.loaded
-                request.update(key=artifact.key, artifact=None if loaded else artifact)
-                reply = w.call(request, fds=[segment.fd], timeout=launch.timeout, what=what)
-                if reply.get("ok") and w.alive():
-                    w.loaded.add(artifact.key)
-            if reply.get("error") != "stale":
-                break
+        artifact = self._compiled(launch.backend, launch.check)
+        with w.lock:   # the worker's pid and what it has loaded belong together
+            loaded = w.pid is not None and artifact.key in w.loaded
+            request.update(key=artifact.key, artifact=None if loaded else artifact)
+            reply = w.call(request, fds=[segment.fd], timeout=launch.timeout, what=what)
+            if reply.get("ok") and w.alive():
+                w.loaded.add(artifact.key)
         if reply.get("ok"):
             return reply["raw"]
         kind, message = reply.get("error"), reply.get("message", "")
@@ -471,7 +460,7 @@ def _reply_value(reply, field):
     if reply.get("ok"):
         return reply[field]
     if reply.get("error") == "CompileError":
-        raise CompileError(reply["message"])
+        raise CompileError(reply["message"], reply.get("log", ""))
     raise RuntimeError(f"{reply.get('error')}: {reply.get('message')}")
 
 
