@@ -134,9 +134,12 @@ class BuildExt(build_ext):
 
     def _emu_command(self, src, obj):
         cxx = os.environ.get("CXX", "g++")
+        # -fstack-clash-protection: a kernel frame larger than a page (a big local array) probes
+        # its stack page by page, so it faults in the fiber stack's guard region and is reported
+        # as a stack overflow, instead of jumping the guard into a neighbouring stack.
         return [cxx, "-x", "c++", "-std=c++17", "-O2", "-fPIC", "-fopenmp", "-DTM_EMU",
-                "-Wall", "-Wno-unknown-pragmas", "-Icsrc", "-Icuda", *emu_asan_flags(),
-                "-c", src, "-o", obj]
+                "-fstack-clash-protection", "-Wall", "-Wno-unknown-pragmas", "-Icsrc", "-Icuda",
+                *emu_asan_flags(), "-c", src, "-o", obj]
 
 
 class BuildPy(build_py):

@@ -4,6 +4,10 @@
 // the exit status is the number of failed tests.
 #include "common.h"
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <functional>
 #include <string>
@@ -726,12 +730,62 @@ static bool test_stack_overflow()
     return true;
 }
 
+// The emulator's SIGSEGV handler takes stack overflows only and passes every other fault to the
+// handler installed before it (a fault reporter relies on that). Runs in a forked child, which
+// installs its own handler before the emulator's first launch there, so the order is known; the
+// test runs first in the table so that the parent has launched nothing before the fork either.
+__global__ void k_wild_write(int *p) { *(volatile int *)p = 1; }
+
+static volatile sig_atomic_t g_segv_phase = 0;   // which launch of the child is running
+static void segv_exit_phase(int) { _exit(g_segv_phase == 2 ? 42 : 43); }
+
+static bool test_segv_chain()
+{
+    struct sigaction cur;
+    sigaction(SIGSEGV, nullptr, &cur);
+    if (cur.sa_handler != SIG_DFL) {   // the emulator's handler is already in place: order unknown
+        printf("  skipped: a SIGSEGV handler is already installed (run this test alone or first)\n");
+        return true;
+    }
+    fflush(stdout);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = segv_exit_phase;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_ONSTACK;
+        sigaction(SIGSEGV, &sa, nullptr);
+        tm_emu_set_threads(1);
+        int *d = nullptr;
+        if (cudaMalloc((void **)&d, 64 * sizeof(int)) != cudaSuccess) _exit(1);
+        // a stack overflow is the emulator's: a launch error, the earlier handler never runs
+        g_segv_phase = 1;
+        if (tm_emu_stack_bytes() <= 64 * 1024 &&
+            tm_launch(k_stack_overflow, dim3(1), dim3(4), 0, d, 0) != cudaErrorLaunchFailure)
+            _exit(2);
+        cudaGetLastError();
+        if (tm_launch(k_barrier_ring, dim3(1), dim3(64), 0, d, 0) != cudaSuccess) _exit(3);
+        // any other fault goes on to the earlier handler, which exits with 42
+        g_segv_phase = 2;
+        tm_launch(k_wild_write, dim3(1), dim3(1), 0, (int *)(uintptr_t)64);
+        _exit(4);
+    }
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status));
+    CHECK_EQ(WEXITSTATUS(status), 42);
+    return true;
+}
+
 int main(int argc, char **argv)
 {
     struct T {
         const char *name;
         bool (*fn)();
     } tests[] = {
+        {"segv_chain", test_segv_chain},   // first: see the test
         {"barrier", test_barrier},
         {"reduce_stride", test_reduce_stride},
         {"divergent", test_divergent},
