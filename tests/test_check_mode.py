@@ -440,3 +440,20 @@ __global__ void diverge(const float *x, float *y)
 """, backend="emu", check=True)
     text = _report(diverge, 1, 32, np.ones(32, np.float32), np.zeros(32, np.float32))
     assert "diverge(float const*, float*)" in text and "tm_checked_ptr" not in text, text
+
+
+def test_const_cast_of_a_checked_parameter_stays_checked():
+    kernel = tm.compile(r"""
+__global__ void copy(const float *x, float *y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = const_cast<float *>(x)[i];
+}
+""", backend="emu", check=True)
+    x = np.arange(100, dtype=np.float32)
+    y = np.zeros(101, np.float32)
+    text = _report(kernel, 1, 128, x, y, 101)
+    assert "out-of-bounds read of x[100] (the buffer passed for 'x' (const float *) has 100 " \
+           "elements) by thread (100,0,0)" in text, text
+    kernel(1, 128, x, y, 100, backend="emu")
+    assert np.array_equal(y[:100], x)

@@ -9,9 +9,9 @@ from ._kernel_source import blank_source
 
 def checked_source(source, params):
     """The source with the kernel's pointer parameters declared as tm_checked_ptr<T> and every
-    `reinterpret_cast<` spelled `tm_check_reinterpret<` (a checked pointer reinterpreted as
-    another element type stays checked; anything else is cast as before), on the same lines, so
-    that diagnostics keep the user's line numbers."""
+    `reinterpret_cast<` / `const_cast<` spelled `tm_check_reinterpret<` / `tm_check_const_cast<`
+    (a checked pointer cast to another pointer type stays checked; anything else is cast as
+    before), on the same lines, so that diagnostics keep the user's line numbers."""
     out = source
     for p in sorted(params, key=lambda p: -p.span[0]):
         if p.pointer:
@@ -20,16 +20,19 @@ def checked_source(source, params):
     return checked_casts(out)
 
 
-_REINTERPRET_RE = re.compile(r"(?<![\w])reinterpret_cast(?=\s*<)")
+_CAST_RE = re.compile(r"(?<![\w])(reinterpret_cast|const_cast)(?=\s*<)")
+_CHECKED_CAST = {"reinterpret_cast": "tm_check_reinterpret", "const_cast": "tm_check_const_cast"}
 
 
 def checked_casts(source):
-    """`reinterpret_cast<` (outside comments and literals) becomes `tm_check_reinterpret<`
-    (tiledmm_kernel.h): the same cast, except that a checked pointer stays checked."""
+    """`reinterpret_cast<` and `const_cast<` (outside comments and literals) become
+    `tm_check_reinterpret<` and `tm_check_const_cast<` (tiledmm_kernel.h): the same casts,
+    except that a checked pointer stays checked (C++ applies no conversion of a class object
+    inside these two casts, so without this they would not compile in check mode)."""
     blank = blank_source(source)
     out = source
-    for m in reversed(list(_REINTERPRET_RE.finditer(blank))):
-        out = out[:m.start()] + "tm_check_reinterpret" + out[m.end():]
+    for m in reversed(list(_CAST_RE.finditer(blank))):
+        out = out[:m.start()] + _CHECKED_CAST[m.group(1)] + out[m.end():]
     return out
 
 
