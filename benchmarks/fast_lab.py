@@ -2,14 +2,20 @@
 sizes, device-resident inputs (no transfers), median of `repeat` CUDA-event timings after
 warm-up, two passes in opposite orders (their spread says what a difference must exceed to
 count). Correctness: max relative error on 8 rows against float64. See fast_notes.md.
-    usage: python3 benchmarks/fast_lab.py [--configs 0,4,6] [sizes...]   (default 4096 8192)"""
+    usage: python3 benchmarks/fast_lab.py [--configs 0,4,6] [sizes...]   (default 4096 8192)
+The same script reads SASS (no GPU needed): for each kernel in `cuobjdump -sass` output, its
+main loop (the backward branch holding the most FFMAs): instructions, FFMAs, and how many FFMAs
+set the operand-reuse flag on 0, 1 or 2 operands (fast_notes.md v7: CUTLASS 18/528/478 of 1024).
+    usage: python3 benchmarks/fast_lab.py --sass FILE.sass [kernel-name substring]"""
+import collections
 import os
+import re
 import sys
 
-import numpy as np
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import tiledmm as tm  # noqa: E402 (a checkout built in place)
+if sys.argv[1:2] != ["--sass"]:  # reading SASS needs neither NumPy nor a built checkout
+    import numpy as np
+    import tiledmm as tm  # noqa: E402 (a checkout built in place)
 
 DEFAULT_CONFIGS = (0, 4, 6)
 
@@ -54,8 +60,36 @@ def main(sizes, configs=DEFAULT_CONFIGS):
     return rows
 
 
+def sass_loops(text, name_part=""):
+    """(kernel, instructions, FFMAs, Counter of FFMAs by number of .reuse flags) per kernel."""
+    rows = []
+    for func in re.split(r"\n\s*Function : ", text)[1:]:
+        name = func.split("\n", 1)[0].strip()
+        if name_part not in name:
+            continue
+        code = [(int(m.group(1), 16), m.group(2)) for m in
+                re.finditer(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", func)]
+        best = None
+        for addr, ins in code:
+            target = re.search(r"BRA\s.*?0x([0-9a-f]+)", ins)
+            if target and int(target.group(1), 16) < addr:
+                body = [i for a, i in code if int(target.group(1), 16) <= a <= addr]
+                ffma = [i for i in body if i.lstrip("@!P0123456789T ").startswith("FFMA")]
+                if best is None or len(ffma) > len(best[1]):
+                    best = (body, ffma)
+        if best:
+            rows.append((name, len(best[0]), len(best[1]),
+                         collections.Counter(i.count(".reuse") for i in best[1])))
+    return rows
+
+
 if __name__ == "__main__":
     args = sys.argv[1:]
+    if args[:1] == ["--sass"]:
+        for name, n, nf, reuse in sass_loops(open(args[1]).read(), args[2] if len(args) > 2 else ""):
+            print(f"{name[:90]}\n    loop: {n} instructions, {nf} FFMA; FFMAs by reuse flags "
+                  f"0/1/2: {reuse[0]}/{reuse[1]}/{reuse[2]}")
+        sys.exit(0)
     configs = DEFAULT_CONFIGS
     if args[:1] == ["--configs"]:
         configs, args = tuple(int(c) for c in args[1].split(",")), args[2:]
