@@ -21,7 +21,9 @@ HEAD = "__global__ void k(float *y, int n)\n{\n    int i = blockIdx.x * blockDim
 CASES = {   # name: (kernel body, grid, block, launch keywords)
     "no_bounds_guard": ("    y[i] = 1.0f;", 4, 256, {}),
     "past_the_end": ("    y[i * 4] = 1.0f;", 4, 256, {}),
-    "null_pointer": ("    float *p = 0;\n    if (i == 5) p[i] = 1.0f;", 4, 256, {}),
+    # null, but not known to the compiler (which may drop a store through a known null pointer)
+    "null_pointer": ("    float *p = (float *)(long long)(n - 1000);\n    if (i == 5) p[i] = 1.0f;",
+                     4, 256, {}),
     "far_address": ("    y[threadIdx.x * 100000000LL] = 1.0f;", 4, 256, {}),
     "before_the_start": ("    if (i == 7) y[i - 2000] = 1.0f;", 4, 256, {}),
     "large_local_array": ("    float buf[1 << 20];\n    buf[i % 7] = i;\n    y[i % n] = buf[(i * 3) % 7];",

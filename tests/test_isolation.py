@@ -50,7 +50,8 @@ GPU_FAULTS = {
 def _run_faults(backend, cases):
     # the package this test imported, also where it is built in place rather than installed
     package_parent = str(Path(tm.__file__).resolve().parents[1])
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+    # one emulator thread: blocks run in order, so the first thread to fault is always the same
+    env = dict(os.environ, TILEDMM_EMU_THREADS="1", PYTHONPATH=os.pathsep.join(
         [package_parent, *filter(None, [os.environ.get("PYTHONPATH")])]))
     proc = subprocess.run([sys.executable, str(HERE / "isolation_faults.py"), backend, *cases],
                           capture_output=True, text=True, timeout=600, env=env)

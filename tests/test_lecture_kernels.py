@@ -132,9 +132,11 @@ def test_the_strawman_mm_with_array_parameters(backend, rng):
 
 
 def test_reduce_1_with_the_host_loop(backend, rng):
-    """The notes' host loop (with `d <<= 1` for its `d <= 1`): the sum lands in A[0]."""
+    """The notes' host loop (with `d <<= 1` for its `d <= 1`): the sum lands in A[0]. On a
+    length that is a power of two: otherwise A[i+d] reads past the end (check mode reports it;
+    on a GPU the read returns whatever lies there)."""
     kernel = compile_listing("001_reduce_1", backend)
-    x = rng.random(1000, dtype=np.float32)
+    x = rng.random(1024, dtype=np.float32)
     A = x.copy()
     d = 1
     while d < A.size:

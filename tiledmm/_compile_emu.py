@@ -150,7 +150,8 @@ def prelude_text():
 
 def compile_emu(source, name, params, options, check):
     """Compile (or find in the disk cache) the kernel `name` of `source` for the emulator.
-    Returns an artifact: SimpleNamespace(backend='emu', key, name, image, digest), `image`
+    Returns an artifact: SimpleNamespace(backend='emu', key, name, image, digest, warnings,
+    origin: 'compiled' or 'disk_hits', for the caller's cache_info), `image`
     being the shared object's bytes (verified when read from the cache): it is loaded from
     them, so the cache entry may vanish (clear_cache) or change after this returns."""
     includes, rt_sources = _headers()
@@ -162,7 +163,7 @@ def compile_emu(source, name, params, options, check):
     image = cache.read_verified(so)
     log = ""
     if image is not None:
-        cache.count("disk_hits")
+        origin = "disk_hits"
         log = (cache.read_verified(so[:-3] + ".log") or b"").decode(errors="replace")
     else:
         with tempfile.TemporaryDirectory(dir=os.path.dirname(so), prefix=".build-") as tmp:
@@ -184,10 +185,10 @@ def compile_emu(source, name, params, options, check):
             log = proc.stderr.replace(src_path, "kernel.cpp")
             cache.store_bytes(log.encode(), so[:-3] + ".log")   # the warnings, for cache hits
             cache.store_bytes(image, so)
-        cache.count("compiled")
+        origin = "compiled"
     return SimpleNamespace(backend="emu", key=key, name=name, image=image,
                            digest=hashlib.sha256(image).hexdigest(),
-                           warnings=parse_warnings(log, "emu"))
+                           warnings=parse_warnings(log, "emu"), origin=origin)
 
 
 def _stand_ins():

@@ -95,7 +95,7 @@ def compile_cuda(source, name, options):
     image, meta_bytes = cache.read_verified(path), cache.read_verified(path[:-4] + ".json")
     if image is not None and meta_bytes is not None:
         meta = json.loads(meta_bytes)
-        cache.count("disk_hits")
+        origin = "disk_hits"
     else:
         supported = _nvrtc_archs(lib)
         if not supported or arch in supported:
@@ -108,10 +108,10 @@ def compile_cuda(source, name, options):
         meta = {"lowered": lowered, "log": log}
         cache.store_bytes(image, path)
         cache.store_bytes(json.dumps(meta).encode(), path[:-4] + ".json")
-        cache.count("compiled")
+        origin = "compiled"
     return SimpleNamespace(backend="cuda", key=key, name=name, image=image,
                            lowered=meta["lowered"], log=meta["log"],
-                           warnings=parse_warnings(meta["log"], "cuda"))
+                           warnings=parse_warnings(meta["log"], "cuda"), origin=origin)
 
 
 def load_cuda(artifact):

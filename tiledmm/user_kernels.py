@@ -173,6 +173,7 @@ class Kernel:
             artifact = _reply_value(reply, "artifact")
         else:
             artifact = compile_cuda(self.source, self.name, list(self.options))
+        _kernel_cache.count(artifact.origin)   # counted here: NVRTC may have run in the worker
         with _LOCK:
             _ARTIFACTS[key] = artifact
         return artifact
