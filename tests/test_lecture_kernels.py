@@ -3,7 +3,8 @@ the minimal fixes each file's header records (issue 19): every one compiles on e
 where a GPU exists; what tiledmm says about the listing as printed (tests/lectures/as_printed)
 is the message the docs page (docs/lecture_kernels.md) quotes; the correct ones compute what
 NumPy does when launched as the notes launch them, and lecture 001's `d <= 1` warns.
-Which bugs check mode flags is tested by the check-mode tests."""
+What check mode and the checkers report for each listing (the page's last column) is tested by
+tests/test_lecture_check_column.py."""
 import glob
 import os
 import re
@@ -83,7 +84,7 @@ def test_every_listing_is_on_the_docs_page():
         page = f.read()
     for path in FILES:
         assert os.path.basename(path) in page, path
-    assert "CHECK-MODE COLUMN" in page   # the column the check-mode tests fill
+    assert "| check mode |" in page   # its cells: tests/test_lecture_check_column.py
 
 
 def _matrices(rng, n):
