@@ -11,9 +11,14 @@ or device arrays, timed like tiledmm's own kernels.
     res = kernel(grid=(4,), block=(256,), x, y, 2.0, x.size)   # or kernel((4,), (256,), ...)
     res.out is y; res.timing.kernel_ms; res.launch.grid
 
-The source is the dialect of tiledmm's kernels (cuda/common.h): CUDA C++, plus
-`TM_DYNAMIC_SHARED(type, name)` for dynamic shared memory (instead of `extern __shared__`) and
-`tm_ceil_div`. On `cuda` it is compiled by NVRTC (loaded at first use from the CUDA toolkit or the
+The source is CUDA C++ as nvcc takes it: `extern __shared__` dynamic shared memory (or
+`TM_DYNAMIC_SHARED(type, name)`), `#include <cuda_runtime.h>`, `tm_ceil_div`; parameters may be
+pointers, scalars (`bool` too), array parameters (`float A[N][N]`, `float A[][N]`,
+`float (*A)[N]`: a C-contiguous 2-D array whose rows have N elements), `float **` (a 2-D array;
+the table of row pointers is built where the kernel runs) and vector pointers (`float4 *` from
+a float32 array whose length is a multiple of 4); a template kernel is named with its arguments
+(`name="mm<16>"`). The compiler's warnings are issued as `tm.CompileWarning` at the source's
+line numbers. On `cuda` it is compiled by NVRTC (loaded at first use from the CUDA toolkit or the
 `nvidia-cuda-nvrtc` wheel) for the device's architecture; on `emu` by the system C++ compiler
 ($CXX or g++) against the emulator's headers. Compiled code is cached in memory and on disk
 (TILEDMM_CACHE_DIR, default ~/.cache/tiledmm) by source, options, backend and architecture.
@@ -39,16 +44,18 @@ a KernelError and the next call works; Ctrl-C stops a running kernel (KeyboardIn
 `timeout=` seconds (default 60, $TILEDMM_KERNEL_TIMEOUT; None for no limit) end a runaway one.
 `isolate=False` runs it in the caller's process: faster to launch, with none of these promises.
 
-Check mode (`check=True`, emulator only): each pointer parameter becomes a bounds-checked pointer;
-the first access outside the buffer passed for it is reported with the index, the thread and the
-block, and the access itself is not performed (nothing is corrupted). `__shared__` arrays and
-scalars of number types, and TM_DYNAMIC_SHARED, become race-checked: in one barrier interval (between
-two completed `__syncthreads()` of the block) a read of an element another thread wrote, a write
-of an element another thread read, or a write of a different value over another thread's write
-is reported with the element, both threads and the block; an index outside a shared array's
-extent is reported too. Lanes of one warp are ordered by `__syncwarp()`. Not tracked: atomics on
-shared memory and raw pointers made from a shared array (`float *p = s`, `&s[i]`). Barriers that
-not all threads of a block reach are reported on the emulator in every mode, with the call sites.
+Check mode (`check=True`, emulator only), per launch (threads may check one kernel at once):
+pointer parameters are bounds-checked: the first access outside the buffer passed is reported as
+a read or a write with the index, the thread and the block, and is not performed. Two writes of
+one global element with nothing ordering them (two blocks, or two threads of a block with no
+`__syncthreads()` between) are a race; atomics are not. `__shared__` arrays and scalars of number
+types and dynamic shared memory are race-checked within each barrier interval (a read of what
+another thread wrote, a write over another thread's read or different write), and a read of an
+element no thread of the block wrote, or an index outside the extent, is reported; lanes of a
+warp are ordered by `__syncwarp()`. Not tracked: atomics on shared memory, global reads racing
+with writes, and raw pointers made from a parameter or shared array (`float *q = s`);
+`reinterpret_cast`/`const_cast` of a parameter stay checked. A launch stopped by its timeout
+reports the timeout only. Barriers that not all threads of a block reach are reported on the emulator in every mode, with the call sites.
 """
 
 import struct
