@@ -40,7 +40,7 @@ EMU_FAULTS = {
 }
 GPU_FAULTS = {
     "null_pointer": ["cudaErrorIllegalAddress"],
-    "far_address": ["cudaErrorIllegalAddress"],
+    "far_address": ["kernel execution failed: cudaError"],   # IllegalAddress or InvalidAddressSpace
     "failed_assert": ["cudaErrorAssert"],
     "endless_loop": ["ran for more than 2 s and was stopped"],
     "ctrl_c": ["KeyboardInterrupt"],
