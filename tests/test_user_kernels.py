@@ -232,3 +232,17 @@ def test_checker_for_reductions(backend):
     short = lambda n: (max(1, n // 256), 256, 256 * 4)   # noqa: E731
     report = tm.check_reduce(kernel, short, [100, 1000], backend=backend)
     assert [r["passed"] for r in report.rows] == [True, False]
+
+
+def test_the_checker_launches_each_case_once(backend):
+    """An accumulating kernel (atomics into out[0]) is graded on one launch per case, not on
+    the backend's default warm-up and repeats (cuda: 2 + 10, which would sum x twelve times)."""
+    atomic_sum = tm.compile(r"""
+__global__ void atomic_sum(const float *x, float *out, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) atomicAdd(&out[0], x[i]);
+}""", backend=backend)
+    report = tm.check_reduce(atomic_sum, lambda n: (max(1, (n + 255) // 256), 256),
+                             [1, 1000, 4099], backend=backend)
+    report.assert_passed()

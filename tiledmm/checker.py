@@ -48,6 +48,11 @@ MATMUL_SHAPES = [(32, 32, 32), (64, 64, 64), (1, 1, 1), (17, 17, 17), (33, 33, 3
 REDUCE_SIZES = [1024, 1, 2, 31, 33, 255, 257, 1000, 4099, 70001, 0]
 
 
+# Each case launches the kernel exactly once: a kernel that accumulates (C += ..., atomics into
+# out, in-place passes) would be wrong after the cuda backend's default warm-up and repeats.
+_ONCE = {"warmup": 0, "repeat": 1}
+
+
 class CheckReport:
     """The checker's result: `.rows` (list of dicts), `.table` (a pandas DataFrame when pandas
     is installed, else the rows), `.all_passed`, `.failures`, `.assert_passed()`."""
@@ -253,7 +258,7 @@ def check_matmul(kernel, launch, shapes=None, *, args=None, dtype=np.float32, ba
         try:
             grid, block, shared = _launch_config(launch, M, N, K)
             res = kernel(grid, block, *args(A, B, C, M, N, K), shared_bytes=shared,
-                         backend=backend, check=check, flops=2.0 * M * N * K)
+                         backend=backend, check=check, flops=2.0 * M * N * K, **_ONCE)
         except (KernelError, ValueError, TypeError, MemoryError) as exc:
             rows.append(_row(shape, False, np.nan, np.nan, np.nan, _message(exc)))
             continue
@@ -315,7 +320,7 @@ def check_reduce(kernel, launch, sizes=None, *, args=None, dtype=np.float32, bac
                 arrays = (x, out)
             for grid, block, shared, extra in passes:
                 res = kernel(grid, block, *args(*arrays, n, **extra), shared_bytes=shared,
-                             backend=backend, check=check)
+                             backend=backend, check=check, **_ONCE)
                 ms += res.timing.kernel_ms
         except (KernelError, ValueError, TypeError, MemoryError) as exc:
             rows.append(_row(str(n), False, np.nan, np.nan, np.nan, _message(exc)))
