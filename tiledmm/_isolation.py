@@ -42,6 +42,7 @@ from ._kernel_source import KernelError
 
 PAGE = mmap.PAGESIZE
 ALIGN = 256                     # cudaMalloc's alignment
+_MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0)   # map all pages at once, not one fault each
 DEFAULT_TIMEOUT = 60.0          # seconds: a runaway `while (1) {}` ends here
 _END_OF_OUTPUT = b"\0tiledmm-end-of-launch\0"
 _SIGNALS = {getattr(signal, n): n for n in ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT",
@@ -100,12 +101,54 @@ def _round_up(n, m):
     return (n + m - 1) // m * m
 
 
-class Segment:
-    """The pointer arguments of one launch in one shared-memory file. Region i holds argument
-    i's bytes at its `data_offset`, placed so that the buffer's 256-byte-rounded end is the
-    region's end. regions: [(file offset, length, data offset)]."""
+class ArgumentFile:
+    """The shared-memory file the arguments cross in, kept from call to call (a new file's pages
+    must be allocated and faulted in, which for 256 MiB costs more than the copies), grown when
+    a call needs more, and let go after a call that needed more than KEEP_BYTES."""
+    KEEP_BYTES = 1 << 30
 
-    def __init__(self, sizes):
+    def __init__(self):
+        self.fd, self.map, self.capacity = -1, None, 0
+
+    def reserve(self, size):
+        """A file and a mapping of at least `size` bytes."""
+        if size <= self.capacity:
+            return
+        self.release()
+        capacity = _round_up(max(size, 1), 16 * PAGE)
+        fd = os.memfd_create("tiledmm-args", os.MFD_CLOEXEC) if hasattr(os, "memfd_create") \
+            else os.dup(tempfile.TemporaryFile().fileno())
+        try:
+            os.ftruncate(fd, capacity)
+            self.map = mmap.mmap(fd, capacity, flags=mmap.MAP_SHARED | _MAP_POPULATE)
+        except OSError as exc:
+            os.close(fd)
+            raise MemoryError(f"cannot make {capacity} bytes of shared memory for the kernel's "
+                              f"arguments: {exc}") from None
+        self.fd, self.capacity = fd, capacity
+
+    def after_call(self):
+        if self.capacity > self.KEEP_BYTES:
+            self.release()
+
+    def release(self):
+        if self.map is not None:
+            try:
+                self.map.close()
+            except BufferError:   # a view is still alive somewhere: the GC unmaps it later
+                pass
+        if self.fd >= 0:
+            os.close(self.fd)
+        self.fd, self.map, self.capacity = -1, None, 0
+
+
+class Segment:
+    """The pointer arguments of one launch, laid out in the worker's ArgumentFile. Region i holds
+    argument i's bytes at its `data_offset`, placed so that the buffer's 256-byte-rounded end is
+    the region's end. regions: [(file offset, length, data offset)]. Use it while holding the
+    worker's lock (the file is the worker's, one call at a time)."""
+
+    def __init__(self, sizes, file):
         self.regions, offset = [], 0
         for n in sizes:
             padded = _round_up(n, ALIGN)
@@ -113,15 +156,8 @@ class Segment:
             self.regions.append((offset, length, length - padded))
             offset += length
         self.size = offset
-        self.fd = os.memfd_create("tiledmm-args", os.MFD_CLOEXEC) if hasattr(os, "memfd_create") \
-            else os.dup(tempfile.TemporaryFile().fileno())
-        try:
-            os.ftruncate(self.fd, self.size)
-            self.map = mmap.mmap(self.fd, self.size) if self.size else None
-        except OSError as exc:
-            os.close(self.fd)
-            raise MemoryError(f"cannot make {self.size} bytes of shared memory for the kernel's "
-                              f"arguments: {exc}") from None
+        file.reserve(self.size)
+        self.fd, self.map = file.fd, file.map
 
     def view(self, i, nbytes):
         """The bytes of argument i, as a uint8 NumPy array over the shared memory."""
@@ -129,14 +165,6 @@ class Segment:
         offset, _, data_offset = self.regions[i]
         return np.frombuffer(self.map, np.uint8, nbytes, offset + data_offset) if nbytes \
             else np.empty(0, np.uint8)
-
-    def close(self):
-        if self.map is not None:
-            try:
-                self.map.close()
-            except BufferError:   # a view is still alive somewhere: the GC unmaps it later
-                pass
-        os.close(self.fd)
 
 
 class _Libc:
@@ -172,8 +200,8 @@ def map_regions(fd, regions):
     try:
         for offset, length, data_offset in regions:
             if length:
-                libc.map(base + pos, length, libc.PROT_RW, mmap.MAP_SHARED | libc.MAP_FIXED, fd,
-                         offset)
+                libc.map(base + pos, length, libc.PROT_RW,
+                         mmap.MAP_SHARED | libc.MAP_FIXED | _MAP_POPULATE, fd, offset)
             addresses.append(base + pos + data_offset)   # an empty buffer points at a guard page
             pos += length + PAGE
     except BaseException:
@@ -251,6 +279,7 @@ class Worker:
         self.starts = 0
         self.last_stderr = ""
         self.owner = os.getpid()  # a forked child must not talk to its parent's worker
+        self.args_file = ArgumentFile()
 
     @property
     def pid(self):
@@ -281,6 +310,7 @@ class Worker:
         """End the worker (killed at once: it may be running a kernel that never ends)."""
         with self.lock:
             self._kill()
+            self.args_file.release()
 
     def _kill(self):
         if self.proc is None:
@@ -310,7 +340,7 @@ class Worker:
         with self.lock:
             if self.owner != os.getpid():   # forked: the worker is the parent's; start our own
                 self.proc = self.sock = self.stdout = self.stderr = None
-                self.owner, self.loaded = os.getpid(), set()
+                self.owner, self.loaded, self.args_file = os.getpid(), set(), ArgumentFile()
             if not self.alive():
                 if self.proc is not None:
                     self._forget()

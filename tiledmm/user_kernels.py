@@ -317,50 +317,60 @@ class Kernel:
         # a `T **` parameter's table of row pointers gets a region of its own, filled where the
         # kernel runs (tiledmm/_row_tables.py)
         tables = [(i, _shape(c)[0]) for i, c in pointers if c[1].kind == "rows"]
-        segment = Segment([_nbytes(c) for _, c in pointers] + [8 * rows for _, rows in tables])
-        try:
-            start = time.perf_counter()
-            request_args, region = [], {}
-            for i, c in pointers:
-                region[i] = len(region)
-            table_region = {i: len(pointers) + k for k, (i, _) in enumerate(tables)}
-            for i, c in enumerate(checked):
-                if c[0] == "s":
-                    request_args.append(c)
-                    continue
-                _, p, value = c
-                view = segment.view(region[i], _nbytes(c))
-                if c[0] == "d":
-                    if view.size:
-                        launch.mod.download(value.address, view)
-                elif view.size:
-                    np.copyto(view.view(p.dtype).reshape(value.shape), value, casting="no")
-                if p.kind == "rows":
-                    rows, cols = _shape(c)
-                    request_args.append(("r", region[i], _nbytes(c), p.is_output, rows,
-                                         cols * p.dtype.itemsize, table_region[i]))
-                    continue
-                request_args.append(("p", region[i], _nbytes(c), p.is_output))
-            copy_in_ms = (time.perf_counter() - start) * 1e3
-            raw = self._worker_launch(launch, request_args, segment)
-            start = time.perf_counter()
-            for i, c in pointers:
-                _, p, value = c
-                if not p.is_output or not _nbytes(c):
-                    continue
-                view = segment.view(region[i], _nbytes(c))
-                if c[0] == "d":
-                    launch.mod.upload_into(value.address, view)
-                else:
-                    np.copyto(value, view.view(p.dtype).reshape(value.shape), casting="no")
-            copy_out_ms = (time.perf_counter() - start) * 1e3
-        finally:
-            segment.close()
+        w = worker()
+        with w.lock:   # the shared file is the worker's: one call at a time fills it
+            try:
+                segment = Segment([_nbytes(c) for _, c in pointers] +
+                                  [8 * rows for _, rows in tables], w.args_file)
+                raw, copy_in_ms, copy_out_ms = self._through_segment(
+                    launch, checked, pointers, tables, segment)
+            finally:
+                w.args_file.after_call()
         if launch.backend == "emu":   # the worker's kernel worked in place: the copies are these
             raw.update(h2d_ms=copy_in_ms, d2h_ms=copy_out_ms,
                        h2d_bytes=sum(_nbytes(c) for _, c in pointers),
                        d2h_bytes=sum(_nbytes(c) for _, c in pointers if c[1].is_output))
         return raw
+
+    def _through_segment(self, launch, checked, pointers, tables, segment):
+        """Copy the arguments into the segment, launch in the worker, copy the outputs back.
+        Returns (raw result, copy-in ms, copy-out ms)."""
+        start = time.perf_counter()
+        request_args, region = [], {}
+        for i, c in pointers:
+            region[i] = len(region)
+        table_region = {i: len(pointers) + k for k, (i, _) in enumerate(tables)}
+        for i, c in enumerate(checked):
+            if c[0] == "s":
+                request_args.append(c)
+                continue
+            _, p, value = c
+            view = segment.view(region[i], _nbytes(c))
+            if c[0] == "d":
+                if view.size:
+                    launch.mod.download(value.address, view)
+            elif view.size:
+                np.copyto(view.view(p.dtype).reshape(value.shape), value, casting="no")
+            if p.kind == "rows":
+                rows, cols = _shape(c)
+                request_args.append(("r", region[i], _nbytes(c), p.is_output, rows,
+                                     cols * p.dtype.itemsize, table_region[i]))
+                continue
+            request_args.append(("p", region[i], _nbytes(c), p.is_output))
+        copy_in_ms = (time.perf_counter() - start) * 1e3
+        raw = self._worker_launch(launch, request_args, segment)
+        start = time.perf_counter()
+        for i, c in pointers:
+            _, p, value = c
+            if not p.is_output or not _nbytes(c):
+                continue
+            view = segment.view(region[i], _nbytes(c))
+            if c[0] == "d":
+                launch.mod.upload_into(value.address, view)
+            else:
+                np.copyto(value, view.view(p.dtype).reshape(value.shape), casting="no")
+        copy_out_ms = (time.perf_counter() - start) * 1e3
+        return raw, copy_in_ms, copy_out_ms
 
     def _worker_launch(self, launch, request_args, segment):
         w = worker()
@@ -374,7 +384,7 @@ class Kernel:
         with w.lock:   # the worker's pid and what it has loaded belong together
             loaded = w.pid is not None and artifact.key in w.loaded
             request.update(key=artifact.key, artifact=None if loaded else artifact)
-            reply = w.call(request, fds=[segment.fd], timeout=launch.timeout, what=what)
+            reply = w.call(request, fds=[segment.fd] if segment.size else [], timeout=launch.timeout, what=what)
             if reply.get("ok") and w.alive():
                 w.loaded.add(artifact.key)
         if reply.get("ok"):
