@@ -246,3 +246,19 @@ __global__ void atomic_sum(const float *x, float *out, int n)
     report = tm.check_reduce(atomic_sum, lambda n: (max(1, (n + 255) // 256), 256),
                              [1, 1000, 4099], backend=backend)
     report.assert_passed()
+
+
+def test_the_checker_shows_a_fault_report():
+    """A kernel that faults in the worker: the checker's row carries the fault report."""
+    trapping = tm.compile(r"""
+__global__ void sum_or_trap(const float *x, float *out, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[0] += x[i * 4096];
+}""", backend="emu")
+    report = tm.check_reduce(trapping, lambda n: (max(1, (n + 255) // 256), 256), [4099],
+                             backend="emu")
+    [row] = report.rows
+    assert not row["passed"]
+    assert row["message"].startswith("KernelError: invalid memory access (SIGSEGV)"), row["message"]
+    assert "by thread" in row["message"] and "started again" not in row["message"]

@@ -118,10 +118,14 @@ def _fmt(v):
 
 def _message(exc):
     """A failed launch's report without the runtime's generic first line."""
-    text = str(exc)
-    if isinstance(exc, KernelError) and "\n" in text:
-        text = text.split("\n", 1)[1]
-    return f"{type(exc).__name__}: {text}"
+    lines = str(exc).splitlines()
+    if isinstance(exc, KernelError):
+        # the runtime's "kernel launch failed: cudaError..." line goes when a report follows it;
+        # a fault in the worker is its first line, and the worker's restart is no news here
+        if len(lines) > 1 and "failed: cuda" in lines[0]:
+            lines = lines[1:]
+        lines = [ln for ln in lines if ln != "(the worker is started again for the next call)"]
+    return f"{type(exc).__name__}: " + "\n".join(lines)
 
 
 def _launch_config(launch, *problem):
