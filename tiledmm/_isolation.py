@@ -12,11 +12,12 @@ What crosses:
 - arrays: one shared-memory file per launch (memfd_create: not /dev/shm, which containers
   limit to 64 MiB and whose overrun kills with SIGBUS). The caller copies each argument into it
   once and the outputs out of it once; on `emu` the kernel works in it directly. The worker maps
-  each argument's region between inaccessible guard pages, the buffer placed so that its end,
-  rounded up to 256 bytes (cudaMalloc's alignment), meets the next guard page: an access past
-  that end faults at once and is reported with the argument and the index. What it cannot
-  catch: the up to 255 bytes of padding after a buffer (padding on a GPU too), and the slack
-  before a buffer's start within its first page.
+  each argument's region between 1 MiB of inaccessible guard pages on either side, the buffer
+  placed so that its end, rounded up to 256 bytes (cudaMalloc's alignment), meets the next
+  guard: an access past that end (up to 1 MiB past) faults at once and is reported with the
+  argument and the index. What it cannot catch: the up to 255 bytes of padding after a buffer
+  (padding on a GPU too), and the slack before a buffer's start within its first page (up to
+  4 KiB less its size); an access farther away may land in another argument's buffer.
 - the kernel's printf output (the worker's stdout), shown in the caller after the launch;
 - the fault report (the worker's stderr, tiledmm_fault.h), turned into KernelError.
 
@@ -42,6 +43,8 @@ from ._kernel_source import KernelError
 
 PAGE = mmap.PAGESIZE
 ALIGN = 256                     # cudaMalloc's alignment
+GUARD = 1 << 20                 # inaccessible bytes before and after each argument's region:
+                                # address space only (tiledmm_fault.h's TM_FAULT_GUARD)
 _MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0)   # map all pages at once, not one fault each
 DEFAULT_TIMEOUT = 60.0          # seconds: a runaway `while (1) {}` ends here
 _END_OF_OUTPUT = b"\0tiledmm-end-of-launch\0"
@@ -193,17 +196,17 @@ def map_regions(fd, regions):
     """Worker side: map each region of the shared file between guard pages. Returns (base,
     total length, [address of each argument's buffer]); unmap with unmap_regions."""
     libc = _Libc()
-    total = PAGE + sum(length + PAGE for _, length, _ in regions)
+    total = GUARD + sum(length + GUARD for _, length, _ in regions)
     base = libc.map(None, total, libc.PROT_NONE,
                     mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | libc.MAP_NORESERVE, -1, 0)
-    addresses, pos = [], PAGE
+    addresses, pos = [], GUARD
     try:
         for offset, length, data_offset in regions:
             if length:
                 libc.map(base + pos, length, libc.PROT_RW,
                          mmap.MAP_SHARED | libc.MAP_FIXED | _MAP_POPULATE, fd, offset)
             addresses.append(base + pos + data_offset)   # an empty buffer points at a guard page
-            pos += length + PAGE
+            pos += length + GUARD
     except BaseException:
         libc.munmap(base, total)
         raise

@@ -28,6 +28,9 @@ struct tm_fault_arg_t {
     uintptr_t base;            // the buffer passed for it
     size_t bytes, elem;        // its size and the element's size
 };
+// The inaccessible bytes the worker leaves before and after each argument's buffer
+// (tiledmm/_isolation.py's GUARD).
+#define TM_FAULT_GUARD ((uintptr_t)1 << 20)
 static tm_fault_arg_t tm_fault_args_[64];
 static int tm_fault_nargs_ = 0;
 static const char *tm_fault_kernel_ = "?";
@@ -66,15 +69,15 @@ static inline void tm_fault_where(char *buf, size_t n, uintptr_t addr)
     for (int i = 0; i < tm_fault_nargs_; ++i) {
         const tm_fault_arg_t &a = tm_fault_args_[i];
         if (!a.name || !a.elem) continue;
-        const uintptr_t padded = (a.bytes + 255) / 256 * 256, page = 4096;
+        const uintptr_t padded = (a.bytes + 255) / 256 * 256;
         const size_t count = a.bytes / a.elem;
-        if (addr >= a.base + a.bytes && addr < a.base + padded + page) {
+        if (addr >= a.base + a.bytes && addr < a.base + padded + TM_FAULT_GUARD) {
             snprintf(buf, n, ": %s[%lld] is past the end of the buffer passed for '%s' (%zu %s "
                      "element%s)", a.name, (long long)((addr - a.base) / a.elem), a.name, count,
                      a.type, count == 1 ? "" : "s");
             return;
         }
-        if (addr < a.base && addr + page >= a.base) {
+        if (addr < a.base && addr + TM_FAULT_GUARD >= a.base) {
             snprintf(buf, n, ": %s[-%lld] is before the start of the buffer passed for '%s'",
                      a.name, (long long)((a.base - addr + a.elem - 1) / a.elem), a.name);
             return;
