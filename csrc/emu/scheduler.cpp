@@ -99,6 +99,8 @@ struct Launch {
             detail = d;
             fail_block = block_index;
         }
+        // Relaxed: `failed` only tells other workers to stop taking blocks early. err and detail
+        // are read after the OpenMP join (a barrier: everything written here happens before).
         failed.store(true, std::memory_order_relaxed);
     }
 };
@@ -778,6 +780,11 @@ unsigned activemask()
     return m;
 }
 
+// __threadfence(): blocks run on different OS threads, so this must be a real fence on weakly
+// ordered CPUs (dmb ish on Arm), not only a compiler barrier: a block's plain stores before it
+// are visible to a block that sees a later atomic (reduce_shuffle's last-block ticket). Every
+// other ordering the emulator needs is either one OS thread's program order (a block's threads
+// are fibers of one OS thread), a mutex (runtime.cpp) or the OpenMP join.
 void threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 
 long long clock64()
