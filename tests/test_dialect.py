@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tiledmm as tm
-from tiledmm import _kernel_source
+from tiledmm import _kernel_diagnostics, _kernel_source
 
 MATMUL_2D = r"""
 #include <cuda_runtime.h>
@@ -253,7 +253,7 @@ def test_the_dialect_compiles_under_nvrtc(source, name, defines):
     image, lowered, log = nv._nvrtc_compile(lib, text, name, header,
                                             ["--gpu-architecture=sm_90", "-std=c++17"], True)
     assert image and lowered
-    found = _kernel_source.parse_warnings(log, "cuda")
+    found = _kernel_diagnostics.parse_warnings(log, "cuda")
     if source is REDUCE_TYPO:
         assert [(line, "no effect" in msg) for line, _, msg in found] == [(3, True)], log
     else:

@@ -15,7 +15,8 @@ from types import SimpleNamespace
 
 from . import _kernel_cache as cache
 from ._check_mode import checked_shared, checked_source
-from ._kernel_source import compile_error, full_source, parse_warnings, split_defines
+from ._kernel_diagnostics import compile_error, parse_warnings
+from ._kernel_source import full_source, split_defines
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 COMPILE_SECONDS = 300

@@ -12,7 +12,8 @@ from types import SimpleNamespace
 
 from . import _backend
 from . import _kernel_cache as cache
-from ._kernel_source import SOURCE_NAME, compile_error, full_source, parse_warnings, split_defines
+from ._kernel_diagnostics import SOURCE_NAME, compile_error, parse_warnings
+from ._kernel_source import full_source, split_defines
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

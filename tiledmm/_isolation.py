@@ -39,7 +39,7 @@ import tempfile
 import threading
 import time
 
-from ._kernel_source import KernelError
+from ._kernel_diagnostics import KernelError
 
 PAGE = mmap.PAGESIZE
 ALIGN = 256                     # cudaMalloc's alignment

@@ -72,7 +72,8 @@ from ._compile_nvrtc import compile_cuda, load_cuda
 from ._core import DEFAULT_RUNS, MAX_RUNS, Result
 from ._device_array import as_device_input
 from ._isolation import Segment, default_timeout, worker
-from ._kernel_source import CompileError, CompileWarning, KernelError, emit_warnings, kernel_signature
+from ._kernel_diagnostics import CompileError, CompileWarning, KernelError, emit_warnings
+from ._kernel_source import kernel_signature
 from ._row_tables import row_table
 
 __all__ = ["compile", "Kernel", "CompileError", "CompileWarning", "KernelError", "cache_dir",
