@@ -50,5 +50,6 @@ napoleon_numpy_docstring = True
 html_theme = "furo"
 html_title = f"tiledmm {release}"
 html_static_path = ["_static"]
+html_css_files = ["tiledmm.css"]   # notebook code cells wrap at the page width
 html_favicon = "_static/favicon.svg"
 html_show_sourcelink = False

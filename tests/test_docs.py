@@ -443,6 +443,10 @@ def test_browser_notebook_page(browser, site):
     title, n_images = _load(browser, rel)
     assert browser.evaluate("document.querySelectorAll('div.cell').length") > 0, \
         f"{rel}: no notebook cells rendered"
+    # code cells wrap at the page's width: none scrolls sideways (docs/_static/tiledmm.css)
+    wide = browser.evaluate("Array.from(document.querySelectorAll('div.cell_input pre'))"
+                            ".filter(p => p.scrollWidth > p.clientWidth + 1).length")
+    assert wide == 0, f"{rel}: {wide} code cells scroll sideways"
     os.makedirs(SCREENSHOTS, exist_ok=True)
     shots = {"notebook.png": "window.scrollTo(0, 0)"}
     if n_images:   # and one with the first plot in view
