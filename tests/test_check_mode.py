@@ -9,6 +9,7 @@ compile), and on correct ones:
 - the lectures' in-place, multi-pass reductions graded by check_reduce;
 - casts of checked parameters compile, and reports name the student's types.
 """
+import os
 import threading
 
 import numpy as np
@@ -70,51 +71,16 @@ def test_threads_checking_one_kernel_get_their_own_verdicts():
 
 # Lecture 002, thread coarsening, as printed: colStart lacks + tx, so both threads of a row
 # write the same element of P and the odd columns are never written.
-MAT_MUL_COARSE = r"""
-#define TILE_WIDTH 2
-#define COARSE_FACTOR 3
-__global__ void matMulCoarse(float *M, float *N, float *P, int width) {
-    __shared__ float Mds[TILE_WIDTH][TILE_WIDTH];
-    __shared__ float Nds[TILE_WIDTH][TILE_WIDTH];
+LECTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lectures")
 
-    int bx = blockIdx.x;
-    int by = blockIdx.y;
-    int tx = threadIdx.x;
-    int ty = threadIdx.y;
 
-    // Identify the row and column of the element to work on
-    int row = by * TILE_WIDTH + ty;
-    int colStart = bx * TILE_WIDTH * COARSE_FACTOR;
+def lecture_source(name):
+    """A listing as tests/lectures/ keeps it (the lecture's text with its recorded fixes)."""
+    with open(os.path.join(LECTURES, name + ".cu")) as f:
+        return f.read()
 
-    // Initialize Pvalue
-    float Pvalue[COARSE_FACTOR];
-    for (int i = 0; i < COARSE_FACTOR; i++) {
-        Pvalue[i] = 0.0f;
-    }
 
-    // Loop over the tiles required to compute the current output value
-    for (int ph = 0; ph < width / TILE_WIDTH; ph++) {
-        Mds[ty][tx] = M[row * width + ph * TILE_WIDTH + tx];
-
-        for (int c = 0; c < COARSE_FACTOR; c++) {
-            int col = colStart + c * TILE_WIDTH;
-
-            Nds[ty][tx] = N[(ph * TILE_WIDTH + ty) * width + col];
-            __syncthreads();
-
-            for (int k = 0; k < TILE_WIDTH; k++) {
-                Pvalue[c] += Mds[ty][k] * Nds[k][tx];
-            }
-            __syncthreads();
-        }
-    }
-
-    for (int c = 0; c < COARSE_FACTOR; c++) {
-        int col = colStart + c * TILE_WIDTH;
-        P[row * width + col] = Pvalue[c];
-    }
-}
-"""
+MAT_MUL_COARSE = lecture_source("002_matMulCoarse")
 MAT_MUL_COARSE_FIXED = MAT_MUL_COARSE.replace("bx * TILE_WIDTH * COARSE_FACTOR;",
                                               "bx * TILE_WIDTH * COARSE_FACTOR + tx;")
 SQUARE_ARGS = lambda A, B, C, M, N, K: (A, B, C, N)   # noqa: E731
@@ -186,23 +152,7 @@ def test_floor_division_grid_leaves_outputs_never_written():
 # Lecture 001's shared-memory reduction (idea 2.3), with the fixes that make it compile:
 # `external` -> `extern`, `d <= 1` -> `d <<= 1`. It is launched once per depth, as the host loop
 # of the notes does (the notes' loop names reduce_2_2 by mistake).
-REDUCE_2_3 = r"""
-__global__ void reduce_2_3(float * A, int length, int depth) {
-    int iters = min(blockDim.x, length/depth);
-    int i = threadIdx.x + blockIdx.x * blockDim.x;
-    extern __shared__ float sh_mem[];
-    int tid = threadIdx.x;
-    if(i < length/depth) { sh_mem[tid] = A[i*depth]; }
-    __syncthreads();
-    for (int d = 1; d < iters; d <<= 1) {
-        if(i < length/(depth) && i % (2*d) == 0) {
-            sh_mem[tid] += sh_mem[tid+d];
-        }
-        __syncthreads();
-    }
-    if(i < length/depth) { A[i*depth] = sh_mem[tid]; }
-}
-"""
+REDUCE_2_3 = lecture_source("001_reduce_2_3").replace("d <= 1", "d <<= 1")
 # The same with what a length that is not a multiple of the block needs: the count of elements
 # left rounds up, and threads past it contribute zero.
 REDUCE_2_3_FIXED = REDUCE_2_3.replace(
