@@ -71,8 +71,9 @@ def _runtime_objects(includes, sources, build_dir):
     object). Compiled once per cache folder and tiledmm version and kept in the cache; returned
     as copies in `build_dir`, so that clearing the cache meanwhile cannot take them away."""
     stamps = [(os.path.basename(p), open(p, "rb").read()) for p in sources]
-    headers = sorted(glob.glob(os.path.join(includes[-1] if len(includes) > 1 else includes[0],
-                                            "**", "*.h"), recursive=True))
+    # every header the runtime may include: csrc/emu's (the fiber switches, host memory) too
+    headers = sorted(h for d in includes for h in glob.glob(os.path.join(d, "**", "*.h"),
+                                                            recursive=True))
     key = cache.key("emu-runtime", stamps, [(h, os.path.getmtime(h)) for h in headers],
                     _cxx(), _FLAGS)
     local = []
