@@ -65,17 +65,21 @@ def _run_compiler(cmd, what):
     return proc
 
 
-def _runtime_objects(includes, sources, build_dir):
-    """The emulator runtime (scheduler + runtime API), linked into every user kernel's shared
-    object (each gets its own copy: the emulator's thread-local state is private to a shared
-    object). Compiled once per cache folder and tiledmm version and kept in the cache; returned
-    as copies in `build_dir`, so that clearing the cache meanwhile cannot take them away."""
+def _runtime_key(includes, sources):
+    """What the emulator runtime is built from: its sources, every header it may include
+    (csrc/emu's fiber switches and host-memory helper too), the compiler and the flags."""
     stamps = [(os.path.basename(p), open(p, "rb").read()) for p in sources]
-    # every header the runtime may include: csrc/emu's (the fiber switches, host memory) too
     headers = sorted(h for d in includes for h in glob.glob(os.path.join(d, "**", "*.h"),
                                                             recursive=True))
-    key = cache.key("emu-runtime", stamps, [(h, os.path.getmtime(h)) for h in headers],
-                    _cxx(), _FLAGS)
+    return cache.key("emu-runtime", stamps, [(h, os.path.getmtime(h)) for h in headers],
+                     _cxx(), _FLAGS)
+
+
+def _runtime_objects(includes, sources, build_dir, key):
+    """The emulator runtime (scheduler + runtime API), linked into every user kernel's shared
+    object (each gets its own copy: the emulator's thread-local state is private to a shared
+    object). Compiled once per cache folder and runtime key and kept in the cache; returned
+    as copies in `build_dir`, so that clearing the cache meanwhile cannot take them away."""
     local = []
     for src in sources:
         name = f"user-rt-{key}-{os.path.basename(src)}.o"
@@ -159,8 +163,9 @@ def compile_emu(source, name, params, options, check):
     includes, rt_sources = _headers()
     user_src = checked_shared(checked_source(source, params)) if check else source
     defines, options = split_defines(options)
+    runtime = _runtime_key(includes, rt_sources)
     key = cache.key("emu", user_src, name, defines, options, check, _cxx(), _FLAGS, _USER_FLAGS,
-                    _DIALECT, prelude_text(), [os.path.getmtime(p) for p in rt_sources])
+                    _DIALECT, prelude_text(), runtime)
     so = cache.entry_path(f"user-{key}.so")
     image = cache.read_verified(so)
     log = ""
@@ -169,7 +174,7 @@ def compile_emu(source, name, params, options, check):
         log = (cache.read_verified(so[:-3] + ".log") or b"").decode(errors="replace")
     else:
         with tempfile.TemporaryDirectory(dir=os.path.dirname(so), prefix=".build-") as tmp:
-            rt_objs = _runtime_objects(includes, rt_sources, tmp)
+            rt_objs = _runtime_objects(includes, rt_sources, tmp, runtime)
             text = full_source(user_src, _launcher(name, params, check), defines, "emu")
             src_path = os.path.join(tmp, "kernel.cpp")
             with open(src_path, "w") as f:
