@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EMU_SRC = sorted((ROOT / "csrc" / "emu").glob("*.cpp"))
 TEST_SRC = ROOT / "tests" / "emu"
 CXX = os.environ.get("CXX", "g++")
-COMPILE = ["-x", "c++", "-std=c++17", "-O2", "-fPIC", "-fopenmp", "-DTM_EMU",
+COMPILE = ["-x", "c++", "-std=c++17", "-O2", "-fPIC", "-fopenmp", "-fstack-clash-protection", "-DTM_EMU",
            "-I" + str(ROOT / "csrc"), "-I" + str(ROOT / "cuda")]
 ASAN = ["-fsanitize=address", "-fsanitize-recover=address", "-fno-omit-frame-pointer"]
 ASAN_WANTED = os.environ.get("TILEDMM_EMU_ASAN") == "1"
@@ -28,7 +28,8 @@ pytestmark = pytest.mark.skipif(shutil.which(CXX) is None or not sys.platform.st
 
 TESTS = ["barrier", "reduce_stride", "divergent", "early_exit", "warp", "warp_exited",
          "shfl_reduce_atomic", "atomics", "dynamic_shared", "syncthreads_ops", "launch_config",
-         "memory", "events_device", "vector_types", "concurrent_hosts", "local_array", "stack_overflow"]
+         "memory", "events_device", "vector_types", "concurrent_hosts", "local_array", "stack_overflow",
+         "segv_chain"]
 
 
 def _build(outdir, programs, extra, reuse=None, only=None):
