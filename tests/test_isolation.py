@@ -295,3 +295,17 @@ def test_interrupting_a_notebook_kernel_stops_the_user_kernel_and_keeps_the_note
     finally:
         client.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+def test_a_kernel_printing_without_end_keeps_memory_bounded(capfd, monkeypatch):
+    """printf in an endless loop until the timeout: the caller keeps the last STDOUT_KEEP bytes
+    (4 MiB; 64 KiB here) and says how much it dropped, instead of holding all of it."""
+    monkeypatch.setattr(_isolation.Worker, "STDOUT_KEEP", 64 << 10)
+    _isolation.worker().stop()   # the next worker's pipes use the smaller size
+    chatty = tm.compile('__global__ void chatty(float *y) { while (1) printf("%d ", '
+                        'threadIdx.x); }', backend="emu")
+    with pytest.raises(tm.KernelError, match="ran for more than 2 s"):
+        chatty(1, 32, np.zeros(1, np.float32), backend="emu", timeout=2)
+    out = capfd.readouterr().out
+    assert "bytes are not shown" in out and len(out) < 256 << 10, len(out)
+    _isolation.worker().stop()

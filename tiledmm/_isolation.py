@@ -223,9 +223,10 @@ def unmap_regions(base, total):
 class _Pipe:
     """A reader thread that keeps what the worker writes to one of its pipes."""
 
-    def __init__(self, stream, keep_last=None):
+    def __init__(self, stream, keep_last):
         self.data = bytearray()
-        self.keep_last = keep_last
+        self.keep_last = keep_last   # a kernel printing in an endless loop must not fill memory
+        self.dropped = 0
         self.cond = threading.Condition()
         self.closed = False
         self.thread = threading.Thread(target=self._read, args=(stream,), daemon=True,
@@ -245,7 +246,8 @@ class _Pipe:
                     self.cond.notify_all()
                     return
                 self.data += chunk
-                if self.keep_last and len(self.data) > 2 * self.keep_last:
+                if len(self.data) > 2 * self.keep_last:
+                    self.dropped += len(self.data) - self.keep_last
                     del self.data[:-self.keep_last]
                 self.cond.notify_all()
 
@@ -274,6 +276,7 @@ class _Pipe:
 
 class Worker:
     """The worker process: started on first use, started again after a fault or a kill."""
+    STDOUT_KEEP = 4 << 20       # bytes of the kernel's printf output kept for one call
 
     def __init__(self):
         self.lock = threading.RLock()
@@ -305,7 +308,7 @@ class Worker:
         finally:
             theirs.close()
         self.sock = ours
-        self.stdout, self.stderr = _Pipe(self.proc.stdout), _Pipe(self.proc.stderr, 65536)
+        self.stdout, self.stderr = _Pipe(self.proc.stdout, self.STDOUT_KEEP), _Pipe(self.proc.stderr, 65536)
         self.loaded = set()
         self.starts += 1
 
@@ -417,6 +420,10 @@ class Worker:
         if self.stdout is None:
             return
         text = self.stdout.take_until(_END_OF_OUTPUT, wait)
+        if self.stdout.dropped:
+            sys.stdout.write(f"[tiledmm: the kernel printed more than the {self.STDOUT_KEEP} "
+                             f"bytes kept; the first {self.stdout.dropped} bytes are not shown]\n")
+            self.stdout.dropped = 0
         if text:
             sys.stdout.write(text.decode(errors="replace"))
             sys.stdout.flush()
