@@ -320,3 +320,19 @@ fail:
     Py_CLEAR(*out);
     return -1;
 }
+
+/* host_memory() -> (limit, limit_source, available, available_why): what the process can ever
+ * have and what it can have now, as check_host_memory reads them (Python's guards for memory
+ * tiledmm allocates itself: the shared file user kernels' arguments cross in). */
+PyObject *tm_host_memory_py(PyObject *self, PyObject *unused)
+{
+    char why[TM_HM_PATH + 160];
+    unsigned long long available;
+    (void)self; (void)unused;
+    const tm_host_memory_limits *limits = tm_host_memory_limits_get();
+    Py_BEGIN_ALLOW_THREADS
+    available = tm_host_memory_available(why, sizeof(why));
+    Py_END_ALLOW_THREADS
+    return Py_BuildValue("(KsKs)", limits ? limits->limit : 0ULL, limits ? limits->source : "",
+                         available, why);
+}

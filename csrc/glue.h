@@ -68,6 +68,7 @@ PyObject *tm_dlpack_py(PyObject *self, PyObject *args);
 PyObject *tm_upload_py(PyObject *self, PyObject *args);
 PyObject *tm_download_py(PyObject *self, PyObject *args);
 PyObject *tm_upload_into_py(PyObject *self, PyObject *args);
+PyObject *tm_host_memory_py(PyObject *self, PyObject *unused);
 PyObject *tm_synchronize_py(PyObject *self, PyObject *unused);
 
 /* Run `call`; on an error record it in `err`, name the step in `step_field`, and go to the

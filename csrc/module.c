@@ -188,6 +188,7 @@ static PyMethodDef tm_methods[] = {
     {"upload", tm_upload_py, METH_VARARGS, "upload(array) -> (capsule, address)"},
     {"download", tm_download_py, METH_VARARGS, "download(address, array): device -> array"},
     {"upload_into", tm_upload_into_py, METH_VARARGS, "upload_into(address, array): array -> device"},
+    {"host_memory", tm_host_memory_py, METH_NOARGS, "host_memory() -> (limit, source, available, why)"},
     {"dlpack", tm_dlpack_py, METH_VARARGS, "dlpack(owner, address, shape, bits) -> capsule"},
     {"synchronize", tm_synchronize_py, METH_NOARGS, "wait for all work on the device"},
     {"mem_info", tm_mem_info_py, METH_NOARGS, "mem_info() -> (free, total) bytes"},

@@ -309,3 +309,22 @@ def test_a_kernel_printing_without_end_keeps_memory_bounded(capfd, monkeypatch):
     out = capfd.readouterr().out
     assert "bytes are not shown" in out and len(out) < 256 << 10, len(out)
     _isolation.worker().stop()
+
+
+def test_arguments_larger_than_the_memory_limit_are_a_memory_error():
+    """The shared file is the caller's memory: above TILEDMM_HOST_MEMORY_LIMIT it is refused
+    with MemoryError before anything is allocated, and the next call works."""
+    code = ("import numpy as np, tiledmm as tm\n"
+            "k = tm.compile('__global__ void k(float *y, int n) { y[threadIdx.x] = 1; }', "
+            "backend='emu')\n"
+            "y = np.zeros((300 << 20) // 4, np.float32)\n"
+            "try:\n    k(1, 1, y, 1, backend='emu')\nexcept MemoryError as e:\n    print('MemoryError', e)\n"
+            "y = np.zeros(4, np.float32); k(1, 4, y, 4, backend='emu'); print('next', y.sum())\n")
+    package_parent = str(Path(tm.__file__).resolve().parents[1])
+    env = dict(os.environ, TILEDMM_HOST_MEMORY_LIMIT="256M", PYTHONPATH=package_parent)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "MemoryError out of memory: the kernel's arguments need 0.315 GB" in proc.stdout, \
+        proc.stdout
+    assert "TILEDMM_HOST_MEMORY_LIMIT" in proc.stdout and "next 4.0" in proc.stdout, proc.stdout

@@ -119,6 +119,7 @@ class ArgumentFile:
             return
         self.release()
         capacity = _round_up(max(size, 1), 16 * PAGE)
+        _check_host_memory(capacity)
         fd = os.memfd_create("tiledmm-args", os.MFD_CLOEXEC) if hasattr(os, "memfd_create") \
             else os.dup(tempfile.TemporaryFile().fileno())
         try:
@@ -143,6 +144,19 @@ class ArgumentFile:
         if self.fd >= 0:
             os.close(self.fd)
         self.fd, self.map, self.capacity = -1, None, 0
+
+
+def _check_host_memory(nbytes):
+    """MemoryError, not the OOM killer, for a shared file larger than the process can get: its
+    pages belong to the caller (the host memory guard of csrc/emu/host_memory.h)."""
+    from . import _backend
+    limit, source, available, why = _backend.module("emu").host_memory()
+    for bound, what in ((limit, source), (available, why)):
+        if bound and nbytes > bound:
+            raise MemoryError(f"out of memory: the kernel's arguments need {nbytes / 1e9:.3g} GB "
+                              f"of shared memory to reach tiledmm's worker process; the process "
+                              f"can have {bound / 1e9:.3g} GB ({what}). Use smaller arrays, or "
+                              "isolate=False (no copy, no protection)")
 
 
 class Segment:
