@@ -1,0 +1,18 @@
+"""Grading course assignments: `tm.grade(submission, assignment)` and
+`python -m tiledmm grade SUBMISSION.cu --assignment NAME` (docs/grading.md).
+
+Modules, one job each: assignment (the Assignment / Arg / Speed format and loading an
+instructor's file), builtin (matmul, matmul_square, reduce, vec_add, mat_add), launch_spec (the
+launch a submission may declare, safe size expressions), matching (parameters to arguments, by
+name or by position), compile_limits (the compile step in a limited child process), compare
+(outputs against the reference), speed (the cuda speed part), grade (the runner), report (the
+table and HTML), outputs (JSON, JUnit XML, Gradescope), cli (the `grade` subcommand).
+"""
+from .assignment import Arg, Assignment, Speed, load_assignment
+from .builtin import BUILTIN
+from .grade import grade
+from .launch_spec import LaunchSpec
+from .report import GradeReport
+
+__all__ = ["grade", "GradeReport", "Assignment", "Arg", "Speed", "LaunchSpec",
+           "load_assignment", "BUILTIN"]

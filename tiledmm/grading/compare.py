@@ -1,0 +1,79 @@
+"""A case's outputs against the reference: tolerances (tiledmm.testing's bounds or the
+assignment's own) and a message that says what is wrong (first wrong element, elements never
+written, a sum that misses the last elements)."""
+import numpy as np
+
+from .. import testing
+from ..checker import _marked_nan, _never_written, _reduce_hint
+
+__all__ = ["tolerance", "compare", "output_array"]
+
+
+def output_array(shape, dtype, fill=None):
+    """(array, mark): an output starts as a marked NaN (found again if never written), or
+    filled with `fill`."""
+    if fill is not None:
+        return np.full(shape, fill, dtype), None
+    return _marked_nan(shape, dtype)
+
+
+def tolerance(assignment, expected, inputs, dtype):
+    """The per-element (or scalar) tolerance for `expected` under the assignment's policy."""
+    policy = assignment.tolerance
+    ins = [inputs[a.name] for a in assignment.args if a.kind in ("in", "inout")]
+    eps, tiny = float(np.finfo(dtype).eps), float(np.finfo(dtype).tiny)
+    if policy == "matmul":
+        return testing.matmul_tolerance(ins[0], ins[1], dtype)
+    if policy == "sum":
+        x = np.asarray(ins[0], np.float64).ravel()
+        return 2.0 * (x.size + 2) * eps * float(np.abs(x).sum()) + tiny
+    if callable(policy):
+        return np.asarray(policy(expected, **inputs), np.float64)
+    if isinstance(policy, dict):
+        return float(policy.get("atol", 0.0)) + float(policy.get("rtol", 0.0)) * \
+            np.abs(np.asarray(expected, np.float64)) + tiny
+    raise ValueError(f"assignment {assignment.name!r}: tolerance must be 'matmul', 'sum', "
+                     f"{{'rtol': .., 'atol': ..}} or a callable, got {policy!r}")
+
+
+def _index(shape, flat):
+    return "".join(f"[{i}]" for i in np.unravel_index(flat, shape)) if shape else ""
+
+
+def compare(name, got, expected, tol, mark=None, sum_of=None):
+    """(passed, max_error, max tolerance, message) for output `name`. `mark`: the never-written
+    marker of an output array; `sum_of`: the summed input, for a hint on a wrong sum."""
+    got64 = np.asarray(got, np.float64)
+    expected = np.asarray(expected, np.float64)
+    if got64.shape != expected.shape:
+        return False, np.inf, np.nan, (f"{name}: shape {got64.shape}, expected {expected.shape}")
+    tol = np.broadcast_to(np.asarray(tol, np.float64), expected.shape)
+    if not expected.size:
+        return True, 0.0, 0.0, ""
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.abs(got64 - expected)
+    finite = np.isfinite(expected)
+    bad = (finite & ~(err <= tol)) | (~finite & ~((got64 == expected) |
+                                                  (np.isnan(got64) & np.isnan(expected))))
+    max_error = float(np.max(np.where(np.isnan(err), np.inf, err)))
+    max_tol = float(tol.max())
+    if not bad.any():
+        return True, max_error, max_tol, ""
+    unwritten = _never_written(np.asarray(got), mark, name) if mark is not None else ""
+    if unwritten:
+        written = ~(np.asarray(got).view(mark[0]) == mark[1])
+        wrong = int((written & bad).sum())
+        return False, max_error, max_tol, unwritten + (
+            f"; {wrong} of the elements written are wrong" if wrong
+            else "; the elements written are right")
+    flat = int(np.argmax(bad.ravel()))
+    where = f"{name}{_index(expected.shape, flat)}"
+    message = (f"{int(bad.sum())} of {bad.size} element{'s' if bad.size != 1 else ''} of {name} "
+               f"wrong; first {where}: got {got64.ravel()[flat]!r}, expected "
+               f"{expected.ravel()[flat]!r} (error {err.ravel()[flat]:.3g} > tolerance "
+               f"{tol.ravel()[flat]:.3g})") if expected.shape else (
+               f"{name}: got {float(got64)!r}, expected {float(expected)!r} (error "
+               f"{float(err):.3g} > tolerance {float(tol):.3g})")
+    if sum_of is not None and not expected.shape:
+        message += _reduce_hint(float(got64), np.asarray(sum_of).ravel(), False, 1)
+    return False, max_error, max_tol, message

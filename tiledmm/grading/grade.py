@@ -1,0 +1,230 @@
+"""tm.grade: one submission against one assignment.
+
+    report = tm.grade("mm.cu", "matmul")              # emu: small cases in check mode
+    report                                            # a table (Jupyter: HTML)
+    report.score, report.max_score, report.passed
+    report.write_gradescope("results.json")
+
+Steps: read the submission's declared launch (tiledmm/grading/launch_spec.py); compile it in a
+limited child process (compile_limits.py); match its parameters to the assignment's arguments
+(matching.py); run every case isolated in tiledmm's worker process with a per-case time limit,
+in check mode on emu for the cases that are not 'big'; compare with the reference
+(compare.py); on cuda, time it against the assignment's reference kernel (speed.py).
+Nothing the submission does raises here: compile errors, faults, timeouts, wrong or missing
+output all become failed cases with a message.
+"""
+import os
+import secrets
+
+import numpy as np
+
+from .. import _backend, testing
+from ..user_kernels import CompileError, KernelError
+from .assignment import load_assignment
+from .compare import compare, output_array, tolerance
+from .compile_limits import COMPILE_SECONDS, CompileLimitError, compile_submission
+from .launch_spec import evaluate, read_declared
+from .matching import match_arguments
+from .report import GradeReport
+from .speed import EMU_NOTE, grade_speed
+
+__all__ = ["grade"]
+
+MAX_TIMEOUTS = 2   # after this many cases time out, the rest are not run
+
+
+def _read_submission(submission):
+    """(source, shown name, path or None)."""
+    if isinstance(submission, os.PathLike) or (isinstance(submission, str) and
+                                               "__global__" not in submission and
+                                               "\n" not in submission):
+        path = os.fspath(submission)
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read(), path, path
+    if not isinstance(submission, str):
+        raise TypeError("submission must be the path of a .cu file or its source text, got "
+                        f"{type(submission).__name__}")
+    return submission, "<source>", None
+
+
+def grade(submission, assignment, *, backend=None, seed=None, kernel=None, timeout=None,
+          check=True, compile_timeout=COMPILE_SECONDS, speed=True):
+    """Grade a CUDA C submission (a .cu path or its source text) against an assignment (a
+    built-in name: matmul, matmul_square, reduce, vec_add, mat_add; the path of an instructor's
+    assignment file; or an Assignment). Returns a GradeReport.
+
+    backend: 'emu' or 'cuda' (default: as tm.matmul). seed: the inputs' random seed (default: a
+    secret random one). kernel: the `__global__` function to grade when the file has several
+    (else its `// tiledmm-grade: kernel` line, else the only one). timeout: seconds per case
+    (default: the assignment's, 20). check: run the small cases in check mode on emu.
+    compile_timeout: seconds the compiler may take. speed: grade the speed part (cuda only)."""
+    assignment = load_assignment(assignment)
+    source, shown, path = _read_submission(submission)
+    backend = _backend.resolve(backend)[1]
+    seed_secret = seed is None
+    seed = secrets.randbits(63) if seed_secret else int(seed)
+    report = GradeReport(shown, assignment.name, backend, seed, seed_secret)
+    cases = [dict(c) for c in assignment.cases]
+    if assignment.random_cases is not None:
+        cases += [dict(c) for c in assignment.random_cases(np.random.default_rng([seed, 0]))]
+    use_check = check and backend == "emu"
+    k = _prepare(report, assignment, source, path, kernel, backend, use_check, compile_timeout)
+    if k is None:
+        for c in cases:
+            report.cases.append(_row(assignment, c, "-", False, 0.0, np.nan, np.nan, np.nan,
+                                     "not run: the submission did not compile or fit the "
+                                     "assignment"))
+        report.speed = {"graded": False, "note": "the submission did not compile"}
+        return report
+    kern, mapping, launch = k
+    timeouts = 0
+    for i, case in enumerate(cases):
+        if timeouts >= MAX_TIMEOUTS:
+            report.cases.append(_row(assignment, case, "-", False, 0.0, np.nan, np.nan, np.nan,
+                                     f"not run: {timeouts} earlier cases ran past their time "
+                                     "limit"))
+            continue
+        mode = "check" if use_check and not case.get("big") else "plain"
+        limit = case.get("timeout", timeout if timeout is not None else assignment.timeout)
+        row = _run_case(assignment, case, kern, mapping, launch, backend, mode, limit,
+                        np.random.default_rng([seed, i + 1]))
+        timeouts += "ran for more than" in row["message"]
+        report.cases.append(row)
+    if not speed or assignment.speed is None:
+        report.speed = {"graded": False, "note": "not asked for" if assignment.speed else
+                        "the assignment has no speed part"}
+    elif backend != "cuda":
+        report.speed = {"graded": False, "note": EMU_NOTE}
+    elif not report.passed:
+        report.speed = {"graded": False, "note": "a correctness case failed"}
+    else:
+        report.speed = _speed(assignment, kern, mapping, launch, backend, seed)
+    return report
+
+
+def _prepare(report, assignment, source, path, kernel, backend, use_check, compile_timeout):
+    """(kernel, mapping, launch) or None with report.compile_error set."""
+    try:
+        declared, origin = read_declared(source, path)
+    except (ValueError, OSError) as exc:
+        report.compile_error = f"launch declaration: {exc}"
+        return None
+    name = kernel or declared.get("kernel")
+    options = [f"-D{d}" for d in declared.get("define", [])]
+    try:
+        kern, warnings = compile_submission(source, name, options, backend, use_check,
+                                            seconds=compile_timeout)
+    except (CompileError, CompileLimitError, ValueError, RuntimeError) as exc:
+        report.compile_error = f"{type(exc).__name__}: {exc}"
+        return None
+    report.kernel, report.signature, report.warnings = kern.name, kern.signature, warnings
+    try:
+        mapping = match_arguments(kern.params, assignment.args)
+    except ValueError as exc:
+        report.compile_error = f"arguments: {exc}"
+        return None
+    report.mapping = mapping.text
+    launch = assignment.launch.overridden(declared, f"declared by the {origin}")
+    report.launch = f"{launch.describe()} ({launch.origin})"
+    return kern, mapping, launch
+
+
+def _row(assignment, case, mode, passed, score, max_error, tol, ms, message):
+    points = float(case.get("points", 1.0))
+    return {"name": assignment.label(case), "sizes": assignment.sizes_of(case), "mode": mode,
+            "passed": bool(passed), "score": float(score) if passed else 0.0, "points": points,
+            "max_error": float(max_error), "tolerance": float(tol), "ms": float(ms),
+            "message": message}
+
+
+def _inputs(assignment, sizes, mapping, launch, rng):
+    """(kernel arguments, values by name, float64 inputs, marks, grid, block, shared)."""
+    names = dict(sizes)
+    names.update(mapping.size_names(sizes))
+    grid, block, shared = launch.resolve(names)
+    names["blocks"] = int(np.prod(grid))
+    dtypes = {a.name: p.dtype for p, a in zip(mapping.params, mapping.order)
+              if a.is_array and p.dtype is not None and p.dtype.kind == "f"}
+    values, marks = {}, {}
+    for a in assignment.args:
+        if a.kind == "size":
+            values[a.name] = int(sizes[a.name])
+        elif a.kind == "scalar":
+            v = a.value
+            values[a.name] = v(rng) if callable(v) else float(evaluate(v, names)) \
+                if isinstance(v, str) else v
+        else:
+            shape, dtype = assignment.shape(a, names), dtypes.get(a.name, assignment.dtype)
+            if a.kind == "out":
+                values[a.name], marks[a.name] = output_array(shape, dtype, a.value)
+            else:
+                values[a.name] = testing.exact_integer_matrix(rng, shape, dtype, a.high) / 4
+    inputs64 = {k: (v.astype(np.float64) if isinstance(v, np.ndarray) else v)
+                for k, v in values.items()}
+    args = tuple(values[a.name] for a in mapping.order)
+    return args, values, inputs64, marks, grid, block, shared
+
+
+def _message(exc):
+    lines = [ln for ln in str(exc).splitlines()
+             if ln != "(the worker is started again for the next call)"]
+    if len(lines) > 1 and "failed: cuda" in lines[0]:
+        lines = lines[1:]
+    return f"{type(exc).__name__}: " + "\n".join(lines)
+
+
+def _run_case(assignment, case, kern, mapping, launch, backend, mode, limit, rng):
+    sizes = assignment.sizes_of(case)
+    try:
+        args, values, inputs64, marks, grid, block, shared = _inputs(
+            assignment, sizes, mapping, launch, rng)
+    except (ValueError, TypeError, MemoryError) as exc:
+        return _row(assignment, case, mode, False, 0, np.nan, np.nan, np.nan,
+                    f"launch configuration: {exc}")
+    flops = None
+    try:
+        res = kern(grid, block, *args, shared_bytes=shared, backend=backend,
+                   check=mode == "check", warmup=0, repeat=1, timeout=limit, flops=flops)
+    except (KernelError, ValueError, TypeError, MemoryError, RuntimeError) as exc:
+        return _row(assignment, case, mode, False, 0, np.nan, np.nan, np.nan, _message(exc))
+    expected = assignment.reference(**inputs64)
+    outputs = assignment.outputs
+    if not isinstance(expected, dict):
+        expected = {outputs[0].name: expected}
+    passed, max_error, max_tol, messages = True, 0.0, 0.0, []
+    sum_of = next((values[a.name] for a in assignment.args if a.kind in ("in", "inout")), None)
+    for a in outputs:
+        if a.name not in expected:
+            continue
+        got = values[a.name]
+        if a.name in assignment.combine:
+            got = assignment.combine[a.name](got)
+        dtype = values[a.name].dtype
+        tol = tolerance(assignment, expected[a.name], inputs64, dtype)
+        ok, err, t, msg = compare(a.name, got, expected[a.name], tol, marks.get(a.name),
+                                  sum_of if assignment.tolerance == "sum" else None)
+        passed &= ok
+        max_error, max_tol = max(max_error, err), max(max_tol, t)
+        if msg:
+            messages.append(msg)
+    points = float(case.get("points", 1.0))
+    return _row(assignment, case, mode, passed, points, max_error, max_tol,
+                res.timing.kernel_ms, "; ".join(messages))
+
+
+def _speed(assignment, kern, mapping, launch, backend, seed):
+    speed = assignment.speed
+    try:
+        args, values, inputs64, _, grid, block, shared = _inputs(
+            assignment, dict(speed.case), mapping, launch, np.random.default_rng([seed, 10**6]))
+
+        def run():
+            return kern(grid, block, *args, shared_bytes=shared, backend=backend, warmup=0,
+                        repeat=1)
+        ins = {a.name: values[a.name] for a in assignment.args if a.kind != "out"}
+        return grade_speed(speed, run, ins, backend)
+    except (KernelError, ValueError, TypeError, MemoryError, RuntimeError) as exc:
+        return {"graded": True, "note": f"the timed run failed: {_message(exc)}",
+                "submission_ms": float("nan"), "reference_ms": float("nan"),
+                "ratio": float("nan"), "reference": speed.label or "reference",
+                "case": dict(speed.case), "points": speed.points, "score": 0.0}

@@ -1,0 +1,182 @@
+"""A launch configuration written as text: the assignment's, or the one a submission declares.
+
+A submission may declare its own launch in comment lines anywhere in the file
+
+    // tiledmm-grade: block (16, 16)
+    // tiledmm-grade: grid (cdiv(N, 16), cdiv(M, 16))
+    // tiledmm-grade: shared 2 * 16 * 16 * 4
+    // tiledmm-grade: define TILE_WIDTH=16
+    // tiledmm-grade: kernel MatrixMulKernel
+
+or in a sidecar file beside it, `SUBMISSION.launch` (for `mm.cu`, `mm.launch`), holding the same
+`key value` lines (a colon after the key is allowed; `#` starts a comment). The sidecar's lines
+override the comments'; what neither gives comes from the assignment. Keys: `grid`, `block`,
+`shared` (bytes of dynamic shared memory), `define NAME=VALUE` (repeatable, a -D option),
+`kernel` (the `__global__` function to grade).
+
+`grid`, `block` and `shared` are arithmetic expressions of the case's sizes, by the assignment's
+names (M, N, K; n; Width ...) and by the kernel's own parameter names: integers, + - * / // %,
+parentheses, tuples and the functions cdiv(a, b) (ceiling division), ceil, floor, min, max, int.
+Nothing else is evaluated: no attributes, no other names, no strings.
+"""
+import ast
+import math
+import os
+import re
+
+__all__ = ["LaunchSpec", "evaluate", "read_declared"]
+
+PREFIX = "tiledmm-grade:"
+KEYS = ("grid", "block", "shared", "define", "kernel")
+_FUNCTIONS = {"cdiv": lambda a, b: -(-int(a) // int(b)), "ceil": math.ceil, "floor": math.floor,
+              "min": min, "max": max, "int": int}
+_BINOPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
+           ast.Mult: lambda a, b: a * b, ast.Div: lambda a, b: a / b,
+           ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b}
+
+
+def evaluate(text, names):
+    """The value of the arithmetic expression `text` with `names` (a dict of numbers).
+    Raises ValueError saying what is not allowed."""
+    try:
+        tree = ast.parse(str(text).strip(), mode="eval")
+    except SyntaxError:
+        raise ValueError(f"cannot read {text!r} as an expression") from None
+    return _eval(tree.body, names, text)
+
+
+def _eval(node, names, text):
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) \
+            and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id in names:
+            return names[node.id]
+        raise ValueError(f"{text!r}: unknown name {node.id!r} (known: {', '.join(sorted(names))})")
+    if isinstance(node, ast.Tuple):
+        return tuple(_eval(e, names, text) for e in node.elts)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = _eval(node.operand, names, text)
+        return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        left, right = _eval(node.left, names, text), _eval(node.right, names, text)
+        try:
+            return _BINOPS[type(node.op)](left, right)
+        except ZeroDivisionError:
+            raise ValueError(f"{text!r}: division by zero") from None
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+            and node.func.id in _FUNCTIONS and not node.keywords:
+        args = [_eval(a, names, text) for a in node.args]
+        try:
+            return _FUNCTIONS[node.func.id](*args)
+        except (TypeError, ZeroDivisionError) as exc:
+            raise ValueError(f"{text!r}: {exc}") from None
+    raise ValueError(f"{text!r}: only numbers, names of sizes, + - * / // %, tuples and "
+                     f"{', '.join(_FUNCTIONS)} are allowed")
+
+
+def _dims(value, what, text):
+    dims = value if isinstance(value, tuple) else (value,)
+    if not 1 <= len(dims) <= 3:
+        raise ValueError(f"{what} {text!r} must give 1 to 3 dimensions, got {value!r}")
+    out = []
+    for d in dims:
+        if isinstance(d, float):
+            if not d.is_integer():
+                raise ValueError(f"{what} {text!r} gives {d!r}, not a whole number (use cdiv or "
+                                 "ceil)")
+            d = int(d)
+        if d < 0:
+            raise ValueError(f"{what} {text!r} gives a negative dimension {d}")
+        out.append(int(d))
+    return tuple(out)
+
+
+class LaunchSpec:
+    """grid / block / shared as expressions (strings) or callables of the sizes; `origin` says
+    where they came from."""
+
+    def __init__(self, grid, block, shared=0, origin="assignment"):
+        self.grid, self.block, self.shared, self.origin = grid, block, shared, origin
+
+    def resolve(self, names):
+        """(grid, block, shared_bytes) for a case's names (sizes and kernel parameter names)."""
+        out = []
+        for what in ("grid", "block", "shared"):
+            spec = getattr(self, what)
+            value = spec(**names) if callable(spec) else evaluate(spec, names) \
+                if isinstance(spec, str) else spec
+            if what == "shared":
+                value = _dims(value, what, spec)
+                if len(value) != 1:
+                    raise ValueError(f"shared {spec!r} must be one number of bytes")
+                value = value[0]
+            else:
+                value = _dims(value, what, spec)
+            out.append(value)
+        return tuple(out)
+
+    def describe(self):
+        """The spec as one line of text."""
+        def text(v):
+            return getattr(v, "__name__", "a function") if callable(v) else str(v)
+        return f"grid {text(self.grid)}, block {text(self.block)}, shared {text(self.shared)}"
+
+    def overridden(self, declared, origin):
+        """A copy with the keys a submission declared replacing the assignment's."""
+        if not any(k in declared for k in ("grid", "block", "shared")):
+            return self
+        return LaunchSpec(declared.get("grid", self.grid), declared.get("block", self.block),
+                          declared.get("shared", self.shared), origin)
+
+
+def _parse_lines(lines, where):
+    """{'grid': text, 'block': text, 'shared': text, 'kernel': name, 'define': [...]}"""
+    found = {}
+    for number, line in lines:
+        m = re.match(r"\s*([A-Za-z_]+)\s*:?\s*(.*?)\s*$", line)
+        if not m or not m.group(1):
+            continue
+        key, value = m.group(1).lower(), m.group(2)
+        if key not in KEYS:
+            raise ValueError(f"{where}:{number}: unknown launch key {key!r} (known: "
+                             f"{', '.join(KEYS)})")
+        if not value:
+            raise ValueError(f"{where}:{number}: {key} needs a value")
+        if key == "define":
+            if not re.fullmatch(r"[A-Za-z_]\w*(=[^\s]+)?", value):
+                raise ValueError(f"{where}:{number}: define {value!r} must be NAME or NAME=VALUE")
+            found.setdefault("define", []).append(value)
+        else:
+            found[key] = value
+    return found
+
+
+def sidecar_path(path):
+    """SUBMISSION.launch beside SUBMISSION.cu."""
+    return os.path.splitext(path)[0] + ".launch"
+
+
+def read_declared(source, path=None):
+    """(what the submission declares, where from): its `// tiledmm-grade:` comments, then the
+    sidecar file's lines over them. `where` is 'submission comments', 'sidecar file NAME', both
+    joined by ' + ', or '' when it declares nothing."""
+    lines = []
+    for number, line in enumerate(source.splitlines(), 1):
+        m = re.match(r"\s*//\s*" + re.escape(PREFIX) + r"(.*)$", line)
+        if m:
+            lines.append((number, m.group(1)))
+    declared = _parse_lines(lines, os.path.basename(path) if path else "submission")
+    origins = ["submission comments"] if declared else []
+    side = sidecar_path(path) if path else None
+    if side and os.path.exists(side):
+        with open(side, encoding="utf-8") as f:
+            side_lines = [(i, ln.split("#", 1)[0]) for i, ln in enumerate(f, 1)]
+        more = _parse_lines([(i, ln) for i, ln in side_lines if ln.strip()],
+                            os.path.basename(side))
+        defines = declared.get("define", []) + more.pop("define", [])
+        declared.update(more)
+        if defines:
+            declared["define"] = defines
+        origins.append(f"sidecar file {os.path.basename(side)}")
+    return declared, " + ".join(origins)
