@@ -19,6 +19,8 @@ from . import model, occupancy, plot, sweep
 from .user_kernels import (CompileError, CompileWarning, Kernel, KernelError, cache_info,
                            clear_cache, compile)
 from .checker import CheckReport, check_matmul, check_reduce
+from . import grading
+from .grading import GradeReport, grade
 
 __version__ = "0.1.0"
 __all__ = ["matmul", "reduce", "vec_add", "mat_add", "kernels", "device_info", "mem_info",
@@ -27,4 +29,4 @@ __all__ = ["matmul", "reduce", "vec_add", "mat_add", "kernels", "device_info", "
            "model", "occupancy", "sweep", "plot",
            "compile", "Kernel", "CompileError", "CompileWarning", "KernelError", "clear_cache",
            "cache_info",
-           "check_matmul", "check_reduce", "CheckReport"]
+           "check_matmul", "check_reduce", "CheckReport", "grade", "GradeReport", "grading"]

@@ -1,4 +1,4 @@
-"""python -m tiledmm info | demo | bench"""
+"""python -m tiledmm info | demo | bench | grade"""
 import argparse
 import sys
 
@@ -88,11 +88,12 @@ def main(argv=None):
     b.add_argument("--json", default=None)
     b.add_argument("-v", "--verbose", action="store_true")
     b.set_defaults(fn=cmd_bench)
+    from tiledmm.grading.cli import add_grade_parser
+    add_grade_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "bench":
         check_bench_args(b, args)
-    args.fn(args)
-    return 0
+    return args.fn(args) or 0
 
 
 def _positive_int(text):

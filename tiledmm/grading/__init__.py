@@ -5,12 +5,12 @@ Modules, one job each: assignment (the Assignment / Arg / Speed format and loadi
 instructor's file), builtin (matmul, matmul_square, reduce, vec_add, mat_add), launch_spec (the
 launch a submission may declare, safe size expressions), matching (parameters to arguments, by
 name or by position), compile_limits (the compile step in a limited child process), compare
-(outputs against the reference), speed (the cuda speed part), grade (the runner), report (the
+(outputs against the reference), speed (the cuda speed part), runner (tm.grade itself), report (the
 table and HTML), outputs (JSON, JUnit XML, Gradescope), cli (the `grade` subcommand).
 """
 from .assignment import Arg, Assignment, Speed, load_assignment
 from .builtin import BUILTIN
-from .grade import grade
+from .runner import grade
 from .launch_spec import LaunchSpec
 from .report import GradeReport
 

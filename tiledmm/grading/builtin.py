@@ -1,5 +1,9 @@
 """The built-in assignments: matmul, matmul_square (the lecture's (M, N, P, Width)), reduce (a
-sum), vec_add and mat_add. Each is an Assignment, written as an instructor would write one."""
+sum), vec_add and mat_add. Each is an Assignment, written as an instructor would write one.
+
+Every case is worth 1 point except the empty ones (0 points: with the assignment's launch an
+empty problem launches no block, so passing them says nothing about the kernel; they still fail,
+and count as failures, when a declared launch runs blocks that touch the empty arrays)."""
 import numpy as np
 
 from .assignment import Arg, Assignment, Speed
@@ -53,8 +57,8 @@ def matmul():
                {"name": "tall 130x3x20", "M": 130, "N": 3, "K": 20},
                {"name": "wide 3x130x20", "M": 3, "N": 130, "K": 20},
                {"M": 100, "N": 7, "K": 37}, {"name": "K=1 65x31x1", "M": 65, "N": 31, "K": 1},
-               {"name": "empty 0x5x3", "M": 0, "N": 5, "K": 3},
-               {"name": "empty K 5x4x0", "M": 5, "N": 4, "K": 0},
+               {"name": "empty 0x5x3", "M": 0, "N": 5, "K": 3, "points": 0},
+               {"name": "empty K 5x4x0", "M": 5, "N": 4, "K": 0, "points": 0},
                {"name": "waves 600x520x24", "M": 600, "N": 520, "K": 24, "big": True}],
         random_cases=_random_mnk,
         reference=lambda A, B, **_: {"C": A @ B},
@@ -73,7 +77,7 @@ def matmul_square():
               Arg("P", "out", ("Width", "Width"), aliases=("C", "Pd", "P_d", "d_P")),
               Arg("Width", "size", aliases=("width", "WIDTH", "n", "size"))],
         cases=[{"Width": 16}, {"Width": 32}, {"Width": 64}, {"Width": 1}, {"Width": 17},
-               {"Width": 33}, {"Width": 100}, {"name": "empty 0", "Width": 0},
+               {"Width": 33}, {"Width": 100}, {"name": "empty 0", "Width": 0, "points": 0},
                {"name": "waves 400", "Width": 400, "big": True}],
         random_cases=lambda rng: [_named({"Width": int(rng.integers(2, 90))})],
         reference=lambda M, N, **_: {"P": M @ N},
@@ -93,7 +97,7 @@ def reduce():
                   aliases=("output", "d_out", "g_odata", "result", "sum", "partial", "out_d")),
               Arg("n", "size", aliases=("N", "size", "length", "len", "count"))],
         cases=[{"n": n} for n in (1024, 1, 2, 31, 33, 255, 257, 1000, 4099)]
-        + [{"name": "empty 0", "n": 0}]
+        + [{"name": "empty 0", "n": 0, "points": 0}]
         + [{"name": "waves 2^20", "n": 1 << 20, "big": True}],
         random_cases=lambda rng: [_named({"n": int(rng.integers(2, 20000))})],
         reference=lambda x, **_: {"out": x.sum()},
@@ -111,7 +115,7 @@ def vec_add():
               Arg("C", "out", ("n",), aliases=("c", "z", "out", "C_d", "d_C")),
               Arg("n", "size", aliases=("N", "size", "len", "length", "count"))],
         cases=[{"n": n} for n in (1, 255, 256, 257, 1000, 4099)]
-        + [{"name": "empty 0", "n": 0}]
+        + [{"name": "empty 0", "n": 0, "points": 0}]
         + [{"name": "waves 2^20", "n": 1 << 20, "big": True}],
         random_cases=lambda rng: [_named({"n": int(rng.integers(2, 20000))})],
         reference=lambda A, B, **_: {"C": A + B},
@@ -129,7 +133,7 @@ def mat_add():
               Arg("M", "size", aliases=("m", "rows", "X_len", "height")),
               Arg("N", "size", aliases=("n", "cols", "Y_len", "width"))],
         cases=[{"M": 1, "N": 1}, {"M": 16, "N": 16}, {"M": 17, "N": 33}, {"M": 100, "N": 7},
-               {"M": 7, "N": 100}, {"name": "empty 0x5", "M": 0, "N": 5},
+               {"M": 7, "N": 100}, {"name": "empty 0x5", "M": 0, "N": 5, "points": 0},
                {"name": "waves 1000x700", "M": 1000, "N": 700, "big": True}],
         random_cases=lambda rng: [_named({"M": int(rng.integers(1, 120)),
                                           "N": int(rng.integers(1, 120))})],

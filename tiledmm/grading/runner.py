@@ -168,6 +168,9 @@ def _inputs(assignment, sizes, mapping, launch, rng):
 def _message(exc):
     lines = [ln for ln in str(exc).splitlines()
              if ln != "(the worker is started again for the next call)"]
+    lines = [ln.replace("Pass timeout=None for no limit, or a larger timeout=.",
+                        "The grader's limit per case is timeout= (--timeout).")
+             for ln in lines]
     if len(lines) > 1 and "failed: cuda" in lines[0]:
         lines = lines[1:]
     return f"{type(exc).__name__}: " + "\n".join(lines)

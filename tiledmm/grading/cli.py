@@ -1,0 +1,60 @@
+"""`python -m tiledmm grade SUBMISSION.cu --assignment NAME ...`: the table on stdout, the
+optional files, and the exit code (0: every case passed; 1: a case failed or the submission did
+not compile; 2: the command line or the assignment is wrong)."""
+import argparse
+import sys
+
+__all__ = ["add_grade_parser", "cmd_grade"]
+
+
+def add_grade_parser(sub):
+    """Add the `grade` subcommand to __main__'s subparsers."""
+    g = sub.add_parser("grade", help="grade a student's kernel file against an assignment",
+                       description="Grade SUBMISSION (a CUDA C file) against an assignment: a "
+                                   "built-in one (matmul, matmul_square, reduce, vec_add, "
+                                   "mat_add) or an instructor's assignment file (.py). See "
+                                   "docs/grading.md.")
+    g.add_argument("submission", help="the student's .cu file")
+    g.add_argument("--assignment", "-a", required=True,
+                   help="matmul, matmul_square, reduce, vec_add, mat_add, or a file.py")
+    g.add_argument("--backend", choices=["cuda", "emu"], default=argparse.SUPPRESS)
+    g.add_argument("--kernel", default=None, help="the __global__ function to grade")
+    g.add_argument("--seed", type=int, default=None,
+                   help="the inputs' random seed (default: a secret random one)")
+    g.add_argument("--timeout", type=float, default=None, help="seconds per case")
+    g.add_argument("--compile-timeout", type=float, default=None, help="seconds to compile")
+    g.add_argument("--no-check", action="store_true",
+                   help="run every case in plain mode (no check mode on emu)")
+    g.add_argument("--no-speed", action="store_true", help="skip the speed part (cuda)")
+    g.add_argument("--json", default=None, help="write the whole report as JSON")
+    g.add_argument("--junit", default=None, help="write JUnit XML, one testcase per case")
+    g.add_argument("--gradescope", default=None, help="write Gradescope's results.json")
+    g.add_argument("-q", "--quiet", action="store_true", help="print only the score line")
+    g.set_defaults(fn=cmd_grade)
+    return g
+
+
+def cmd_grade(args):
+    from .assignment import load_assignment
+    from .compile_limits import COMPILE_SECONDS
+    from .runner import grade
+    try:
+        assignment = load_assignment(args.assignment)
+    except (ValueError, OSError, SyntaxError) as exc:
+        print(f"python -m tiledmm grade: {exc}", file=sys.stderr)
+        return 2
+    try:
+        report = grade(args.submission, assignment, backend=getattr(args, "backend", None),
+                       seed=args.seed, kernel=args.kernel, timeout=args.timeout,
+                       check=not args.no_check, speed=not args.no_speed,
+                       compile_timeout=args.compile_timeout or COMPILE_SECONDS)
+    except OSError as exc:
+        print(f"python -m tiledmm grade: cannot read {args.submission}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return 2
+    print(report.headline() if args.quiet else report)
+    for path, write in ((args.json, report.write_json), (args.junit, report.write_junit),
+                        (args.gradescope, report.write_gradescope)):
+        if path:
+            write(path)
+    return 0 if report.passed else 1
