@@ -30,10 +30,12 @@ class GradeReport:
 
     @property
     def score(self):
+        """Points earned: the cases' plus the speed part's."""
         return round(sum(c["score"] for c in self.cases) + (self.speed.get("score") or 0.0), 6)
 
     @property
     def max_score(self):
+        """Points available: the cases' plus the speed part's when it is graded (cuda)."""
         return round(sum(c["points"] for c in self.cases) +
                      (self.speed["points"] if self.speed.get("graded") else 0.0), 6)
 
@@ -48,6 +50,7 @@ class GradeReport:
 
     @property
     def seed_text(self):
+        """The seed as the report shows it: the number, or 'secret (random)'."""
         return "secret (random)" if self.seed_secret else str(self.seed)
 
     def to_dict(self, reveal_seed=True):
@@ -63,11 +66,14 @@ class GradeReport:
                 "speed": dict(self.speed)}
 
     def headline(self):
+        """One line: points, cases passed, the kernel and the backend."""
         n_ok = sum(c["passed"] for c in self.cases)
         return (f"{self.assignment}: {self.score:g} / {self.max_score:g} points, {n_ok} of "
                 f"{len(self.cases)} cases pass ({self.kernel or 'no kernel'} on {self.backend})")
 
     def preamble(self):
+        """The lines above the table: submission, kernel, argument mapping, launch, seed,
+        compile error and warnings."""
         lines = [f"submission: {self.submission}"]
         if self.signature:
             lines.append(f"kernel: {self.signature}")
@@ -83,6 +89,7 @@ class GradeReport:
         return lines
 
     def speed_line(self):
+        """One line on the speed part: the times and points, or why it is not graded."""
         s = self.speed
         if not s.get("graded"):
             return f"speed: not graded ({s.get('note', '')})"
@@ -133,13 +140,16 @@ class GradeReport:
                 f"<p>{esc(self.speed_line())}</p></div>")
 
     def write_json(self, path):
+        """Write to_dict() as JSON (NaN as null)."""
         from .outputs import write_json
         write_json(self, path)
 
     def write_junit(self, path):
+        """Write JUnit XML: one testcase per case, and one for the speed part."""
         from .outputs import write_junit
         write_junit(self, path)
 
     def write_gradescope(self, path):
+        """Write Gradescope's autograder results.json (the seed left out when secret)."""
         from .outputs import write_gradescope
         write_gradescope(self, path)
