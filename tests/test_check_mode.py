@@ -7,7 +7,9 @@ compile), and on correct ones:
 - reads of shared memory that no thread of the block wrote;
 - outputs a launch never wrote, in the checker's reports;
 - the lectures' in-place, multi-pass reductions graded by check_reduce;
-- casts of checked parameters compile, and reports name the student's types.
+- casts of checked parameters compile, and reports name the student's types;
+- array parameters (float A[][N]), float ** and float4 * are bounds-checked, reported with the
+  indices as written (A[0][40], C[40][0] for a row beyond the table of row pointers).
 """
 import os
 import re
@@ -409,3 +411,128 @@ __global__ void copy(const float *x, float *y, int n)
            "elements) by thread (100,0,0)" in text, text
     kernel(1, 128, x, y, 100, backend="emu")
     assert np.array_equal(y[:100], x)
+
+
+# ---- array parameters, float ** and vector pointers ----
+
+MATADD = lecture_source("001_matadd_kernel")
+
+
+def test_float_star_star_row_beyond_the_table_is_reported_not_a_crash():
+    # lecture 001's matadd_kernel with a ceiling grid on 40x64: blocks of x = 40..47 index
+    # rows beyond the table of 40 row pointers
+    kernel = tm.compile(MATADD, name="matadd_kernel", backend="emu", check=True)
+    A, B = np.ones((40, 64), np.float32), np.full((40, 64), 2, np.float32)
+    C = np.full((40, 64), -1, np.float32)
+    text = _report(kernel, (3, 2), (16, 32), C, A, B)
+    assert re.search(r"out-of-bounds read of [AB]\[40\]\[0\] \(the array passed for '[AB]' "
+                     r"\(const float \*\*\) is 40 x 64: row 40 is beyond its table of 40 row "
+                     r"pointers\) by thread \(8,0,0\) of block \(2,0,0\)", text), text
+    # the floor grid of the notes stays inside: no report
+    kernel((2, 2), (16, 32), C, A, B, backend="emu")
+    assert np.all(C[:32] == 3)
+    # a column beyond a row, and a write spelled as written
+    col = tm.compile(r"""
+__global__ void col(float **C, int j)
+{
+    C[threadIdx.x][j] = 1.0f;
+}
+""", backend="emu", check=True)
+    text = _report(col, 1, 4, np.zeros((4, 5), np.float32), 5)
+    assert "out-of-bounds write of C[0][5] (the array passed for 'C' (float **) is 4 x 5: index 5 " \
+           "of dimension 2 is outside [0, 5)) by thread (0,0,0) of block (0,0,0)" in text, text
+    text = _report(col, 1, 4, np.zeros((2, 5), np.float32), 1)
+    assert "out-of-bounds write of C[2][1] (the array passed for 'C' (float **) is 2 x 5: row 2 " \
+           "is beyond its table of 2 row pointers) by thread (2,0,0)" in text, text
+    # one row: its length is not known, only the row index is checked
+    text = _report(col, 1, 2, np.zeros((1, 5), np.float32), 0)
+    assert "out-of-bounds write of C[1][0]" in text and "row 1 is beyond its table of 1 row " \
+           "pointer)" in text, text
+
+
+ARRAYS_SRC = r"""
+#define N 40
+__device__ float dot(const float A[][N], float (*B)[N], int x, int y, int k)
+{
+    return A[x][k] * B[k][y];
+}
+__global__ void mm(const float A[N][N], float (*B)[N], float C[][N], int K)
+{
+    int x = threadIdx.x + blockIdx.x * blockDim.x, y = threadIdx.y + blockIdx.y * blockDim.y;
+    float r = 0;
+    for (int k = 0; k < K; ++k) r += A[x][k] * B[k][y];
+    const float *row = A[x];                      // a row as a pointer: unchecked from here
+    C[x][y] = r + dot(A, B, x, y, 0) * 0.0f + row[0] * 0.0f;
+}
+"""
+
+
+def test_array_parameters_are_checked_index_by_index():
+    kernel = tm.compile(ARRAYS_SRC, name="mm", backend="emu", check=True)
+    rng = np.random.default_rng(0)
+    A, B = (rng.random((40, 40), dtype=np.float32) for _ in range(2))
+    C = np.zeros_like(A)
+    kernel((5, 5), (8, 8), A, B, C, 40, backend="emu")
+    np.testing.assert_allclose(C, A @ B, rtol=1e-4)
+    text = _report(kernel, (5, 5), (8, 8), A, B, C, 41)   # k <= N: one column past each row
+    assert "out-of-bounds read of A[0][40] (the array passed for 'A' (const float (*)[40]) is " \
+           "40 x 40: index 40 of dimension 2 is outside [0, 40)) by thread (0,0,0) of block " \
+           "(0,0,0)" in text, text
+    # the array passed has fewer rows than the grid covers: a write of a row beyond it
+    text = _report(kernel, (5, 5), (8, 8), A, B, np.zeros((32, 40), np.float32), 40)
+    assert "out-of-bounds write of C[32][0] (the array passed for 'C' (float (*)[40]) is 32 x 40: " \
+           "index 32 of dimension 1 is outside [0, 32)) by thread (0,0,0) of block (4,0,0)" \
+        in text, text
+
+
+def test_races_on_arrays_and_rows_are_spelled_as_indexed():
+    source = r"""
+__global__ void both(float C[][4], float **D)
+{
+    C[1][2] = blockIdx.x;
+    D[2][3] = blockIdx.x;
+}
+"""
+    kernel = tm.compile(source, backend="emu", check=True)
+    text = _report(kernel, 2, 1, np.zeros((3, 4), np.float32), np.zeros((3, 4), np.float32))
+    assert "global-memory race (write after write) on C[1][2] (the buffer passed for 'C' " \
+           "(float (*)[4])): thread (0,0,0) of block (0,0,0) and thread (0,0,0) of block " \
+           "(1,0,0) both write it" in text, text
+    text = _report(tm.compile(source.replace("C[1][2] = blockIdx.x;", ""), backend="emu",
+                              check=True), 2, 1, np.zeros((3, 4), np.float32),
+                   np.zeros((3, 4), np.float32))
+    assert "global-memory race (write after write) on D[2][3] (the buffer passed for 'D' " \
+           "(float **))" in text, text
+
+
+def test_vector_pointer_parameters_are_bounds_checked():
+    kernel = tm.compile(r"""
+__global__ void copy4(const float4 *x, float4 *y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i <= n) {
+        float4 v = x[i];
+        y[i] = v;
+    }
+}
+""", backend="emu", check=True)
+    x = np.arange(1000, dtype=np.float32)
+    text = _report(kernel, 1, 256, x, np.zeros(1000, np.float32), 250)
+    assert "out-of-bounds access of x[250] as float4 (the buffer passed for 'x' (const float4 *) " \
+           "holds 250 float4 elements) by thread (250,0,0) of block (0,0,0)" in text, text
+    y = np.zeros(1000, np.float32)
+    kernel(1, 256, x, y, 249, backend="emu")
+    assert np.array_equal(x, y)
+
+
+def test_reports_name_array_and_rows_types_as_written():
+    kernel = tm.compile(r"""
+__global__ void diverge(const float A[][8], float **B)
+{
+    if (threadIdx.x < 16)
+        __syncthreads();
+    B[0][0] = A[0][0];
+}
+""", backend="emu", check=True)
+    text = _report(kernel, 1, 32, np.ones((2, 8), np.float32), np.zeros((2, 8), np.float32))
+    assert "diverge(float const (*)[8], float**)" in text and "tm_checked" not in text, text

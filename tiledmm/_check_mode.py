@@ -1,5 +1,6 @@
-"""Check mode's rewriting of a user kernel's source (emulator only): pointer parameters become
-bounds-checked `tm_checked_ptr<T>`, `__shared__` arrays and scalars of number types become
+"""Check mode's rewriting of a user kernel's source (emulator only): pointer, vector pointer,
+array and `T **` parameters become bounds-checked `tm_checked_ptr<T>` / `tm_checked_arr<T, N>` /
+`tm_checked_rows<T>`, `__shared__` arrays and scalars of number types become
 race-checked `tm_sh_array` / `tm_sh_scalar` (tiledmm/include/tiledmm_kernel.h), on the same
 lines so that diagnostics keep the user's line numbers."""
 import re
@@ -8,16 +9,34 @@ from ._kernel_source import blank_source
 
 
 def checked_source(source, params):
-    """The source with the kernel's pointer parameters declared as tm_checked_ptr<T> and every
+    """The source with the kernel's array parameters declared as their checked types
+    (checked_type) and every
     `reinterpret_cast<` / `const_cast<` spelled `tm_check_reinterpret<` / `tm_check_const_cast<`
     (a checked pointer cast to another pointer type stays checked; anything else is cast as
     before), on the same lines, so that diagnostics keep the user's line numbers."""
     out = source
     for p in sorted(params, key=lambda p: -p.span[0]):
-        if p.pointer:
-            t = f"{'const ' if p.const else ''}{p.ctype}"
-            out = out[:p.span[0]] + f" tm_checked_ptr<{t}> {p.name}" + out[p.span[1]:]
+        t = checked_type(p)
+        if t:
+            lines = "\n" * source.count("\n", *p.span)
+            out = out[:p.span[0]] + f" {t} {p.name}{lines}" + out[p.span[1]:]
     return checked_casts(out)
+
+
+def checked_type(p):
+    """The check-mode type of a kernel parameter (tiledmm_kernel.h), None for a number:
+    `float *` -> tm_checked_ptr<float>, `float4 *` -> tm_checked_ptr<float4>,
+    `float A[][64]` -> tm_checked_arr<float, 64>, `float **` -> tm_checked_rows<float>."""
+    c = "const " if p.const else ""
+    if p.kind == "pointer":
+        return f"tm_checked_ptr<{c}{p.ctype}>"
+    if p.kind == "vector":
+        return f"tm_checked_ptr<{c}{p.vector}>"
+    if p.kind == "array":
+        return f"tm_checked_arr<{c}{p.ctype}, {', '.join(f'{d}LL' for d in p.inner)}>"
+    if p.kind == "rows":
+        return f"tm_checked_rows<{c}{p.ctype}>"
+    return None
 
 
 _CAST_RE = re.compile(r"(?<![\w])(reinterpret_cast|const_cast)(?=\s*<)")

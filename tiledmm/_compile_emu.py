@@ -14,7 +14,7 @@ import threading
 from types import SimpleNamespace
 
 from . import _kernel_cache as cache
-from ._check_mode import checked_shared, checked_source
+from ._check_mode import checked_shared, checked_source, checked_type
 from ._kernel_diagnostics import compile_error, parse_warnings
 from ._kernel_source import full_source, split_defines
 
@@ -113,11 +113,30 @@ def _launcher(name, params, check):
                 p.kind, (p.ctype, p.ctype))
             notes.append(f"tm_fault_note_arg({i}, \"{p.name}\", \"{shown}\", *(void **)tm_args_[{i}], "
                          f"tm_sizes_[{i}], sizeof({elem}));")
-        if p.pointer and check:   # the buffer's report names and write record, for this launch
-            bufs.append(f"tm_check_buf tm_cb{i}_(\"{p.name}\", \"{t} *\", (long long)(tm_sizes_[{i}] / "
-                        f"sizeof({t})), sizeof({t}), {'false' if p.const else 'true'});")
-            args.append(f"tm_checked_ptr<{t}>(*({t} **)tm_args_[{i}], &tm_cb{i}_)")
-        else:   # the kernel's own parameter type (arrays, float4 *, float **, templates)
+        if p.takes_array and check:   # the buffer's report names and record, for this launch
+            record = 'false' if p.const else 'true'
+            if p.kind == "vector":   # tm_checked_ptr<float4>: indices checked, accesses not recorded
+                t = f"{'const ' if p.const else ''}{p.vector}"
+                record = "false"
+            shown, ct = p.type_text(), checked_type(p)
+            if p.kind == "rows":   # the table's rows and the rows' length (tm_check_rows_shape)
+                bufs.append(f"long long tm_rd{i}_[2]; const long long tm_rn{i}_ = tm_check_rows_shape("
+                            f"*({t} ***)tm_args_[{i}], tm_sizes_[{i}], tm_rd{i}_);")
+                bufs.append(f"tm_check_buf tm_cb{i}_(\"{p.name}\", \"{shown}\", tm_rn{i}_, sizeof({t}), "
+                            f"{record}, 2, tm_rd{i}_);")
+                args.append(f"{ct}(*({t} ***)tm_args_[{i}], &tm_cb{i}_)")
+                continue
+            dims = ""
+            if p.kind == "array":   # rows of the array passed, then the declared extents
+                inner = " * ".join(f"{d}LL" for d in p.inner)
+                bufs.append(f"const long long tm_ad{i}_[] = {{(long long)(tm_sizes_[{i}] / sizeof({t}))"
+                            f" / ({inner}), {', '.join(f'{d}LL' for d in p.inner)}}};")
+                dims = f", {1 + len(p.inner)}, tm_ad{i}_"
+            bufs.append(f"tm_check_buf tm_cb{i}_(\"{p.name}\", \"{shown}\", (long long)(tm_sizes_[{i}] / "
+                        f"sizeof({t})), sizeof({t}), {record}{dims});")
+            raw = f"{ct}::Row" if p.kind == "array" else t
+            args.append(f"{ct}(*({raw} **)tm_args_[{i}], &tm_cb{i}_)")
+        else:   # the kernel's own parameter type (numbers, templates)
             args.append(f"*(std::tuple_element_t<{i}, tm_params_t_> *)tm_args_[{i}]")
     # check mode: the launch's state lives in this frame (tiledmm_kernel.h, tm_check_launch)
     chk = "".join("\n    " + d for d in ["tm_check_launch_t tm_check_(tm_shared_);", *bufs]) \

@@ -386,7 +386,14 @@ def _params(ci, source, kernel, parms, types):
         name = parm.spelling or f"arg{i}"
         where = (f"{SOURCE_NAME}:{parm.extent.start.line}:{parm.extent.start.column}: kernel "
                  f"'{kernel}', parameter '{text}'")
-        out.append(_classify(ci, t.get_canonical(), name, (start, end), text, where))
+        p = _classify(ci, t.get_canonical(), name, (start, end), text, where)
+        if p.kind == "array" and not p.const:   # `const float A[N][N]`: the decayed type that
+            e = parm.type                       # libclang gives loses the const; the declared
+            while e.kind in (ci.TypeKind.CONSTANTARRAY, ci.TypeKind.INCOMPLETEARRAY,
+                             ci.TypeKind.POINTER):   # one keeps it
+                e = e.get_pointee() if e.kind == ci.TypeKind.POINTER else e.element_type
+            p.const = e.get_canonical().is_const_qualified()
+        out.append(p)
     return out
 
 

@@ -47,7 +47,10 @@ static __host__ __device__ inline unsigned tm_ceil_div(long long n, long long d)
 // launch, at a time).
 //
 // Every pointer parameter of the kernel becomes a tm_checked_ptr<T> that knows the buffer passed
-// for it. Indexing (p[i]) and dereferencing (*p) give a tm_gl_ref proxy for number types, so that
+// for it (a vector pointer, float4 *, too: its elements are checked for the index only, their
+// reads and writes not recorded); an array parameter (float A[][N]) a tm_checked_arr<T, N> and a
+// float ** a tm_checked_rows<T>, checked index by index and reported as indexed (A[3][40], C[40][2]
+// for a row beyond the table of row pointers: the table is not read there). Indexing (p[i]) and dereferencing (*p) give a tm_gl_ref proxy for number types, so that
 // check mode knows whether an element is read or written; pointers derived with + - += -= ++ --,
 // &p[i] and reinterpret_cast<U *>(p) stay checked. An access outside the buffer does not touch
 // memory (a read gives 0, a write is dropped), and it is reported with the thread and block that
@@ -58,6 +61,7 @@ static __host__ __device__ inline unsigned tm_ceil_div(long long n, long long d)
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -68,6 +72,7 @@ struct tm_check_launch_t {
     long long block = -1;   // rank of the report kept: the lowest block involved
     char message[1024] = {0};
     size_t dyn_bytes;       // the launch's shared_bytes
+    std::atomic<bool> fenced{false};   // a thread called __threadfence() (tm_gl_fenced)
     explicit tm_check_launch_t(size_t shared_bytes) : dyn_bytes(shared_bytes) {}
 };
 static thread_local tm_check_launch_t *tm_check_cur = nullptr;
@@ -162,29 +167,71 @@ static inline void tm_check_block_str(char *buf, size_t n, long long b)
 }
 
 // ---- global memory: the buffers of one launch ----
-// One element's last write in this launch: `owner` is 1 + the linear index of the block that
-// wrote it (0: not written yet); `info` packs that write's thread (bits 0-15), its __syncwarp
-// count (16-31) and the low 32 bits of its barrier epoch (32-63). Atomics, because blocks run in
-// parallel: two blocks writing one element always find each other.
+// One element's accesses in this launch. The last write: `owner` is 1 + the linear index of the
+// block that wrote it (0: not written yet); `info` packs that write's thread (bits 0-15), its
+// __syncwarp count (16-31) and the low 32 bits of its barrier epoch (32-63). The readers: `r1`
+// the first block that read it, `r2` a block other than r1's that read it, each as 1 + the
+// block's linear index (bits 0-47) and the reading thread (48-63); `rinfo` the reads of the
+// current barrier interval in the block that read it last: the first reader (bits 0-9), 1 + another
+// reader (10-20), the latest reader's __syncwarp count (21-31), the interval's epoch (32-63).
+// Atomics, because blocks run in parallel: a read and a write of one element by two blocks
+// always find each other.
 struct tm_gl_cell {
-    std::atomic<unsigned long long> owner, info;
+    std::atomic<unsigned long long> owner, info, r1, r2, rinfo;
 };
 
-// A pointer argument of one launch: what reports say about it, and its write record.
+// A pointer or array argument of one launch: what reports say about it, and its record of
+// writes and reads. An array parameter (float A[][N]) or a float ** is an array of `ndim`
+// dimensions `dims` (dims[0] the rows of the array passed; for a float ** of one row, the row's
+// length is not known: -1).
 struct tm_check_buf {
     const char *name, *type;   // the parameter as the student declared it: "C", "float *"
     long long count;           // elements of the buffer passed
     size_t elem_size;
     tm_gl_cell *cells;         // one per element for non-const pointers (null: not recorded)
+    int ndim;
+    long long dims[5];
 
-    tm_check_buf(const char *n, const char *t, long long c, size_t es, bool record)
+    tm_check_buf(const char *n, const char *t, long long c, size_t es, bool record, int nd = 1,
+                 const long long *d = nullptr)
         : name(n), type(t), count(c), elem_size(es),
           // calloc: the pages of a large buffer cost nothing until an element is written
           cells(record && c > 0 ? static_cast<tm_gl_cell *>(calloc((size_t)c, sizeof(tm_gl_cell)))
-                                : nullptr) {}
+                                : nullptr),
+          ndim(nd < 1 ? 1 : nd > 5 ? 5 : nd), dims{c, 0, 0, 0, 0}
+    {
+        for (int l = 0; d && l < ndim; ++l) dims[l] = d[l];
+    }
     ~tm_check_buf() { free(cells); }
     tm_check_buf(const tm_check_buf &) = delete;
     tm_check_buf &operator=(const tm_check_buf &) = delete;
+};
+
+// An element as the student indexes it: A[3][40] for an array parameter or a float **, x[7]
+// for a pointer.
+static inline void tm_check_elem_str(char *out, size_t n, const tm_check_buf *buf, long long flat)
+{
+    long long idx[5] = {flat, 0, 0, 0, 0};
+    const int nd = buf->ndim;
+    bool shaped = nd > 1 && flat >= 0;
+    for (int l = 1; l < nd; ++l) shaped = shaped && buf->dims[l] > 0;
+    if (shaped) {
+        for (int l = nd - 1; l >= 1; --l) {
+            idx[l] = flat % buf->dims[l];
+            flat /= buf->dims[l];
+        }
+        idx[0] = flat;
+    }
+    size_t k = (size_t)snprintf(out, n, "%s", buf->name);
+    for (int l = 0; l < (shaped ? nd : 1) && k < n; ++l)
+        k += (size_t)snprintf(out + k, n - k, "[%lld]", idx[l]);
+}
+
+// The indices of an access through an array parameter or a float ** (n of them), and the first
+// dimension whose index is outside its extent (-1: none). n == 0: a pointer's flat index.
+struct tm_gl_idx {
+    int n = 0, bad = -1;
+    long long i[5] = {0, 0, 0, 0, 0};
 };
 
 // `what`: "read", "write", "read and write" (+= and the like), "atomic" or "access" (an element
@@ -205,37 +252,114 @@ __attribute__((noinline)) static void tm_check_fail(const tm_check_buf *buf, con
                     holds, t.x, t.y, t.z, b.x, b.y, b.z);
 }
 
-__attribute__((noinline)) static void tm_gl_race(const tm_check_buf *buf, long long index,
+// An access through an array parameter or a float ** with an index outside its dimension:
+// reported with the indices as written (A[3][40], C[40][2]).
+__attribute__((noinline)) static void tm_check_fail_nd(const tm_check_buf *buf, const tm_gl_idx &at,
+                                                       const char *what)
+{
+    const uint3 t = tm_emu_tls.thread_idx, b = tm_emu_tls.block_idx;
+    char elem[160], shape[96];
+    size_t k = (size_t)snprintf(elem, sizeof elem, "%s", buf->name);
+    for (int l = 0; l < at.n && k < sizeof elem; ++l)
+        k += (size_t)snprintf(elem + k, sizeof elem - k, "[%lld]", at.i[l]);
+    k = 0;
+    for (int l = 0; l < buf->ndim && k < sizeof shape; ++l)
+        k += (size_t)(buf->dims[l] < 0 ? snprintf(shape + k, sizeof shape - k, "%s?", l ? " x " : "")
+                                       : snprintf(shape + k, sizeof shape - k, "%s%lld", l ? " x " : "",
+                                                  buf->dims[l]));
+    const int l = at.bad;
+    char why[128];
+    if (l == 0 && strstr(buf->type, "**"))
+        snprintf(why, sizeof why, "row %lld is beyond its table of %lld row pointer%s", at.i[0],
+                 buf->dims[0], buf->dims[0] == 1 ? "" : "s");
+    else
+        snprintf(why, sizeof why, "index %lld of dimension %d is outside [0, %lld)", at.i[l], l + 1,
+                 buf->dims[l]);
+    tm_check_report("out-of-bounds %s of %s (the array passed for '%s' (%s) is %s: %s) by thread "
+                    "(%u,%u,%u) of block (%u,%u,%u)",
+                    what, elem, buf->name, buf->type, shape, why, t.x, t.y, t.z, b.x, b.y, b.z);
+}
+
+// Races in global memory. `kind`: what this thread does and what the other one did:
+// TM_SH_WAW a write after a write, TM_SH_RAW a read after a write, TM_SH_WAR a write after a read.
+enum { TM_GL_WAW, TM_GL_RAW, TM_GL_WAR };
+__attribute__((noinline)) static void tm_gl_race(int kind, const tm_check_buf *buf, long long index,
                                                  long long other_block, long long other_tid)
 {
     const long long me_block = tm_check_block_linear(), me_tid = tm_emu_tls.linear_tid;
-    char me[48], them[48], mb[48], ob[48];
+    char me[48], them[48], mb[48], ob[48], elem[160];
     tm_check_thread_str(me, sizeof me, me_tid);
     tm_check_thread_str(them, sizeof them, other_tid);
     tm_check_block_str(mb, sizeof mb, me_block);
     tm_check_block_str(ob, sizeof ob, other_block);
+    tm_check_elem_str(elem, sizeof elem, buf, index);
+    const char *what = kind == TM_GL_WAW ? "write after write"
+                       : kind == TM_GL_RAW ? "read after write" : "write after read";
     if (other_block == me_block) {
-        tm_check_report("global-memory race (write after write) on %s[%lld] (the buffer passed for "
-                        "'%s' (%s)) in block %s: thread %s writes it after thread %s wrote it, "
-                        "with no __syncthreads() between them",
-                        buf->name, index, buf->name, buf->type, mb, me, them);
+        tm_check_report("global-memory race (%s) on %s (the buffer passed for '%s' (%s)) in block "
+                        "%s: thread %s %s it after thread %s %s it, with no __syncthreads() "
+                        "between them",
+                        what, elem, buf->name, buf->type, mb, me,
+                        kind == TM_GL_RAW ? "reads" : "writes", them,
+                        kind == TM_GL_WAR ? "read" : "wrote");
         return;
     }
     // Two blocks: named in block order, so that the report does not depend on which ran first.
     const bool first = me_block < other_block;
+    if (kind == TM_GL_WAW) {
+        tm_check_report_at(first ? me_block : other_block,
+                           "global-memory race (write after write) on %s (the buffer passed for "
+                           "'%s' (%s)): thread %s of block %s and thread %s of block %s both write "
+                           "it; the blocks of a launch are not ordered (give each element one "
+                           "writer, or use an atomic)",
+                           elem, buf->name, buf->type, first ? me : them, first ? mb : ob,
+                           first ? them : me, first ? ob : mb);
+        return;
+    }
+    const bool me_reads = kind == TM_GL_RAW;
+    const char *v1 = (first ? me_reads : !me_reads) ? "reads" : "writes";
+    const char *v2 = (first ? me_reads : !me_reads) ? "writes" : "reads";
     tm_check_report_at(first ? me_block : other_block,
-                       "global-memory race (write after write) on %s[%lld] (the buffer passed for "
-                       "'%s' (%s)): thread %s of block %s and thread %s of block %s both write it; "
-                       "the blocks of a launch are not ordered (give each element one writer, or "
-                       "use an atomic)",
-                       buf->name, index, buf->name, buf->type, first ? me : them, first ? mb : ob,
-                       first ? them : me, first ? ob : mb);
+                       "global-memory race (read and write) on %s (the buffer passed for '%s' "
+                       "(%s)): thread %s of block %s %s it and thread %s of block %s %s it; the "
+                       "blocks of a launch are not ordered (a block cannot read what another "
+                       "block of the same launch writes: split the work into two launches)",
+                       elem, buf->name, buf->type, first ? me : them, first ? mb : ob, v1,
+                       first ? them : me, first ? ob : mb, v2);
 }
+
+// __threadfence() orders a block's writes before what it does next (an atomic that tells the
+// last block to go on, as in CUDA's threadFenceReduction sample): once a thread of the launch
+// called it, reads of what another block wrote are no longer reported as races.
+static inline bool tm_gl_fenced()
+{
+    return tm_check_cur && tm_check_cur->fenced.load(std::memory_order_relaxed);
+}
+static inline void tm_check_threadfence()
+{
+    __threadfence();
+    if (tm_check_cur) tm_check_cur->fenced.store(true, std::memory_order_relaxed);
+}
+static inline void tm_check_threadfence_system()
+{
+    __threadfence_system();
+    if (tm_check_cur) tm_check_cur->fenced.store(true, std::memory_order_relaxed);
+}
+#define __threadfence tm_check_threadfence
+#define __threadfence_system tm_check_threadfence_system
+
+static inline unsigned long long tm_gl_me(long long block, int t)
+{
+    return (unsigned long long)(block + 1) | ((unsigned long long)(t & 0xffff) << 48);
+}
+static inline long long tm_gl_block_of(unsigned long long r) { return (long long)(r & 0xffffffffffffULL) - 1; }
+static inline int tm_gl_tid_of(unsigned long long r) { return (int)(r >> 48); }
 
 static inline void tm_gl_on_write(const tm_check_buf *buf, long long index)
 {
     tm_gl_cell &c = buf->cells[index];
-    const unsigned long long me = (unsigned long long)tm_check_block_linear() + 1;
+    const long long block = tm_check_block_linear();
+    const unsigned long long me = (unsigned long long)block + 1;
     const int t = tm_emu_tls.linear_tid;
     const unsigned long long e = tm_emu_barrier_epoch();
     const unsigned sw = tm_sw_count(t, e);
@@ -243,16 +367,82 @@ static inline void tm_gl_on_write(const tm_check_buf *buf, long long index)
                                     ((unsigned long long)(sw & 0xffff) << 16) | (e << 32);
     const unsigned long long owner = c.owner.exchange(me, std::memory_order_acq_rel);
     const unsigned long long prev = c.info.exchange(info, std::memory_order_acq_rel);
-    if (owner == 0) return;   // the first write of this element in this launch
+    if (owner != 0) {
+        const int ptid = (int)(prev & 0xffff);
+        if (owner != me) {
+            tm_gl_race(TM_GL_WAW, buf, index, (long long)owner - 1, ptid);
+            return;
+        }
+        const unsigned psw = (unsigned)((prev >> 16) & 0xffff);
+        const bool same_interval = (prev >> 32) == (e & 0xffffffffu);
+        if (same_interval && ptid != t && !((ptid >> 5) == (t >> 5) && sw > psw)) {
+            tm_gl_race(TM_GL_WAW, buf, index, (long long)owner - 1, ptid);
+            return;
+        }
+    }
+    // Reads of this element: by another block (a race unless __threadfence() was called), or by
+    // another thread of this block in this barrier interval.
+    const unsigned long long r1 = c.r1.load(std::memory_order_acquire);
+    if (!r1) return;
+    const unsigned long long r2 = c.r2.load(std::memory_order_acquire);
+    const unsigned long long other = tm_gl_block_of(r1) != block ? r1 : r2;
+    if (other) {
+        if (!tm_gl_fenced()) tm_gl_race(TM_GL_WAR, buf, index, tm_gl_block_of(other), tm_gl_tid_of(other));
+        return;
+    }
+    const unsigned long long ri = c.rinfo.load(std::memory_order_relaxed);
+    if ((ri >> 32) != (e & 0xffffffffu)) return;
+    const int rt1 = (int)(ri & 0x3ff), rt2 = (int)((ri >> 10) & 0x7ff) - 1;
+    const unsigned rsw = (unsigned)((ri >> 21) & 0x7ff);
+    const int other_reader = rt1 != t ? rt1 : rt2;   // rt2 differs from rt1 when set
+    if (other_reader < 0) return;
+    const bool warp_ordered = (rt1 >> 5) == (t >> 5) && (rt2 < 0 || (rt2 >> 5) == (t >> 5)) &&
+                              sw > rsw;
+    if (!warp_ordered) tm_gl_race(TM_GL_WAR, buf, index, block, other_reader);
+}
+
+static inline void tm_gl_on_read(const tm_check_buf *buf, long long index)
+{
+    tm_gl_cell &c = buf->cells[index];
+    const long long block = tm_check_block_linear();
+    const int t = tm_emu_tls.linear_tid;
+    const unsigned long long me = tm_gl_me(block, t);
+    const unsigned long long e = tm_emu_barrier_epoch();
+    const unsigned sw = tm_sw_count(t, e);
+    // the readers' blocks: the first, and one other
+    unsigned long long r1 = c.r1.load(std::memory_order_acquire);
+    if (!r1 && c.r1.compare_exchange_strong(r1, me, std::memory_order_acq_rel)) r1 = me;
+    if (tm_gl_block_of(r1) != block && !c.r2.load(std::memory_order_relaxed)) {
+        unsigned long long zero = 0;
+        c.r2.compare_exchange_strong(zero, me, std::memory_order_acq_rel);
+    }
+    // this interval's readers in this block (only this block's threads, run on this OS thread,
+    // write it while no other block reads the element)
+    const unsigned long long ri = c.rinfo.load(std::memory_order_relaxed);
+    unsigned long long next;
+    const unsigned sw11 = sw > 0x7ff ? 0x7ff : sw;
+    if ((ri >> 32) != (e & 0xffffffffu)) {
+        next = (unsigned long long)(t & 0x3ff) | ((unsigned long long)sw11 << 21) | (e << 32);
+    } else {
+        const int rt1 = (int)(ri & 0x3ff), rt2 = (int)((ri >> 10) & 0x7ff) - 1;
+        const unsigned rsw = (unsigned)((ri >> 21) & 0x7ff);
+        next = (unsigned long long)rt1 |
+               ((unsigned long long)(rt2 < 0 && rt1 != t ? t + 1 : rt2 + 1) << 10) |
+               ((unsigned long long)(sw11 > rsw ? sw11 : rsw) << 21) | (e << 32);
+    }
+    c.rinfo.store(next, std::memory_order_relaxed);
+    // the last write: by another block, or by another thread of this block in this interval
+    const unsigned long long owner = c.owner.load(std::memory_order_acquire);
+    if (!owner) return;
+    const unsigned long long prev = c.info.load(std::memory_order_acquire);
     const int ptid = (int)(prev & 0xffff);
-    if (owner != me) {
-        tm_gl_race(buf, index, (long long)owner - 1, ptid);
+    if (owner != (unsigned long long)block + 1) {
+        if (!tm_gl_fenced()) tm_gl_race(TM_GL_RAW, buf, index, (long long)owner - 1, ptid);
         return;
     }
     const unsigned psw = (unsigned)((prev >> 16) & 0xffff);
-    const bool same_interval = (prev >> 32) == (e & 0xffffffffu);
-    if (same_interval && ptid != t && !((ptid >> 5) == (t >> 5) && sw > psw))
-        tm_gl_race(buf, index, (long long)owner - 1, ptid);
+    if ((prev >> 32) == (e & 0xffffffffu) && ptid != t && !((ptid >> 5) == (t >> 5) && sw > psw))
+        tm_gl_race(TM_GL_RAW, buf, index, block, ptid);
 }
 
 // ---- shared memory ----
@@ -607,17 +797,28 @@ struct tm_gl_ref {
     const tm_check_buf *buf;
     const char *as;      // element type name when the pointer was reinterpret_cast, else null
     long long index, count;
+    tm_gl_idx at;        // an array parameter's or a float **'s indices (at.n == 0: a pointer's)
 
     bool inside(const char *what) const
     {
+        if (at.n) {
+            if (at.bad < 0) return true;
+            tm_check_fail_nd(buf, at, what);
+            return false;
+        }
         if (index >= 0 && index < count) return true;
         tm_check_fail(buf, as, index, count, what);
         return false;
     }
-    V load() const { return base[index]; }
+    bool recorded() const { return buf->cells && !as && index >= 0 && index < buf->count; }
+    V load() const
+    {
+        if (recorded()) tm_gl_on_read(buf, index);
+        return base[index];
+    }
     void store(V v) const
     {
-        if (buf->cells && !as) tm_gl_on_write(buf, index);
+        if (recorded()) tm_gl_on_write(buf, index);
         base[index] = v;
     }
     V get() const { return inside("read") ? load() : V(); }
@@ -685,7 +886,7 @@ struct tm_checked_ptr {
     T &element(long long j, std::false_type) const
     {
         if (j < 0 || j >= count) {
-            tm_check_fail(buf, as ? as : tm_type_name<T>::get(), j, count, "access");
+            tm_check_fail(buf, as ? as : tm_type_name<std::remove_const_t<T>>::get(), j, count, "access");
             return tm_check_scratch<T>();
         }
         return base[j];
@@ -699,7 +900,7 @@ struct tm_checked_ptr {
     T *operator->() const
     {
         if (offset < 0 || offset >= count) {
-            tm_check_fail(buf, as ? as : tm_type_name<T>::get(), offset, count, "access");
+            tm_check_fail(buf, as ? as : tm_type_name<std::remove_const_t<T>>::get(), offset, count, "access");
             return &tm_check_scratch<T>();
         }
         return base + offset;
@@ -725,6 +926,133 @@ struct tm_checked_ptr {
     tm_checked_ptr operator++(int) { tm_checked_ptr old = *this; ++offset; return old; }
     tm_checked_ptr operator--(int) { tm_checked_ptr old = *this; --offset; return old; }
 };
+
+// An array parameter (`float A[N][N]`, `float A[][N]`, `float (*A)[N]`) is a tm_checked_arr
+// <float, N>: A[i] is a tm_gl_view of the row, A[i][j] a tm_gl_ref whose indices are checked
+// one by one against the array passed (its rows) and the declared extents, and reported as
+// written (A[3][40]). A row used as a pointer (float *r = A[i]; passing A to a helper taking
+// float (*)[N]) is a plain pointer, unchecked from there.
+template <typename T, int R>   // R: the dimensions left to index (R == 1: the next gives an element)
+struct tm_gl_view {
+    T *base;
+    const tm_check_buf *buf;
+    long long flat;   // the first element of this row, in elements of T from base
+    tm_gl_idx at;     // the indices so far
+
+    template <typename I, typename = std::enable_if_t<tm_sh_index_ok<I>::value>>
+    auto operator[](const I &index) const
+    {
+        const long long i = (long long)tm_sh_value(index);
+        tm_gl_idx a = at;
+        const int level = a.n;
+        a.i[a.n++] = i;
+        if (a.bad < 0 && (i < 0 || i >= buf->dims[level])) a.bad = level;
+        long long stride = 1;
+        for (int k = level + 1; k < buf->ndim; ++k) stride *= buf->dims[k];
+        if constexpr (R == 1)
+            return tm_gl_ref<T>{base, buf, nullptr, flat + i * stride, buf->count, a};
+        else
+            return tm_gl_view<T, R - 1>{base, buf, flat + i * stride, a};
+    }
+    T *row() const
+    {
+        if (at.bad >= 0) {
+            tm_check_fail_nd(buf, at, "use of the row");
+            return &tm_check_scratch<T>();
+        }
+        return base + flat;
+    }
+    operator T *() const { return row(); }   // a row as a pointer: unchecked from here
+    template <typename U>
+    explicit operator U *() const { return (U *)row(); }
+};
+
+template <typename T, long long... D> struct tm_arr_of { typedef T type; };
+template <typename T, long long D0, long long... D> struct tm_arr_of<T, D0, D...> {
+    typedef typename tm_arr_of<T, D...>::type type[D0];
+};
+
+template <typename T, long long... D>
+struct tm_checked_arr : tm_gl_view<T, 1 + (int)sizeof...(D)> {
+    typedef typename tm_arr_of<T, D...>::type Row;   // T[D1][D2]...
+    tm_checked_arr() : tm_gl_view<T, 1 + (int)sizeof...(D)>{nullptr, nullptr, 0, tm_gl_idx{}} {}
+    tm_checked_arr(Row *p, const tm_check_buf *cb)
+        : tm_gl_view<T, 1 + (int)sizeof...(D)>{reinterpret_cast<T *>(p), cb, 0, tm_gl_idx{}} {}
+    operator Row *() const { return reinterpret_cast<Row *>(this->base); }   // unchecked there
+    template <typename U>
+    explicit operator U *() const { return (U *)this->base; }
+};
+
+// A float ** parameter is a tm_checked_rows<float>: C[i] checks i against the table of row
+// pointers (a row beyond it is reported, never read from the table), C[i][j] checks j against
+// the row's length, both reported as written (C[40][2]). The table tiledmm builds is regular
+// (row i at the data's start + i rows), so an element's record is its place in the 2-D array.
+template <typename T>
+struct tm_gl_row {
+    T *row;    // null: outside the table
+    T *data;   // the first row
+    const tm_check_buf *buf;
+    long long r;
+
+    template <typename I, typename = std::enable_if_t<tm_sh_index_ok<I>::value>>
+    tm_gl_ref<T> operator[](const I &index) const
+    {
+        const long long j = (long long)tm_sh_value(index), cols = buf->dims[1];
+        tm_gl_idx a;
+        a.n = 2;
+        a.i[0] = r;
+        a.i[1] = j;
+        if (!row) a.bad = 0;
+        else if (j < 0 || (cols >= 0 && j >= cols)) a.bad = 1;
+        if (cols < 0)   // one row: its length is not known; the row itself is the base
+            return tm_gl_ref<T>{row, buf, nullptr, j, j + 1, a};
+        return tm_gl_ref<T>{data, buf, nullptr, r * cols + j, buf->count, a};
+    }
+    T *get() const
+    {
+        if (!row) {
+            tm_gl_idx a;
+            a.n = 1;
+            a.i[0] = r;
+            a.bad = 0;
+            tm_check_fail_nd(buf, a, "read");
+            return &tm_check_scratch<T>();
+        }
+        return row;
+    }
+    operator T *() const { return get(); }   // float *r = C[i]: unchecked from here
+    template <typename U>
+    explicit operator U *() const { return (U *)get(); }
+};
+
+template <typename T>
+struct tm_checked_rows {
+    T **table;
+    const tm_check_buf *buf;   // dims: {rows, row length or -1}
+
+    tm_checked_rows() : table(nullptr), buf(nullptr) {}
+    tm_checked_rows(T **t, const tm_check_buf *cb) : table(t), buf(cb) {}
+    template <typename I, typename = std::enable_if_t<tm_sh_index_ok<I>::value>>
+    tm_gl_row<T> operator[](const I &index) const
+    {
+        const long long i = (long long)tm_sh_value(index);
+        const bool in = i >= 0 && i < buf->dims[0];
+        return tm_gl_row<T>{in ? table[i] : nullptr, buf->dims[0] > 0 ? table[0] : nullptr, buf, i};
+    }
+    operator T **() const { return table; }   // unchecked from here
+    template <typename U>
+    explicit operator U *() const { return (U *)table; }
+};
+
+// The launcher's view of a float ** argument: its rows (the table's entries) and their length
+// (the distance between the first two rows; unknown, -1, for one row). Returns the elements.
+template <typename T>
+static inline long long tm_check_rows_shape(T **table, size_t table_bytes, long long dims[2])
+{
+    dims[0] = (long long)(table_bytes / sizeof(T *));
+    dims[1] = dims[0] >= 2 ? (long long)(table[1] - table[0]) : -1;
+    return dims[1] >= 0 ? dims[0] * dims[1] : 0;
+}
 
 // Check mode rewrites the student's `reinterpret_cast<` into `tm_check_reinterpret<`: a checked
 // pointer reinterpreted as another element type (reinterpret_cast<float4 *>(y)) stays checked,
@@ -858,19 +1186,39 @@ static inline int tm_user_finish(cudaError_t err, char *detail, size_t detail_si
 #endif
 
 #if defined(TM_EMU) && defined(TM_CHECK)
-// Reports name the student's types: the emulator names the kernel by its symbol, whose pointer
-// parameters are tm_checked_ptr<float> in check mode; they read as float* (what the symbol says
-// without check mode).
+// Reports name the student's types: the emulator names the kernel by its symbol, whose array
+// parameters are check mode's types; they read as the symbol reads without check mode:
+// tm_checked_ptr<float> as float*, tm_checked_rows<float const> as float const**,
+// tm_checked_arr<float, 64ll> as float (*)[64].
 static inline void tm_check_plain_types(char *text, size_t size)
 {
-    static const std::string key = "tm_checked_ptr<";
+    static const char *const keys[] = {"tm_checked_ptr<", "tm_checked_rows<", "tm_checked_arr<"};
     std::string t(text);
-    for (size_t p; (p = t.find(key)) != std::string::npos;) {
-        size_t q = p + key.size();
-        int depth = 1;
-        for (; q < t.size() && depth; ++q) depth += t[q] == '<' ? 1 : t[q] == '>' ? -1 : 0;
-        if (depth) break;
-        t.replace(p, q - p, t.substr(p + key.size(), q - 1 - p - key.size()) + "*");
+    for (int kind = 0; kind < 3; ++kind) {
+        const std::string key = keys[kind];
+        for (size_t p; (p = t.find(key)) != std::string::npos;) {
+            size_t q = p + key.size();
+            int depth = 1;
+            for (; q < t.size() && depth; ++q) depth += t[q] == '<' ? 1 : t[q] == '>' ? -1 : 0;
+            if (depth) return;
+            const std::string inner = t.substr(p + key.size(), q - 1 - p - key.size());
+            std::string plain;
+            if (kind == 0) plain = inner + "*";
+            else if (kind == 1) plain = inner + "**";
+            else {   // "float, 64ll, 8ll": the element type, then the extents
+                size_t c = inner.find(',');
+                plain = inner.substr(0, c) + " (*)";
+                while (c != std::string::npos) {
+                    size_t d = inner.find(',', c + 1);
+                    std::string ext = inner.substr(c + 1, d == std::string::npos ? d : d - c - 1);
+                    while (!ext.empty() && (ext[0] == ' ')) ext.erase(0, 1);
+                    while (!ext.empty() && (ext.back() == 'l' || ext.back() == 'L')) ext.pop_back();
+                    plain += "[" + ext + "]";
+                    c = d;
+                }
+            }
+            t.replace(p, q - p, plain);
+        }
     }
     snprintf(text, size, "%s", t.c_str());
 }
