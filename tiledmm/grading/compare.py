@@ -69,8 +69,8 @@ def compare(name, got, expected, tol, mark=None, sum_of=None):
     flat = int(np.argmax(bad.ravel()))
     where = f"{name}{_index(expected.shape, flat)}"
     message = (f"{int(bad.sum())} of {bad.size} element{'s' if bad.size != 1 else ''} of {name} "
-               f"wrong; first {where}: got {got64.ravel()[flat]!r}, expected "
-               f"{expected.ravel()[flat]!r} (error {err.ravel()[flat]:.3g} > tolerance "
+               f"wrong; first {where}: got {float(got64.ravel()[flat])!r}, expected "
+               f"{float(expected.ravel()[flat])!r} (error {err.ravel()[flat]:.3g} > tolerance "
                f"{tol.ravel()[flat]:.3g})") if expected.shape else (
                f"{name}: got {float(got64)!r}, expected {float(expected)!r} (error "
                f"{float(err):.3g} > tolerance {float(tol):.3g})")

@@ -31,6 +31,8 @@ from .speed import EMU_NOTE, grade_speed
 __all__ = ["grade"]
 
 MAX_TIMEOUTS = 2   # after this many cases time out, the rest are not run
+MAX_CRASHES = 3    # after this many cases crash the worker (a signal), the rest are not run
+_CRASH_SIGNALS = ("(SIGSEGV", "(SIGBUS", "(SIGABRT", "(SIGFPE", "(SIGILL")
 
 
 def _read_submission(submission):
@@ -77,18 +79,20 @@ def grade(submission, assignment, *, backend=None, seed=None, kernel=None, timeo
         report.speed = {"graded": False, "note": "the submission did not compile"}
         return report
     kern, mapping, launch = k
-    timeouts = 0
+    timeouts = crashes = 0
     for i, case in enumerate(cases):
-        if timeouts >= MAX_TIMEOUTS:
+        if timeouts >= MAX_TIMEOUTS or crashes >= MAX_CRASHES:
+            why = f"{timeouts} earlier cases ran past their time limit" \
+                if timeouts >= MAX_TIMEOUTS else f"{crashes} earlier cases crashed"
             report.cases.append(_row(assignment, case, "-", False, 0.0, np.nan, np.nan, np.nan,
-                                     f"not run: {timeouts} earlier cases ran past their time "
-                                     "limit"))
+                                     f"not run: {why}"))
             continue
         mode = "check" if use_check and not case.get("big") else "plain"
         limit = case.get("timeout", timeout if timeout is not None else assignment.timeout)
         row = _run_case(assignment, case, kern, mapping, launch, backend, mode, limit,
                         np.random.default_rng([seed, i + 1]))
         timeouts += "ran for more than" in row["message"]
+        crashes += any(sig in row["message"] for sig in _CRASH_SIGNALS)
         report.cases.append(row)
     if not speed or assignment.speed is None:
         report.speed = {"graded": False, "note": "not asked for" if assignment.speed else
