@@ -3,7 +3,8 @@ on the lectures' own kernels, typed as a student would (with only the fixes that
 compile), and on correct ones:
 - a check belongs to one launch: threads checking one kernel at once get their own verdicts;
 - out-of-bounds accesses say whether they read or wrote;
-- write-write races in global memory (two blocks, or two threads of a block between barriers);
+- write-write races in global memory (two blocks, or two threads of a block between barriers),
+  and reads racing with writes (a block reading what another block of the launch writes);
 - reads of shared memory that no thread of the block wrote;
 - outputs a launch never wrote, in the checker's reports;
 - the lectures' in-place, multi-pass reductions graded by check_reduce;
@@ -536,3 +537,90 @@ __global__ void diverge(const float A[][8], float **B)
 """, backend="emu", check=True)
     text = _report(kernel, 1, 32, np.ones((2, 8), np.float32), np.zeros((2, 8), np.float32))
     assert "diverge(float const (*)[8], float**)" in text and "tm_checked" not in text, text
+
+
+# ---- global-memory reads racing with writes ----
+
+def test_a_block_reading_what_another_block_writes_races():
+    # lecture 001's multi-block reduce_2 with its shifts fixed: at d = 256 thread 0 of block 0
+    # reads A[256], which block 1 writes in the same launch (and A[512], block 2's)
+    source = lecture_source("001_reduce_2").replace("d <= 1)", "d <<= 1)").replace(
+        "(d < 1)", "(d << 1)")
+    kernel = tm.compile(source, name="reduce_2", backend="emu", check=True)
+    text = _report(kernel, 4, 256, np.ones(1024, np.float32), 1024)
+    assert re.search(r"global-memory race \(read and write\) on A\[(256|512)\] \(the buffer passed "
+                     r"for 'A' \(float \*\)\): thread \(0,0,0\) of block \(0,0,0\) reads it and "
+                     r"thread \(0,0,0\) of block \([12],0,0\) writes it; the blocks of a launch "
+                     r"are not ordered", text), text
+    A = np.ones(256, np.float32)   # one block: its barriers order every read and write
+    kernel(1, 256, A, 256, backend="emu")
+    assert A[0] == 256
+
+
+NEIGHBOUR = r"""
+__global__ void neighbour(float *y)
+{
+    y[threadIdx.x] = threadIdx.x;
+    __syncthreads();
+    float v = y[(threadIdx.x + 1) % 32];
+    __syncthreads();
+    y[threadIdx.x] = v;
+}
+"""
+
+
+def test_reads_and_writes_of_a_block_race_unless_a_barrier_orders_them():
+    y = np.zeros(32, np.float32)
+    tm.compile(NEIGHBOUR, backend="emu", check=True)(1, 32, y, backend="emu")
+    assert y.tolist() == [float((i + 1) % 32) for i in range(32)]
+    first, second = (NEIGHBOUR.replace("__syncthreads();", "", 1),
+                     NEIGHBOUR[::-1].replace(";)(sdaerhtcnys__", "", 1)[::-1])
+    text = _report(tm.compile(second, backend="emu", check=True), 1, 32, np.zeros(32, np.float32))
+    # which thread runs first after the barrier is the emulator's choice: thread k writes y[k]
+    # after thread k - 1 read it
+    m = re.search(r"global-memory race \(write after read\) on y\[(\d+)\] \(the buffer passed for "
+                  r"'y' \(float \*\)\) in block \(0,0,0\): thread \((\d+),0,0\) writes it after "
+                  r"thread \((\d+),0,0\) read it, with no __syncthreads\(\) between them", text)
+    assert m and m[1] == m[2] and int(m[3]) == (int(m[1]) - 1) % 32, text
+    text = _report(tm.compile(first, backend="emu", check=True), 1, 32, np.zeros(32, np.float32))
+    assert "global-memory race (write after read) on y[1]" in text, text
+    raw = tm.compile(r"""
+__global__ void raw(float *y)
+{
+    if (threadIdx.x == 0) y[0] = 1.0f;
+    float v = y[0];                  // thread 0's own write: fine; thread 1's read: a race
+    y[threadIdx.x + 1] = v;
+}
+""", backend="emu", check=True)
+    text = _report(raw, 1, 2, np.zeros(3, np.float32))
+    assert "global-memory race (read after write) on y[0] (the buffer passed for 'y' (float *)) " \
+           "in block (0,0,0): thread (1,0,0) reads it after thread (0,0,0) wrote it" in text, text
+
+
+LAST_BLOCK = r"""
+__global__ void last_block(const float *x, float *partial, unsigned *count, float *total)
+{
+    if (threadIdx.x == 0) {
+        partial[blockIdx.x] = x[blockIdx.x];
+        __threadfence();
+        unsigned ticket = atomicInc(&count[0], gridDim.x);
+        if (ticket == gridDim.x - 1) {   // the last block sums what every block wrote
+            float s = 0.0f;
+            for (int b = 0; b < gridDim.x; ++b) s += partial[b];
+            total[0] = s;
+        }
+    }
+}
+"""
+
+
+def test_reads_after_threadfence_and_an_atomic_are_not_races():
+    # CUDA's threadFenceReduction pattern: legal with __threadfence(), a race without it
+    args = lambda: (np.arange(8, dtype=np.float32), np.zeros(8, np.float32),   # noqa: E731
+                    np.zeros(1, np.uint32), np.zeros(1, np.float32))
+    a = args()
+    tm.compile(LAST_BLOCK, backend="emu", check=True)(8, 32, *a, backend="emu")
+    assert a[3][0] == 28
+    text = _report(tm.compile(LAST_BLOCK.replace("__threadfence();", ""), backend="emu",
+                              check=True), 8, 32, *args())
+    assert "global-memory race (read and write) on partial[" in text, text

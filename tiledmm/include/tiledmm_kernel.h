@@ -54,9 +54,13 @@ static __host__ __device__ inline unsigned tm_ceil_div(long long n, long long d)
 // check mode knows whether an element is read or written; pointers derived with + - += -= ++ --,
 // &p[i] and reinterpret_cast<U *>(p) stay checked. An access outside the buffer does not touch
 // memory (a read gives 0, a write is dropped), and it is reported with the thread and block that
-// made it. Writes are recorded per element (tm_gl_cell): two writes of one element by different
-// blocks, or by two threads of a block with no __syncthreads() between them, are a race. A plain
-// pointer made from a checked one (float *q = p + 1; (float (*)[N])p) is no longer checked.
+// made it. Writes and reads are recorded per element (tm_gl_cell): a write and another write,
+// or a read and a write, of one element by different blocks (unordered within a launch), or by
+// two threads of a block with no __syncthreads() between them, are a race; a thread's own read
+// then write is not, nor are atomics. Once a thread of the launch called __threadfence(), reads
+// of what other blocks wrote are no longer reported (the last-block pattern of CUDA's
+// threadFenceReduction orders them with the fence and an atomic). A plain pointer made from a
+// checked one (float *q = p + 1; (float (*)[N])p) is no longer checked.
 #include <atomic>
 #include <cstdarg>
 #include <cstdio>
