@@ -29,4 +29,4 @@ __all__ = ["matmul", "reduce", "vec_add", "mat_add", "kernels", "device_info", "
            "model", "occupancy", "sweep", "plot",
            "compile", "Kernel", "CompileError", "CompileWarning", "KernelError", "clear_cache",
            "cache_info",
-           "check_matmul", "check_reduce", "CheckReport", "grade", "GradeReport", "grading"]
+           "check_matmul", "check_reduce", "CheckReport", "grade", "GradeReport"]

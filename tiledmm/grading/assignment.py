@@ -50,7 +50,7 @@ class Arg:
 class Speed:
     """The speed part (graded on the cuda backend only).
 
-    case: the sizes to time at; reference(**values) -> a tiledmm Result of the reference kernel
+    case: the sizes to time at; ``reference(**values)`` -> a tiledmm Result of the reference kernel
     on the case's inputs (launched with warmup=0, repeat=1; it is called once per timed run);
     points: what the speed part is worth; full_within: full points while the submission takes at
     most this times the reference's time (1.2, the CMU 15-418/CS149 rule); zero_at: the points
@@ -82,13 +82,13 @@ class Assignment:
     (default 1), 'big': True (several waves of blocks: plain mode even on emu, where check mode
     runs the others) and 'timeout' (seconds).
     random_cases: callable(rng) -> more such cases drawn from the grading seed (optional).
-    reference: callable(**inputs) -> the expected outputs, {name: array or number} (or one
+    reference: ``callable(**inputs)`` -> the expected outputs, {name: array or number} (or one
     array when there is one output): inputs are float64 copies of the arrays and the sizes.
     combine: {output name: callable(array) -> value compared with the reference} (e.g. a sum of
     per-block partial sums); default: the array itself.
     tolerance: 'matmul' (tiledmm.testing's K-scaled bound for the product of the first two
     'in' arrays), 'sum' (assert_sum_close's bound for the sum of the first 'in' array), or {'rtol': r, 'atol': a}, or
-    callable(expected, **inputs) -> per-element tolerance.
+    ``callable(expected, **inputs)`` -> per-element tolerance.
     launch: LaunchSpec or {'grid': expr, 'block': expr, 'shared': expr} (see launch_spec).
     dtype: the element type of the arrays unless the kernel's pointer says another float type.
     speed: Speed or None. timeout: seconds per case (default 20)."""
