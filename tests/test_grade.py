@@ -152,6 +152,18 @@ def test_race_is_reported_with_its_location():
     assert "declared by the submission comments" in report.launch
 
 
+DIVERGENT = VADD.replace("BODY", "if (i >= n) return;\n    if (threadIdx.x < 100) __syncthreads();\n"
+                                  "    C[i] = A[i] + B[i];")
+
+
+def test_divergent_barrier_is_reported_with_its_line():
+    report = tm.grade(DIVERGENT, "vec_add", backend="emu", seed=SEED)
+    assert report.score == 0
+    msg = report.cases[1]["message"]
+    assert "100 threads wait at __syncthreads() at kernel.cu:5" in msg, msg
+    assert "full messages:" in str(report)
+
+
 def test_syntax_error_scores_zero_with_the_line():
     report = tm.grade(SYNTAX, "vec_add", backend="emu", seed=SEED)
     assert report.score == 0 and report.compile_error
