@@ -624,3 +624,29 @@ def test_reads_after_threadfence_and_an_atomic_are_not_races():
     text = _report(tm.compile(LAST_BLOCK.replace("__threadfence();", ""), backend="emu",
                               check=True), 8, 32, *args())
     assert "global-memory race (read and write) on partial[" in text, text
+
+
+# ---- a launch stopped by its timeout keeps check mode's first report ----
+
+def test_a_timeout_keeps_the_first_report_check_mode_recorded(capfd):
+    # lecture 001's reduce_2_1 as printed: `d <= 1` never ends the loop
+    kernel = tm.compile(lecture_source("001_reduce_2_1"), name="reduce_2_1", backend="emu",
+                        check=True)
+    A = np.ones(1000, np.float32)
+    text = _report(kernel, 1, 256, A, 1000, timeout=1)
+    assert "kernel 'reduce_2_1' ran for more than 1 s and was stopped" in text, text
+    # every thread adds its right neighbour (i % (d <= 1) is i % 1): thread 1 writes A[1],
+    # which thread 0 read, before any barrier
+    assert "\ntiledmm check, before the timeout: global-memory race (write after read) on A[1] " \
+           "(the buffer passed for 'A' (float *)) in block (0,0,0): thread (1,0,0) writes it " \
+           "after thread (0,0,0) read it" in text, text
+    # one thread: no race, but its first pass reads A[1000] before the loop goes on for ever
+    text = _report(kernel, 1, 1, A, 1000, timeout=1)
+    assert "\ntiledmm check, before the timeout: out-of-bounds read of A[1000] (the buffer " \
+           "passed for 'A' (float *) has 1000 elements) by thread (0,0,0) of block (0,0,0)" \
+        in text, text
+    # in the caller's own process nothing is written to stderr: the report comes back as usual
+    capfd.readouterr()
+    inproc = tm.compile(SCALE, backend="emu", check=True, isolate=False)
+    text = _report(inproc, 1, 2, np.ones(1, np.float32), np.zeros(2, np.float32), 2.0, 2)
+    assert "out-of-bounds read of x[1]" in text and "tiledmm check" not in capfd.readouterr().err

@@ -385,9 +385,15 @@ class Worker:
             if left is not None and left <= 0:
                 self._show_output(0.2)
                 self._kill()
+                # check mode's first report, written to stderr as it was recorded
+                # (tiledmm_kernel.h, tm_check_report_at): the launch never got to return it
+                found = [ln[len("tiledmm check: "):] for ln in self.last_stderr.splitlines()
+                         if ln.startswith("tiledmm check: ")][:1]
                 raise KernelError(f"{what} ran for more than {timeout:g} s and was stopped "
                                   "(timeout=; a loop that never ends?). Pass timeout=None for "
-                                  "no limit, or a larger timeout=.")
+                                  "no limit, or a larger timeout=."
+                                  + "".join(f"\ntiledmm check, before the timeout: {ln}"
+                                            for ln in found))
             try:
                 ready = self._readable(0.1 if left is None else min(0.1, left))
                 if ready:

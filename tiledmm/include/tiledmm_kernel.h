@@ -77,6 +77,7 @@ struct tm_check_launch_t {
     char message[1024] = {0};
     size_t dyn_bytes;       // the launch's shared_bytes
     std::atomic<bool> fenced{false};   // a thread called __threadfence() (tm_gl_fenced)
+    bool told = false;      // the first report was written to stderr (tm_check_report_at)
     explicit tm_check_launch_t(size_t shared_bytes) : dyn_bytes(shared_bytes) {}
 };
 static thread_local tm_check_launch_t *tm_check_cur = nullptr;
@@ -94,6 +95,19 @@ static inline long long tm_check_block_linear()
 // Records a problem found by the calling CUDA thread, ranked by `block` (a linear block index):
 // the first report of the lowest block is kept. A block runs on one OS thread in a fixed order,
 // so the report does not depend on how blocks were spread over OS threads.
+static inline void tm_check_plain_types(char *text, size_t size);
+// In tiledmm's worker process (TILEDMM_WORKER=1), the launch's first report is also written to
+// stderr as it is recorded, as one line `tiledmm check: <report>`: a launch that then never ends
+// is killed at its timeout, and the caller (tiledmm/_isolation.py) quotes that line with the
+// timeout. In the caller's own process (isolate=False) nothing is written.
+static inline bool tm_check_in_worker()
+{
+    static const bool yes = [] {
+        const char *w = getenv("TILEDMM_WORKER");
+        return w && w[0] == '1';
+    }();
+    return yes;
+}
 __attribute__((noinline, format(printf, 2, 3))) static void tm_check_report_at(long long block,
                                                                              const char *fmt, ...)
 {
@@ -107,6 +121,14 @@ __attribute__((noinline, format(printf, 2, 3))) static void tm_check_report_at(l
     va_start(ap, fmt);
     vsnprintf(s->message, sizeof s->message, fmt, ap);
     va_end(ap);
+    if (!s->told && tm_check_in_worker()) {
+        s->told = true;
+        char line[sizeof s->message];
+        snprintf(line, sizeof line, "%s", s->message);
+        tm_check_plain_types(line, sizeof line);
+        fprintf(stderr, "tiledmm check: %s\n", line);
+        fflush(stderr);
+    }
 }
 #define tm_check_report(...) tm_check_report_at(tm_check_block_linear(), __VA_ARGS__)
 
