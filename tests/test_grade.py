@@ -8,13 +8,11 @@ import os
 import time
 import xml.etree.ElementTree as ET
 
-import numpy as np
 import pytest
 
 import tiledmm as tm
 from tiledmm.__main__ import main
 from tiledmm.grading import launch_spec
-from tiledmm.grading.compile_limits import compile_submission
 
 from conftest import HAVE_GPU
 

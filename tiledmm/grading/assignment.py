@@ -25,8 +25,9 @@ class Arg:
     array, filled with a marked NaN so elements never written are found), 'inout' (an input
     array the kernel updates), 'size' (an integer the case gives, e.g. n), 'scalar' (a number:
     `value`, an expression of the sizes or a callable(rng)). An 'out' array with `value=0.0`
-    starts filled with that value instead (e.g. partial sums added atomically). shape: the array's shape as
-    expressions of the sizes, e.g. ("M", "K"); 'blocks' is the launch's number of blocks.
+    starts filled with that value instead (e.g. partial sums added atomically).
+    shape: the array's shape as expressions of the sizes, e.g. ("M", "K"); 'blocks' is the
+    launch's number of blocks.
     high: input values are random nonzero integers in [-high, high] divided by 4 (exact in
     float32, see tiledmm.testing.exact_integer_matrix)."""
 
@@ -60,7 +61,8 @@ class Speed:
     def __init__(self, case, reference, points=1.0, full_within=1.2, zero_at=3.0, floor=0.0,
                  warmup=2, repeat=10, label=None):
         self.case, self.reference, self.points = dict(case), reference, float(points)
-        self.full_within, self.zero_at, self.floor = float(full_within), float(zero_at), float(floor)
+        self.full_within, self.zero_at = float(full_within), float(zero_at)
+        self.floor = float(floor)
         self.warmup, self.repeat, self.label = int(warmup), int(repeat), label
 
     def fraction(self, ratio):
@@ -87,8 +89,8 @@ class Assignment:
     combine: {output name: callable(array) -> value compared with the reference} (e.g. a sum of
     per-block partial sums); default: the array itself.
     tolerance: 'matmul' (tiledmm.testing's K-scaled bound for the product of the first two
-    'in' arrays), 'sum' (assert_sum_close's bound for the sum of the first 'in' array), or {'rtol': r, 'atol': a}, or
-    ``callable(expected, **inputs)`` -> per-element tolerance.
+    'in' arrays), 'sum' (assert_sum_close's bound for the sum of the first 'in' array),
+    {'rtol': r, 'atol': a}, or ``callable(expected, **inputs)`` -> per-element tolerance.
     launch: LaunchSpec or {'grid': expr, 'block': expr, 'shared': expr} (see launch_spec).
     dtype: the element type of the arrays unless the kernel's pointer says another float type.
     speed: Speed or None. timeout: seconds per case (default 20)."""

@@ -85,8 +85,8 @@ def _child_compile(source, name, options, backend, checks, seconds, memory_mb):
 def compile_submission(source, name, options, backend, check, *, seconds=COMPILE_SECONDS,
                        memory_mb=COMPILE_MEMORY_MB):
     """(Kernel, [warning lines]): compiled for `backend` (and in check mode too when `check`)
-    in a limited child process; the Kernel made here finds both builds in the disk cache. Raises CompileError,
-    CompileLimitError or ValueError (no such kernel, several kernels)."""
+    in a limited child process; the Kernel made here finds both builds in the disk cache.
+    Raises CompileError, CompileLimitError or ValueError (no such kernel, several kernels)."""
     checks = [False, True] if check else [False]
     reply = _child_compile(source, name, options, backend, checks, seconds, memory_mb)
     if not reply["ok"]:
