@@ -45,17 +45,19 @@ a KernelError and the next call works; Ctrl-C stops a running kernel (KeyboardIn
 `isolate=False` runs it in the caller's process: faster to launch, with none of these promises.
 
 Check mode (`check=True`, emulator only), per launch (threads may check one kernel at once):
-pointer parameters are bounds-checked: the first access outside the buffer passed is reported as
-a read or a write with the index, the thread and the block, and is not performed. Two writes of
-one global element with nothing ordering them (two blocks, or two threads of a block with no
-`__syncthreads()` between) are a race; atomics are not. `__shared__` arrays and scalars of number
+pointer, array (`float A[][N]`), `float **` and vector pointer parameters are bounds-checked: the
+first access outside the array passed is reported as a read or a write with the indices as
+written (`A[3][40]`), the thread and the block, and is not performed. Two accesses of one global
+element, one a write, with nothing ordering them (two blocks, or two threads of a block with no
+`__syncthreads()` between) are a race; atomics and a thread's own read then write are not, nor,
+after a `__threadfence()`, reads of what another block wrote. `__shared__` arrays and scalars of number
 types and dynamic shared memory are race-checked within each barrier interval (a read of what
 another thread wrote, a write over another thread's read or different write), and a read of an
 element no thread of the block wrote, or an index outside the extent, is reported; lanes of a
-warp are ordered by `__syncwarp()`. Not tracked: atomics on shared memory, global reads racing
-with writes, and raw pointers made from a parameter or shared array (`float *q = s`);
-`reinterpret_cast`/`const_cast` of a parameter stay checked. A launch stopped by its timeout
-reports the timeout only. Barriers that not all threads of a block reach are reported on the emulator in every mode, with the call sites.
+warp are ordered by `__syncwarp()`. Not tracked: atomics on shared memory, races on vector
+pointers' elements, a one-row `float **`'s row length, and raw pointers made from a parameter or
+shared array (`float *q = s`); `reinterpret_cast`/`const_cast` of a parameter stay checked. A
+launch stopped by its timeout reports the timeout and the first problem check mode had found. Barriers that not all threads of a block reach are reported on the emulator in every mode, with the call sites.
 """
 
 import struct
