@@ -61,10 +61,10 @@ def asan_build(tmp_path_factory):
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, f"ASan build failed:\n{r.stdout[-3000:]}\n{r.stderr[-5000:]}"
     assert _in_place_modules() == before, "the ASan build touched the in-place modules"
-    for py in (ROOT / "tiledmm").glob("*.py"):
-        shutil.copy(py, lib / "tiledmm" / py.name)
-    # what tm.compile builds user kernels from: the prelude, and the source tree's emulator
-    shutil.copytree(ROOT / "tiledmm" / "include", lib / "tiledmm" / "include", dirs_exist_ok=True)
+    # the package's Python (subpackages too) and what tm.compile builds user kernels from: the
+    # prelude, and the source tree's emulator; not the in-place extension modules
+    shutil.copytree(ROOT / "tiledmm", lib / "tiledmm", dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("*.so", "__pycache__"))
     for tree in ("csrc", "cuda"):
         (lib / tree).symlink_to(ROOT / tree)
     return lib
