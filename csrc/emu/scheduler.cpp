@@ -37,6 +37,17 @@
 #include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
+// ThreadSanitizer (a -fsanitize=thread build of tests/emu, to look for missing fences on x86,
+// which qemu's aarch64 runs cannot show): it must be told of every fiber and every switch.
+#if defined(__SANITIZE_THREAD__)
+#define TM_EMU_TSAN 1
+#include <sanitizer/tsan_interface.h>
+#define TM_TSAN_RELEASE(p) __tsan_release((void *)(p))
+#define TM_TSAN_ACQUIRE(p) __tsan_acquire((void *)(p))
+#else
+#define TM_TSAN_RELEASE(p) ((void)0)
+#define TM_TSAN_ACQUIRE(p) ((void)0)
+#endif
 
 #include "fiber_switch.h"   // FiberContext, context_make, context_switch: one file per architecture
 
@@ -60,7 +71,19 @@ struct Fiber {
     size_t size = 0;
     int thread = -1;        // the CUDA thread (linear id) it runs, -1 when free
     size_t color = 0;       // bytes left unused at the top of the stack
+#ifdef TM_EMU_TSAN
+    void *tsan = nullptr;   // ThreadSanitizer's fiber
+#endif
 };
+
+void fiber_free(Fiber *f)
+{
+#ifdef TM_EMU_TSAN
+    if (f->tsan) __tsan_destroy_fiber(f->tsan);
+#endif
+    munmap(f->map, f->map_size);
+    delete f;
+}
 
 struct Thr {
     State st;
@@ -149,6 +172,9 @@ struct Worker {
     const void *sched_bottom = nullptr;
     size_t sched_size = 0;
 #endif
+#ifdef TM_EMU_TSAN
+    void *tsan_sched = __tsan_get_current_fiber();   // the OS thread's own
+#endif
     Worker()
     {
 #ifdef TM_EMU_ASAN
@@ -166,10 +192,7 @@ struct Worker {
     ~Worker()
     {
         tm_emu_tls.worker = nullptr;
-        for (Fiber *f : fibers) {
-            munmap(f->map, f->map_size);
-            delete f;
-        }
+        for (Fiber *f : fibers) fiber_free(f);
         free(dyn);
         if (altstack) {
             stack_t st;
@@ -234,6 +257,9 @@ Fiber *fiber_new(Worker &w)
     f->lo = (char *)m + guard;
     f->size = size;
     f->color = (w.fibers.size() % 61) * 64 + (w.fibers.size() / 61 % 4) * 16;
+#ifdef TM_EMU_TSAN
+    f->tsan = __tsan_create_fiber(0);
+#endif
     fiber_reset(f);
     w.fibers.push_back(f);
     return f;
@@ -247,6 +273,9 @@ inline void jump(Worker &w, Fiber *from, Fiber *to)
     __sanitizer_start_switch_fiber(&fake, to ? (const void *)to->lo : w.sched_bottom, to ? to->size : w.sched_size);
 #endif
     w.cur = to;
+#ifdef TM_EMU_TSAN
+    __tsan_switch_to_fiber(to ? to->tsan : w.tsan_sched, 0);
+#endif
     context_switch(from ? from->ctx : w.sched, to ? to->ctx : w.sched);
 #ifdef TM_EMU_ASAN
     __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
@@ -841,10 +870,7 @@ cudaError_t launch(const void *func, void (*invoke)(void *), void *pack, dim3 gr
         if (L.failed.load(std::memory_order_relaxed)) return;
         if (w.fiber_stack != stack) {   // stack size changed: drop the old (free) fibers
             if (w.free_fibers.size() == w.fibers.size()) {
-                for (Fiber *f : w.fibers) {
-                    munmap(f->map, f->map_size);
-                    delete f;
-                }
+                for (Fiber *f : w.fibers) fiber_free(f);
                 w.fibers.clear();
                 w.free_fibers.clear();
                 w.fiber_stack = stack;
@@ -867,13 +893,19 @@ cudaError_t launch(const void *func, void (*invoke)(void *), void *pack, dim3 gr
         prepare(self);
         for (long long i = 0; i < nblocks && !L.failed.load(std::memory_order_relaxed); ++i) body(self, i);
     } else {
+        // ThreadSanitizer cannot see libgomp's fork and join (it is not instrumented): say
+        // that the launch's set-up happens before its blocks and its blocks before the return.
+        TM_TSAN_RELEASE(&L);
 #pragma omp parallel num_threads(nw)
         {
+            TM_TSAN_ACQUIRE(&L);
             Worker &w = worker();
             prepare(w);
 #pragma omp for schedule(dynamic, 1)
             for (long long i = 0; i < nblocks; ++i) body(w, i);
+            TM_TSAN_RELEASE(&L);
         }
+        TM_TSAN_ACQUIRE(&L);
     }
     if (L.failed.load()) return set_error(L.err, L.detail);
     return cudaSuccess;
