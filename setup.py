@@ -10,6 +10,8 @@ Environment:
                       (default "75;80;86;89;90"; PTX of the last is embedded too)
   TILEDMM_NO_CUDA=1   build only the emulator backend
   TILEDMM_EMU_ASAN=1  build the emulator backend under AddressSanitizer
+  TILEDMM_NO_PROFILE=1  skip tiledmm._emu_profile (profile=True on emu), a second build of the
+                      emulator whose kernel objects count memory accesses (docs/profile.md)
   CUDA_HOME           where the CUDA toolkit is (default: from nvcc on PATH, /usr/local/cuda)
 """
 import glob
@@ -32,6 +34,18 @@ KERNEL_SOURCES = sorted(glob.glob("cuda/*.cu"))
 HEADERS = sorted(glob.glob("cuda/*.h") + glob.glob("csrc/*.h") + glob.glob("csrc/emu/*.h"))
 GLUE_SOURCES = sorted(glob.glob("csrc/*.c"))
 EMU_RUNTIME_SOURCES = sorted(glob.glob("csrc/emu/*.cpp"))
+PROFILE_SOURCES = sorted(glob.glob("csrc/profile/*.cpp"))
+# Profile mode: the kernels get ThreadSanitizer's instrumentation (calls before every load and
+# store, implemented by csrc/profile/emu_profile.cpp; libtsan is not linked). No vectorising and
+# no loops turned into memcpy/memset calls, so every access of the source stays one access.
+PROFILE_KERNEL_FLAGS = ["-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0",
+                        # template statics (the __shared__ arrays) stay this module's own, not
+                        # unified with tiledmm._emu's by the dynamic linker (STB_GNU_UNIQUE)
+                        "-fno-gnu-unique",
+                        "-fno-tree-vectorize", "-fno-tree-loop-distribute-patterns"]
+# The emulator entry points whose calls from the kernels emu_profile.cpp sees (ld --wrap).
+PROFILE_WRAPPED = ["_ZN6tm_emu6launchEPKvPFvPvES2_4dim3S5_m", "_ZN6tm_emu7warp_opEijyiiPKci",
+                   "tm_emu_syncthreads", "tm_emu_syncthreads_op", "cudaMalloc", "cudaFree"]
 DEFAULT_ARCHS = "75;80;86;89;90"
 
 
@@ -81,6 +95,8 @@ class BuildExt(build_ext):
             print("tiledmm: nvcc not found (or TILEDMM_NO_CUDA=1): building the CPU emulator "
                   "backend only; backend='cuda' will say so at the first call", file=sys.stderr)
             self.extensions = [e for e in self.extensions if e.name != "tiledmm._cuda"]
+        if os.environ.get("TILEDMM_NO_PROFILE") == "1" or emu_asan_flags():
+            self.extensions = [e for e in self.extensions if e.name != "tiledmm._emu_profile"]
         super().run()
 
     def build_extension(self, ext):
@@ -92,6 +108,11 @@ class BuildExt(build_ext):
             sources = KERNEL_SOURCES
             ext.include_dirs.append(os.path.join(self.cuda_home, "include"))
             ext.library_dirs.append(self._cuda_lib_dir())
+        elif backend == "emu_profile":
+            def compile_one(src, obj):
+                kernel = src in KERNEL_SOURCES
+                return self._emu_command(src, obj, PROFILE_KERNEL_FLAGS if kernel else [])
+            sources = KERNEL_SOURCES + EMU_RUNTIME_SOURCES + PROFILE_SOURCES
         else:
             compile_one = self._emu_command
             sources = KERNEL_SOURCES + EMU_RUNTIME_SOURCES
@@ -132,14 +153,14 @@ class BuildExt(build_ext):
         return [os.path.join(self.cuda_home, "bin", "nvcc"), "-std=c++17", "-O3", "-lineinfo",
                 "-Xcompiler", "-fPIC", "-Icuda", "-Icsrc", *gencode_flags(), "-c", src, "-o", obj]
 
-    def _emu_command(self, src, obj):
+    def _emu_command(self, src, obj, extra=()):
         cxx = os.environ.get("CXX", "g++")
         # -fstack-clash-protection: a kernel frame larger than a page (a big local array) probes
         # its stack page by page, so it faults in the fiber stack's guard region and is reported
         # as a stack overflow, instead of jumping the guard into a neighbouring stack.
         return [cxx, "-x", "c++", "-std=c++17", "-O2", "-fPIC", "-fopenmp", "-DTM_EMU",
                 "-fstack-clash-protection", "-Wall", "-Wno-unknown-pragmas", "-Icsrc", "-Icuda",
-                *emu_asan_flags(), "-c", src, "-o", obj]
+                *(extra or emu_asan_flags()), "-c", src, "-o", obj]
 
 
 class BuildPy(build_py):
@@ -173,6 +194,9 @@ extensions = [
     Extension("tiledmm._emu", define_macros=[("TM_MODULE", "_emu"), ("TM_EMU", "1")],
               extra_link_args=["-fopenmp", *emu_asan_flags()],
               **dict(GLUE_ARGS, extra_compile_args=GLUE_ARGS["extra_compile_args"] + emu_asan_flags())),
+    Extension("tiledmm._emu_profile", define_macros=[("TM_MODULE", "_emu_profile"), ("TM_EMU", "1")],
+              extra_link_args=["-fopenmp", *(f"-Wl,--wrap={s}" for s in PROFILE_WRAPPED)],
+              **GLUE_ARGS),
 ]
 
 setup(ext_modules=extensions, cmdclass={"build_ext": BuildExt, "build_py": BuildPy})

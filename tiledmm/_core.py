@@ -81,6 +81,8 @@ class Result:
     True
     """
 
+    profile = None  # a tiledmm.profile.Profile when the call was made with profile=True
+
     def __init__(self, raw, spec, params, backend, flops, min_bytes, warmup):
         self.out = raw["out"]
         self.kernel = spec.name
@@ -143,10 +145,14 @@ _FAMILY_MODELS = {
 }
 
 
-def _run(family, kernel, inputs, params, backend, warmup, repeat, output=None):
+def _run(family, kernel, inputs, params, backend, warmup, repeat, output=None, profile=False):
     spec = _registry.lookup(kernel, family)
     values = _registry.param_values(spec, params)
     mod, name = _backend.resolve(backend)
+    if profile and name != "emu":
+        raise RuntimeError(f"profile=True counts memory traffic on the emu backend only (this "
+                           f"call runs on {name}); use backend='emu', or Nsight Compute (ncu) "
+                           "on the GPU")
     device_inputs = [as_device_input(x, name) for x in inputs]
     if output is None:
         output = "device" if any(device_inputs) else "numpy"
@@ -178,12 +184,17 @@ def _run(family, kernel, inputs, params, backend, warmup, repeat, output=None):
                                  raw["out_dtype"], name)
     itemsize = 4 if raw["out_dtype"] == "float32" else 8
     flops, min_bytes = _FAMILY_MODELS[family](*raw["problem"], itemsize)
-    return Result(raw, spec, values, name, flops, min_bytes, warmup)
+    result = Result(raw, spec, values, name, flops, min_bytes, warmup)
+    if profile and result.timing.samples_ms:   # empty problems launch nothing
+        from . import profile as _profile
+        result.profile = _profile.collect(family, kernel, inputs, device_inputs, values, result,
+                                          raw["problem"])
+    return result
 
 
 
 def matmul(A, B, kernel="tiled", *, backend=None, warmup=None, repeat=None, output=None,
-           **params):
+           profile=False, **params):
     """C = A @ B with one of the course's matmul kernels, timed.
 
     A is M x K, B is K x N (NumPy arrays or array-likes of float32/float64; any layout).
@@ -192,6 +203,9 @@ def matmul(A, B, kernel="tiled", *, backend=None, warmup=None, repeat=None, outp
     Inputs may also be device arrays (`tm.to_device`, CuPy, PyTorch CUDA tensors): they are
     read in place. `output="device"` (the default when an input is on the device) leaves the
     result on the device as a `tm.DeviceArray`; `output="numpy"` copies it back.
+    `profile=True` (emu backend) also counts the kernel's global and shared memory traffic as
+    Nsight Compute would on a GPU: `res.profile` (a tiledmm.profile.Profile; the same keyword
+    works on reduce, vec_add and mat_add), and `res.profile.predict("H100")` models GPU time.
 
     >>> import numpy as np, tiledmm as tm
     >>> A = np.arange(6, dtype=np.float32).reshape(2, 3); B = np.ones((3, 2), np.float32)
@@ -199,11 +213,11 @@ def matmul(A, B, kernel="tiled", *, backend=None, warmup=None, repeat=None, outp
     array([[ 3.,  3.],
            [12., 12.]], dtype=float32)
     """
-    return _run("matmul", kernel, (A, B), params, backend, warmup, repeat, output)
+    return _run("matmul", kernel, (A, B), params, backend, warmup, repeat, output, profile)
 
 
 def reduce(x, kernel="shuffle", *, backend=None, warmup=None, repeat=None, output=None,
-           **params):
+           profile=False, **params):
     """The sum of all elements of x (float32 or float64, any shape, flattened) with one of the
     course's reduction kernels. `res.out` is a 0-d array: `float(res.out)` is the sum. The
     sum of an empty array is 0, as in NumPy.
@@ -213,24 +227,24 @@ def reduce(x, kernel="shuffle", *, backend=None, warmup=None, repeat=None, outpu
     >>> float(res.out), res.out.shape
     (499500.0, ())
     """
-    result = _run("reduce", kernel, (x,), params, backend, warmup, repeat, output)
+    result = _run("reduce", kernel, (x,), params, backend, warmup, repeat, output, profile)
     result.out = result.out.reshape(())
     return result
 
 
 def vec_add(a, b, kernel="vec_add", *, backend=None, warmup=None, repeat=None, output=None,
-            **params):
+            profile=False, **params):
     """c = a + b elementwise, one thread per element (the lectures' first kernel).
 
     >>> a = np.arange(5, dtype=np.float32)
     >>> tm.vec_add(a, a, block=128, backend="emu").out
     array([0., 2., 4., 6., 8.], dtype=float32)
     """
-    return _run("elementwise", kernel, (a, b), params, backend, warmup, repeat, output)
+    return _run("elementwise", kernel, (a, b), params, backend, warmup, repeat, output, profile)
 
 
 def mat_add(a, b, kernel="mat_add", *, backend=None, warmup=None, repeat=None, output=None,
-            **params):
+            profile=False, **params):
     """C = A + B for matrices, with 2-D thread indices (CMU 15-418 lecture 001).
 
     >>> A = np.arange(6, dtype=np.float64).reshape(2, 3)
@@ -238,4 +252,4 @@ def mat_add(a, b, kernel="mat_add", *, backend=None, warmup=None, repeat=None, o
     array([[ 0.,  2.,  4.],
            [ 6.,  8., 10.]])
     """
-    return _run("elementwise", kernel, (a, b), params, backend, warmup, repeat, output)
+    return _run("elementwise", kernel, (a, b), params, backend, warmup, repeat, output, profile)

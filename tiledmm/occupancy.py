@@ -84,6 +84,30 @@ PRESETS: Dict[str, dict] = {
 }
 
 
+# What tm.profile's time model (Profile.predict, docs/profile.md) needs beyond the occupancy
+# limits. Clocks, L2 sizes and FP32 issue from the vendors' data sheets; L2 bandwidth and
+# latencies are round figures of published microbenchmarks (Chips and Cheese; Luo et al.,
+# "Benchmarking and Dissecting the Nvidia Hopper GPU Architecture", 2024); the same-address
+# atomic rate and the launch overhead are what tiledmm's atomic_per_element and per_level
+# kernels show on the H100 (benchmarks/results/h100_all_families.csv).
+MODEL_KEYS = ("clock_ghz", "l2_bytes", "l2_bandwidth_gbs", "l2_latency_ns", "dram_latency_ns",
+              "issue_per_clock_per_sm", "memory_parallelism", "same_address_atomics_per_s",
+              "launch_overhead_us")
+_MODEL_FIGURES = {
+    "H100": dict(clock_ghz=1.98, l2_bytes=50 * _KB * _KB, l2_bandwidth_gbs=5500.0,
+                 l2_latency_ns=140.0, dram_latency_ns=500.0, issue_per_clock_per_sm=4,
+                 memory_parallelism=2.0, same_address_atomics_per_s=5.7e8,
+                 launch_overhead_us=3.0),
+    "A100": dict(clock_ghz=1.41, l2_bytes=40 * _KB * _KB, l2_bandwidth_gbs=4000.0,
+                 l2_latency_ns=200.0, dram_latency_ns=550.0, issue_per_clock_per_sm=4,
+                 memory_parallelism=2.0, same_address_atomics_per_s=4.5e8,
+                 launch_overhead_us=3.0),
+}
+for _name, _figures in _MODEL_FIGURES.items():
+    PRESETS[_name].update(_figures)
+MODEL_PRESETS = tuple(_MODEL_FIGURES)
+
+
 def preset(name):
     """The limits of a named GPU (case-insensitive): one of PRESETS' keys."""
     for key, value in PRESETS.items():

@@ -1,0 +1,297 @@
+"""Profile mode: what the GPU's memory system would count, counted on the CPU emulator.
+
+    res = tm.matmul(A, B, kernel="tiled", tile=16, backend="emu", profile=True)
+    res.profile.global_load_requests, res.profile.global_load_sectors_per_request
+    res.profile.predict(device="H100")      # predicted GPU time and the bounding resource
+
+`profile=True` runs the call as usual (its output and CPU timing are the normal ones) and then
+runs the same launches once more in `tiledmm._emu_profile`, a build of the emulator whose
+kernel objects are compiled with g++'s ThreadSanitizer instrumentation. Its hooks
+(csrc/profile/emu_profile.cpp) see every load and store the kernel source makes, classify it
+as global (device memory) or shared, and count with Nsight Compute's definitions:
+
+| counter | Nsight Compute metric |
+|---|---|
+| global_load_requests / global_store_requests | l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum / _st.sum |
+| global_load_sectors / global_store_sectors | l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum / _st.sum |
+| shared_load_requests / shared_store_requests | smsp__sass_inst_executed_op_shared_ld.sum / _st.sum |
+| shared_load_bank_conflicts / shared_store_bank_conflicts | l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum / _st.sum |
+
+A warp instruction is the k-th access (of one kind: global load, global store, shared load,
+shared store) of each of its 32 lanes between two barriers; lanes are threads 32w..32w+31 of
+the block in x-major order. The counts follow the kernel source: where nvcc merges a thread's
+adjacent accesses into one wider instruction (tiled's four A_tile[ty][k] reads become one
+LDS.128), ncu counts fewer shared requests than this. See docs/profile.md.
+
+Above the validation sizes (matmul beyond 256^3) the profiled run samples blocks and scales
+the counts; `Profile.sampled` and `Profile.sample_stride` say so.
+"""
+import ctypes
+import importlib
+import math
+from dataclasses import dataclass, field, fields
+from typing import Dict, Optional
+
+__all__ = ["Profile", "Prediction", "collect", "available", "VALIDATION_MATMUL_VOLUME"]
+
+# Matmuls up to this M*N*K are profiled in full; larger ones sample about one block in
+# ceil(M*N*K / this) per launch. Reductions and elementwise kernels are always profiled in full
+# (data-dependent control flow such as a last-block ticket needs every block).
+VALIDATION_MATMUL_VOLUME = 256 ** 3
+
+_lib = None
+_mod = None
+_names = None
+
+
+def _load():
+    global _lib, _mod, _names
+    if _lib is None:
+        try:
+            _mod = importlib.import_module("tiledmm._emu_profile")
+        except ImportError as exc:
+            raise RuntimeError(
+                "profile=True needs tiledmm._emu_profile, which this build of tiledmm does not "
+                "have (built with TILEDMM_NO_PROFILE=1 or TILEDMM_EMU_ASAN=1); rebuild without "
+                f"them (import error: {exc})") from None
+        lib = ctypes.CDLL(_mod.__file__)
+        lib.tm_profile_fields.restype = ctypes.c_char_p
+        lib.tm_profile_begin.argtypes = [ctypes.c_longlong]
+        lib.tm_profile_end.argtypes = [ctypes.POINTER(ctypes.c_double), ctypes.c_int]
+        lib.tm_profile_end.restype = ctypes.c_int
+        lib.tm_profile_add_range.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
+        lib.tm_profile_remove_range.argtypes = [ctypes.c_size_t]
+        _names = lib.tm_profile_fields().decode().strip(",").split(",")
+        _lib = lib
+    return _lib, _mod
+
+
+def available():
+    """Whether profile mode was built (tiledmm._emu_profile imports)."""
+    try:
+        _load()
+        return True
+    except RuntimeError:
+        return False
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A predicted GPU kernel time for the counted traffic (Profile.predict).
+
+    `ms` is the predicted time of the call's launches, `bound` the resource that bounds it
+    ("DRAM", "L2", "shared memory", "L1/LSU", "FP32 issue", "atomics", "latency/occupancy"
+    or "launch overhead"), `times_ms` each resource's own time, `device` the preset used, and
+    `occupancy` the resident blocks per SM the model assumed."""
+    ms: float
+    bound: str
+    times_ms: Dict[str, float]
+    device: str
+    occupancy: object
+
+    def __repr__(self):
+        return f"<Prediction {self.ms:.4g} ms on {self.device}, bound by {self.bound}>"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Counters of one profiled call, summed over its launches (see the module docstring).
+
+    Counts are warp-level (requests = warp instructions), except `global_atomics` and
+    `shared_atomics` (thread-level operations that took effect) and the `_bytes` fields (bytes
+    the lanes asked for). `global_atomic_max_same_address` is the most atomics one address got
+    in one launch (summed over launches). When `sampled` is true, about one block in
+    `sample_stride` of each launch ran and the counts are scaled by blocks / blocks profiled
+    (`blocks_profiled`, `threads_profiled` and `warps_profiled` are not scaled)."""
+    launches: int
+    blocks: int
+    blocks_profiled: int
+    threads_profiled: int
+    warps_profiled: int
+    global_load_requests: float
+    global_load_sectors: float
+    global_load_bytes: float
+    global_store_requests: float
+    global_store_sectors: float
+    global_store_bytes: float
+    shared_load_requests: float
+    shared_load_wavefronts: float
+    shared_load_bank_conflicts: float
+    shared_store_requests: float
+    shared_store_wavefronts: float
+    shared_store_bank_conflicts: float
+    global_atomic_requests: float
+    global_atomics: float
+    global_atomic_max_same_address: float
+    shared_atomic_requests: float
+    shared_atomics: float
+    barriers: float
+    warp_ops: float
+    sampled: bool = False
+    sample_stride: int = 1
+    # What the model needs from the call (not counted): filled by collect().
+    kernel: str = ""
+    params: Dict[str, object] = field(default_factory=dict)
+    family: str = ""
+    threads_per_block: int = 0
+    shared_bytes: int = 0
+    flops: float = 0.0
+    min_bytes: float = 0.0
+    itemsize: int = 4
+
+    # ---- derived ----
+    @property
+    def global_load_sectors_per_request(self):
+        """Sectors per global load request: 1 to 4 for coalesced 4-byte loads, up to 32."""
+        return _ratio(self.global_load_sectors, self.global_load_requests)
+
+    @property
+    def global_store_sectors_per_request(self):
+        return _ratio(self.global_store_sectors, self.global_store_requests)
+
+    @property
+    def sectors_per_request(self):
+        """Global load and store sectors per request together."""
+        return _ratio(self.global_load_sectors + self.global_store_sectors,
+                      self.global_load_requests + self.global_store_requests)
+
+    @property
+    def shared_load_conflicts_per_request(self):
+        return _ratio(self.shared_load_bank_conflicts, self.shared_load_requests)
+
+    @property
+    def shared_store_conflicts_per_request(self):
+        return _ratio(self.shared_store_bank_conflicts, self.shared_store_requests)
+
+    @property
+    def global_bytes(self):
+        """Bytes moved between L1 and L2 if nothing hit in L1: 32 per sector."""
+        return 32.0 * (self.global_load_sectors + self.global_store_sectors)
+
+    def as_dict(self):
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d.update(global_load_sectors_per_request=self.global_load_sectors_per_request,
+                 global_store_sectors_per_request=self.global_store_sectors_per_request,
+                 shared_load_conflicts_per_request=self.shared_load_conflicts_per_request)
+        return d
+
+    def predict(self, device="H100"):
+        """Predicted GPU time of these launches on a device preset (tm.occupancy.PRESETS) from
+        the counts. See docs/profile.md for the model and its limits."""
+        return _predict(self, device)
+
+    def __repr__(self):
+        head = (f"<Profile {self.kernel}: global ld {self.global_load_requests:,.0f} req "
+                f"({self.global_load_sectors_per_request:.2f} sectors/req), st "
+                f"{self.global_store_requests:,.0f} req; shared ld {self.shared_load_requests:,.0f}"
+                f" ({self.shared_load_bank_conflicts:,.0f} conflicts), st "
+                f"{self.shared_store_requests:,.0f} ({self.shared_store_bank_conflicts:,.0f})")
+        if self.global_atomics:
+            head += f"; atomics {self.global_atomics:,.0f}"
+        if self.sampled:
+            head += f"; sampled 1 block in ~{self.sample_stride}"
+        return head + ">"
+
+
+def _ratio(a, b):
+    return a / b if b else math.nan
+
+
+def _stride(family, problem):
+    if family != "matmul":
+        return 1
+    M, N, K = problem
+    volume = M * N * K
+    return max(1, math.ceil(volume / VALIDATION_MATMUL_VOLUME))
+
+
+def collect(family, kernel, inputs, device_inputs, values, result, problem, sample=None):
+    """Runs the call's launches in tiledmm._emu_profile and returns a Profile. `inputs` are as
+    _core passes them to the backend; `sample` overrides the sampling stride (1: all blocks)."""
+    lib, mod = _load()
+    stride = _stride(family, problem) if sample is None else max(1, int(sample))
+    ranges = [(d.address, int(getattr(x, "nbytes", 0) or 0))
+              for x, d in zip(inputs, device_inputs) if d]
+    for address, nbytes in ranges:
+        lib.tm_profile_add_range(address, nbytes)
+    lib.tm_profile_begin(stride)
+    out = (ctypes.c_double * len(_names))()
+    try:
+        mod.run(result.kernel,
+                tuple(d.placeholder if d else x for x, d in zip(inputs, device_inputs)),
+                tuple(d.address if d else None for d in device_inputs),
+                values, 0, 1, False)
+    finally:
+        lib.tm_profile_end(out, len(_names))
+        for address, _ in ranges:
+            lib.tm_profile_remove_range(address)
+    counts = dict(zip(_names, out))
+    ints = {"launches", "blocks", "blocks_profiled", "threads_profiled", "warps_profiled"}
+    kw = {k: (int(round(v)) if k in ints or stride == 1 else v) for k, v in counts.items()}
+    launch = result.launch
+    itemsize = 4 if str(getattr(result.out, "dtype", "float32")) == "float32" else 8
+    return Profile(**kw, sampled=stride > 1 and kw["blocks_profiled"] < kw["blocks"],
+                   sample_stride=stride, kernel=result.kernel, params=dict(result.params),
+                   family=result.family, threads_per_block=launch.threads_per_block,
+                   shared_bytes=launch.shared_bytes, flops=float(result.flops),
+                   min_bytes=float(result.min_bytes), itemsize=itemsize)
+
+
+# ---- the time model ----
+
+def _predict(p, device):
+    from . import occupancy as occ
+    lim = occ.device_limits(device)
+    missing = [k for k in occ.MODEL_KEYS if lim.get(k) is None]
+    if missing:
+        raise ValueError(f"device {lim['name']!r} lacks the time model's figures {missing}; "
+                         f"presets with them: {', '.join(occ.MODEL_PRESETS)}")
+    sms = lim["multiprocessors"]
+    clock = lim["clock_ghz"] * 1e9
+    o = occ.compute(max(1, p.threads_per_block), p.shared_bytes, None, device=device)
+    blocks_per_sm = max(1, o.blocks_per_sm)
+    warps_per_block = -(-max(1, p.threads_per_block) // 32)
+    # Work per launch is spread over the SMs that get blocks: a grid smaller than the GPU uses
+    # only as many SMs as it has blocks (per launch, on average).
+    blocks_per_launch = p.blocks / max(1, p.launches)
+    sms_used = max(1.0, min(sms, blocks_per_launch))
+    active_sms = sms_used / sms
+    t = {}
+    # DRAM: the compulsory traffic (inputs read once, output written once).
+    t["DRAM"] = p.min_bytes / (lim["bandwidth_gbs"] * 1e9)
+    # L2: every counted sector goes to L2 (L1 hits are not modelled: an upper bound).
+    t["L2"] = p.global_bytes / (lim["l2_bandwidth_gbs"] * 1e9 * active_sms)
+    # L1/LSU: one wavefront per clock per SM: a shared wavefront, or up to 4 sectors of a
+    # global request.
+    global_wavefronts = (max(p.global_load_requests, p.global_load_sectors / 4)
+                         + max(p.global_store_requests, p.global_store_sectors / 4))
+    shared_wavefronts = p.shared_load_wavefronts + p.shared_store_wavefronts
+    t["shared memory"] = shared_wavefronts / (sms_used * clock)
+    t["L1/LSU"] = (shared_wavefronts + global_wavefronts) / (sms_used * clock) - t["shared memory"]
+    # FP32 issue: one FFMA (2 flops) per lane per clock, plus the counted memory instructions
+    # and barriers, at 4 warp instructions per clock per SM.
+    ffma_warp = p.flops / 2 / 32
+    issued = (ffma_warp + p.global_load_requests + p.global_store_requests
+              + p.shared_load_requests + p.shared_store_requests + p.barriers + p.warp_ops)
+    t["FP32 issue"] = issued / (lim["issue_per_clock_per_sm"] * sms_used * clock)
+    # Same-address atomics serialise at one L2 slice.
+    t["atomics"] = p.global_atomic_max_same_address / lim["same_address_atomics_per_s"]
+    # Latency/occupancy: each warp's global requests wait one memory latency each, `mlp` of
+    # them overlapping; resident warps per SM run concurrently, the grid in waves.
+    resident_warps = blocks_per_sm * warps_per_block
+    footprint_in_l2 = p.min_bytes <= lim["l2_bytes"]
+    latency = (lim["l2_latency_ns"] if footprint_in_l2 else lim["dram_latency_ns"]) * 1e-9
+    warps = max(1, p.warps_profiled)
+    requests_per_warp = (p.global_load_requests + p.global_atomic_requests) / max(
+        1.0, p.blocks * warps_per_block)
+    waves = max(1.0, p.blocks / max(1, p.launches) / (blocks_per_sm * sms)) * p.launches
+    t["latency/occupancy"] = waves * requests_per_warp * latency / lim["memory_parallelism"]
+    del warps, resident_warps
+    t["launch overhead"] = p.launches * lim["launch_overhead_us"] * 1e-6
+    # Resources overlap, but not perfectly: a 2-norm of the resource times is the largest when
+    # one dominates and grows when several are comparable. Launch overhead adds.
+    overlap = math.sqrt(sum(v * v for k, v in t.items() if k != "launch overhead"))
+    total = overlap + t["launch overhead"]
+    bound = max(t, key=t.get)
+    return Prediction(ms=total * 1e3, bound=bound, times_ms={k: v * 1e3 for k, v in t.items()},
+                      device=lim["name"], occupancy=o)
