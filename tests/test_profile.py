@@ -132,3 +132,15 @@ def test_profile_refused_on_other_backends_and_absent_by_default():
     assert tm.vec_add(x, x, block=128, backend="emu").profile is None
     with pytest.raises(RuntimeError, match="emu backend only|not built"):
         tm.vec_add(x, x, block=128, backend="cuda", profile=True)
+
+
+def test_sweep_and_bench_profile_columns(capsys):
+    rows = tm.sweep("tiled", [32], tile=[8, 16], backend="emu", profile=True, as_frame=False,
+                    progress=False)
+    assert [r["global_load_sectors_per_request"] for r in rows] == [4.0, 4.0]
+    assert all(r["predicted_ms"] > 0 and r["predicted_bound"] for r in rows)
+    from tiledmm.__main__ import main
+    assert main(["--backend", "emu", "bench", "--family", "reduce", "--sizes", "1024",
+                 "--kernels", "sequential", "--profile"]) == 0
+    out = capsys.readouterr().out
+    assert "sect/req" in out and "H100 ms (predicted)" in out

@@ -53,7 +53,8 @@ def cmd_bench(args):
         sizes = args.sizes  # only with one family (check_bench_args)
         rows = runners[family](sizes=sizes, kernels=args.kernels, backend=args.backend,
                                warmup=args.warmup, repeat=args.repeat,
-                               progress=bench.progress_to_stderr if args.verbose else None)
+                               progress=bench.progress_to_stderr if args.verbose else None,
+                               **({"profile": True} if args.profile else {}))
         all_rows += [dict(r, family=family) for r in rows]
         tables.append(bench.format_table(rows, family))
     if args.end_to_end:
@@ -87,6 +88,9 @@ def main(argv=None):
     b.add_argument("--csv", default=None)
     b.add_argument("--json", default=None)
     b.add_argument("-v", "--verbose", action="store_true")
+    b.add_argument("--profile", action="store_true",
+                   help="emu only: count each kernel's global/shared memory traffic as Nsight "
+                        "Compute would and add the predicted H100 time (docs/profile.md)")
     b.set_defaults(fn=cmd_bench)
     from tiledmm.grading.cli import add_grade_parser
     add_grade_parser(sub)
@@ -110,6 +114,9 @@ def _positive_int(text):
 def check_bench_args(parser, args):
     """Refuse (exit code 2, with the reason) what bench would otherwise run as an empty or
     unintended table."""
+    if getattr(args, "profile", False) and (args.backend or tm.get_backend()) != "emu":
+        parser.error("--profile counts memory traffic on the emu backend only "
+                     "(--backend emu)")
     if args.sizes and args.family not in ("matmul", "reduce"):
         parser.error("--sizes needs --family matmul (square sizes) or --family reduce "
                      "(lengths)")

@@ -49,10 +49,11 @@ def variants(family="matmul", names=None, backend="cuda"):
 
 
 def bench_matmul(sizes=None, kernels=None, backend=None, warmup=None, repeat=None,
-                 check=True, progress=None):
+                 check=True, progress=None, profile=False):
     """Rows of dicts: kernel, params, M, N, K, ms, tflops, pct_cublas (None without cuBLAS),
     backend, device (its name, as tm.device_info gives it), max_rel_error (vs float64 NumPy on
-    a sample of rows, when check is True)."""
+    a sample of rows, when check is True). profile=True (emu): also the counted traffic and the
+    H100 prediction (tiledmm.profile.row_fields)."""
     name = backend or _backend.get_backend()
     device = device_info(name)["name"]
     warmup, repeat, sizes = _runs(name, warmup, repeat, sizes, "matmul")
@@ -74,7 +75,7 @@ def bench_matmul(sizes=None, kernels=None, backend=None, warmup=None, repeat=Non
             if progress:
                 progress(f"{kernel} {params} {M}x{N}x{K}")
             res = _core.matmul(A, B, kernel=kernel, backend=name, warmup=warmup, repeat=repeat,
-                               **params)
+                               profile=profile, **params)
             row = dict(kernel=kernel, params=_fmt_params(params), M=M, N=N, K=K,
                        ms=res.timing.kernel_ms, tflops=res.tflops,
                        pct_cublas=(100 * reference.timing.kernel_ms / res.timing.kernel_ms
@@ -84,15 +85,17 @@ def bench_matmul(sizes=None, kernels=None, backend=None, warmup=None, repeat=Non
                 got = res.out[check_rows].astype(np.float64)
                 row["max_rel_error"] = float(np.max(np.abs(got - expected))
                                              / max(np.max(np.abs(expected)), 1e-30))
+            _add_profile(row, res)
             rows.append(row)
     return rows
 
 
 def bench_reduce(sizes=None, kernels=None, backend=None, warmup=None, repeat=None,
-                 check=True, progress=None):
+                 check=True, progress=None, profile=False):
     """Rows of dicts: kernel, params, n, ms, gbps (bytes read over time), pct_copy (of a
     device-to-device copy of the same bytes measured in the same run, counting its read plus
-    write), backend, device, rel_error against NumPy's float64 sum."""
+    write), backend, device, rel_error against NumPy's float64 sum. profile=True as for
+    bench_matmul."""
     name = backend or _backend.get_backend()
     device = device_info(name)["name"]
     warmup, repeat, sizes = _runs(name, warmup, repeat, sizes, "reduce")
@@ -108,7 +111,7 @@ def bench_reduce(sizes=None, kernels=None, backend=None, warmup=None, repeat=Non
             if progress:
                 progress(f"{kernel} {params} n={n}")
             res = _core.reduce(x, kernel=kernel, backend=name, warmup=warmup, repeat=repeat,
-                               **params)
+                               profile=profile, **params)
             gbps = x.nbytes / (res.timing.kernel_ms * 1e6)
             row = dict(kernel=kernel, params=_fmt_params(params), n=n, ms=res.timing.kernel_ms,
                        gbps=gbps, copy_gbps=copy_gbps, pct_copy=100 * gbps / copy_gbps,
@@ -116,6 +119,7 @@ def bench_reduce(sizes=None, kernels=None, backend=None, warmup=None, repeat=Non
             if check:
                 row["rel_error"] = float(abs(float(res.out) - expected)
                                          / max(np.abs(x).sum(dtype=np.float64), 1e-30))
+            _add_profile(row, res)
             rows.append(row)
     return rows
 
@@ -219,6 +223,12 @@ def format_end_to_end(rows):
     return "\n".join(lines)
 
 
+def _add_profile(row, res):
+    if res.profile is not None:
+        from .profile import row_fields
+        row.update(row_fields(res.profile))
+
+
 def _fmt_params(params):
     return " ".join(f"{k}={v}" for k, v in params.items())
 
@@ -241,9 +251,19 @@ TABLE_COLUMNS = {
 }
 
 
+# Added to the table when the rows were profiled (bench --profile).
+PROFILE_COLUMNS = [("ld req", "{:.3g}".format, "global_load_requests"),
+                   ("sect/req", "{:.2f}".format, "global_load_sectors_per_request"),
+                   ("smem confl/req", "{:.2f}".format, "shared_load_conflicts_per_request"),
+                   ("H100 ms (predicted)", "{:.4f}".format, "predicted_ms"),
+                   ("bound by", "{}".format, "predicted_bound")]
+
+
 def format_table(rows, family="matmul"):
     """A plain-text table of bench rows of one family."""
     headers = TABLE_COLUMNS[family]
+    if any("predicted_ms" in r for r in rows):
+        headers = headers + PROFILE_COLUMNS
     lines = []
     for r in rows:
         r = dict(r, size=f"{r['M']}x{r['N']}x{r['K']}" if "M" in r else None)

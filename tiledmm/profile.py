@@ -295,3 +295,18 @@ def _predict(p, device):
     bound = max(t, key=t.get)
     return Prediction(ms=total * 1e3, bound=bound, times_ms={k: v * 1e3 for k, v in t.items()},
                       device=lim["name"], occupancy=o)
+
+
+def row_fields(p, device="H100"):
+    """The counters, sectors and conflicts per request and the predicted time on `device` as a
+    flat dict: the columns tm.sweep(..., profile=True) and bench --profile add to a row."""
+    d = {f.name: getattr(p, f.name) for f in fields(p)
+         if f.name not in ("kernel", "params", "family", "threads_per_block", "shared_bytes",
+                           "flops", "min_bytes", "itemsize")}
+    d.update(global_load_sectors_per_request=p.global_load_sectors_per_request,
+             global_store_sectors_per_request=p.global_store_sectors_per_request,
+             shared_load_conflicts_per_request=p.shared_load_conflicts_per_request,
+             shared_store_conflicts_per_request=p.shared_store_conflicts_per_request)
+    pred = p.predict(device)
+    d.update(predicted_ms=pred.ms, predicted_bound=pred.bound, predicted_device=pred.device)
+    return d

@@ -155,7 +155,7 @@ def _error(family, res, inputs):
 
 def sweep(kernels=None, sizes=None, params=None, *, family=None, backend=None, warmup=None,
           repeat=None, dtype=np.float32, check=False, progress=None, errors="raise",
-          skip_missing=False, as_frame=None, seed=0, **grid):
+          skip_missing=False, as_frame=None, seed=0, profile=False, **grid):
     """Run every kernel x size x parameter combination; one row per run.
 
     Args:
@@ -172,6 +172,8 @@ def sweep(kernels=None, sizes=None, params=None, *, family=None, backend=None, w
             raising.
         as_frame: True for a DataFrame, False for a list of dicts, None: a DataFrame where
             pandas is installed.
+        profile: on emu, count each run's memory traffic (tm.matmul's profile=True) and add
+            the counters and the H100 prediction to its row (tiledmm.profile.row_fields).
 
     >>> rows = tm.sweep("tiled", [48], tile=[8, 16], backend="emu", check=True,
     ...                 as_frame=False, progress=False)
@@ -215,7 +217,7 @@ def sweep(kernels=None, sizes=None, params=None, *, family=None, backend=None, w
                     call = _core.mat_add if spec.name == "mat_add" else _core.vec_add
                 try:
                     res = call(*inputs, kernel=spec.name, backend=backend, warmup=warmup,
-                               repeat=repeat, **p)
+                               repeat=repeat, **(dict(p, profile=True) if profile else p))
                 except Exception as exc:
                     if errors == "raise":
                         raise
@@ -230,6 +232,9 @@ def sweep(kernels=None, sizes=None, params=None, *, family=None, backend=None, w
                         bar.update(1)
                     continue
                 row = _row(res, spec, p, size, _error(fam, res, inputs) if check else None)
+                if profile and res.profile is not None:
+                    from .profile import row_fields
+                    row.update(row_fields(res.profile))
                 rows.append(row)
                 if bar is not None:
                     bar.update(1)
