@@ -9,12 +9,23 @@
 //   to arrive releases the others and keeps running.
 // - When no thread can run and some have not finished, the block is abandoned and the launch
 //   fails with cudaErrorLaunchFailure and a report of where the threads wait.
+//
+// macOS (untested; docs/platforms.md): fiber_switch.h takes the ucontext switch there. Apple's
+// <ucontext.h> requires _XOPEN_SOURCE, and its ucontext_t holds the machine context that
+// getcontext writes only when _XOPEN_SOURCE is defined before the first system header (else the
+// struct is too small); _DARWIN_C_SOURCE keeps MAP_ANONYMOUS, MAP_NORESERVE and sysconf's names.
+#if defined(__APPLE__) && !defined(_XOPEN_SOURCE)
+#define _XOPEN_SOURCE 700
+#define _DARWIN_C_SOURCE 1
+#endif
 #include "cuda_emu.h"
 #include "emu_internal.h"
 
 #include <cxxabi.h>
 #include <dlfcn.h>
-#include <omp.h>
+#ifdef _OPENMP
+#include <omp.h>   // without -fopenmp (Apple clang, no libomp) blocks run on one OS thread
+#endif
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -47,6 +58,10 @@
 #else
 #define TM_TSAN_RELEASE(p) ((void)0)
 #define TM_TSAN_ACQUIRE(p) ((void)0)
+#endif
+
+#ifndef MAP_STACK
+#define MAP_STACK 0   // Linux's hint; macOS has no such flag
 #endif
 
 #include "fiber_switch.h"   // FiberContext, context_make, context_switch: one file per architecture
@@ -710,8 +725,13 @@ int default_threads()
 {
     int n = env_int("TILEDMM_EMU_THREADS", 0);
     if (n > 0) return n;
+#ifndef _OPENMP
+    return 1;   // no OpenMP: launch runs the blocks in order on the calling thread
+#endif
+#ifdef CPU_COUNT   // glibc (sched_getaffinity); macOS has no affinity masks
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+#endif
     if (n <= 0) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? n : 1;
 }
@@ -889,7 +909,12 @@ cudaError_t launch(const void *func, void (*invoke)(void *), void *pack, dim3 gr
         if (!w.dyn) L.fail(cudaErrorMemoryAllocation, "tiledmm emulator: cannot allocate dynamic shared memory", 0);
     };
 
-    if (nw <= 1 || omp_in_parallel()) {
+#ifdef _OPENMP
+    const bool serial = nw <= 1 || omp_in_parallel();
+#else
+    const bool serial = true;   // built without OpenMP: see default_threads
+#endif
+    if (serial) {
         prepare(self);
         for (long long i = 0; i < nblocks && !L.failed.load(std::memory_order_relaxed); ++i) body(self, i);
     } else {
