@@ -45,7 +45,8 @@ PROFILE_KERNEL_FLAGS = ["-fsanitize=thread", "--param=tsan-instrument-func-entry
                         "-fno-tree-vectorize", "-fno-tree-loop-distribute-patterns"]
 # The emulator entry points whose calls from the kernels emu_profile.cpp sees (ld --wrap).
 PROFILE_WRAPPED = ["_ZN6tm_emu6launchEPKvPFvPvES2_4dim3S5_m", "_ZN6tm_emu7warp_opEijyiiPKci",
-                   "tm_emu_syncthreads", "tm_emu_syncthreads_op", "cudaMalloc", "cudaFree"]
+                   "tm_emu_syncthreads", "tm_emu_syncthreads_op", "cudaMalloc", "cudaFree",
+                   "cudaDeviceGetAttribute"]
 DEFAULT_ARCHS = "75;80;86;89;90"
 
 
@@ -77,6 +78,34 @@ def emu_asan_flags():
     return []
 
 
+_ACCEPTS = {}
+
+
+def compiler_accepts(cmd, flags, source, suffix):
+    """Whether `cmd` (a compiler command, e.g. ["g++"]) compiles and links `source` with `flags`:
+    a feature test, cached per command and flags. Apple clang, for one, has no -fopenmp."""
+    key = (tuple(cmd), tuple(flags))
+    if key not in _ACCEPTS:
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            src = os.path.join(tmp, "probe" + suffix)
+            with open(src, "w") as f:
+                f.write(source)
+            try:
+                r = subprocess.run([*cmd, *flags, src, "-o", os.path.join(tmp, "probe")],
+                                   capture_output=True, text=True, timeout=120)
+                _ACCEPTS[key] = r.returncode == 0
+            except (OSError, subprocess.TimeoutExpired):
+                _ACCEPTS[key] = False
+        if not _ACCEPTS[key]:
+            print(f"tiledmm: {' '.join(cmd)} does not accept {' '.join(flags)}: building without",
+                  file=sys.stderr)
+    return _ACCEPTS[key]
+
+
+_OMP_PROBE = "#include <omp.h>\nint main(void) { return omp_get_max_threads() > 0 ? 0 : 1; }\n"
+
+
 def up_to_date(obj, src):
     if not os.path.exists(obj):
         return False
@@ -99,8 +128,23 @@ class BuildExt(build_ext):
             self.extensions = [e for e in self.extensions if e.name != "tiledmm._emu_profile"]
         super().run()
 
+    def _openmp(self):
+        """OpenMP where both the glue's C compiler and the emulator's C++ compiler take
+        -fopenmp (gcc, g++; Apple clang does not, and the emulator then runs blocks on one
+        thread)."""
+        if not hasattr(self, "_openmp_ok"):
+            cc = list(getattr(self.compiler, "compiler_so", None) or []) or None   # CC and CFLAGS
+            self._openmp_ok = (
+                compiler_accepts([os.environ.get("CXX", "g++"), "-x", "c++"], ["-fopenmp"],
+                                 _OMP_PROBE, ".cpp")
+                and (cc is None or compiler_accepts(cc, ["-fopenmp"], _OMP_PROBE, ".c")))
+        return self._openmp_ok
+
     def build_extension(self, ext):
         backend = ext.name.rsplit("._", 1)[1]
+        if not self._openmp():
+            ext.extra_compile_args = [a for a in ext.extra_compile_args if a != "-fopenmp"]
+            ext.extra_link_args = [a for a in ext.extra_link_args if a != "-fopenmp"]
         build_temp = os.path.join(self.build_temp, backend)
         os.makedirs(build_temp, exist_ok=True)
         if backend == "cuda":
@@ -158,7 +202,8 @@ class BuildExt(build_ext):
         # -fstack-clash-protection: a kernel frame larger than a page (a big local array) probes
         # its stack page by page, so it faults in the fiber stack's guard region and is reported
         # as a stack overflow, instead of jumping the guard into a neighbouring stack.
-        return [cxx, "-x", "c++", "-std=c++17", "-O2", "-fPIC", "-fopenmp", "-DTM_EMU",
+        return [cxx, "-x", "c++", "-std=c++17", "-O2", "-fPIC",
+                *(["-fopenmp"] if self._openmp() else []), "-DTM_EMU",
                 "-fstack-clash-protection", "-Wall", "-Wno-unknown-pragmas", "-Icsrc", "-Icuda",
                 *(extra or emu_asan_flags()), "-c", src, "-o", obj]
 

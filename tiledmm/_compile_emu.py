@@ -25,6 +25,41 @@ COMPILE_SECONDS = 300
 _FLAGS = ["-x", "c++", "-std=c++17", "-O2", "-fPIC", "-fopenmp", "-fstack-clash-protection",
           "-DTM_EMU"]
 _LOCK = threading.Lock()
+_PROBES = {}   # (compiler, flags, shared) -> accepted: feature tests, once per process
+
+
+def _accepts(cxx, flags, shared):
+    """Whether `cxx` builds a tiny program (a shared object with `shared`) with `flags`. Apple
+    clang has no -fopenmp and Apple's linker no -Bsymbolic: there they are left out (the
+    emulator then runs blocks on one thread; Mach-O binds a library's own symbols to itself)."""
+    key = (cxx, tuple(flags), shared)
+    with _LOCK:
+        if key in _PROBES:
+            return _PROBES[key]
+    src = ("#include <omp.h>\nint tm_probe(void) { return omp_get_max_threads(); }\n"
+           if "-fopenmp" in flags else "int tm_probe(void) { return 0; }\n")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "probe.cpp")
+        with open(path, "w") as f:
+            f.write(src + ("" if shared else "int main(void) { return tm_probe(); }\n"))
+        cmd = [cxx, "-x", "c++", "-fPIC", *flags, *(["-shared"] if shared else []), path,
+               "-o", os.path.join(tmp, "probe")]
+        try:
+            ok = subprocess.run(cmd, capture_output=True, timeout=120).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            ok = True   # no compiler: the real command says so
+    with _LOCK:
+        _PROBES[key] = ok
+    return ok
+
+
+def _build_flags():
+    """_FLAGS less what this compiler does not accept (the cache keys keep _FLAGS itself)."""
+    return [f for f in _FLAGS if f != "-fopenmp" or _accepts(_cxx(), [f], False)]
+
+
+def _link_flags():
+    return ["-Wl,-Bsymbolic"] if _accepts(_cxx(), ["-Wl,-Bsymbolic"], True) else []
 # User kernels only: g++ -Wall's warnings about the user's source become tm.CompileWarning;
 # tiledmm's headers are system headers (-isystem), so its prelude adds none. include/user holds
 # the stand-ins for the CUDA toolkit's headers (cuda_runtime.h, ...). No -Wsign-compare:
@@ -87,7 +122,7 @@ def _runtime_objects(includes, sources, build_dir, key):
         with _LOCK:
             data = cache.read_verified(cache.entry_path(name))
         if data is None:
-            cmd = [_cxx(), *_FLAGS, *[f"-I{d}" for d in includes], "-c", src, "-o", path]
+            cmd = [_cxx(), *_build_flags(), *[f"-I{d}" for d in includes], "-c", src, "-o", path]
             proc = _run_compiler(cmd, "building the emulator runtime for user kernels")
             if proc.returncode != 0:
                 raise RuntimeError("building the emulator runtime for user kernels failed:\n"
@@ -199,10 +234,10 @@ def compile_emu(source, name, params, options, check):
             with open(src_path, "w") as f:
                 f.write(text)
             out = os.path.join(tmp, "kernel.so")
-            cmd = [_cxx(), *_FLAGS, *(["-DTM_CHECK"] if check else []),
+            cmd = [_cxx(), *_build_flags(), *(["-DTM_CHECK"] if check else []),
                    *_USER_FLAGS, *[f"-isystem{d}" for d in includes + [_stand_ins()]],
                    *options, "-shared", "-o", out, src_path,
-                   "-x", "none", *rt_objs, "-Wl,-Bsymbolic"]
+                   "-x", "none", *rt_objs, *_link_flags()]
             proc = _run_compiler(cmd, f"compiling kernel '{name}'")
             if proc.returncode != 0:
                 raise compile_error(name, "emu", proc.stderr.replace(src_path, "kernel.cpp"))
