@@ -144,3 +144,83 @@ def test_sweep_and_bench_profile_columns(capsys):
                  "--kernels", "sequential", "--profile"]) == 0
     out = capsys.readouterr().out
     assert "sect/req" in out and "H100 ms (predicted)" in out
+
+
+# ---- the time model: the issue's lesson pairs, predicted from emu counts vs measured H100 ----
+
+_H100_CSV = __import__("pathlib").Path(__file__).resolve().parents[1] / \
+    "benchmarks" / "results" / "h100_all_families.csv"
+
+
+def _measured_ms(kernel, params, size):
+    import csv
+    text = ",".join(f"{k}={v}" for k, v in params.items())
+    for r in csv.DictReader(open(_H100_CSV)):
+        if r["kernel"] == kernel and r["params"] == text:
+            if r["family"] == "matmul" and r["M"] == str(size):
+                return float(r["ms"])
+            if r["family"] == "reduce" and r["n"] == str(size):
+                return 4 * size / float(r["gbps"]) / 1e6
+    raise LookupError((kernel, params, size))
+
+
+_MODEL_LIMIT = pytest.mark.xfail(strict=True, reason=(
+    "model limit (docs/profile.md): register tiling's win comes from instruction-level "
+    "parallelism and few resident warps, which counted memory traffic does not show"))
+
+_PAIRS = [
+    ("matmul", ("naive", dict(block=16)), ("tiled", dict(tile=16))),
+    ("matmul", ("tiled", dict(tile=8)), ("tiled", dict(tile=16))),
+    ("matmul", ("tiled", dict(tile=16)), ("tiled", dict(tile=32))),
+    ("matmul", ("naive_uncoalesced", dict(block=32)), ("naive", dict(block=32))),
+    ("matmul", ("colmajor_b", dict(corner=0)), ("colmajor_b", dict(corner=1))),
+    ("matmul", ("tiled", dict(tile=32)), ("coarse", dict(coarsen=4))),
+    pytest.param("matmul", ("regtile", dict(dims=1)), ("regtile", dict(dims=2)),
+                 marks=_MODEL_LIMIT),
+    pytest.param("matmul", ("regtile", dict(dims=2)), ("fast", dict(config=0)),
+                 marks=_MODEL_LIMIT),
+    ("reduce", ("interleaved_divergent", dict(block=256)),
+     ("interleaved_bank_conflicts", dict(block=256))),
+    ("reduce", ("interleaved_bank_conflicts", dict(block=256)), ("sequential", dict(block=256))),
+    ("reduce", ("sequential", dict(block=256)), ("first_add", dict(block=256))),
+    ("reduce", ("first_add", dict(block=256)), ("unroll_last_warp", dict(block=256))),
+    ("reduce", ("unroll_last_warp", dict(block=256)), ("shuffle", dict(block=256))),
+    ("reduce", ("per_level", dict(block=256)), ("shuffle", dict(block=256))),
+    ("reduce", ("atomic_per_element", dict(block=256)), ("atomic", dict(block=256))),
+]
+_profiles = {}
+
+
+def _predicted_ms(family, kernel, params):
+    key = (family, kernel, tuple(params.items()))
+    if key not in _profiles:
+        if family == "matmul":   # 1024^3, sampled (1 block in 64)
+            A = np.ones((1024, 1024), np.float32)
+            inputs = (A, A)
+        else:                    # 2^20 elements, in full (2^24 takes 3-9 s per kernel here)
+            inputs = (np.ones(2 ** 20, np.float32),)
+        _profiles[key] = tmprof.count(family, kernel, *inputs, **params).predict("H100")
+    return _profiles[key].ms
+
+
+@pytest.mark.parametrize("family, slow, fast", _PAIRS)
+def test_lesson_pair_direction_and_ratio(family, slow, fast):
+    # Issue 21: the predicted ratio has the H100's direction and is within 2x of the measured
+    # one; where the H100's ratio is within 1.2x of even, only the 2x band applies.
+    size = 1024 if family == "matmul" else 2 ** 20
+    measured = _measured_ms(*slow, size) / _measured_ms(*fast, size)
+    predicted = _predicted_ms(family, *slow) / _predicted_ms(family, *fast)
+    if not 1 / 1.2 <= measured <= 1.2:
+        assert (predicted > 1) == (measured > 1), (predicted, measured)
+    assert 0.5 <= predicted / measured <= 2, (predicted, measured)
+
+
+def test_prediction_names_the_bound():
+    A = np.ones((256, 256), np.float32)
+    pred = tmprof.count("matmul", "naive_uncoalesced", A, A, block=32).predict("H100")
+    assert pred.bound == "L1" and pred.ms > 0 and pred.device == "H100"
+    pred = tmprof.count("reduce", "atomic_per_element", np.ones(4096, np.float32),
+                        block=256).predict()
+    assert pred.bound == "atomics"
+    with pytest.raises(ValueError, match="lacks the time model"):
+        tmprof.count("matmul", "tiled", A, A, tile=16).predict("GM204")

@@ -96,11 +96,11 @@ MODEL_KEYS = ("clock_ghz", "l2_bytes", "l2_bandwidth_gbs", "l2_latency_ns", "dra
 _MODEL_FIGURES = {
     "H100": dict(clock_ghz=1.98, l2_bytes=50 * _KB * _KB, l2_bandwidth_gbs=5500.0,
                  l2_latency_ns=140.0, dram_latency_ns=500.0, issue_per_clock_per_sm=4,
-                 memory_parallelism=2.0, same_address_atomics_per_s=5.7e8,
+                 memory_parallelism=4.0, same_address_atomics_per_s=5.7e8,
                  launch_overhead_us=3.0),
     "A100": dict(clock_ghz=1.41, l2_bytes=40 * _KB * _KB, l2_bandwidth_gbs=4000.0,
                  l2_latency_ns=200.0, dram_latency_ns=550.0, issue_per_clock_per_sm=4,
-                 memory_parallelism=2.0, same_address_atomics_per_s=4.5e8,
+                 memory_parallelism=4.0, same_address_atomics_per_s=4.5e8,
                  launch_overhead_us=3.0),
 }
 for _name, _figures in _MODEL_FIGURES.items():

@@ -32,12 +32,20 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Dict, Optional
 
-__all__ = ["Profile", "Prediction", "collect", "available", "VALIDATION_MATMUL_VOLUME"]
+import numpy as np
+
+__all__ = ["Profile", "Prediction", "count", "collect", "available", "row_fields",
+           "VALIDATION_MATMUL_VOLUME"]
 
 # Matmuls up to this M*N*K are profiled in full; larger ones sample about one block in
 # ceil(M*N*K / this) per launch. Reductions and elementwise kernels are always profiled in full
 # (data-dependent control flow such as a last-block ticket needs every block).
 VALIDATION_MATMUL_VOLUME = 256 ** 3
+
+# Launchers that size their grid by the device's multiprocessor count (the grid-stride
+# reductions, fast's choice of tile) see this many in the profiled run: the H100's 132, so the
+# counted launches are the ones an H100 runs (the emulator itself reports its worker threads).
+GRID_SMS = 132
 
 _lib = None
 _mod = None
@@ -56,7 +64,7 @@ def _load():
                 f"them (import error: {exc})") from None
         lib = ctypes.CDLL(_mod.__file__)
         lib.tm_profile_fields.restype = ctypes.c_char_p
-        lib.tm_profile_begin.argtypes = [ctypes.c_longlong]
+        lib.tm_profile_begin.argtypes = [ctypes.c_longlong, ctypes.c_int]
         lib.tm_profile_end.argtypes = [ctypes.POINTER(ctypes.c_double), ctypes.c_int]
         lib.tm_profile_end.restype = ctypes.c_int
         lib.tm_profile_add_range.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
@@ -102,7 +110,12 @@ class Profile:
     the lanes asked for). `global_atomic_max_same_address` is the most atomics one address got
     in one launch (summed over launches). When `sampled` is true, about one block in
     `sample_stride` of each launch ran and the counts are scaled by blocks / blocks profiled
-    (`blocks_profiled`, `threads_profiled` and `warps_profiled` are not scaled)."""
+    (`blocks_profiled`, `threads_profiled` and `warps_profiled` are not scaled).
+    `global_load_sectors_block_merged` is no ncu metric but the time model's L1 estimate: the
+    sectors of each k-th global load merged over the warps of a block (what is left when the
+    block's warps share what they load at about the same time). `global_load_lines` and
+    `global_store_lines` count the distinct 128-byte lines of each request (L1's wavefronts in
+    the model)."""
     launches: int
     blocks: int
     blocks_profiled: int
@@ -111,6 +124,9 @@ class Profile:
     global_load_requests: float
     global_load_sectors: float
     global_load_bytes: float
+    global_load_sectors_block_merged: float
+    global_load_lines: float
+    global_store_lines: float
     global_store_requests: float
     global_store_sectors: float
     global_store_bytes: float
@@ -205,27 +221,28 @@ def _stride(family, problem):
     return max(1, math.ceil(volume / VALIDATION_MATMUL_VOLUME))
 
 
-def collect(family, kernel, inputs, device_inputs, values, result, problem, sample=None):
-    """Runs the call's launches in tiledmm._emu_profile and returns a Profile. `inputs` are as
-    _core passes them to the backend; `sample` overrides the sampling stride (1: all blocks)."""
+def _profiled_run(kernel, inputs, device_inputs, values, stride):
+    """Runs the launches of one call in tiledmm._emu_profile; returns (raw result, counters)."""
     lib, mod = _load()
-    stride = _stride(family, problem) if sample is None else max(1, int(sample))
     ranges = [(d.address, int(getattr(x, "nbytes", 0) or 0))
               for x, d in zip(inputs, device_inputs) if d]
     for address, nbytes in ranges:
         lib.tm_profile_add_range(address, nbytes)
-    lib.tm_profile_begin(stride)
+    lib.tm_profile_begin(stride, GRID_SMS)
     out = (ctypes.c_double * len(_names))()
     try:
-        mod.run(result.kernel,
-                tuple(d.placeholder if d else x for x, d in zip(inputs, device_inputs)),
-                tuple(d.address if d else None for d in device_inputs),
-                values, 0, 1, False)
+        raw = mod.run(kernel,
+                      tuple(d.placeholder if d else x for x, d in zip(inputs, device_inputs)),
+                      tuple(d.address if d else None for d in device_inputs),
+                      values, 0, 1, False)
     finally:
         lib.tm_profile_end(out, len(_names))
         for address, _ in ranges:
             lib.tm_profile_remove_range(address)
-    counts = dict(zip(_names, out))
+    return raw, dict(zip(_names, out))
+
+
+def _make_profile(counts, stride, result):
     ints = {"launches", "blocks", "blocks_profiled", "threads_profiled", "warps_profiled"}
     kw = {k: (int(round(v)) if k in ints or stride == 1 else v) for k, v in counts.items()}
     launch = result.launch
@@ -235,6 +252,40 @@ def collect(family, kernel, inputs, device_inputs, values, result, problem, samp
                    family=result.family, threads_per_block=launch.threads_per_block,
                    shared_bytes=launch.shared_bytes, flops=float(result.flops),
                    min_bytes=float(result.min_bytes), itemsize=itemsize)
+
+
+def collect(family, kernel, inputs, device_inputs, values, result, problem, sample=None):
+    """Runs the call's launches in tiledmm._emu_profile and returns a Profile. `inputs` are as
+    _core passes them to the backend; `sample` overrides the sampling stride (1: all blocks)."""
+    stride = _stride(family, problem) if sample is None else max(1, int(sample))
+    _raw, counts = _profiled_run(result.kernel, inputs, device_inputs, values, stride)
+    return _make_profile(counts, stride, result)
+
+
+def count(family, kernel, *inputs, sample=None, **params):
+    """Only the profiled run: the counters of `kernel` (of `family`: "matmul", "reduce",
+    "elementwise") on NumPy `inputs`, without the normal timed run and without its output
+    (with sampling, the profiled run computes only some blocks). Faster than
+    tm.matmul(..., profile=True) when only the counts matter (notebooks, sweeps of sizes).
+
+    >>> A = np.ones((64, 64), np.float32)
+    >>> p = tm.profile.count("matmul", "tiled", A, A, tile=16)
+    >>> p.global_load_requests, p.global_load_sectors_per_request
+    (1024, 4.0)
+    """
+    from . import _core, _registry
+    spec = _registry.lookup(kernel, family)
+    values = _registry.param_values(spec, params)
+    if family == "matmul":
+        problem = (inputs[0].shape[0], inputs[1].shape[1], inputs[0].shape[1])
+    else:
+        problem = (int(np.size(inputs[0])), 1, 1)
+    stride = _stride(family, problem) if sample is None else max(1, int(sample))
+    raw, counts = _profiled_run(spec.name, inputs, [None] * len(inputs), values, stride)
+    itemsize = 4 if raw["out_dtype"] == "float32" else 8
+    flops, min_bytes = _core._FAMILY_MODELS[family](*raw["problem"], itemsize)
+    result = _core.Result(raw, spec, values, "emu", flops, min_bytes, 0)
+    return _make_profile(counts, stride, result)
 
 
 # ---- the time model ----
@@ -251,43 +302,40 @@ def _predict(p, device):
     o = occ.compute(max(1, p.threads_per_block), p.shared_bytes, None, device=device)
     blocks_per_sm = max(1, o.blocks_per_sm)
     warps_per_block = -(-max(1, p.threads_per_block) // 32)
-    # Work per launch is spread over the SMs that get blocks: a grid smaller than the GPU uses
-    # only as many SMs as it has blocks (per launch, on average).
-    blocks_per_launch = p.blocks / max(1, p.launches)
+    launches = max(1, p.launches)
+    # Per-SM resources are spread over the SMs that get blocks: a launch with fewer blocks than
+    # SMs leaves the others idle.
+    blocks_per_launch = p.blocks / launches
     sms_used = max(1.0, min(sms, blocks_per_launch))
-    active_sms = sms_used / sms
     t = {}
     # DRAM: the compulsory traffic (inputs read once, output written once).
     t["DRAM"] = p.min_bytes / (lim["bandwidth_gbs"] * 1e9)
-    # L2: every counted sector goes to L2 (L1 hits are not modelled: an upper bound).
-    t["L2"] = p.global_bytes / (lim["l2_bandwidth_gbs"] * 1e9 * active_sms)
-    # L1/LSU: one wavefront per clock per SM: a shared wavefront, or up to 4 sectors of a
-    # global request.
-    global_wavefronts = (max(p.global_load_requests, p.global_load_sectors / 4)
-                         + max(p.global_store_requests, p.global_store_sectors / 4))
-    shared_wavefronts = p.shared_load_wavefronts + p.shared_store_wavefronts
-    t["shared memory"] = shared_wavefronts / (sms_used * clock)
-    t["L1/LSU"] = (shared_wavefronts + global_wavefronts) / (sms_used * clock) - t["shared memory"]
-    # FP32 issue: one FFMA (2 flops) per lane per clock, plus the counted memory instructions
-    # and barriers, at 4 warp instructions per clock per SM.
-    ffma_warp = p.flops / 2 / 32
-    issued = (ffma_warp + p.global_load_requests + p.global_store_requests
+    # L2: the sectors L1 does not keep. L1's estimate: a block's warps share the sectors of
+    # the same (k-th) load; stores go through.
+    l2_sectors = p.global_load_sectors_block_merged + p.global_store_sectors
+    t["L2"] = 32.0 * l2_sectors / (lim["l2_bandwidth_gbs"] * 1e9)
+    # L1 / shared memory: one pipe per SM; per clock it handles one shared wavefront or one
+    # 128-byte line of a global request (a warp's scattered lines are looked up one by one).
+    shared = p.shared_load_wavefronts + p.shared_store_wavefronts
+    glob = p.global_load_lines + p.global_store_lines + p.global_atomic_requests
+    t_pipe = (shared + glob) / (sms_used * clock)
+    t["shared memory" if shared >= glob else "L1"] = t_pipe
+    # Instruction issue: the FFMAs (2 flops each, one warp instruction per 32) and the counted
+    # memory instructions, barriers and warp operations, 4 warp instructions per clock per SM.
+    issued = (p.flops / 2 / 32 + p.global_load_requests + p.global_store_requests
               + p.shared_load_requests + p.shared_store_requests + p.barriers + p.warp_ops)
     t["FP32 issue"] = issued / (lim["issue_per_clock_per_sm"] * sms_used * clock)
     # Same-address atomics serialise at one L2 slice.
     t["atomics"] = p.global_atomic_max_same_address / lim["same_address_atomics_per_s"]
-    # Latency/occupancy: each warp's global requests wait one memory latency each, `mlp` of
-    # them overlapping; resident warps per SM run concurrently, the grid in waves.
-    resident_warps = blocks_per_sm * warps_per_block
-    footprint_in_l2 = p.min_bytes <= lim["l2_bytes"]
-    latency = (lim["l2_latency_ns"] if footprint_in_l2 else lim["dram_latency_ns"]) * 1e-9
-    warps = max(1, p.warps_profiled)
-    requests_per_warp = (p.global_load_requests + p.global_atomic_requests) / max(
-        1.0, p.blocks * warps_per_block)
-    waves = max(1.0, p.blocks / max(1, p.launches) / (blocks_per_sm * sms)) * p.launches
-    t["latency/occupancy"] = waves * requests_per_warp * latency / lim["memory_parallelism"]
-    del warps, resident_warps
-    t["launch overhead"] = p.launches * lim["launch_overhead_us"] * 1e-6
+    # Latency/occupancy (Little's law): each resident warp keeps `memory_parallelism` global
+    # requests in flight, each waiting one latency; residency from tm.occupancy.
+    concurrent_warps = min(blocks_per_launch, blocks_per_sm * sms) * warps_per_block
+    latency = (lim["l2_latency_ns"] if p.min_bytes <= lim["l2_bytes"]
+               else lim["dram_latency_ns"]) * 1e-9
+    requests = p.global_load_requests + p.global_atomic_requests
+    t["latency/occupancy"] = (requests * latency
+                              / (max(1.0, concurrent_warps) * lim["memory_parallelism"]))
+    t["launch overhead"] = launches * lim["launch_overhead_us"] * 1e-6
     # Resources overlap, but not perfectly: a 2-norm of the resource times is the largest when
     # one dominates and grows when several are comparable. Launch overhead adds.
     overlap = math.sqrt(sum(v * v for k, v in t.items() if k != "launch overhead"))

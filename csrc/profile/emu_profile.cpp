@@ -49,6 +49,7 @@ enum Cls { GLD, GST, SLD, SST, GATOM, SATOM, BAR, WOP, NCLS };
 #define TM_PROFILE_FIELDS(X)                                                                   \
     X(launches) X(blocks) X(blocks_profiled) X(threads_profiled) X(warps_profiled)             \
     X(global_load_requests) X(global_load_sectors) X(global_load_bytes)                        \
+    X(global_load_sectors_block_merged) X(global_load_lines) X(global_store_lines)             \
     X(global_store_requests) X(global_store_sectors) X(global_store_bytes)                     \
     X(shared_load_requests) X(shared_load_wavefronts) X(shared_load_bank_conflicts)            \
     X(shared_store_requests) X(shared_store_wavefronts) X(shared_store_bank_conflicts)         \
@@ -83,6 +84,7 @@ std::vector<Range> g_ranges;                    // snapshot for the running laun
 std::atomic<int> g_active{0};                   // a profiled launch is running
 bool g_enabled = false;                         // between tm_profile_begin and _end
 long long g_stride = 1;                         // sampling: about 1 block in g_stride
+int g_sms = 0;                                  // SM count launchers see (0: the emulator's)
 size_t g_dyn_bytes = 0;                         // the launch's dynamic shared memory
 unsigned long long g_seed = 0;
 double g_totals[NFIELDS];
@@ -131,6 +133,7 @@ struct TState {
     bool pending = false;
     uint64_t c[NFIELDS] = {};         // this launch's counts (folded by the launching thread)
     std::unordered_map<uintptr_t, uint64_t> atom;   // global atomics per address
+    std::vector<uint64_t> merge_buf;
     TState()
     {
         std::call_once(g_tls_once, [] { dl_iterate_phdr(find_tls, nullptr); });
@@ -244,8 +247,9 @@ inline void record_event(int cls)
 
 constexpr uint64_t kAddrMask = (1ull << 56) - 1;
 
-// Distinct 32-byte sectors touched by a warp instruction's lanes.
-uint64_t sectors(const uint64_t *e, int n)
+// Distinct 32-byte sectors touched by a warp instruction's lanes; *lines gets the distinct
+// 128-byte lines.
+uint64_t sectors(const uint64_t *e, int n, uint64_t *lines)
 {
     uint64_t s[64];
     int m = 0;
@@ -259,8 +263,12 @@ uint64_t sectors(const uint64_t *e, int n)
         }
     }
     if (!sorted) std::sort(s, s + m);
-    uint64_t distinct = 0;
-    for (int i = 0; i < m; ++i) distinct += (i == 0 || s[i] != s[i - 1]);
+    uint64_t distinct = 0, nl = 0;
+    for (int i = 0; i < m; ++i) {
+        distinct += (i == 0 || s[i] != s[i - 1]);
+        nl += (i == 0 || (s[i] >> 2) != (s[i - 1] >> 2));
+    }
+    *lines = nl;
     return distinct;
 }
 
@@ -299,10 +307,31 @@ uint64_t wavefronts(const uint64_t *e, const int *lane, int n, uint64_t *groups)
     return total;
 }
 
+// Sectors of the k-th global load of every warp of the block, merged: an estimate of what
+// misses L1 when the block's warps run that load at about the same time (model input only).
+void merged_sectors(TState *s, int n)
+{
+    std::vector<uint64_t> &all = s->merge_buf;
+    size_t maxlen = 0;
+    for (int t = 0; t < n; ++t) maxlen = std::max(maxlen, s->logs[t].v[GLD].size());
+    for (size_t k = 0; k < maxlen; ++k) {
+        all.clear();
+        for (int t = 0; t < n; ++t) {
+            const std::vector<uint64_t> &v = s->logs[t].v[GLD];
+            if (k >= v.size()) continue;
+            uint64_t a = v[k] & kAddrMask, size = 1ull << (v[k] >> 56);
+            for (uint64_t x = a >> 5; x <= (a + size - 1) >> 5; ++x) all.push_back(x);
+        }
+        std::sort(all.begin(), all.end());
+        s->c[F_global_load_sectors_block_merged] += std::unique(all.begin(), all.end()) - all.begin();
+    }
+}
+
 void TState::flush()
 {
     pending = false;
     int n = nthreads;
+    merged_sectors(this, n);
     for (int base = 0; base < n; base += 32) {
         int lanes = std::min(32, n - base);
         for (int cls = 0; cls < NCLS; ++cls) {
@@ -328,7 +357,9 @@ void TState::flush()
                         uint64_t bytes = 0;
                         for (int i = 0; i < m; ++i) bytes += 1ull << (e[i] >> 56);
                         c[cls == GLD ? F_global_load_requests : F_global_store_requests]++;
-                        c[cls == GLD ? F_global_load_sectors : F_global_store_sectors] += sectors(e, m);
+                        uint64_t lines = 0;
+                        c[cls == GLD ? F_global_load_sectors : F_global_store_sectors] += sectors(e, m, &lines);
+                        c[cls == GLD ? F_global_load_lines : F_global_store_lines] += lines;
                         c[cls == GLD ? F_global_load_bytes : F_global_store_bytes] += bytes;
                     } else {
                         uint64_t groups = 0, wf = wavefronts(e, lane, m, &groups);
@@ -391,6 +422,17 @@ void __real_tm_emu_syncthreads(const char *, int);
 int __real_tm_emu_syncthreads_op(int, int, const char *, int);
 cudaError_t __real_cudaMalloc(void **, size_t);
 cudaError_t __real_cudaFree(void *);
+cudaError_t __real_cudaDeviceGetAttribute(int *, cudaDeviceAttr, int);
+
+// Launchers that size their grid by the SM count (grid-stride reductions, fast's tile choice)
+// see the modelled device's count while profiling, so the grid is the one the GPU would run.
+cudaError_t __wrap_cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device)
+{
+    cudaError_t err = __real_cudaDeviceGetAttribute(value, attr, device);
+    if (err == cudaSuccess && g_enabled && g_sms > 0 && attr == cudaDevAttrMultiProcessorCount)
+        *value = g_sms;
+    return err;
+}
 
 cudaError_t __wrap__ZN6tm_emu6launchEPKvPFvPvES2_4dim3S5_m(const void *func, void (*invoke)(void *),
                                                            void *pack, dim3 grid, dim3 block,
@@ -489,12 +531,14 @@ cudaError_t __wrap_cudaFree(void *p)
 
 // ---- the API tiledmm/profile.py calls (ctypes) ----
 
-// Starts counting; stride > 1 samples about one block in `stride` per launch.
-TM_EXPORT void tm_profile_begin(long long stride)
+// Starts counting; stride > 1 samples about one block in `stride` per launch; sms > 0 is the
+// multiprocessor count launchers see meanwhile.
+TM_EXPORT void tm_profile_begin(long long stride, int sms)
 {
     std::lock_guard<std::mutex> g(g_mu);
     std::fill(g_totals, g_totals + NFIELDS, 0.0);
     g_stride = stride > 1 ? stride : 1;
+    g_sms = sms;
     g_enabled = true;
 }
 
