@@ -188,7 +188,10 @@ class _Libc:
     """mmap/munmap through ctypes: Python's mmap module cannot map at a fixed address, which
     placing regions between guard pages needs."""
     PROT_NONE, PROT_RW = 0, mmap.PROT_READ | mmap.PROT_WRITE
-    MAP_FIXED, MAP_NORESERVE = 0x10, getattr(mmap, "MAP_NORESERVE", 0x4000)
+    # MAP_FIXED is 0x10 on Linux and macOS; MAP_NORESERVE is in Python's mmap module on Linux
+    # (and on macOS from Python 3.13); Linux's 0x4000 is another flag on macOS, so elsewhere none
+    MAP_FIXED = 0x10
+    MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform.startswith("linux") else 0)
 
     def __init__(self):
         libc = ctypes.CDLL(None, use_errno=True)
