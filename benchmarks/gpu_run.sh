@@ -7,6 +7,9 @@
 #   test:  build, pytest (both backends), compute-sanitizer (memcheck, racecheck, synccheck,
 #          initcheck) over every kernel
 #   bench: build (kept from `test` on the same machine), demo, bench, notebooks
+#   profile: build, the emulator's profile counters against Nsight Compute for every kernel
+#          (benchmarks/profile_vs_ncu.py), profile=True on cuda (tests/test_profile_ncu.py), and
+#          bench --profile: measured H100 time beside the time predicted from counted traffic
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}; mkdir -p "$OUT"
@@ -54,4 +57,17 @@ if [ "$stage" = all ] || [ "$stage" = bench ]; then
 
     echo "== bench"
     python3 -m tiledmm bench --end-to-end --csv "$OUT/bench.csv" "$@" | tee "$OUT/bench.txt"
+fi
+
+if [ "$stage" = all ] || [ "$stage" = profile ]; then
+    echo "== profile=True on cuda (Nsight Compute)"
+    python3 -m pytest -q tests/test_profile_ncu.py -p no:cacheprovider 2>&1 \
+        | tee "$OUT/pytest_profile_ncu.log" | tail -3
+    echo "== predicted (from counted traffic) beside measured"
+    python3 -m tiledmm bench --family matmul --sizes 1024 --profile --csv "$OUT/bench_profile_matmul.csv" \
+        >"$OUT/bench_profile_matmul.txt" 2>&1; echo "bench matmul: exit $?"
+    python3 -m tiledmm bench --family reduce --sizes 16777216 --profile --csv "$OUT/bench_profile_reduce.csv" \
+        >"$OUT/bench_profile_reduce.txt" 2>&1; echo "bench reduce: exit $?"
+    echo "== emulator counters against Nsight Compute, every kernel"
+    python3 benchmarks/profile_vs_ncu.py --out "$OUT" 2>&1 | tee "$OUT/profile_vs_ncu.txt" | tail -60
 fi

@@ -127,11 +127,10 @@ def test_sampling_above_validation_size_says_so():
     assert float(res.out[0, 0]) == 512.0
 
 
-def test_profile_refused_on_other_backends_and_absent_by_default():
+def test_profile_absent_by_default():
+    # (profile=True on cuda reads Nsight Compute: tests/test_profile_ncu.py)
     x = np.ones(128, np.float32)
     assert tm.vec_add(x, x, block=128, backend="emu").profile is None
-    with pytest.raises(RuntimeError, match="emu backend only|not built"):
-        tm.vec_add(x, x, block=128, backend="cuda", profile=True)
 
 
 def test_sweep_and_bench_profile_columns(capsys):

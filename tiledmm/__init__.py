@@ -15,7 +15,7 @@ from ._core import Launch, Result, Timing, mat_add, matmul, reduce, vec_add
 from ._device import device_info, mem_info
 from ._device_array import DeviceArray, to_device
 from ._registry import KernelSpec, kernels
-from . import model, occupancy, plot, sweep
+from . import model, occupancy, plot, profile, sweep
 from .user_kernels import (CompileError, CompileWarning, Kernel, KernelError, cache_info,
                            clear_cache, compile)
 from .checker import CheckReport, check_matmul, check_reduce
@@ -26,7 +26,7 @@ __version__ = "0.1.0"
 __all__ = ["matmul", "reduce", "vec_add", "mat_add", "kernels", "device_info", "mem_info",
            "to_device", "DeviceArray",
            "set_backend", "get_backend", "Result", "Timing", "Launch", "KernelSpec",
-           "model", "occupancy", "sweep", "plot",
+           "model", "occupancy", "sweep", "plot", "profile",
            "compile", "Kernel", "CompileError", "CompileWarning", "KernelError", "clear_cache",
            "cache_info",
            "check_matmul", "check_reduce", "CheckReport", "grade", "GradeReport"]

@@ -150,9 +150,8 @@ def _run(family, kernel, inputs, params, backend, warmup, repeat, output=None, p
     values = _registry.param_values(spec, params)
     mod, name = _backend.resolve(backend)
     if profile and name != "emu":
-        raise RuntimeError(f"profile=True counts memory traffic on the emu backend only (this "
-                           f"call runs on {name}); use backend='emu', or Nsight Compute (ncu) "
-                           "on the GPU")
+        from ._ncu import find_ncu
+        find_ncu()   # before the run: say at once when Nsight Compute is missing
     device_inputs = [as_device_input(x, name) for x in inputs]
     if output is None:
         output = "device" if any(device_inputs) else "numpy"
@@ -187,8 +186,11 @@ def _run(family, kernel, inputs, params, backend, warmup, repeat, output=None, p
     result = Result(raw, spec, values, name, flops, min_bytes, warmup)
     if profile and result.timing.samples_ms:   # empty problems launch nothing
         from . import profile as _profile
-        result.profile = _profile.collect(family, kernel, inputs, device_inputs, values, result,
-                                          raw["problem"])
+        if name == "emu":
+            result.profile = _profile.collect(family, kernel, inputs, device_inputs, values,
+                                              result, raw["problem"])
+        else:   # Nsight Compute on the GPU (tiledmm._ncu)
+            result.profile = _profile.collect_ncu(family, kernel, inputs, result)
     return result
 
 
@@ -203,9 +205,10 @@ def matmul(A, B, kernel="tiled", *, backend=None, warmup=None, repeat=None, outp
     Inputs may also be device arrays (`tm.to_device`, CuPy, PyTorch CUDA tensors): they are
     read in place. `output="device"` (the default when an input is on the device) leaves the
     result on the device as a `tm.DeviceArray`; `output="numpy"` copies it back.
-    `profile=True` (emu backend) also counts the kernel's global and shared memory traffic as
-    Nsight Compute would on a GPU: `res.profile` (a tiledmm.profile.Profile; the same keyword
-    works on reduce, vec_add and mat_add), and `res.profile.predict("H100")` models GPU time.
+    `profile=True` also counts the kernel's global and shared memory traffic with Nsight
+    Compute's definitions: `res.profile` (a tiledmm.profile.Profile; the same keyword works on
+    reduce, vec_add and mat_add). On emu the emulator counts it and `res.profile.predict("H100")`
+    models GPU time; on cuda Nsight Compute (ncu) measures it in a second, profiled run.
 
     >>> import numpy as np, tiledmm as tm
     >>> A = np.arange(6, dtype=np.float32).reshape(2, 3); B = np.ones((3, 2), np.float32)

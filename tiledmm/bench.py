@@ -52,8 +52,9 @@ def bench_matmul(sizes=None, kernels=None, backend=None, warmup=None, repeat=Non
                  check=True, progress=None, profile=False):
     """Rows of dicts: kernel, params, M, N, K, ms, tflops, pct_cublas (None without cuBLAS),
     backend, device (its name, as tm.device_info gives it), max_rel_error (vs float64 NumPy on
-    a sample of rows, when check is True). profile=True (emu): also the counted traffic and the
-    H100 prediction (tiledmm.profile.row_fields)."""
+    a sample of rows, when check is True). profile=True: also the counted traffic and the H100
+    prediction (tiledmm.profile.row_fields), counted by the emulator (on cuda too, beside the
+    measured time)."""
     name = backend or _backend.get_backend()
     device = device_info(name)["name"]
     warmup, repeat, sizes = _runs(name, warmup, repeat, sizes, "matmul")
@@ -75,7 +76,7 @@ def bench_matmul(sizes=None, kernels=None, backend=None, warmup=None, repeat=Non
             if progress:
                 progress(f"{kernel} {params} {M}x{N}x{K}")
             res = _core.matmul(A, B, kernel=kernel, backend=name, warmup=warmup, repeat=repeat,
-                               profile=profile, **params)
+                               profile=profile and name == "emu", **params)
             row = dict(kernel=kernel, params=_fmt_params(params), M=M, N=N, K=K,
                        ms=res.timing.kernel_ms, tflops=res.tflops,
                        pct_cublas=(100 * reference.timing.kernel_ms / res.timing.kernel_ms
@@ -85,7 +86,8 @@ def bench_matmul(sizes=None, kernels=None, backend=None, warmup=None, repeat=Non
                 got = res.out[check_rows].astype(np.float64)
                 row["max_rel_error"] = float(np.max(np.abs(got - expected))
                                              / max(np.max(np.abs(expected)), 1e-30))
-            _add_profile(row, res)
+            if profile:
+                _add_profile(row, res, "matmul", (A, B), params)
             rows.append(row)
     return rows
 
@@ -111,7 +113,7 @@ def bench_reduce(sizes=None, kernels=None, backend=None, warmup=None, repeat=Non
             if progress:
                 progress(f"{kernel} {params} n={n}")
             res = _core.reduce(x, kernel=kernel, backend=name, warmup=warmup, repeat=repeat,
-                               profile=profile, **params)
+                               profile=profile and name == "emu", **params)
             gbps = x.nbytes / (res.timing.kernel_ms * 1e6)
             row = dict(kernel=kernel, params=_fmt_params(params), n=n, ms=res.timing.kernel_ms,
                        gbps=gbps, copy_gbps=copy_gbps, pct_copy=100 * gbps / copy_gbps,
@@ -119,7 +121,8 @@ def bench_reduce(sizes=None, kernels=None, backend=None, warmup=None, repeat=Non
             if check:
                 row["rel_error"] = float(abs(float(res.out) - expected)
                                          / max(np.abs(x).sum(dtype=np.float64), 1e-30))
-            _add_profile(row, res)
+            if profile:
+                _add_profile(row, res, "reduce", (x,), params)
             rows.append(row)
     return rows
 
@@ -223,10 +226,12 @@ def format_end_to_end(rows):
     return "\n".join(lines)
 
 
-def _add_profile(row, res):
-    if res.profile is not None:
-        from .profile import row_fields
-        row.update(row_fields(res.profile))
+def _add_profile(row, res, family, inputs, params):
+    """The counters and the H100 prediction of a row: from the profiled run on emu; on a GPU
+    counted by the emulator on the same inputs, so the table holds predicted beside measured."""
+    from . import profile
+    counted = res.profile or profile.count(family, res.kernel, *inputs, **params)
+    row.update(profile.row_fields(counted))
 
 
 def _fmt_params(params):

@@ -154,6 +154,11 @@ class Profile:
     flops: float = 0.0
     min_bytes: float = 0.0
     itemsize: int = 4
+    # Who counted: "emu" (this module's profiled run) or "ncu" (Nsight Compute on the GPU,
+    # tiledmm._ncu: counters without an ncu metric are NaN there). `hardware` holds what ncu
+    # measured beside the counters (gpu_time_ns, dram_bytes, l2_sectors_from_l1, ...).
+    source: str = "emu"
+    hardware: Dict[str, float] = field(default_factory=dict)
 
     # ---- derived ----
     @property
@@ -194,6 +199,12 @@ class Profile:
     def predict(self, device="H100"):
         """Predicted GPU time of these launches on a device preset (tm.occupancy.PRESETS) from
         the counts. See docs/profile.md for the model and its limits."""
+        if self.source != "emu":
+            raise ValueError(
+                "predict() models GPU time from the emulator's counts; this profile was "
+                f"measured by {self.source} (its kernel time is the call's res.timing). For the "
+                "prediction, count on the emulator: tm.profile.count(family, kernel, *inputs, "
+                "**params)")
         from ._time_model import predict
         return predict(self, device)
 
@@ -261,6 +272,44 @@ def collect(family, kernel, inputs, device_inputs, values, result, problem, samp
     stride = _stride(family, problem) if sample is None else max(1, int(sample))
     _raw, counts = _profiled_run(result.kernel, inputs, device_inputs, values, stride)
     return _make_profile(counts, stride, result)
+
+
+def collect_ncu(family, kernel, inputs, result):
+    """profile=True on cuda: the call once more under Nsight Compute (tiledmm._ncu), as a
+    Profile with source "ncu"."""
+    from . import _ncu
+    measured = _ncu.profile_calls([{"family": family, "kernel": result.kernel,
+                                    "inputs": list(inputs), "params": result.params}])[0]
+    return from_ncu(measured, result)
+
+
+def from_ncu(measured, result):
+    """A Profile from tiledmm._ncu's sums for one call (fields without an ncu metric: NaN)."""
+    launch = result.launch
+    blocks = int(measured["blocks"])
+    warps_per_block = -(-launch.threads_per_block // 32)
+    counted = {f.name: measured.get(f.name, math.nan) for f in fields(Profile)
+               if f.name in _names_before_sampled()}
+    counted.update(launches=int(measured["launches"]), blocks=blocks, blocks_profiled=blocks,
+                   threads_profiled=blocks * launch.threads_per_block,
+                   warps_profiled=blocks * warps_per_block)
+    itemsize = 4 if str(getattr(result.out, "dtype", "float32")) == "float32" else 8
+    hardware = {k: measured[k] for k in _ncu_extra_names() if k in measured}
+    return Profile(**counted, kernel=result.kernel, params=dict(result.params),
+                   family=result.family, threads_per_block=launch.threads_per_block,
+                   shared_bytes=launch.shared_bytes, flops=float(result.flops),
+                   min_bytes=float(result.min_bytes), itemsize=itemsize, source="ncu",
+                   hardware=hardware)
+
+
+def _names_before_sampled():
+    names = [f.name for f in fields(Profile)]
+    return names[:names.index("sampled")]
+
+
+def _ncu_extra_names():
+    from ._ncu import EXTRA_METRICS
+    return tuple(EXTRA_METRICS)
 
 
 def count(family, kernel, *inputs, sample=None, **params):
