@@ -230,6 +230,8 @@ def _add_profile(row, res, family, inputs, params):
     """The counters and the H100 prediction of a row: from the profiled run on emu; on a GPU
     counted by the emulator on the same inputs, so the table holds predicted beside measured."""
     from . import profile
+    if res.kernel in _registry.CUDA_ONLY:   # a library (cuBLAS): no kernel source to count
+        return
     counted = res.profile or profile.count(family, res.kernel, *inputs, **params)
     row.update(profile.row_fields(counted))
 
