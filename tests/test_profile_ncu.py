@@ -29,7 +29,7 @@ def test_missing_ncu_refuses_a_cuda_profile_call(monkeypatch, tmp_path):
 
 
 # What ncu --csv --print-units base prints (its own ==PROF== lines and the child's output
-# come first): three launches, two metrics each.
+# come first): three launches; the last also reads one metric this GPU does not have (n/a).
 CSV = '''==PROF== Connected to process 4242 (/usr/bin/python3.12)
 ==PROF== Profiling "reduce_level_kernel" - 0: 0%....50%....100% - 3 passes
 some output of the child
@@ -40,6 +40,8 @@ some output of the child
 "1","4242","python3.12","127.0.0.1","reduce_level_kernel","1","7","(256, 1, 1)","(16, 1, 1)","0","9.0","Command line profiler metrics","launch__grid_size","","16"
 "2","4242","python3.12","127.0.0.1","vec_add_kernel","1","7","(128, 1, 1)","(8, 1, 1)","0","9.0","Command line profiler metrics","l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum","","16"
 "2","4242","python3.12","127.0.0.1","vec_add_kernel","1","7","(128, 1, 1)","(8, 1, 1)","0","9.0","Command line profiler metrics","launch__grid_size","","8"
+"2","4242","python3.12","127.0.0.1","vec_add_kernel","1","7","(128, 1, 1)","(8, 1, 1)","0","9.0","Command line profiler metrics","l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts.sum","","n/a"
+"2","4242","python3.12","127.0.0.1","vec_add_kernel","1","7","(128, 1, 1)","(8, 1, 1)","0","9.0","Command line profiler metrics","l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts_cache_bypass.sum","","64"
 '''
 
 
@@ -50,6 +52,8 @@ def test_csv_rows_are_launches_in_order_and_sum_per_call():
     assert first_call["global_load_requests"] == 32768 + 128
     assert (first_call["launches"], first_call["blocks"]) == (2, 4112)
     assert (second_call["global_load_requests"], second_call["blocks"]) == (16, 8)
+    # One of a counter's alternative metrics is "n/a" on this GPU: the others still count.
+    assert second_call["global_ldgsts_requests"] == 64
     # Metrics ncu did not print are NaN, not zero: a missing metric must not look like a count.
     assert math.isnan(first_call["shared_load_bank_conflicts"])
 

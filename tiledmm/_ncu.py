@@ -28,14 +28,20 @@ import tempfile
 import numpy as np
 
 # Profile field <- Nsight Compute metric (summed over the call's launches). A tuple of metrics
-# is added up.
+# is added up; a metric this GPU does not have reads "n/a" and is left out of the sum (NaN only
+# when none of them is there).
 COUNTER_METRICS = {
     "global_load_requests": "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
     "global_load_sectors": "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
     "global_store_requests": "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum",
     "global_store_sectors": "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
-    "global_ldgsts_requests": "l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts.sum",
-    "global_ldgsts_sectors": "l1tex__t_sectors_pipe_lsu_mem_global_op_ldgsts.sum",
+    # cp.async: one metric before Hopper; on sm_90 split by whether L1 is bypassed (.cg) or not.
+    "global_ldgsts_requests": ("l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts.sum",
+                               "l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts_cache_access.sum",
+                               "l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts_cache_bypass.sum"),
+    "global_ldgsts_sectors": ("l1tex__t_sectors_pipe_lsu_mem_global_op_ldgsts.sum",
+                              "l1tex__t_sectors_pipe_lsu_mem_global_op_ldgsts_cache_access.sum",
+                              "l1tex__t_sectors_pipe_lsu_mem_global_op_ldgsts_cache_bypass.sum"),
     "shared_load_requests": "smsp__sass_inst_executed_op_shared_ld.sum",
     "shared_store_requests": "smsp__sass_inst_executed_op_shared_st.sum",
     "shared_load_bank_conflicts": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
@@ -176,10 +182,11 @@ def _parse_csv(text):
 
 
 def _sum_launches(rows):
-    def total(metric, per_launch=None):
+    def total(metric):
         names = metric if isinstance(metric, tuple) else (metric,)
-        return sum((per_launch or (lambda r, m: r.get(m, math.nan)))(r, m)
-                   for r in rows for m in names)
+        values = [r.get(m, math.nan) for r in rows for m in names]
+        present = [v for v in values if not math.isnan(v)]
+        return sum(present) if present else math.nan
     out = {name: total(m) for name, m in COUNTER_METRICS.items()}
     out.update({name: total(m) for name, m in EXTRA_METRICS.items()
                 if name not in ("block_size", "registers_per_thread")})
