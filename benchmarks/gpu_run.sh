@@ -68,6 +68,8 @@ if [ "$stage" = all ] || [ "$stage" = profile ]; then
         >"$OUT/bench_profile_matmul.txt" 2>&1; echo "bench matmul: exit $?"
     python3 -m tiledmm bench --family reduce --sizes 16777216 --profile --csv "$OUT/bench_profile_reduce.csv" \
         >"$OUT/bench_profile_reduce.txt" 2>&1; echo "bench reduce: exit $?"
+    python3 benchmarks/sass_memory_ops.py --out "$OUT"
+    ncu --query-metrics >"$OUT/ncu_metrics.txt" 2>&1
     echo "== emulator counters against Nsight Compute, every kernel"
     python3 benchmarks/profile_vs_ncu.py --out "$OUT" 2>&1 | tee "$OUT/profile_vs_ncu.txt" | tail -60
 fi
