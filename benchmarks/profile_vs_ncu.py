@@ -110,7 +110,7 @@ def main():
                 differing.append((label, counter, e, n))
         rows.append(dict(variant=label, family=family, counter="gpu_time_ns", emu=math.nan,
                          ncu=measured["gpu_time_ns"], verdict="measured"))
-        for extra in ("dram_bytes", "l2_sectors_from_l1", "warp_instructions",
+        for extra in ("dram_bytes", "l2_sectors_from_l1", "warp_instructions", "thread_instructions",
                       "ffma_thread_instructions", "registers_per_thread", "launches"):
             rows.append(dict(variant=label, family=family, counter=extra,
                              emu=float(counts.get(extra, math.nan)), ncu=measured[extra],

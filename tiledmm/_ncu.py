@@ -59,6 +59,10 @@ EXTRA_METRICS = {
     "dram_bytes": ("dram__bytes_read.sum", "dram__bytes_write.sum"),
     "l2_sectors_from_l1": "lts__t_sectors_srcunit_tex.sum",
     "warp_instructions": "smsp__inst_executed.sum",
+    # thread_instructions / warp_instructions: active lanes per issued instruction (32 without
+    # divergence). Where nvcc predicates a divergent `if` instead of branching (the reduction
+    # ladder's interleaved_divergent), divergent_branches stays 0 and this ratio shows it.
+    "thread_instructions": "smsp__thread_inst_executed.sum",
     "ffma_thread_instructions": "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",
     "grid_size": "launch__grid_size",
     "block_size": "launch__block_size",
