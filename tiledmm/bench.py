@@ -87,7 +87,7 @@ def bench_matmul(sizes=None, kernels=None, backend=None, warmup=None, repeat=Non
                 row["max_rel_error"] = float(np.max(np.abs(got - expected))
                                              / max(np.max(np.abs(expected)), 1e-30))
             if profile:
-                _add_profile(row, res, "matmul", (A, B), params)
+                _add_profile(row, res, (A, B), params)
             rows.append(row)
     return rows
 
@@ -122,7 +122,7 @@ def bench_reduce(sizes=None, kernels=None, backend=None, warmup=None, repeat=Non
                 row["rel_error"] = float(abs(float(res.out) - expected)
                                          / max(np.abs(x).sum(dtype=np.float64), 1e-30))
             if profile:
-                _add_profile(row, res, "reduce", (x,), params)
+                _add_profile(row, res, (x,), params)
             rows.append(row)
     return rows
 
@@ -226,14 +226,9 @@ def format_end_to_end(rows):
     return "\n".join(lines)
 
 
-def _add_profile(row, res, family, inputs, params):
-    """The counters and the H100 prediction of a row: from the profiled run on emu; on a GPU
-    counted by the emulator on the same inputs, so the table holds predicted beside measured."""
-    from . import profile
-    if res.kernel in _registry.CUDA_ONLY:   # a library (cuBLAS): no kernel source to count
-        return
-    counted = res.profile or profile.count(family, res.kernel, *inputs, **params)
-    row.update(profile.row_fields(counted))
+def _add_profile(row, res, inputs, params):
+    from .profile import counted_row_fields
+    row.update(counted_row_fields(res, inputs, params) or {})
 
 
 def _fmt_params(params):

@@ -338,6 +338,19 @@ def count(family, kernel, *inputs, sample=None, **params):
     return _make_profile(counts, stride, result)
 
 
+def counted_row_fields(res, inputs, params, device="H100"):
+    """row_fields for a Result of a sweep or bench row: its own profile on emu; on a GPU the
+    emulator's count of the same call, so the row holds the prediction beside the measured
+    time. None for kernels without a source to count (cuBLAS)."""
+    from . import _registry
+    if res.kernel in _registry.CUDA_ONLY:
+        return None
+    counted = res.profile if res.backend == "emu" else None
+    if counted is None:
+        counted = count(res.family, res.kernel, *inputs, **params)
+    return row_fields(counted, device)
+
+
 def row_fields(p, device="H100"):
     """The counters, sectors and conflicts per request and the predicted time on `device` as a
     flat dict: the columns tm.sweep(..., profile=True) and bench --profile add to a row."""

@@ -172,8 +172,10 @@ def sweep(kernels=None, sizes=None, params=None, *, family=None, backend=None, w
             raising.
         as_frame: True for a DataFrame, False for a list of dicts, None: a DataFrame where
             pandas is installed.
-        profile: on emu, count each run's memory traffic (tm.matmul's profile=True) and add
-            the counters and the H100 prediction to its row (tiledmm.profile.row_fields).
+        profile: count each run's memory traffic on the emulator (tm.matmul's profile=True)
+            and add the counters and the H100 prediction to its row
+            (tiledmm.profile.row_fields); on cuda the emulator counts the same call, so the
+            row holds the prediction beside the measured time.
 
     >>> rows = tm.sweep("tiled", [48], tile=[8, 16], backend="emu", check=True,
     ...                 as_frame=False, progress=False)
@@ -217,7 +219,7 @@ def sweep(kernels=None, sizes=None, params=None, *, family=None, backend=None, w
                     call = _core.mat_add if spec.name == "mat_add" else _core.vec_add
                 try:
                     res = call(*inputs, kernel=spec.name, backend=backend, warmup=warmup,
-                               repeat=repeat, **(dict(p, profile=True) if profile else p))
+                               repeat=repeat, profile=profile and backend == "emu", **p)
                 except Exception as exc:
                     if errors == "raise":
                         raise
@@ -232,9 +234,9 @@ def sweep(kernels=None, sizes=None, params=None, *, family=None, backend=None, w
                         bar.update(1)
                     continue
                 row = _row(res, spec, p, size, _error(fam, res, inputs) if check else None)
-                if profile and res.profile is not None:
-                    from .profile import row_fields
-                    row.update(row_fields(res.profile))
+                if profile:
+                    from .profile import counted_row_fields
+                    row.update(counted_row_fields(res, inputs, p) or {})
                 rows.append(row)
                 if bar is not None:
                     bar.update(1)
