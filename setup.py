@@ -41,11 +41,20 @@ PROFILE_SOURCES = sorted(glob.glob("csrc/profile/*.cpp"))
 # No scalar replacement of aggregates (-fno-tree-sra): a float4 load or store stays one 16-byte
 # access (__tsan_read16), as it is one LDG.128/LDS.128 on the GPU, instead of four 4-byte ones
 # (measured against ncu on the H100: fast, shuffle and vectorized then agree exactly).
+# -fsanitize-coverage=trace-pc: a call at the start of every basic block, whose return address
+# names the block: each lane's path between barriers, for the divergent-branch count.
+# TM_EMU_PROFILE: cp.async's emulator helpers (cuda/matmul_fast.cu) hand the copy to the profile
+# hooks, which count it as one cp.async (LDGSTS) access as ncu does.
 PROFILE_KERNEL_FLAGS = ["-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0",
+                        "-fsanitize-coverage=trace-pc", "-DTM_EMU_PROFILE",
                         # template statics (the __shared__ arrays) stay this module's own, not
                         # unified with tiledmm._emu's by the dynamic linker (STB_GNU_UNIQUE)
                         "-fno-gnu-unique",
-                        "-fno-tree-vectorize", "-fno-tree-loop-distribute-patterns", "-fno-tree-sra"]
+                        "-fno-tree-vectorize", "-fno-tree-loop-distribute-patterns", "-fno-tree-sra",
+                        # no jump threading: it copies a block into each path that reaches it, so
+                        # `s[i] = c ? g[j] : 0` became two stores (two PCs) and a warp whose lanes
+                        # took both paths counted two shared stores where the GPU runs one
+                        "-fno-thread-jumps"]
 # The emulator entry points whose calls from the kernels emu_profile.cpp sees (ld --wrap).
 PROFILE_WRAPPED = ["_ZN6tm_emu6launchEPKvPFvPvES2_4dim3S5_m", "_ZN6tm_emu7warp_opEijyiiPKci",
                    "tm_emu_syncthreads", "tm_emu_syncthreads_op", "cudaMalloc", "cudaFree",

@@ -173,7 +173,22 @@ __device__ __forceinline__ void store_results(float *__restrict__ C, const float
 // (the destination stage is not being read: the kernel's barriers ensure that), so commit and
 // wait have nothing to do; the same plain copies serve GPUs older than sm_80 (Turing), which
 // have no cp.async, in the default multi-architecture build.
-#if defined(TM_EMU) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800)
+// The emulator's profile build (TM_EMU_PROFILE, docs/profile.md) counts what an sm_80+ GPU runs:
+// one cp.async per call, which tm_profile_cp_async (csrc/profile/emu_profile.cpp) copies and
+// counts as Nsight Compute does (ldgsts requests and sectors, not a global load and a shared store).
+#if defined(TM_EMU_PROFILE)
+extern "C" void tm_profile_cp_async(void *dst, const void *src, int size, int src_bytes);
+__device__ __forceinline__ void cp_async16(float *dst, const float *src, int bytes)
+{
+    tm_profile_cp_async(dst, src, 16, bytes);
+}
+__device__ __forceinline__ void cp_async4(float *dst, const float *src, int bytes)
+{
+    tm_profile_cp_async(dst, src, 4, bytes);
+}
+__device__ __forceinline__ void cp_async_commit() {}
+template <int N> __device__ __forceinline__ void cp_async_wait() {}
+#elif defined(TM_EMU) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800)
 __device__ __forceinline__ void cp_async16(float *dst, const float *src, int bytes)
 {
     for (int i = 0; i < 4; ++i) dst[i] = 4 * i < bytes ? src[i] : 0.0f;

@@ -143,6 +143,9 @@ class Profile:
     shared_atomics: float
     barriers: float
     warp_ops: float
+    global_ldgsts_requests: float
+    global_ldgsts_sectors: float
+    divergent_branches: float
     sampled: bool = False
     sample_stride: int = 1
     # What the model needs from the call (not counted): filled by collect().

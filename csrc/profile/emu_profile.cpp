@@ -14,12 +14,30 @@
 //
 // Warp semantics. Lanes are threads 32w..32w+31 of the block in x-major (linear) order. Each
 // thread's accesses between two barriers are logged per class (global load, global store,
-// shared load, shared store, atomic, barrier, warp operation); the k-th entry of each lane of a
-// class forms the warp's k-th instruction of that class. When the barrier opens (the block's
-// epoch changes, csrc/emu/scheduler.cpp) or the launch ends, the logs are folded into counts.
-// This is exact wherever the lanes of a warp execute the same sequence of accesses; where they
-// diverge, lanes that skip an access shift their later accesses of that class by one (counted
-// as if they had reached the same instruction).
+// shared load, shared store, cp.async, atomic) with the access's program counter: the return
+// address of the hook, i.e. the call site in the kernel's machine code, one per source access
+// after inlining. A warp instruction is the k-th execution of one PC by each lane of the warp
+// between two barriers. When the barrier opens (the block's epoch changes,
+// csrc/emu/scheduler.cpp) or the launch ends, the logs are folded into counts. Lanes that skip
+// an access (divergence: `if (tid % (2 * s) == 0)`) therefore do not shift their later
+// accesses. What stays approximate: a helper that GCC does not inline serves all its callers
+// with one PC (tiledmm's kernels mark their helpers __forceinline__, always inlined on the
+// emulator); and a lane that skips a PC in one iteration of a barrier-free loop but not in a
+// later one is grouped by execution count, not by iteration. Where all lanes log the same PC
+// sequence (code without divergence) the k-th entry of each lane is the k-th instruction, the
+// fast path.
+//
+// Divergence. The kernel objects are also compiled with -fsanitize-coverage=trace-pc: GCC calls
+// __sanitizer_cov_trace_pc() at the start of every basic block, and its return address names
+// the block. Each lane's sequence of blocks between two barriers is logged; lanes of a warp
+// that are together (at the same block) and go on to different next blocks (or some end) are
+// one divergent branch, as ncu's smsp__sass_branch_targets_threads_divergent counts a branch
+// whose active threads take more than one target. The parts reconverge at the first block that
+// all of them reach (the block minimising the largest distance along the parts' traces: the
+// join after an if/else, the loop's next step), a stand-in for the immediate post-dominator
+// the hardware's reconvergence uses. The branches are GCC's, not nvcc's: nvcc predicates short
+// conditional code (no branch, so ncu counts no divergence there), GCC branches around every
+// conditional block that holds a counted access.
 //
 // Barriers, warp operations and the launch itself are seen by wrapping the emulator's entry
 // points at link time (ld --wrap, see setup.py): the kernels call __wrap_X, which logs and calls
@@ -34,6 +52,7 @@
 #include <link.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -43,7 +62,8 @@
 
 namespace {
 
-enum Cls { GLD, GST, SLD, SST, GATOM, SATOM, BAR, WOP, NCLS };
+// Access classes, logged with their address and PC. LDGSTS: cp.async (global -> shared).
+enum Cls { GLD, GST, SLD, SST, LDGSTS, GATOM, SATOM, NCLS };
 
 // The counters, in this order (tm_profile_fields names them).
 #define TM_PROFILE_FIELDS(X)                                                                   \
@@ -54,7 +74,8 @@ enum Cls { GLD, GST, SLD, SST, GATOM, SATOM, BAR, WOP, NCLS };
     X(shared_load_requests) X(shared_load_wavefronts) X(shared_load_bank_conflicts)            \
     X(shared_store_requests) X(shared_store_wavefronts) X(shared_store_bank_conflicts)         \
     X(global_atomic_requests) X(global_atomics) X(global_atomic_max_same_address)              \
-    X(shared_atomic_requests) X(shared_atomics) X(barriers) X(warp_ops)
+    X(shared_atomic_requests) X(shared_atomics) X(barriers) X(warp_ops)                      \
+    X(global_ldgsts_requests) X(global_ldgsts_sectors) X(divergent_branches)
 
 enum Field {
 #define TM_ENUM(name) F_##name,
@@ -68,8 +89,18 @@ const char kFieldNames[] =
 #undef TM_NAME
     ;
 
+// Entries of v: address | log2(size) << 56 | kNoBytes (a cp.async that copies no source
+// bytes: zero fill).
+constexpr uint64_t kAddrMask = (1ull << 56) - 1;
+constexpr uint64_t kNoBytes = 1ull << 63;
+inline unsigned entry_lg(uint64_t e) { return (unsigned)(e >> 56) & 15u; }
+
+// One CUDA thread's log between two barriers.
 struct Log {
-    std::vector<uint64_t> v[NCLS];   // address | log2(size) << 56
+    std::vector<uint64_t> v[NCLS];    // the accesses of each class, in order
+    std::vector<uintptr_t> pc[NCLS];  // their program counters (the hooks' return addresses)
+    std::vector<uintptr_t> bb;        // basic blocks entered (trace-pc), in order
+    uint32_t bar = 0, wop = 0;        // barriers and warp operations
 };
 
 struct Range {
@@ -134,6 +165,14 @@ struct TState {
     uint64_t c[NFIELDS] = {};         // this launch's counts (folded by the launching thread)
     std::unordered_map<uintptr_t, uint64_t> atom;   // global atomics per address
     std::vector<uint64_t> merge_buf;
+    // scratch of the divergent (PC-keyed) grouping and of the divergence walk
+    struct Ent {
+        uintptr_t pc;
+        uint32_t lane, seq;
+    };
+    std::vector<Ent> ents;
+    std::vector<uint64_t> grp_e;
+    std::vector<int> grp_lane;
     TState()
     {
         std::call_once(g_tls_once, [] { dl_iterate_phdr(find_tls, nullptr); });
@@ -188,13 +227,21 @@ inline bool in_global(uintptr_t a)
     return false;
 }
 
-// Logs one access of the calling CUDA thread. lg: log2 of its size in bytes.
-inline void record(const volatile void *p, unsigned lg, int store)
+// The calling CUDA thread's log, after moving to a new barrier interval when the epoch changed.
+inline Log &cur_log(TState *s)
+{
+    unsigned long long ep = tm_emu_barrier_epoch();
+    if (ep != s->epoch) s->new_interval(ep);
+    s->pending = true;
+    return s->logs[tm_emu_tls.linear_tid];
+}
+
+// Logs one access of the calling CUDA thread at program counter pc. lg: log2 of its size in
+// bytes.
+inline void record(const volatile void *p, unsigned lg, int store, uintptr_t pc)
 {
     if (!g_active.load(std::memory_order_relaxed)) return;
     TState *s = state();
-    unsigned long long ep = tm_emu_barrier_epoch();
-    if (ep != s->epoch) s->new_interval(ep);
     uintptr_t a = (uintptr_t)p;
     int cls;
     if (a - s->tls_lo < s->tls_size) {
@@ -207,17 +254,26 @@ inline void record(const volatile void *p, unsigned lg, int store)
     } else {
         return;
     }
-    s->logs[tm_emu_tls.linear_tid].v[cls].push_back((uint64_t)a | (uint64_t)lg << 56);
-    s->pending = true;
+    Log &l = cur_log(s);
+    l.v[cls].push_back((uint64_t)a | (uint64_t)lg << 56);
+    l.pc[cls].push_back(pc);
 }
 
-// An atomic read-modify-write that took effect.
-inline void record_atomic(const volatile void *p, unsigned lg)
+// A cp.async of the calling thread from global address src; no_bytes: zero fill (no source read).
+inline void record_ldgsts(const void *src, unsigned lg, bool no_bytes, uintptr_t pc)
 {
     if (!g_active.load(std::memory_order_relaxed)) return;
     TState *s = state();
-    unsigned long long ep = tm_emu_barrier_epoch();
-    if (ep != s->epoch) s->new_interval(ep);
+    Log &l = cur_log(s);
+    l.v[LDGSTS].push_back((uint64_t)(uintptr_t)src | (uint64_t)lg << 56 | (no_bytes ? kNoBytes : 0));
+    l.pc[LDGSTS].push_back(pc);
+}
+
+// An atomic read-modify-write that took effect.
+inline void record_atomic(const volatile void *p, unsigned lg, uintptr_t pc)
+{
+    if (!g_active.load(std::memory_order_relaxed)) return;
+    TState *s = state();
     uintptr_t a = (uintptr_t)p;
     int cls;
     if ((a - s->tls_lo < s->tls_size) || (a - s->dyn_lo < g_dyn_bytes)) {
@@ -230,34 +286,39 @@ inline void record_atomic(const volatile void *p, unsigned lg)
     } else {
         return;
     }
-    s->logs[tm_emu_tls.linear_tid].v[cls].push_back((uint64_t)a | (uint64_t)lg << 56);
-    s->pending = true;
+    Log &l = cur_log(s);
+    l.v[cls].push_back((uint64_t)a | (uint64_t)lg << 56);
+    l.pc[cls].push_back(pc);
 }
 
-// A barrier or warp operation of the calling thread (no address).
-inline void record_event(int cls)
+// A barrier (bar) or warp operation of the calling thread.
+inline void record_event(bool bar)
 {
     if (!g_active.load(std::memory_order_relaxed)) return;
-    TState *s = state();
-    unsigned long long ep = tm_emu_barrier_epoch();
-    if (ep != s->epoch) s->new_interval(ep);
-    s->logs[tm_emu_tls.linear_tid].v[cls].push_back(0);
-    s->pending = true;
+    Log &l = cur_log(state());
+    ++(bar ? l.bar : l.wop);
 }
 
-constexpr uint64_t kAddrMask = (1ull << 56) - 1;
+// A basic block entered by the calling thread (trace-pc).
+inline void record_bb(uintptr_t pc)
+{
+    if (!g_active.load(std::memory_order_relaxed)) return;
+    Log &l = cur_log(state());
+    l.bb.push_back(pc);
+}
 
 // Distinct 32-byte sectors touched by a warp instruction's lanes; *lines gets the distinct
-// 128-byte lines.
+// 128-byte lines. A zero-filling cp.async (no source bytes) touches none.
 uint64_t sectors(const uint64_t *e, int n, uint64_t *lines)
 {
     uint64_t s[64];
     int m = 0;
     bool sorted = true;
     for (int i = 0; i < n; ++i) {
-        uint64_t a = e[i] & kAddrMask, size = 1ull << (e[i] >> 56);
+        if (e[i] & kNoBytes) continue;
+        uint64_t a = e[i] & kAddrMask, size = 1ull << entry_lg(e[i]);
         uint64_t lo = a >> 5, hi = (a + size - 1) >> 5;
-        for (uint64_t x = lo; x <= hi; ++x) {
+        for (uint64_t x = lo; x <= hi && m < 64; ++x) {
             if (m && x < s[m - 1]) sorted = false;
             s[m++] = x;
         }
@@ -281,14 +342,14 @@ uint64_t wavefronts(const uint64_t *e, const int *lane, int n, uint64_t *groups)
     uint64_t total = 0, ng = 0;
     int i = 0;
     while (i < n) {
-        unsigned lg = (unsigned)(e[i] >> 56);
+        unsigned lg = entry_lg(e[i]);
         int per_group = lg >= 2 ? 32 >> (lg - 2) : 32;
         int g = lane[i] / per_group;
         uint64_t words[128];
         int m = 0;
         int j = i;
         for (; j < n && lane[j] / per_group == g; ++j) {
-            uint64_t a = e[j] & kAddrMask, size = 1ull << (e[j] >> 56);
+            uint64_t a = e[j] & kAddrMask, size = 1ull << entry_lg(e[j]);
             for (uint64_t w = a >> 2; w <= (a + size - 1) >> 2 && m < 128; ++w) words[m++] = w;
         }
         std::sort(words, words + m);
@@ -307,71 +368,305 @@ uint64_t wavefronts(const uint64_t *e, const int *lane, int n, uint64_t *groups)
     return total;
 }
 
-// Sectors of the k-th global load of every warp of the block, merged: an estimate of what
-// misses L1 when the block's warps run that load at about the same time (model input only).
-void merged_sectors(TState *s, int n)
+// Calls f(e, lane, m) once per warp instruction of class cls among threads base .. base+n-1
+// (a warp, or the whole block for the merged L1 estimate): the entries of the k-th execution of
+// one PC by each thread, m of them, lane[] their thread - base in increasing order.
+// Fast path: where all threads that logged anything logged the same PC sequence (no
+// divergence), the k-th entry of each thread is the k-th instruction.
+template <typename F>
+void for_each_instruction(TState *s, int base, int n, int cls, F &&f)
 {
-    std::vector<uint64_t> &all = s->merge_buf;
+    std::vector<uint64_t> &e = s->grp_e;
+    std::vector<int> &lane = s->grp_lane;
+    const std::vector<uintptr_t> *ref = nullptr;
+    bool same = true;
     size_t maxlen = 0;
-    for (int t = 0; t < n; ++t) maxlen = std::max(maxlen, s->logs[t].v[GLD].size());
-    for (size_t k = 0; k < maxlen; ++k) {
-        all.clear();
-        for (int t = 0; t < n; ++t) {
-            const std::vector<uint64_t> &v = s->logs[t].v[GLD];
-            if (k >= v.size()) continue;
-            uint64_t a = v[k] & kAddrMask, size = 1ull << (v[k] >> 56);
-            for (uint64_t x = a >> 5; x <= (a + size - 1) >> 5; ++x) all.push_back(x);
-        }
-        std::sort(all.begin(), all.end());
-        s->c[F_global_load_sectors_block_merged] += std::unique(all.begin(), all.end()) - all.begin();
+    for (int t = 0; t < n; ++t) {
+        const std::vector<uintptr_t> &p = s->logs[base + t].pc[cls];
+        if (p.empty()) continue;
+        maxlen = std::max(maxlen, p.size());
+        if (!ref)
+            ref = &p;
+        else if (same && (p.size() != ref->size() ||
+                          std::memcmp(p.data(), ref->data(), p.size() * sizeof(uintptr_t)) != 0))
+            same = false;
     }
+    if (!maxlen) return;
+    if (same) {
+        for (size_t k = 0; k < maxlen; ++k) {
+            e.clear();
+            lane.clear();
+            for (int t = 0; t < n; ++t) {
+                const std::vector<uint64_t> &v = s->logs[base + t].v[cls];
+                if (k < v.size()) {
+                    e.push_back(v[k]);
+                    lane.push_back(t);
+                }
+            }
+            f(e.data(), lane.data(), (int)e.size());
+        }
+        return;
+    }
+    // Divergent: sort the entries by (PC, thread, order); within one PC, the k-th entry of each
+    // thread's run forms the k-th instruction of that PC.
+    std::vector<TState::Ent> &ents = s->ents;
+    ents.clear();
+    for (int t = 0; t < n; ++t) {
+        const std::vector<uintptr_t> &p = s->logs[base + t].pc[cls];
+        for (size_t i = 0; i < p.size(); ++i) ents.push_back(TState::Ent{p[i], (uint32_t)t, (uint32_t)i});
+    }
+    std::sort(ents.begin(), ents.end(), [](const TState::Ent &a, const TState::Ent &b) {
+        return a.pc != b.pc ? a.pc < b.pc : a.lane != b.lane ? a.lane < b.lane : a.seq < b.seq;
+    });
+    std::vector<std::pair<size_t, size_t>> runs;   // [start, end) of each thread's run
+    for (size_t a = 0; a < ents.size();) {
+        size_t b = a;
+        while (b < ents.size() && ents[b].pc == ents[a].pc) ++b;
+        runs.clear();
+        size_t most = 0;
+        for (size_t i = a; i < b;) {
+            size_t j = i;
+            while (j < b && ents[j].lane == ents[i].lane) ++j;
+            runs.emplace_back(i, j);
+            most = std::max(most, j - i);
+            i = j;
+        }
+        for (size_t k = 0; k < most; ++k) {
+            e.clear();
+            lane.clear();
+            for (const auto &r : runs) {
+                if (r.first + k >= r.second) continue;
+                const TState::Ent &x = ents[r.first + k];
+                e.push_back(s->logs[base + x.lane].v[cls][x.seq]);
+                lane.push_back((int)x.lane);
+            }
+            f(e.data(), lane.data(), (int)e.size());
+        }
+        a = b;
+    }
+}
+
+// Divergent branches of one warp in one barrier interval, from its lanes' basic-block traces.
+struct DivergenceWalk {
+    const uintptr_t *t[32];
+    size_t n[32], c[32];   // trace, its length, the lane's position in it
+    uintptr_t stops[64];
+    int nstops = 0;
+    uint64_t divergent = 0;
+    std::vector<std::pair<uintptr_t, uint32_t>> firsts[32];   // meet()'s scratch
+
+    bool is_stop(uintptr_t b) const
+    {
+        for (int i = 0; i < nstops; ++i)
+            if (stops[i] == b) return true;
+        return false;
+    }
+
+    // The block where the parts (lane masks, each at its own block) meet again: the one that
+    // every part's representative (its lowest lane) reaches within kWindow blocks, with the
+    // smallest largest distance (then the smallest sum). 0 if there is none.
+    static constexpr size_t kWindow = 512;
+    uintptr_t meet(const uint32_t *parts, int np)
+    {
+        for (int j = 0; j < np; ++j) {
+            int r = __builtin_ctz(parts[j]);
+            std::vector<std::pair<uintptr_t, uint32_t>> &f = firsts[j];
+            f.clear();
+            size_t end = std::min(n[r], c[r] + kWindow);
+            for (size_t i = c[r]; i < end; ++i) f.emplace_back(t[r][i], (uint32_t)(i - c[r]));
+            std::sort(f.begin(), f.end());
+            f.erase(std::unique(f.begin(), f.end(),
+                                [](const std::pair<uintptr_t, uint32_t> &a,
+                                   const std::pair<uintptr_t, uint32_t> &b) { return a.first == b.first; }),
+                    f.end());
+        }
+        uintptr_t best = 0;
+        uint64_t best_max = ~0ull, best_sum = ~0ull;
+        for (const auto &cand : firsts[0]) {
+            uint64_t mx = cand.second, sum = cand.second;
+            bool everywhere = true;
+            for (int j = 1; j < np && everywhere; ++j) {
+                const auto &f = firsts[j];
+                auto it = std::lower_bound(f.begin(), f.end(), std::make_pair(cand.first, (uint32_t)0));
+                if (it == f.end() || it->first != cand.first) {
+                    everywhere = false;
+                } else {
+                    mx = std::max<uint64_t>(mx, it->second);
+                    sum += it->second;
+                }
+            }
+            if (everywhere && (mx < best_max || (mx == best_max && sum < best_sum))) {
+                best = cand.first;
+                best_max = mx;
+                best_sum = sum;
+            }
+        }
+        return best;
+    }
+
+    // Runs group g (lanes together at one block) until its lanes end or reach a stop block.
+    void run(uint32_t g, int depth)
+    {
+        while (g) {
+            uint32_t parts[32] = {}, ended = 0;
+            uintptr_t target[32];
+            int np = 0;
+            for (uint32_t m = g; m; m &= m - 1) {
+                int l = __builtin_ctz(m);
+                if (c[l] + 1 >= n[l]) {
+                    ended |= 1u << l;
+                    c[l] = n[l];
+                    continue;
+                }
+                uintptr_t next = t[l][++c[l]];
+                int j = 0;
+                while (j < np && target[j] != next) ++j;
+                if (j == np) target[np++] = next;
+                parts[j] |= 1u << l;
+            }
+            if (np + (ended != 0) > 1) ++divergent;
+            // Parts that reached a stop wait there for the level that set it.
+            int kept = 0;
+            for (int j = 0; j < np; ++j)
+                if (!is_stop(target[j])) {
+                    parts[kept] = parts[j];
+                    target[kept++] = target[j];
+                }
+            np = kept;
+            if (np <= 1) {
+                g = np ? parts[0] : 0;
+                continue;
+            }
+            uintptr_t r = depth < 48 && nstops < 64 ? meet(parts, np) : 0;
+            if (!r) {   // no common block ahead: the parts run on their own
+                for (int j = 0; j < np; ++j) run(parts[j], depth + 1);
+                return;
+            }
+            bool outer = is_stop(r);
+            stops[nstops++] = r;
+            uint32_t all = 0;
+            for (int j = 0; j < np; ++j) {
+                all |= parts[j];
+                if (target[j] != r) run(parts[j], depth + 1);
+            }
+            --nstops;
+            if (outer) return;   // they meet at a block an enclosing level waits at
+            g = 0;
+            for (uint32_t m = all; m; m &= m - 1) {
+                int l = __builtin_ctz(m);
+                if (c[l] < n[l] && t[l][c[l]] == r) g |= 1u << l;
+            }
+        }
+    }
+};
+
+uint64_t divergent_branches(TState *s, int base, int lanes)
+{
+    const std::vector<uintptr_t> *ref = nullptr;
+    bool same = true;
+    for (int l = 0; l < lanes; ++l) {
+        const std::vector<uintptr_t> &b = s->logs[base + l].bb;
+        if (b.empty()) continue;
+        if (!ref)
+            ref = &b;
+        else if (b.size() != ref->size() ||
+                 std::memcmp(b.data(), ref->data(), b.size() * sizeof(uintptr_t)) != 0) {
+            same = false;
+            break;
+        }
+    }
+    if (same) return 0;
+    DivergenceWalk w;
+    uintptr_t first[32];
+    uint32_t groups[32] = {};
+    int ng = 0;
+    for (int l = 0; l < lanes; ++l) {
+        const std::vector<uintptr_t> &b = s->logs[base + l].bb;
+        w.t[l] = b.data();
+        w.n[l] = b.size();
+        w.c[l] = 0;
+        if (b.empty()) continue;   // not active in this interval
+        int j = 0;
+        while (j < ng && first[j] != b[0]) ++j;
+        if (j == ng) first[ng++] = b[0];
+        groups[j] |= 1u << l;
+    }
+    for (int j = 0; j < ng; ++j) w.run(groups[j], 0);
+    return w.divergent;
 }
 
 void TState::flush()
 {
     pending = false;
     int n = nthreads;
-    merged_sectors(this, n);
+    // The model's L1 estimate: the sectors of each global load instruction (PC, k-th execution)
+    // merged over the warps of the block.
+    for_each_instruction(this, 0, n, GLD, [&](const uint64_t *e, const int *, int m) {
+        merge_buf.clear();
+        for (int i = 0; i < m; ++i) {
+            uint64_t a = e[i] & kAddrMask, size = 1ull << entry_lg(e[i]);
+            for (uint64_t x = a >> 5; x <= (a + size - 1) >> 5; ++x) merge_buf.push_back(x);
+        }
+        std::sort(merge_buf.begin(), merge_buf.end());
+        c[F_global_load_sectors_block_merged] +=
+            std::unique(merge_buf.begin(), merge_buf.end()) - merge_buf.begin();
+    });
     for (int base = 0; base < n; base += 32) {
         int lanes = std::min(32, n - base);
         for (int cls = 0; cls < NCLS; ++cls) {
-            size_t maxlen = 0;
-            for (int l = 0; l < lanes; ++l) maxlen = std::max(maxlen, logs[base + l].v[cls].size());
-            if (!maxlen) continue;
-            if (cls == BAR || cls == WOP || cls == GATOM || cls == SATOM) {
-                c[cls == BAR ? F_barriers : cls == WOP ? F_warp_ops
-                  : cls == GATOM ? F_global_atomic_requests : F_shared_atomic_requests] += maxlen;
-            } else {
-                uint64_t e[32];
-                int lane[32];
-                for (size_t k = 0; k < maxlen; ++k) {
-                    int m = 0;
-                    for (int l = 0; l < lanes; ++l) {
-                        const std::vector<uint64_t> &v = logs[base + l].v[cls];
-                        if (k < v.size()) {
-                            e[m] = v[k];
-                            lane[m++] = l;
-                        }
-                    }
-                    if (cls == GLD || cls == GST) {
-                        uint64_t bytes = 0;
-                        for (int i = 0; i < m; ++i) bytes += 1ull << (e[i] >> 56);
-                        c[cls == GLD ? F_global_load_requests : F_global_store_requests]++;
-                        uint64_t lines = 0;
-                        c[cls == GLD ? F_global_load_sectors : F_global_store_sectors] += sectors(e, m, &lines);
-                        c[cls == GLD ? F_global_load_lines : F_global_store_lines] += lines;
-                        c[cls == GLD ? F_global_load_bytes : F_global_store_bytes] += bytes;
-                    } else {
-                        uint64_t groups = 0, wf = wavefronts(e, lane, m, &groups);
-                        c[cls == SLD ? F_shared_load_requests : F_shared_store_requests]++;
-                        c[cls == SLD ? F_shared_load_wavefronts : F_shared_store_wavefronts] += wf;
-                        c[cls == SLD ? F_shared_load_bank_conflicts : F_shared_store_bank_conflicts] +=
-                            wf - groups;
-                    }
-                }
+            switch (cls) {
+            case GLD:
+            case GST:
+                for_each_instruction(this, base, lanes, cls, [&](const uint64_t *e, const int *, int m) {
+                    bool ld = cls == GLD;
+                    uint64_t bytes = 0, lines = 0;
+                    for (int i = 0; i < m; ++i) bytes += 1ull << entry_lg(e[i]);
+                    c[ld ? F_global_load_requests : F_global_store_requests]++;
+                    c[ld ? F_global_load_sectors : F_global_store_sectors] += sectors(e, m, &lines);
+                    c[ld ? F_global_load_lines : F_global_store_lines] += lines;
+                    c[ld ? F_global_load_bytes : F_global_store_bytes] += bytes;
+                });
+                break;
+            case SLD:
+            case SST:
+                for_each_instruction(this, base, lanes, cls, [&](const uint64_t *e, const int *lane, int m) {
+                    bool ld = cls == SLD;
+                    uint64_t groups = 0, wf = wavefronts(e, lane, m, &groups);
+                    c[ld ? F_shared_load_requests : F_shared_store_requests]++;
+                    c[ld ? F_shared_load_wavefronts : F_shared_store_wavefronts] += wf;
+                    c[ld ? F_shared_load_bank_conflicts : F_shared_store_bank_conflicts] += wf - groups;
+                });
+                break;
+            case LDGSTS:
+                for_each_instruction(this, base, lanes, cls, [&](const uint64_t *e, const int *, int m) {
+                    uint64_t lines = 0;
+                    c[F_global_ldgsts_requests]++;
+                    c[F_global_ldgsts_sectors] += sectors(e, m, &lines);
+                });
+                break;
+            default:   // atomics: instructions only
+                for_each_instruction(this, base, lanes, cls, [&](const uint64_t *, const int *, int) {
+                    c[cls == GATOM ? F_global_atomic_requests : F_shared_atomic_requests]++;
+                });
             }
-            for (int l = 0; l < lanes; ++l) logs[base + l].v[cls].clear();
         }
+        uint32_t bar = 0, wop = 0;
+        for (int l = 0; l < lanes; ++l) {
+            bar = std::max(bar, logs[base + l].bar);
+            wop = std::max(wop, logs[base + l].wop);
+        }
+        c[F_barriers] += bar;
+        c[F_warp_ops] += wop;
+        c[F_divergent_branches] += divergent_branches(this, base, lanes);
+    }
+    for (int t = 0; t < n; ++t) {
+        Log &l = logs[t];
+        for (int cls = 0; cls < NCLS; ++cls) {
+            l.v[cls].clear();
+            l.pc[cls].clear();
+        }
+        l.bb.clear();
+        l.bar = l.wop = 0;
     }
 }
 
@@ -493,19 +788,19 @@ cudaError_t __wrap__ZN6tm_emu6launchEPKvPFvPvES2_4dim3S5_m(const void *func, voi
 unsigned long long __wrap__ZN6tm_emu7warp_opEijyiiPKci(int op, unsigned mask, unsigned long long value, int arg,
                                                        int width, const char *file, int line)
 {
-    record_event(WOP);
+    record_event(false);
     return __real__ZN6tm_emu7warp_opEijyiiPKci(op, mask, value, arg, width, file, line);
 }
 
 void __wrap_tm_emu_syncthreads(const char *file, int line)
 {
-    record_event(BAR);
+    record_event(true);
     __real_tm_emu_syncthreads(file, line);
 }
 
 int __wrap_tm_emu_syncthreads_op(int op, int pred, const char *file, int line)
 {
-    record_event(BAR);
+    record_event(true);
     return __real_tm_emu_syncthreads_op(op, pred, file, line);
 }
 
@@ -568,16 +863,18 @@ TM_EXPORT void tm_profile_remove_range(uintptr_t p)
 }
 
 // ---- ThreadSanitizer's instrumentation hooks (no libtsan: these are the only definitions) ----
+// TM_PC: the hook's return address, the access's place in the kernel's machine code (its PC).
+#define TM_PC ((uintptr_t)__builtin_return_address(0))
 extern "C" {
 #define TM_RW(n, lg)                                                                             \
-    TM_EXPORT void __tsan_read##n(void *p) { record(p, lg, 0); }                                \
-    TM_EXPORT void __tsan_write##n(void *p) { record(p, lg, 1); }                               \
-    TM_EXPORT void __tsan_unaligned_read##n(void *p) { record(p, lg, 0); }                      \
-    TM_EXPORT void __tsan_unaligned_write##n(void *p) { record(p, lg, 1); }                     \
-    TM_EXPORT void __tsan_volatile_read##n(void *p) { record(p, lg, 0); }                       \
-    TM_EXPORT void __tsan_volatile_write##n(void *p) { record(p, lg, 1); }                      \
-    TM_EXPORT void __tsan_unaligned_volatile_read##n(void *p) { record(p, lg, 0); }             \
-    TM_EXPORT void __tsan_unaligned_volatile_write##n(void *p) { record(p, lg, 1); }
+    TM_EXPORT void __tsan_read##n(void *p) { record(p, lg, 0, TM_PC); }                                \
+    TM_EXPORT void __tsan_write##n(void *p) { record(p, lg, 1, TM_PC); }                               \
+    TM_EXPORT void __tsan_unaligned_read##n(void *p) { record(p, lg, 0, TM_PC); }                      \
+    TM_EXPORT void __tsan_unaligned_write##n(void *p) { record(p, lg, 1, TM_PC); }                     \
+    TM_EXPORT void __tsan_volatile_read##n(void *p) { record(p, lg, 0, TM_PC); }                       \
+    TM_EXPORT void __tsan_volatile_write##n(void *p) { record(p, lg, 1, TM_PC); }                      \
+    TM_EXPORT void __tsan_unaligned_volatile_read##n(void *p) { record(p, lg, 0, TM_PC); }             \
+    TM_EXPORT void __tsan_unaligned_volatile_write##n(void *p) { record(p, lg, 1, TM_PC); }
 TM_RW(1, 0)
 TM_RW(2, 1)
 TM_RW(4, 2)
@@ -590,15 +887,33 @@ TM_EXPORT void __tsan_read_range(void *p, unsigned long size)
 {
     for (unsigned long off = 0; off < size; off += 16) {
         unsigned long left = size - off;
-        record((char *)p + off, left >= 16 ? 4 : left >= 8 ? 3 : left >= 4 ? 2 : left >= 2 ? 1 : 0, 0);
+        record((char *)p + off, left >= 16 ? 4 : left >= 8 ? 3 : left >= 4 ? 2 : left >= 2 ? 1 : 0, 0, TM_PC);
     }
 }
 TM_EXPORT void __tsan_write_range(void *p, unsigned long size)
 {
     for (unsigned long off = 0; off < size; off += 16) {
         unsigned long left = size - off;
-        record((char *)p + off, left >= 16 ? 4 : left >= 8 ? 3 : left >= 4 ? 2 : left >= 2 ? 1 : 0, 1);
+        record((char *)p + off, left >= 16 ? 4 : left >= 8 ? 3 : left >= 4 ? 2 : left >= 2 ? 1 : 0, 1, TM_PC);
     }
+}
+
+// -fsanitize-coverage=trace-pc: called at the start of every basic block of the kernel
+// objects; the return address names the block (divergence).
+TM_EXPORT void __sanitizer_cov_trace_pc(void) { record_bb(TM_PC); }
+
+// cp.async on the emulator (cuda/matmul_fast.cu's cp_async16/cp_async4 in the profile build):
+// copies src_bytes (0 or size) bytes and zero-fills the rest of size, and counts one LDGSTS
+// access of size bytes at src (no sectors when src_bytes is 0), as ncu counts cp.async
+// (l1tex__t_{requests,sectors}_pipe_lsu_mem_global_op_ldgsts), not as a global load and a
+// shared store.
+TM_EXPORT void tm_profile_cp_async(void *dst, const void *src, int size, int src_bytes)
+{
+    if (src_bytes > 0) std::memcpy(dst, src, (size_t)src_bytes);
+    if (src_bytes < size) std::memset((char *)dst + (src_bytes > 0 ? src_bytes : 0), 0,
+                                      (size_t)(size - (src_bytes > 0 ? src_bytes : 0)));
+    record_ldgsts(src, size >= 16 ? 4 : size >= 8 ? 3 : size >= 4 ? 2 : size >= 2 ? 1 : 0,
+                  src_bytes <= 0, TM_PC);
 }
 
 TM_EXPORT void __tsan_init(void) {}
@@ -616,31 +931,31 @@ TM_EXPORT void __tsan_ignore_thread_end(void) {}
     TM_EXPORT void __tsan_atomic##n##_store(volatile T *a, T v, int) { __atomic_store_n(a, v, __ATOMIC_SEQ_CST); } \
     TM_EXPORT T __tsan_atomic##n##_exchange(volatile T *a, T v, int)                              \
     {                                                                                             \
-        record_atomic(a, lg);                                                                     \
+        record_atomic(a, lg, TM_PC);                                                                     \
         return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST);                                       \
     }                                                                                             \
-    TM_EXPORT T __tsan_atomic##n##_fetch_add(volatile T *a, T v, int) { record_atomic(a, lg); return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST); } \
-    TM_EXPORT T __tsan_atomic##n##_fetch_sub(volatile T *a, T v, int) { record_atomic(a, lg); return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST); } \
-    TM_EXPORT T __tsan_atomic##n##_fetch_and(volatile T *a, T v, int) { record_atomic(a, lg); return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST); } \
-    TM_EXPORT T __tsan_atomic##n##_fetch_or(volatile T *a, T v, int) { record_atomic(a, lg); return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST); } \
-    TM_EXPORT T __tsan_atomic##n##_fetch_xor(volatile T *a, T v, int) { record_atomic(a, lg); return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST); } \
-    TM_EXPORT T __tsan_atomic##n##_fetch_nand(volatile T *a, T v, int) { record_atomic(a, lg); return __atomic_fetch_nand(a, v, __ATOMIC_SEQ_CST); } \
+    TM_EXPORT T __tsan_atomic##n##_fetch_add(volatile T *a, T v, int) { record_atomic(a, lg, TM_PC); return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST); } \
+    TM_EXPORT T __tsan_atomic##n##_fetch_sub(volatile T *a, T v, int) { record_atomic(a, lg, TM_PC); return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST); } \
+    TM_EXPORT T __tsan_atomic##n##_fetch_and(volatile T *a, T v, int) { record_atomic(a, lg, TM_PC); return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST); } \
+    TM_EXPORT T __tsan_atomic##n##_fetch_or(volatile T *a, T v, int) { record_atomic(a, lg, TM_PC); return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST); } \
+    TM_EXPORT T __tsan_atomic##n##_fetch_xor(volatile T *a, T v, int) { record_atomic(a, lg, TM_PC); return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST); } \
+    TM_EXPORT T __tsan_atomic##n##_fetch_nand(volatile T *a, T v, int) { record_atomic(a, lg, TM_PC); return __atomic_fetch_nand(a, v, __ATOMIC_SEQ_CST); } \
     TM_EXPORT int __tsan_atomic##n##_compare_exchange_strong(volatile T *a, T *c, T v, int, int)  \
     {                                                                                             \
         bool ok = __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
-        if (ok) record_atomic(a, lg);                                                             \
+        if (ok) record_atomic(a, lg, TM_PC);                                                             \
         return ok;                                                                                \
     }                                                                                             \
     TM_EXPORT int __tsan_atomic##n##_compare_exchange_weak(volatile T *a, T *c, T v, int, int)    \
     {                                                                                             \
         bool ok = __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
-        if (ok) record_atomic(a, lg);                                                             \
+        if (ok) record_atomic(a, lg, TM_PC);                                                             \
         return ok;                                                                                \
     }                                                                                             \
     TM_EXPORT T __tsan_atomic##n##_compare_exchange_val(volatile T *a, T c, T v, int, int)        \
     {                                                                                             \
         if (__atomic_compare_exchange_n(a, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))      \
-            record_atomic(a, lg);                                                                 \
+            record_atomic(a, lg, TM_PC);                                                                 \
         return c;                                                                                 \
     }
 TM_ATOMICS(8, unsigned char, 0)
