@@ -16,12 +16,16 @@ as global (device memory) or shared, and count with Nsight Compute's definitions
 | global_load_sectors / global_store_sectors | l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum / _st.sum |
 | shared_load_requests / shared_store_requests | smsp__sass_inst_executed_op_shared_ld.sum / _st.sum |
 | shared_load_bank_conflicts / shared_store_bank_conflicts | l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum / _st.sum |
+| global_ldgsts_requests / global_ldgsts_sectors | l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts.sum / l1tex__t_sectors_... (cp.async) |
+| divergent_branches | smsp__sass_branch_targets_threads_divergent.sum (branches of the source as GCC compiles it) |
 
-A warp instruction is the k-th access (of one kind: global load, global store, shared load,
-shared store) of each of its 32 lanes between two barriers; lanes are threads 32w..32w+31 of
-the block in x-major order. The counts follow the kernel source: where nvcc merges a thread's
-adjacent accesses into one wider instruction (tiled's four A_tile[ty][k] reads become one
-LDS.128), ncu counts fewer shared requests than this. See docs/profile.md.
+A warp instruction is the k-th execution of one access of the kernel code (one program
+counter; of one kind: global load, global store, shared load, shared store, cp.async) by each
+of its 32 lanes between two barriers, so lanes that skip an access are inactive in it; lanes
+are threads 32w..32w+31 of the block in x-major order. The counts follow the kernel source:
+where nvcc merges a thread's adjacent accesses into one wider instruction (tiled's four
+A_tile[ty][k] reads become one LDS.128), ncu counts fewer shared requests than this. See
+docs/profile.md.
 
 Above the validation sizes (matmul beyond 256^3) the profiled run samples blocks and scales
 the counts; `Profile.sampled` and `Profile.sample_stride` say so.
@@ -115,7 +119,8 @@ class Profile:
     sectors of each k-th global load merged over the warps of a block (what is left when the
     block's warps share what they load at about the same time). `global_load_lines` and
     `global_store_lines` count the distinct 128-byte lines of each request (L1's wavefronts in
-    the model)."""
+    the model). `global_ldgsts_requests` / `_sectors` count cp.async (one per call, as on
+    sm_80+), `divergent_branches` the warp-level branches whose lanes go more than one way."""
     launches: int
     blocks: int
     blocks_profiled: int
