@@ -101,6 +101,8 @@ struct Log {
     std::vector<uintptr_t> pc[NCLS];  // their program counters (the hooks' return addresses)
     std::vector<uintptr_t> bb;        // basic blocks entered (trace-pc), in order
     uint32_t bar = 0, wop = 0;        // barriers and warp operations
+    size_t cas_mark = 0;              // bb's length at a failed compare-and-swap ...
+    bool cas_retry = false;           // ... whose retry is still to be taken out of bb
 };
 
 struct Range {
@@ -161,6 +163,7 @@ struct TState {
     uintptr_t emu_tls_lo = 0;
     uintptr_t dyn_lo = 0;
     std::vector<Log> logs;
+    Log *cur = nullptr;               // the running CUDA thread's log (enter())
     bool pending = false;
     uint64_t c[NFIELDS] = {};         // this launch's counts (folded by the launching thread)
     std::unordered_map<uintptr_t, uint64_t> atom;   // global atomics per address
@@ -210,6 +213,9 @@ inline TState *state()
     return __builtin_expect(s != nullptr, 1) ? s : state_slow();
 }
 
+// The running CUDA thread's state inside a profiled launch (enter() has run on this OS thread).
+inline TState *running() { return tl_state; }
+
 void TState::new_interval(unsigned long long ep)
 {
     if (pending) flush();
@@ -228,20 +234,27 @@ inline bool in_global(uintptr_t a)
 }
 
 // The calling CUDA thread's log, after moving to a new barrier interval when the epoch changed.
-inline Log &cur_log(TState *s)
+// A CUDA thread (fiber) starts or resumes on this OS thread: at its start (profiled_invoke) and
+// on return from a barrier or warp operation (the wrappers below), the only places where a
+// fiber switch or a new barrier epoch can happen. The hooks then log into s->cur without asking
+// the emulator for the epoch and the thread index on every access.
+inline void enter()
 {
+    TState *s = state();
     unsigned long long ep = tm_emu_barrier_epoch();
     if (ep != s->epoch) s->new_interval(ep);
     s->pending = true;
-    return s->logs[tm_emu_tls.linear_tid];
+    s->cur = &s->logs[tm_emu_tls.linear_tid];
 }
+
+inline Log &cur_log(TState *s) { return *s->cur; }
 
 // Logs one access of the calling CUDA thread at program counter pc. lg: log2 of its size in
 // bytes.
 inline void record(const volatile void *p, unsigned lg, int store, uintptr_t pc)
 {
     if (!g_active.load(std::memory_order_relaxed)) return;
-    TState *s = state();
+    TState *s = running();
     uintptr_t a = (uintptr_t)p;
     int cls;
     if (a - s->tls_lo < s->tls_size) {
@@ -263,8 +276,7 @@ inline void record(const volatile void *p, unsigned lg, int store, uintptr_t pc)
 inline void record_ldgsts(const void *src, unsigned lg, bool no_bytes, uintptr_t pc)
 {
     if (!g_active.load(std::memory_order_relaxed)) return;
-    TState *s = state();
-    Log &l = cur_log(s);
+    Log &l = cur_log(running());
     l.v[LDGSTS].push_back((uint64_t)(uintptr_t)src | (uint64_t)lg << 56 | (no_bytes ? kNoBytes : 0));
     l.pc[LDGSTS].push_back(pc);
 }
@@ -273,7 +285,7 @@ inline void record_ldgsts(const void *src, unsigned lg, bool no_bytes, uintptr_t
 inline void record_atomic(const volatile void *p, unsigned lg, uintptr_t pc)
 {
     if (!g_active.load(std::memory_order_relaxed)) return;
-    TState *s = state();
+    TState *s = running();
     uintptr_t a = (uintptr_t)p;
     int cls;
     if ((a - s->tls_lo < s->tls_size) || (a - s->dyn_lo < g_dyn_bytes)) {
@@ -295,7 +307,7 @@ inline void record_atomic(const volatile void *p, unsigned lg, uintptr_t pc)
 inline void record_event(bool bar)
 {
     if (!g_active.load(std::memory_order_relaxed)) return;
-    Log &l = cur_log(state());
+    Log &l = cur_log(running());
     ++(bar ? l.bar : l.wop);
 }
 
@@ -303,7 +315,7 @@ inline void record_event(bool bar)
 inline void record_bb(uintptr_t pc)
 {
     if (!g_active.load(std::memory_order_relaxed)) return;
-    Log &l = cur_log(state());
+    Log &l = cur_log(running());
     l.bb.push_back(pc);
 }
 
@@ -667,6 +679,7 @@ void TState::flush()
         }
         l.bb.clear();
         l.bar = l.wop = 0;
+        l.cas_retry = false;
     }
 }
 
@@ -702,6 +715,7 @@ void profiled_invoke(void *p)
         ctx->warps_run.fetch_add(((long long)bd.x * bd.y * bd.z + 31) / 32, std::memory_order_relaxed);
     }
     ctx->threads_run.fetch_add(1, std::memory_order_relaxed);
+    enter();
     ctx->invoke(ctx->pack);
 }
 
@@ -789,19 +803,24 @@ unsigned long long __wrap__ZN6tm_emu7warp_opEijyiiPKci(int op, unsigned mask, un
                                                        int width, const char *file, int line)
 {
     record_event(false);
-    return __real__ZN6tm_emu7warp_opEijyiiPKci(op, mask, value, arg, width, file, line);
+    unsigned long long r = __real__ZN6tm_emu7warp_opEijyiiPKci(op, mask, value, arg, width, file, line);
+    if (g_active.load(std::memory_order_relaxed)) enter();
+    return r;
 }
 
 void __wrap_tm_emu_syncthreads(const char *file, int line)
 {
     record_event(true);
     __real_tm_emu_syncthreads(file, line);
+    if (g_active.load(std::memory_order_relaxed)) enter();
 }
 
 int __wrap_tm_emu_syncthreads_op(int op, int pred, const char *file, int line)
 {
     record_event(true);
-    return __real_tm_emu_syncthreads_op(op, pred, file, line);
+    int r = __real_tm_emu_syncthreads_op(op, pred, file, line);
+    if (g_active.load(std::memory_order_relaxed)) enter();
+    return r;
 }
 
 cudaError_t __wrap_cudaMalloc(void **p, size_t size)
@@ -898,6 +917,28 @@ TM_EXPORT void __tsan_write_range(void *p, unsigned long size)
     }
 }
 
+// The emulator's float atomics are compare-and-swap loops (cuda_emu.h); a GPU runs one atomic
+// instruction. A swap that fails (another OS thread got there first) makes the lane run the
+// loop's blocks once more: those are taken out of its block trace at its next swap, so that
+// retries, which depend on timing, count no divergent branch.
+static inline void cas_begin()
+{
+    if (!g_active.load(std::memory_order_relaxed)) return;
+    Log &l = cur_log(running());
+    if (l.cas_retry) {
+        if (l.cas_mark <= l.bb.size()) l.bb.resize(l.cas_mark);
+        l.cas_retry = false;
+    }
+}
+
+static inline void cas_end(bool ok)
+{
+    if (ok || !g_active.load(std::memory_order_relaxed)) return;
+    Log &l = cur_log(running());
+    l.cas_mark = l.bb.size();
+    l.cas_retry = true;
+}
+
 // -fsanitize-coverage=trace-pc: called at the start of every basic block of the kernel
 // objects; the return address names the block (divergence).
 TM_EXPORT void __sanitizer_cov_trace_pc(void) { record_bb(TM_PC); }
@@ -942,20 +983,26 @@ TM_EXPORT void __tsan_ignore_thread_end(void) {}
     TM_EXPORT T __tsan_atomic##n##_fetch_nand(volatile T *a, T v, int) { record_atomic(a, lg, TM_PC); return __atomic_fetch_nand(a, v, __ATOMIC_SEQ_CST); } \
     TM_EXPORT int __tsan_atomic##n##_compare_exchange_strong(volatile T *a, T *c, T v, int, int)  \
     {                                                                                             \
+        cas_begin();                                                                              \
         bool ok = __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
-        if (ok) record_atomic(a, lg, TM_PC);                                                             \
+        if (ok) record_atomic(a, lg, TM_PC);                                                      \
+        cas_end(ok);                                                                              \
         return ok;                                                                                \
     }                                                                                             \
     TM_EXPORT int __tsan_atomic##n##_compare_exchange_weak(volatile T *a, T *c, T v, int, int)    \
     {                                                                                             \
+        cas_begin();                                                                              \
         bool ok = __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
-        if (ok) record_atomic(a, lg, TM_PC);                                                             \
+        if (ok) record_atomic(a, lg, TM_PC);                                                      \
+        cas_end(ok);                                                                              \
         return ok;                                                                                \
     }                                                                                             \
     TM_EXPORT T __tsan_atomic##n##_compare_exchange_val(volatile T *a, T c, T v, int, int)        \
     {                                                                                             \
-        if (__atomic_compare_exchange_n(a, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))      \
-            record_atomic(a, lg, TM_PC);                                                                 \
+        cas_begin();                                                                              \
+        bool ok = __atomic_compare_exchange_n(a, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
+        if (ok) record_atomic(a, lg, TM_PC);                                                      \
+        cas_end(ok);                                                                              \
         return c;                                                                                 \
     }
 TM_ATOMICS(8, unsigned char, 0)
