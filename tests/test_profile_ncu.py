@@ -41,7 +41,7 @@ some output of the child
 "2","4242","python3.12","127.0.0.1","vec_add_kernel","1","7","(128, 1, 1)","(8, 1, 1)","0","9.0","Command line profiler metrics","l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum","","16"
 "2","4242","python3.12","127.0.0.1","vec_add_kernel","1","7","(128, 1, 1)","(8, 1, 1)","0","9.0","Command line profiler metrics","launch__grid_size","","8"
 "2","4242","python3.12","127.0.0.1","vec_add_kernel","1","7","(128, 1, 1)","(8, 1, 1)","0","9.0","Command line profiler metrics","l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts.sum","","n/a"
-"2","4242","python3.12","127.0.0.1","vec_add_kernel","1","7","(128, 1, 1)","(8, 1, 1)","0","9.0","Command line profiler metrics","l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts_cache_bypass.sum","","64"
+"2","4242","python3.12","127.0.0.1","vec_add_kernel","1","7","(128, 1, 1)","(8, 1, 1)","0","9.0","Command line profiler metrics","smsp__sass_l1tex_t_requests_pipe_lsu_mem_global_op_ldgsts.sum","","64"
 '''
 
 
