@@ -16,6 +16,7 @@ Environment:
 """
 import glob
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -55,6 +56,10 @@ PROFILE_KERNEL_FLAGS = ["-fsanitize=thread", "--param=tsan-instrument-func-entry
                         # `s[i] = c ? g[j] : 0` became two stores (two PCs) and a warp whose lanes
                         # took both paths counted two shared stores where the GPU runs one
                         "-fno-thread-jumps"]
+# csrc/profile's hooks read their thread-local state on every access and basic block: TLS
+# descriptors (x86-64's -mtls-dialect=gnu2; aarch64's default) make that read cheaper than a
+# __tls_get_addr call in a dlopen'ed module.
+PROFILE_HOOK_FLAGS = ["-mtls-dialect=gnu2"] if platform.machine() in ("x86_64", "AMD64") else []
 # The emulator entry points whose calls from the kernels emu_profile.cpp sees (ld --wrap).
 PROFILE_WRAPPED = ["_ZN6tm_emu6launchEPKvPFvPvES2_4dim3S5_m", "_ZN6tm_emu7warp_opEijyiiPKci",
                    "tm_emu_syncthreads", "tm_emu_syncthreads_op", "cudaMalloc", "cudaFree",
@@ -167,7 +172,8 @@ class BuildExt(build_ext):
         elif backend == "emu_profile":
             def compile_one(src, obj):
                 kernel = src in KERNEL_SOURCES
-                return self._emu_command(src, obj, PROFILE_KERNEL_FLAGS if kernel else [])
+                return self._emu_command(src, obj, PROFILE_KERNEL_FLAGS if kernel else
+                                         PROFILE_HOOK_FLAGS if src in PROFILE_SOURCES else [])
             sources = KERNEL_SOURCES + EMU_RUNTIME_SOURCES + PROFILE_SOURCES
         else:
             compile_one = self._emu_command

@@ -95,12 +95,45 @@ constexpr uint64_t kAddrMask = (1ull << 56) - 1;
 constexpr uint64_t kNoBytes = 1ull << 63;
 inline unsigned entry_lg(uint64_t e) { return (unsigned)(e >> 56) & 15u; }
 
+// A growable array of integers whose append is a compare and a store (the hooks' hot path);
+// growing is out of line.
+template <typename T>
+struct Buf {
+    T *d = nullptr;
+    size_t n = 0, cap = 0;
+    Buf() = default;
+    Buf(const Buf &) = delete;
+    Buf &operator=(const Buf &) = delete;
+    Buf(Buf &&o) noexcept : d(o.d), n(o.n), cap(o.cap) { o.d = nullptr, o.n = o.cap = 0; }
+    ~Buf() { std::free(d); }
+    inline void push_back(T x)
+    {
+        if (__builtin_expect(n == cap, 0)) grow();
+        d[n++] = x;
+    }
+    __attribute__((noinline)) void grow()
+    {
+        size_t c = cap ? 2 * cap : 256;
+        T *p = static_cast<T *>(std::realloc(d, c * sizeof(T)));
+        if (!p) std::abort();
+        d = p;
+        cap = c;
+    }
+    size_t size() const { return n; }
+    bool empty() const { return n == 0; }
+    const T *data() const { return d; }
+    T operator[](size_t i) const { return d[i]; }
+    void clear() { n = 0; }
+    void shrink_to(size_t k) { n = k < n ? k : n; }
+};
+
 // One CUDA thread's log between two barriers.
 struct Log {
-    std::vector<uint64_t> v[NCLS];    // the accesses of each class, in order
-    std::vector<uintptr_t> pc[NCLS];  // their program counters (the hooks' return addresses)
-    std::vector<uintptr_t> bb;        // basic blocks entered (trace-pc), in order
+    Buf<uint64_t> v[NCLS];            // the accesses of each class, in order
+    Buf<uintptr_t> pc[NCLS];          // their program counters (the hooks' return addresses)
+    Buf<uintptr_t> bb;                // basic blocks entered (trace-pc), in order
     uint32_t bar = 0, wop = 0;        // barriers and warp operations
+    uint32_t used = 0;                // bit cls: v[cls] / pc[cls] has entries
     size_t cas_mark = 0;              // bb's length at a failed compare-and-swap ...
     bool cas_retry = false;           // ... whose retry is still to be taken out of bb
 };
@@ -270,6 +303,7 @@ inline void record(const volatile void *p, unsigned lg, int store, uintptr_t pc)
     Log &l = cur_log(s);
     l.v[cls].push_back((uint64_t)a | (uint64_t)lg << 56);
     l.pc[cls].push_back(pc);
+    l.used |= 1u << cls;
 }
 
 // A cp.async of the calling thread from global address src; no_bytes: zero fill (no source read).
@@ -279,6 +313,7 @@ inline void record_ldgsts(const void *src, unsigned lg, bool no_bytes, uintptr_t
     Log &l = cur_log(running());
     l.v[LDGSTS].push_back((uint64_t)(uintptr_t)src | (uint64_t)lg << 56 | (no_bytes ? kNoBytes : 0));
     l.pc[LDGSTS].push_back(pc);
+    l.used |= 1u << LDGSTS;
 }
 
 // An atomic read-modify-write that took effect.
@@ -301,6 +336,7 @@ inline void record_atomic(const volatile void *p, unsigned lg, uintptr_t pc)
     Log &l = cur_log(s);
     l.v[cls].push_back((uint64_t)a | (uint64_t)lg << 56);
     l.pc[cls].push_back(pc);
+    l.used |= 1u << cls;
 }
 
 // A barrier (bar) or warp operation of the calling thread.
@@ -360,9 +396,28 @@ uint64_t wavefronts(const uint64_t *e, const int *lane, int n, uint64_t *groups)
         uint64_t words[128];
         int m = 0;
         int j = i;
+        // Fast path: no bank holds two different words (distinct banks, or broadcasts).
+        uint64_t bank_word[32];
+        uint32_t used = 0;
+        bool clash = false;
         for (; j < n && lane[j] / per_group == g; ++j) {
             uint64_t a = e[j] & kAddrMask, size = 1ull << entry_lg(e[j]);
-            for (uint64_t w = a >> 2; w <= (a + size - 1) >> 2 && m < 128; ++w) words[m++] = w;
+            for (uint64_t w = a >> 2; w <= (a + size - 1) >> 2 && m < 128; ++w) {
+                words[m++] = w;
+                uint32_t bit = 1u << (w & 31);
+                if (!(used & bit)) {
+                    used |= bit;
+                    bank_word[w & 31] = w;
+                } else if (bank_word[w & 31] != w) {
+                    clash = true;
+                }
+            }
+        }
+        if (!clash) {
+            total += m ? 1 : 0;
+            ++ng;
+            i = j;
+            continue;
         }
         std::sort(words, words + m);
         int per_bank[32] = {0};
@@ -390,11 +445,11 @@ void for_each_instruction(TState *s, int base, int n, int cls, F &&f)
 {
     std::vector<uint64_t> &e = s->grp_e;
     std::vector<int> &lane = s->grp_lane;
-    const std::vector<uintptr_t> *ref = nullptr;
+    const Buf<uintptr_t> *ref = nullptr;
     bool same = true;
     size_t maxlen = 0;
     for (int t = 0; t < n; ++t) {
-        const std::vector<uintptr_t> &p = s->logs[base + t].pc[cls];
+        const Buf<uintptr_t> &p = s->logs[base + t].pc[cls];
         if (p.empty()) continue;
         maxlen = std::max(maxlen, p.size());
         if (!ref)
@@ -409,7 +464,7 @@ void for_each_instruction(TState *s, int base, int n, int cls, F &&f)
             e.clear();
             lane.clear();
             for (int t = 0; t < n; ++t) {
-                const std::vector<uint64_t> &v = s->logs[base + t].v[cls];
+                const Buf<uint64_t> &v = s->logs[base + t].v[cls];
                 if (k < v.size()) {
                     e.push_back(v[k]);
                     lane.push_back(t);
@@ -424,7 +479,7 @@ void for_each_instruction(TState *s, int base, int n, int cls, F &&f)
     std::vector<TState::Ent> &ents = s->ents;
     ents.clear();
     for (int t = 0; t < n; ++t) {
-        const std::vector<uintptr_t> &p = s->logs[base + t].pc[cls];
+        const Buf<uintptr_t> &p = s->logs[base + t].pc[cls];
         for (size_t i = 0; i < p.size(); ++i) ents.push_back(TState::Ent{p[i], (uint32_t)t, (uint32_t)i});
     }
     std::sort(ents.begin(), ents.end(), [](const TState::Ent &a, const TState::Ent &b) {
@@ -574,10 +629,10 @@ struct DivergenceWalk {
 
 uint64_t divergent_branches(TState *s, int base, int lanes)
 {
-    const std::vector<uintptr_t> *ref = nullptr;
+    const Buf<uintptr_t> *ref = nullptr;
     bool same = true;
     for (int l = 0; l < lanes; ++l) {
-        const std::vector<uintptr_t> &b = s->logs[base + l].bb;
+        const Buf<uintptr_t> &b = s->logs[base + l].bb;
         if (b.empty()) continue;
         if (!ref)
             ref = &b;
@@ -593,7 +648,7 @@ uint64_t divergent_branches(TState *s, int base, int lanes)
     uint32_t groups[32] = {};
     int ng = 0;
     for (int l = 0; l < lanes; ++l) {
-        const std::vector<uintptr_t> &b = s->logs[base + l].bb;
+        const Buf<uintptr_t> &b = s->logs[base + l].bb;
         w.t[l] = b.data();
         w.n[l] = b.size();
         w.c[l] = 0;
@@ -625,7 +680,10 @@ void TState::flush()
     });
     for (int base = 0; base < n; base += 32) {
         int lanes = std::min(32, n - base);
+        uint32_t used = 0;
+        for (int l = 0; l < lanes; ++l) used |= logs[base + l].used;
         for (int cls = 0; cls < NCLS; ++cls) {
+            if (!(used & (1u << cls))) continue;
             switch (cls) {
             case GLD:
             case GST:
@@ -673,10 +731,12 @@ void TState::flush()
     }
     for (int t = 0; t < n; ++t) {
         Log &l = logs[t];
-        for (int cls = 0; cls < NCLS; ++cls) {
+        for (uint32_t m = l.used; m; m &= m - 1) {
+            int cls = __builtin_ctz(m);
             l.v[cls].clear();
             l.pc[cls].clear();
         }
+        l.used = 0;
         l.bb.clear();
         l.bar = l.wop = 0;
         l.cas_retry = false;
@@ -926,7 +986,7 @@ static inline void cas_begin()
     if (!g_active.load(std::memory_order_relaxed)) return;
     Log &l = cur_log(running());
     if (l.cas_retry) {
-        if (l.cas_mark <= l.bb.size()) l.bb.resize(l.cas_mark);
+        l.bb.shrink_to(l.cas_mark);
         l.cas_retry = false;
     }
 }
