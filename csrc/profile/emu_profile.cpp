@@ -189,6 +189,178 @@ struct tls_index_t {
 };
 extern "C" void *__tls_get_addr(tls_index_t *);
 
+// Divergent branches of one warp in one barrier interval, from its lanes' basic-block traces.
+// The walk keeps its state on the heap (TState::walk, an explicit stack instead of recursion):
+// it runs inside a kernel thread's fiber, whose stack may be small (TILEDMM_EMU_STACK_KB).
+struct DivergenceWalk {
+    const uintptr_t *t[32];
+    size_t n[32], c[32];   // trace, its length, the lane's position in it
+    std::vector<uintptr_t> stops;
+    uint64_t divergent = 0;
+    uint64_t budget = 0;   // trace entries meet() may still scan in this interval
+    std::vector<std::pair<uintptr_t, uint32_t>> firsts[32];   // meet()'s scratch
+    enum State { LOOP, CHILDREN, APART };
+    struct Frame {
+        uint32_t g, all;
+        int np, j, state;
+        bool outer;
+        uintptr_t r;
+        uint32_t parts[32];
+        uintptr_t target[32];
+    };
+    std::vector<Frame> frames;
+
+    bool is_stop(uintptr_t b) const
+    {
+        for (uintptr_t s : stops)
+            if (s == b) return true;
+        return false;
+    }
+
+    // The block where the parts (lane masks, each at its own block) meet again: the one that
+    // every part's representative (its lowest lane) reaches within kWindow blocks, with the
+    // smallest largest distance (then the smallest sum). 0 if there is none, or when the
+    // interval's scanning budget is spent (then the parts go on apart: fewer branches counted).
+    static constexpr size_t kWindow = 512;
+    uintptr_t meet(const uint32_t *parts, int np)
+    {
+        for (int j = 0; j < np; ++j) {
+            int r = __builtin_ctz(parts[j]);
+            std::vector<std::pair<uintptr_t, uint32_t>> &f = firsts[j];
+            f.clear();
+            size_t end = std::min(n[r], c[r] + kWindow);
+            if (budget < end - c[r]) return 0;
+            budget -= end - c[r];
+            for (size_t i = c[r]; i < end; ++i) f.emplace_back(t[r][i], (uint32_t)(i - c[r]));
+            std::sort(f.begin(), f.end());
+            f.erase(std::unique(f.begin(), f.end(),
+                                [](const std::pair<uintptr_t, uint32_t> &a,
+                                   const std::pair<uintptr_t, uint32_t> &b) { return a.first == b.first; }),
+                    f.end());
+        }
+        uintptr_t best = 0;
+        uint64_t best_max = ~0ull, best_sum = ~0ull;
+        for (const auto &cand : firsts[0]) {
+            uint64_t mx = cand.second, sum = cand.second;
+            bool everywhere = true;
+            for (int j = 1; j < np && everywhere; ++j) {
+                const auto &f = firsts[j];
+                auto it = std::lower_bound(f.begin(), f.end(), std::make_pair(cand.first, (uint32_t)0));
+                if (it == f.end() || it->first != cand.first) {
+                    everywhere = false;
+                } else {
+                    mx = std::max<uint64_t>(mx, it->second);
+                    sum += it->second;
+                }
+            }
+            if (everywhere && (mx < best_max || (mx == best_max && sum < best_sum))) {
+                best = cand.first;
+                best_max = mx;
+                best_sum = sum;
+            }
+        }
+        return best;
+    }
+
+    void push(uint32_t g)
+    {
+        frames.emplace_back();
+        Frame &f = frames.back();
+        f.g = g;
+        f.state = LOOP;
+    }
+
+    // Runs group g (lanes together at one block) until its lanes end or reach a stop block: each
+    // step moves every lane of the group to its next block; where they go to different blocks
+    // (or some end), one divergent branch, and the parts run on their own until they meet.
+    void run(uint32_t g)
+    {
+        frames.clear();
+        push(g);
+        while (!frames.empty()) {
+            Frame &f = frames.back();
+            if (f.state == APART) {   // parts that do not meet: each on its own, then done
+                if (f.j < f.np) {
+                    uint32_t part = f.parts[f.j++];
+                    push(part);
+                } else {
+                    frames.pop_back();
+                }
+                continue;
+            }
+            if (f.state == CHILDREN) {   // parts running until they meet at f.r
+                while (f.j < f.np && f.target[f.j] == f.r) ++f.j;
+                if (f.j < f.np) {
+                    uint32_t part = f.parts[f.j++];
+                    push(part);
+                    continue;
+                }
+                stops.pop_back();
+                if (f.outer) {   // they meet at a block an enclosing level waits at
+                    frames.pop_back();
+                    continue;
+                }
+                uint32_t met = 0;
+                for (uint32_t m = f.all; m; m &= m - 1) {
+                    int l = __builtin_ctz(m);
+                    if (c[l] < n[l] && t[l][c[l]] == f.r) met |= 1u << l;
+                }
+                f.g = met;
+                f.state = LOOP;
+                continue;
+            }
+            if (!f.g) {
+                frames.pop_back();
+                continue;
+            }
+            uint32_t ended = 0;
+            int np = 0;
+            for (uint32_t m = f.g; m; m &= m - 1) {
+                int l = __builtin_ctz(m);
+                if (c[l] + 1 >= n[l]) {
+                    ended |= 1u << l;
+                    c[l] = n[l];
+                    continue;
+                }
+                uintptr_t next = t[l][++c[l]];
+                int j = 0;
+                while (j < np && f.target[j] != next) ++j;
+                if (j == np) {
+                    f.target[np] = next;
+                    f.parts[np++] = 0;
+                }
+                f.parts[j] |= 1u << l;
+            }
+            if (np + (ended != 0) > 1) ++divergent;
+            // Parts that reached a stop wait there for the level that set it.
+            int kept = 0;
+            for (int j = 0; j < np; ++j)
+                if (!is_stop(f.target[j])) {
+                    f.parts[kept] = f.parts[j];
+                    f.target[kept++] = f.target[j];
+                }
+            np = kept;
+            if (np <= 1) {
+                f.g = np ? f.parts[0] : 0;
+                continue;
+            }
+            f.np = np;
+            f.j = 0;
+            uintptr_t r = meet(f.parts, np);
+            if (!r) {
+                f.state = APART;
+                continue;
+            }
+            f.outer = is_stop(r);
+            stops.push_back(r);
+            f.r = r;
+            f.all = 0;
+            for (int j = 0; j < np; ++j) f.all |= f.parts[j];
+            f.state = CHILDREN;
+        }
+    }
+};
+
 struct TState {
     unsigned long long epoch = 0;
     int nthreads = 0;                 // of the block whose logs are pending
@@ -209,6 +381,7 @@ struct TState {
     std::vector<Ent> ents;
     std::vector<uint64_t> grp_e;
     std::vector<int> grp_lane;
+    DivergenceWalk walk;
     TState()
     {
         std::call_once(g_tls_once, [] { dl_iterate_phdr(find_tls, nullptr); });
@@ -513,120 +686,6 @@ void for_each_instruction(TState *s, int base, int n, int cls, F &&f)
     }
 }
 
-// Divergent branches of one warp in one barrier interval, from its lanes' basic-block traces.
-struct DivergenceWalk {
-    const uintptr_t *t[32];
-    size_t n[32], c[32];   // trace, its length, the lane's position in it
-    uintptr_t stops[64];
-    int nstops = 0;
-    uint64_t divergent = 0;
-    std::vector<std::pair<uintptr_t, uint32_t>> firsts[32];   // meet()'s scratch
-
-    bool is_stop(uintptr_t b) const
-    {
-        for (int i = 0; i < nstops; ++i)
-            if (stops[i] == b) return true;
-        return false;
-    }
-
-    // The block where the parts (lane masks, each at its own block) meet again: the one that
-    // every part's representative (its lowest lane) reaches within kWindow blocks, with the
-    // smallest largest distance (then the smallest sum). 0 if there is none.
-    static constexpr size_t kWindow = 512;
-    uintptr_t meet(const uint32_t *parts, int np)
-    {
-        for (int j = 0; j < np; ++j) {
-            int r = __builtin_ctz(parts[j]);
-            std::vector<std::pair<uintptr_t, uint32_t>> &f = firsts[j];
-            f.clear();
-            size_t end = std::min(n[r], c[r] + kWindow);
-            for (size_t i = c[r]; i < end; ++i) f.emplace_back(t[r][i], (uint32_t)(i - c[r]));
-            std::sort(f.begin(), f.end());
-            f.erase(std::unique(f.begin(), f.end(),
-                                [](const std::pair<uintptr_t, uint32_t> &a,
-                                   const std::pair<uintptr_t, uint32_t> &b) { return a.first == b.first; }),
-                    f.end());
-        }
-        uintptr_t best = 0;
-        uint64_t best_max = ~0ull, best_sum = ~0ull;
-        for (const auto &cand : firsts[0]) {
-            uint64_t mx = cand.second, sum = cand.second;
-            bool everywhere = true;
-            for (int j = 1; j < np && everywhere; ++j) {
-                const auto &f = firsts[j];
-                auto it = std::lower_bound(f.begin(), f.end(), std::make_pair(cand.first, (uint32_t)0));
-                if (it == f.end() || it->first != cand.first) {
-                    everywhere = false;
-                } else {
-                    mx = std::max<uint64_t>(mx, it->second);
-                    sum += it->second;
-                }
-            }
-            if (everywhere && (mx < best_max || (mx == best_max && sum < best_sum))) {
-                best = cand.first;
-                best_max = mx;
-                best_sum = sum;
-            }
-        }
-        return best;
-    }
-
-    // Runs group g (lanes together at one block) until its lanes end or reach a stop block.
-    void run(uint32_t g, int depth)
-    {
-        while (g) {
-            uint32_t parts[32] = {}, ended = 0;
-            uintptr_t target[32];
-            int np = 0;
-            for (uint32_t m = g; m; m &= m - 1) {
-                int l = __builtin_ctz(m);
-                if (c[l] + 1 >= n[l]) {
-                    ended |= 1u << l;
-                    c[l] = n[l];
-                    continue;
-                }
-                uintptr_t next = t[l][++c[l]];
-                int j = 0;
-                while (j < np && target[j] != next) ++j;
-                if (j == np) target[np++] = next;
-                parts[j] |= 1u << l;
-            }
-            if (np + (ended != 0) > 1) ++divergent;
-            // Parts that reached a stop wait there for the level that set it.
-            int kept = 0;
-            for (int j = 0; j < np; ++j)
-                if (!is_stop(target[j])) {
-                    parts[kept] = parts[j];
-                    target[kept++] = target[j];
-                }
-            np = kept;
-            if (np <= 1) {
-                g = np ? parts[0] : 0;
-                continue;
-            }
-            uintptr_t r = depth < 48 && nstops < 64 ? meet(parts, np) : 0;
-            if (!r) {   // no common block ahead: the parts run on their own
-                for (int j = 0; j < np; ++j) run(parts[j], depth + 1);
-                return;
-            }
-            bool outer = is_stop(r);
-            stops[nstops++] = r;
-            uint32_t all = 0;
-            for (int j = 0; j < np; ++j) {
-                all |= parts[j];
-                if (target[j] != r) run(parts[j], depth + 1);
-            }
-            --nstops;
-            if (outer) return;   // they meet at a block an enclosing level waits at
-            g = 0;
-            for (uint32_t m = all; m; m &= m - 1) {
-                int l = __builtin_ctz(m);
-                if (c[l] < n[l] && t[l][c[l]] == r) g |= 1u << l;
-            }
-        }
-    }
-};
-
 uint64_t divergent_branches(TState *s, int base, int lanes)
 {
     const Buf<uintptr_t> *ref = nullptr;
@@ -643,7 +702,10 @@ uint64_t divergent_branches(TState *s, int base, int lanes)
         }
     }
     if (same) return 0;
-    DivergenceWalk w;
+    DivergenceWalk &w = s->walk;
+    w.divergent = 0;
+    w.budget = 1ull << 24;
+    w.stops.clear();
     uintptr_t first[32];
     uint32_t groups[32] = {};
     int ng = 0;
@@ -658,7 +720,7 @@ uint64_t divergent_branches(TState *s, int base, int lanes)
         if (j == ng) first[ng++] = b[0];
         groups[j] |= 1u << l;
     }
-    for (int j = 0; j < ng; ++j) w.run(groups[j], 0);
+    for (int j = 0; j < ng; ++j) w.run(groups[j]);
     return w.divergent;
 }
 
