@@ -8,16 +8,15 @@
 runs the same launches once more in `tiledmm._emu_profile`, a build of the emulator whose
 kernel objects are compiled with g++'s ThreadSanitizer instrumentation. Its hooks
 (csrc/profile/emu_profile.cpp) see every load and store the kernel source makes, classify it
-as global (device memory) or shared, and count with Nsight Compute's definitions:
+as global (device memory) or shared, and count with Nsight Compute's definitions::
 
-| counter | Nsight Compute metric |
-|---|---|
-| global_load_requests / global_store_requests | l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum / _st.sum |
-| global_load_sectors / global_store_sectors | l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum / _st.sum |
-| shared_load_requests / shared_store_requests | smsp__sass_inst_executed_op_shared_ld.sum / _st.sum |
-| shared_load_bank_conflicts / shared_store_bank_conflicts | l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum / _st.sum |
-| global_ldgsts_requests / global_ldgsts_sectors | l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts.sum / l1tex__t_sectors_... (cp.async) |
-| divergent_branches | smsp__sass_branch_targets_threads_divergent.sum (branches of the source as GCC compiles it) |
+    counter                                                   Nsight Compute metric
+    global_load_requests / global_store_requests              l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum / _st.sum
+    global_load_sectors / global_store_sectors                l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum / _st.sum
+    shared_load_requests / shared_store_requests              smsp__sass_inst_executed_op_shared_ld.sum / _st.sum
+    shared_load_bank_conflicts / shared_store_bank_conflicts  l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum / _st.sum
+    global_ldgsts_requests / global_ldgsts_sectors            l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts.sum / l1tex__t_sectors_... (cp.async)
+    divergent_branches                                        smsp__sass_branch_targets_threads_divergent.sum (branches of the source as GCC compiles it)
 
 A warp instruction is the k-th execution of one access of the kernel code (one program
 counter; of one kind: global load, global store, shared load, shared store, cp.async) by each

@@ -363,7 +363,7 @@ def write_api_extra():
     import tiledmm as tm
     with open(os.path.join(DOCS, "api", "tiledmm.md"), encoding="utf-8") as f:
         listed = set(re.findall(r"^\.\. auto\w+:: (?:tiledmm\.)?(\w+)", f.read(), re.M))
-    modules = {"model", "occupancy", "sweep", "plot", "testing", "bench"}
+    modules = {"model", "occupancy", "sweep", "plot", "profile", "testing", "bench"}
     lines = []
     for name in tm.__all__:
         if name in listed or name in modules:
@@ -373,7 +373,9 @@ def write_api_extra():
             kind = "exception" if issubclass(obj, BaseException) else "class"
             lines += [f".. auto{kind}:: {name}", "   :members:", ""]
         elif inspect.ismodule(obj):
-            lines += [f".. automodule:: tiledmm.{name}", "   :members:", ""]
+            # automodule moves the current module: set it back for the names after it
+            lines += [f".. automodule:: tiledmm.{name}", "   :members:", "",
+                      ".. currentmodule:: tiledmm", ""]
         else:
             lines += [f".. autofunction:: {name}", ""]
     text = ""
