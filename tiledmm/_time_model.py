@@ -42,9 +42,16 @@ def predict(p, device):
     t["shared memory" if shared >= glob else "L1"] = t_pipe
     # Instruction issue: the FFMAs (2 flops each, one warp instruction per 32) and the counted
     # memory instructions, barriers and warp operations, 4 warp instructions per clock per SM.
+    # A scheduler (4 per SM) needs warps to choose from: with fewer than
+    # `warps_to_fill_scheduler` resident, an instruction waiting for its operand (an FFMA for
+    # its shared load) leaves issue slots empty, and the rate falls in proportion. The warps an
+    # SM holds are the launch's blocks spread over the SMs, at most tm.occupancy's residency.
     issued = (p.flops / 2 / 32 + p.global_load_requests + p.global_store_requests
               + p.shared_load_requests + p.shared_store_requests + p.barriers + p.warp_ops)
-    t["FP32 issue"] = issued / (lim["issue_per_clock_per_sm"] * sms_used * clock)
+    schedulers = lim["issue_per_clock_per_sm"]
+    warps_per_sm = min(blocks_per_launch / sms_used, blocks_per_sm) * warps_per_block
+    issue_rate = min(1.0, warps_per_sm / schedulers / lim["warps_to_fill_scheduler"])
+    t["FP32 issue"] = issued / (schedulers * issue_rate * sms_used * clock)
     # Same-address atomics serialise at one L2 slice.
     t["atomics"] = p.global_atomic_max_same_address / lim["same_address_atomics_per_s"]
     # Latency/occupancy (Little's law): each resident warp keeps `memory_parallelism` global
@@ -55,7 +62,10 @@ def predict(p, device):
     requests = p.global_load_requests + p.global_atomic_requests
     t["latency/occupancy"] = (requests * latency
                               / (max(1.0, concurrent_warps) * lim["memory_parallelism"]))
-    t["launch overhead"] = launches * lim["launch_overhead_us"] * 1e-6
+    # Each launch costs the front end a few microseconds, and a call timed alone never takes
+    # less than the GPU's floor for one call (its first launch and the events around it).
+    t["launch overhead"] = (launches * lim["launch_overhead_us"]
+                            + lim["call_overhead_us"]) * 1e-6
     # Resources overlap, but not perfectly: a 2-norm of the resource times is the largest when
     # one dominates and grows when several are comparable. Launch overhead adds.
     overlap = math.sqrt(sum(v * v for k, v in t.items() if k != "launch overhead"))

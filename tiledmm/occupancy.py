@@ -89,19 +89,22 @@ PRESETS: Dict[str, dict] = {
 # latencies are round figures of published microbenchmarks (Chips and Cheese; Luo et al.,
 # "Benchmarking and Dissecting the Nvidia Hopper GPU Architecture", 2024); the same-address
 # atomic rate and the launch overhead are what tiledmm's atomic_per_element and per_level
-# kernels show on the H100 (benchmarks/results/h100_all_families.csv).
+# kernels show on the H100 (benchmarks/results/h100_all_families.csv). The call overhead is
+# the floor of one event-timed call there (the fastest 2^20 reductions take 8.5-12 us, of
+# which DRAM needs 1.3 us and the launch 3 us); warps_to_fill_scheduler is the common rule that
+# a scheduler hides its instructions' dependent latency with about four warps to choose from.
 MODEL_KEYS = ("clock_ghz", "l2_bytes", "l2_bandwidth_gbs", "l2_latency_ns", "dram_latency_ns",
               "issue_per_clock_per_sm", "memory_parallelism", "same_address_atomics_per_s",
-              "launch_overhead_us")
+              "launch_overhead_us", "call_overhead_us", "warps_to_fill_scheduler")
 _MODEL_FIGURES = {
     "H100": dict(clock_ghz=1.98, l2_bytes=50 * _KB * _KB, l2_bandwidth_gbs=5500.0,
                  l2_latency_ns=140.0, dram_latency_ns=500.0, issue_per_clock_per_sm=4,
                  memory_parallelism=4.0, same_address_atomics_per_s=5.7e8,
-                 launch_overhead_us=3.0),
+                 launch_overhead_us=3.0, call_overhead_us=6.0, warps_to_fill_scheduler=4),
     "A100": dict(clock_ghz=1.41, l2_bytes=40 * _KB * _KB, l2_bandwidth_gbs=4000.0,
                  l2_latency_ns=200.0, dram_latency_ns=550.0, issue_per_clock_per_sm=4,
                  memory_parallelism=4.0, same_address_atomics_per_s=4.5e8,
-                 launch_overhead_us=3.0),
+                 launch_overhead_us=3.0, call_overhead_us=6.0, warps_to_fill_scheduler=4),
 }
 for _name, _figures in _MODEL_FIGURES.items():
     PRESETS[_name].update(_figures)
