@@ -14,7 +14,8 @@ gives the rows every function reads, as a list of dicts.
 """
 import math
 
-__all__ = ["tile_sizes", "ladder", "roofline", "reductions", "measured_vs_predicted", "as_rows"]
+__all__ = ["tile_sizes", "ladder", "roofline", "reductions", "measured_vs_predicted", "lesson",
+           "as_rows"]
 
 # FLOP-rate units, largest first, each with its size in GFLOP/s.
 FLOP_RATE_UNITS = (("TFLOP/s", 1e3), ("GFLOP/s", 1.0), ("MFLOP/s", 1e-3))
@@ -303,4 +304,40 @@ def measured_vs_predicted(rows, ax=None, measured="measured_gflops", predicted="
     ax.set_ylabel("GFLOP/s" + (" (emulator: CPU time)" if _emu_note(rows) else ""))
     ax.set_title(title or "predicted bound beside measured")
     ax.legend()
+    return ax
+
+
+def lesson(rows, ax=None, title=None):
+    """tm.profile.lesson_table's rows: per kernel, the time predicted for the GPU from counted
+    traffic (bars), beside the measured time. Measured on a GPU, it is a second bar on the same
+    axis; measured on the emulator it is CPU time, drawn as points on a second axis, because it
+    is not the lesson (on a CPU naive beats tiled). Returns the Axes of the prediction."""
+    rows = as_rows(rows)
+    ax = _axes(ax, figsize=(8, 4.2))
+    labels = [_label(r) for r in rows]
+    x = list(range(len(rows)))
+    device = rows[0].get("device", "H100") if rows else "H100"
+    counted_at = rows[0].get("counted_at", "") if rows else ""
+    measured_on = rows[0].get("measured_on", "") if rows else ""
+    on_gpu = bool(rows) and not measured_on.startswith("CPU")
+    width = 0.4 if on_gpu else 0.6
+    ax.bar([i - (width / 2 if on_gpu else 0) for i in x], [r["predicted_ms"] for r in rows],
+           width=width, color="C0",
+           label=f"predicted for {device} from counted traffic ({counted_at})")
+    if on_gpu:
+        ax.bar([i + width / 2 for i in x], [r["measured_ms"] for r in rows], width=width,
+               color="C1", label=f"measured: {measured_on}")
+    else:
+        cpu = ax.twinx()
+        cpu.plot(x, [r["measured_ms"] for r in rows], "o", color="C3",
+                 label=f"{measured_on} (not the lesson)")
+        cpu.set_ylabel("CPU ms (emulator)", color="C3")
+        cpu.tick_params(axis="y", colors="C3")
+        cpu.legend(loc="upper right", fontsize=8)
+    ax.set_xticks(x)
+    ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel(f"{device} ms (predicted)" + (" / measured" if on_gpu else ""))
+    ax.set_title(title or f"predicted for {device} from counted traffic")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(loc="upper left", fontsize=8)
     return ax

@@ -38,6 +38,7 @@ from typing import Dict, Optional
 import numpy as np
 
 __all__ = ["Profile", "Prediction", "count", "collect", "available", "row_fields",
+           "counted_row_fields", "lesson_table", "LESSON_SIZES",
            "VALIDATION_MATMUL_VOLUME"]
 
 # Matmuls up to this M*N*K are profiled in full; larger ones sample about one block in
@@ -371,3 +372,71 @@ def row_fields(p, device="H100"):
     pred = p.predict(device)
     d.update(predicted_ms=pred.ms, predicted_bound=pred.bound, predicted_device=pred.device)
     return d
+
+
+# The sizes lesson_table counts at: the lesson pairs' sizes, where the grids fill an H100 (at
+# 256^3 the larger tiles leave most SMs idle, as they do on the GPU). Counting takes about a
+# second per kernel on one core (matmuls sampled, reductions in full).
+LESSON_SIZES = {"matmul": 1024, "reduce": 1 << 22, "elementwise": 1 << 22}
+
+
+def lesson_table(family, cases, size=None, device="H100", measure_size=None, backend=None,
+                 seed=0):
+    """One row per (kernel, params) of `cases`: the counted traffic and the time predicted for
+    `device` from it, beside a measured time. What the notebooks show on every machine:
+
+    - counted on the emulator at `size` (default LESSON_SIZES: 1024^3, 2^22): global load
+      requests, sectors per request, L1<->L2 bytes (32 x sectors), shared conflicts per request,
+      divergent branches, then `predicted_ms` and `bound`;
+    - `measured_ms` on this backend at `measure_size` (default: `size` on cuda, where it is the
+      lesson's size; 256^3 or 2^20 on emu, where it is CPU time: `measured_on` says which).
+
+    >>> rows = tm.profile.lesson_table("matmul", [("naive", {"block": 16}), ("tiled", {"tile": 16})],
+    ...                                size=256, measure_size=64, backend="emu")
+    >>> [r["kernel"] for r in rows], rows[0]["load_sectors_per_request"]
+    (['naive', 'tiled'], 2.0)
+    >>> rows[0]["predicted_ms"] > rows[1]["predicted_ms"]
+    True
+    """
+    from . import _backend, _core
+    name = backend or _backend.get_backend()
+    size = size or LESSON_SIZES[family]
+    if measure_size is None:
+        measure_size = size if name == "cuda" else min(size, 256 if family == "matmul" else 1 << 20)
+    rng = np.random.default_rng(seed)
+
+    def inputs(n, kernel):
+        if family == "matmul":
+            return [rng.standard_normal((n, n), dtype=np.float32) for _ in range(2)]
+        if family == "reduce":
+            return [rng.standard_normal(n, dtype=np.float32)]
+        side = int(round(math.sqrt(n)))
+        shape = (side, side) if kernel == "mat_add" else (n,)
+        return [rng.standard_normal(shape, dtype=np.float32) for _ in range(2)]
+
+    shape = f"{size}³" if family == "matmul" else f"n = {size:,}"
+    measured_shape = f"{measure_size}³" if family == "matmul" else f"n = {measure_size:,}"
+    rows = []
+    for kernel, params in cases:
+        p = count(family, kernel, *inputs(size, kernel), **params)
+        pred = p.predict(device)
+        res = _core._run(family, kernel, tuple(inputs(measure_size, kernel)), params, name,
+                         None, None)
+        rows.append(dict(
+            kernel=kernel, params=" ".join(f"{k}={v}" for k, v in params.items()),
+            counted_at=shape, global_load_requests=p.global_load_requests,
+            load_sectors_per_request=p.global_load_sectors_per_request,
+            l1_l2_bytes=p.global_bytes,
+            shared_conflicts_per_request=p.shared_load_conflicts_per_request,
+            divergent_branches=p.divergent_branches,
+            predicted_ms=pred.ms, bound=pred.bound, device=pred.device,
+            measured_ms=res.timing.kernel_ms,
+            measured_on=(f"{_backend_label(name)} at {measured_shape}")))
+    return rows
+
+
+def _backend_label(name):
+    if name == "cuda":
+        from ._device import device_info
+        return device_info("cuda")["name"]
+    return "CPU time (emulator)"
