@@ -151,3 +151,24 @@ ax2.legend()
 ax2.grid(True, alpha=0.3)
 plt.tight_layout()
 plt.show()
+
+# %% [markdown]
+# ## Tile size on an H100: counted traffic and the predicted H100 time
+#
+# Larger tiles load each element fewer times (2N³/T) and keep more threads per block busy. `tm.profile.lesson_table` counts each kernel's memory traffic as Nsight Compute
+# counts it on a GPU (global requests, 32-byte sectors per request, shared-memory bank
+# conflicts, divergent branches) at the lesson's size, and predicts the H100's time from
+# those counts (`docs/profile.md`: what is exact and what is modelled). The chart labels the
+# prediction "predicted for H100 from counted traffic". Beside it is the time measured here:
+# on a GPU the kernel's own time, on the emulator CPU time, which is **not** the lesson (a CPU
+# runs a warp's loads one after another, so caches, not DRAM bursts, decide).
+
+# %%
+rows = tm.profile.lesson_table("matmul", [("tiled", {"tile": t}) for t in (8, 16, 32)])
+table(rows, ["kernel", "params", "global_load_requests", "load_sectors_per_request",
+             "shared_conflicts_per_request", "predicted_ms", "bound", "measured_ms", "measured_on"])
+
+# %%
+tm.plot.lesson(rows, title="tile size: predicted for H100 from counted traffic")
+plt.tight_layout()
+plt.show()

@@ -127,3 +127,27 @@ plt.show()
 # emulator the picture can differ or even reverse: a CPU core runs a block's threads one after
 # another, so the "warp" never issues its loads together and caches, not DRAM bursts, decide;
 # the sector count above is the GPU's story.
+
+# %% [markdown]
+# ## Coalescing on an H100: counted traffic and the predicted H100 time
+#
+# The same loads, in a different order: a coalesced warp load touches 4 sectors, an uncoalesced one up to 32. `tm.profile.lesson_table` counts each kernel's memory traffic as Nsight Compute
+# counts it on a GPU (global requests, 32-byte sectors per request, shared-memory bank
+# conflicts, divergent branches) at the lesson's size, and predicts the H100's time from
+# those counts (`docs/profile.md`: what is exact and what is modelled). The chart labels the
+# prediction "predicted for H100 from counted traffic". Beside it is the time measured here:
+# on a GPU the kernel's own time, on the emulator CPU time, which is **not** the lesson (a CPU
+# runs a warp's loads one after another, so caches, not DRAM bursts, decide).
+
+# %%
+rows = tm.profile.lesson_table("matmul", [("naive", {"block": 32}),
+                                        ("naive_uncoalesced", {"block": 32}),
+                                        ("colmajor_b", {"corner": 0}),
+                                        ("colmajor_b", {"corner": 1})])
+table(rows, ["kernel", "params", "global_load_requests", "load_sectors_per_request",
+             "predicted_ms", "bound", "measured_ms", "measured_on"])
+
+# %%
+tm.plot.lesson(rows, title="coalescing and corner turning: predicted for H100 from counted traffic")
+plt.tight_layout()
+plt.show()

@@ -98,3 +98,25 @@ if have("coarse"):
 # fewer blocks (and more shared memory and registers per block) cost more than the saved
 # loads. Where the best factor lies depends on the size and the GPU, which is why the lecture
 # says to measure rather than guess.
+
+# %% [markdown]
+# ## Coarsening on an H100: counted traffic and the predicted H100 time
+#
+# Each coarsened block reuses its A tile for several output tiles, so global requests fall. `tm.profile.lesson_table` counts each kernel's memory traffic as Nsight Compute
+# counts it on a GPU (global requests, 32-byte sectors per request, shared-memory bank
+# conflicts, divergent branches) at the lesson's size, and predicts the H100's time from
+# those counts (`docs/profile.md`: what is exact and what is modelled). The chart labels the
+# prediction "predicted for H100 from counted traffic". Beside it is the time measured here:
+# on a GPU the kernel's own time, on the emulator CPU time, which is **not** the lesson (a CPU
+# runs a warp's loads one after another, so caches, not DRAM bursts, decide).
+
+# %%
+rows = tm.profile.lesson_table("matmul", [("tiled", {"tile": 32})] +
+                               [("coarse", {"coarsen": c, "tile": 32}) for c in (2, 4, 8)])
+table(rows, ["kernel", "params", "global_load_requests", "load_sectors_per_request",
+             "predicted_ms", "bound", "measured_ms", "measured_on"])
+
+# %%
+tm.plot.lesson(rows, title="coarsening: predicted for H100 from counted traffic")
+plt.tight_layout()
+plt.show()

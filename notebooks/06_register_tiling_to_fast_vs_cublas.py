@@ -117,3 +117,26 @@ if ON_GPU and len(SIZES) > 1:
 # efficiency: wide loads, bank-conflict-free shared reads, enough independent work per thread
 # to hide latency, and overlapping the next tile's loads with this tile's math. On the
 # emulator only the correctness and the traffic model carry over; the rates are CPU rates.
+
+# %% [markdown]
+# ## Register tiling on an H100: counted traffic and the predicted H100 time
+#
+# Register tiles cut shared-memory reads per multiply-add; `fast` adds 128-bit loads and keeps enough warps per scheduler busy. `tm.profile.lesson_table` counts each kernel's memory traffic as Nsight Compute
+# counts it on a GPU (global requests, 32-byte sectors per request, shared-memory bank
+# conflicts, divergent branches) at the lesson's size, and predicts the H100's time from
+# those counts (`docs/profile.md`: what is exact and what is modelled). The chart labels the
+# prediction "predicted for H100 from counted traffic". Beside it is the time measured here:
+# on a GPU the kernel's own time, on the emulator CPU time, which is **not** the lesson (a CPU
+# runs a warp's loads one after another, so caches, not DRAM bursts, decide).
+
+# %%
+rows = tm.profile.lesson_table("matmul", [("tiled", {"tile": 32}), ("coarse", {"coarsen": 4}),
+                                        ("regtile", {"dims": 1}), ("regtile", {"dims": 2}),
+                                        ("fast", {"config": 0})])
+table(rows, ["kernel", "params", "global_load_requests", "load_sectors_per_request",
+             "shared_conflicts_per_request", "predicted_ms", "bound", "measured_ms", "measured_on"])
+
+# %%
+tm.plot.lesson(rows, title="the ladder: predicted for H100 from counted traffic")
+plt.tight_layout()
+plt.show()

@@ -123,3 +123,26 @@ plt.show()
 # the multi-pass ones one per pass, the shuffle kernel one. On the emulator the differences
 # are mostly launch and barrier costs on a CPU; run this notebook on a GPU to see the steps
 # the lecture and Harris's slides describe.
+
+# %% [markdown]
+# ## The reduction ladder on an H100: counted traffic and the predicted H100 time
+#
+# Each step removes a cost the counters show: divergent branches, bank conflicts, idle threads, barriers, launches. `tm.profile.lesson_table` counts each kernel's memory traffic as Nsight Compute
+# counts it on a GPU (global requests, 32-byte sectors per request, shared-memory bank
+# conflicts, divergent branches) at the lesson's size, and predicts the H100's time from
+# those counts (`docs/profile.md`: what is exact and what is modelled). The chart labels the
+# prediction "predicted for H100 from counted traffic". Beside it is the time measured here:
+# on a GPU the kernel's own time, on the emulator CPU time, which is **not** the lesson (a CPU
+# runs a warp's loads one after another, so caches, not DRAM bursts, decide).
+
+# %%
+rows = tm.profile.lesson_table("reduce", [(k, {"block": 256}) for k in (
+    "interleaved_divergent", "interleaved_bank_conflicts", "sequential", "first_add",
+    "unroll_last_warp", "shuffle", "per_level", "atomic")])
+table(rows, ["kernel", "params", "global_load_requests", "load_sectors_per_request",
+             "shared_conflicts_per_request", "divergent_branches", "predicted_ms", "bound", "measured_ms", "measured_on"])
+
+# %%
+tm.plot.lesson(rows, title="reductions: predicted for H100 from counted traffic")
+plt.tight_layout()
+plt.show()

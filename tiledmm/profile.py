@@ -375,9 +375,10 @@ def row_fields(p, device="H100"):
 
 
 # The sizes lesson_table counts at: the lesson pairs' sizes, where the grids fill an H100 (at
-# 256^3 the larger tiles leave most SMs idle, as they do on the GPU). Counting takes about a
-# second per kernel on one core (matmuls sampled, reductions in full).
-LESSON_SIZES = {"matmul": 1024, "reduce": 1 << 22, "elementwise": 1 << 22}
+# 256^3 the larger tiles leave most SMs idle, as they do on the GPU; below 2^24 a reduction is
+# mostly the call's fixed overhead). Counting takes about a second per matmul on one core
+# (sampled) and 2-5 s per reduction (in full).
+LESSON_SIZES = {"matmul": 1024, "reduce": 1 << 24, "elementwise": 1 << 24}
 
 
 def lesson_table(family, cases, size=None, device="H100", measure_size=None, backend=None,
@@ -385,7 +386,7 @@ def lesson_table(family, cases, size=None, device="H100", measure_size=None, bac
     """One row per (kernel, params) of `cases`: the counted traffic and the time predicted for
     `device` from it, beside a measured time. What the notebooks show on every machine:
 
-    - counted on the emulator at `size` (default LESSON_SIZES: 1024^3, 2^22): global load
+    - counted on the emulator at `size` (default LESSON_SIZES: 1024^3, 2^24): global load
       requests, sectors per request, L1<->L2 bytes (32 x sectors), shared conflicts per request,
       divergent branches, then `predicted_ms` and `bound`;
     - `measured_ms` on this backend at `measure_size` (default: `size` on cuda, where it is the
