@@ -1,6 +1,7 @@
 """tm.profile.lesson_table and tm.plot.lesson: what notebooks 02-07 show on every machine, the
 counted traffic and the H100 time predicted from it beside the measured time."""
 import matplotlib
+import numpy as np
 import pytest
 
 import tiledmm as tm
@@ -43,3 +44,36 @@ def test_plot_on_a_gpu_puts_measured_beside_predicted(rows):
     heights = [p.get_height() for p in ax.patches]
     assert heights == [r["predicted_ms"] for r in gpu] + [r["measured_ms"] for r in gpu]
     assert len(ax.figure.axes) == 1
+
+
+@pytest.fixture(scope="module")
+def profiled():
+    A = np.random.default_rng(1).standard_normal((64, 64), dtype=np.float32)
+    return [tm.matmul(A, A, kernel=k, backend="emu", profile=True, **p)
+            for k, p in (("naive", {"block": 16}), ("naive_uncoalesced", {"block": 16}),
+                         ("tiled", {"tile": 16}))]
+
+
+def test_compare_puts_counted_beside_modelled(profiled):
+    naive, uncoalesced, tiled = (tm.model.compare(r, bandwidth_gbs=100) for r in profiled)
+    for row in (naive, uncoalesced, tiled):
+        # The bytes the lanes asked for are the lecture's loads and stores, exactly.
+        assert row["counted_requested_bytes"] == row["model_bytes"]
+        assert row["counted_by"] == "emu" and row["compulsory_bytes"] == 3 * 64 * 64 * 4
+    # The sectors they touched tell the access patterns apart: a naive warp's A reads are one
+    # broadcast row (fewer sector bytes than asked), the uncoalesced warp's 32 rows are 32 sectors.
+    assert naive["counted_sector_bytes"] < naive["model_bytes"] < uncoalesced["counted_sector_bytes"]
+    assert tiled["counted_sector_bytes"] == tiled["model_bytes"] == 147456
+    assert tiled["predicted_h100_ms"] < naive["predicted_h100_ms"]
+    unprofiled = tm.matmul(np.ones((8, 8), np.float32), np.ones((8, 8), np.float32),
+                           kernel="naive", backend="emu")
+    assert "counted_by" not in tm.model.compare(unprofiled, bandwidth_gbs=100)
+
+
+def test_traffic_plot_draws_model_and_counted_bars(profiled):
+    ax = tm.plot.traffic(profiled)
+    heights = [p.get_height() for p in ax.patches]
+    rows = [tm.model.compare(r, bandwidth_gbs=1.0) for r in profiled]
+    assert heights == [r["model_bytes"] / 1e6 for r in rows] + \
+        [r["counted_sector_bytes"] / 1e6 for r in rows]
+    assert ax.lines[0].get_ydata()[0] == 3 * 64 * 64 * 4 / 1e6

@@ -219,7 +219,8 @@ def compare(result, device=None, bandwidth_gbs=None, peak_gflops=None):
     """Predicted beside measured for one Result: the registry's modelled bytes, intensity, the
     roofline bound for the device (default: the one it ran on; give bandwidth_gbs on the
     emulator, e.g. measure_bandwidth()), the measured GFLOP/s, the fraction of the bound, and
-    the traffic the model implies per second (model_bytes over the kernel time)."""
+    the traffic the model implies per second (model_bytes over the kernel time). A call made
+    with profile=True adds the counted traffic beside the model (see _counted)."""
     if bandwidth_gbs is None or (peak_gflops is None and device is not None):
         peak, bw = device_peaks(device, result.backend if device is None else None)
         bandwidth_gbs = bw if bandwidth_gbs is None else bandwidth_gbs
@@ -227,11 +228,33 @@ def compare(result, device=None, bandwidth_gbs=None, peak_gflops=None):
     ai = result.flops / result.model_bytes if result.model_bytes else math.inf
     bound = roofline(ai, peak_gflops, bandwidth_gbs) if bandwidth_gbs else None
     ms = result.timing.kernel_ms
-    return dict(kernel=result.kernel, params=" ".join(f"{k}={v}" for k, v in result.params.items()),
-                backend=result.backend, flops=result.flops, model_bytes=result.model_bytes,
-                intensity=ai, bound_gflops=bound, measured_gflops=result.gflops,
-                fraction_of_bound=(result.gflops / bound if bound else None),
-                model_gbps=(result.model_bytes / (ms * 1e6) if ms > 0 else math.nan))
+    row = dict(kernel=result.kernel, params=" ".join(f"{k}={v}" for k, v in result.params.items()),
+               backend=result.backend, flops=result.flops, model_bytes=result.model_bytes,
+               intensity=ai, bound_gflops=bound, measured_gflops=result.gflops,
+               fraction_of_bound=(result.gflops / bound if bound else None),
+               model_gbps=(result.model_bytes / (ms * 1e6) if ms > 0 else math.nan))
+    if result.profile is not None:
+        row.update(_counted(result))
+    return row
+
+
+def _counted(result):
+    """The traffic a profiled call counted (profile=True), beside the lecture's model_bytes:
+    the bytes its lanes asked for (the lecture's count of loads and stores, as the hardware
+    sees them), the bytes of the 32-byte sectors those requests touched (what moves between
+    L1 and L2 when nothing hits in L1), and the compulsory bytes (inputs once, output once).
+    From the emulator also the predicted H100 time; from Nsight Compute (source "ncu") the
+    DRAM bytes it measured."""
+    p = result.profile
+    row = dict(counted_by=p.source, compulsory_bytes=result.min_bytes,
+               counted_requested_bytes=p.global_load_bytes + p.global_store_bytes,
+               counted_sector_bytes=p.global_bytes)
+    if p.source == "emu":
+        pred = p.predict("H100")
+        row.update(predicted_h100_ms=pred.ms, predicted_bound=pred.bound)
+    else:
+        row.update(measured_dram_bytes=p.hardware.get("dram_bytes", math.nan))
+    return row
 
 
 def compare_table(results, device=None, bandwidth_gbs=None, peak_gflops=None):

@@ -15,7 +15,7 @@ gives the rows every function reads, as a list of dicts.
 import math
 
 __all__ = ["tile_sizes", "ladder", "roofline", "reductions", "measured_vs_predicted", "lesson",
-           "as_rows"]
+           "traffic", "as_rows"]
 
 # FLOP-rate units, largest first, each with its size in GFLOP/s.
 FLOP_RATE_UNITS = (("TFLOP/s", 1e3), ("GFLOP/s", 1.0), ("MFLOP/s", 1e-3))
@@ -340,4 +340,35 @@ def lesson(rows, ax=None, title=None):
     ax.set_title(title or f"predicted for {device} from counted traffic")
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(loc="upper left", fontsize=8)
+    return ax
+
+
+def traffic(results, ax=None, title=None):
+    """Per kernel, global traffic three ways: the lecture's model (res.model_bytes), what a
+    profiled call counted (profile=True: the bytes of the 32-byte sectors its warps touched,
+    i.e. L1<->L2 traffic) and, for calls profiled by Nsight Compute on a GPU, the DRAM bytes it
+    measured; the compulsory bytes (inputs once, output once) as a dashed line. `results`:
+    Results (made with profile=True) or tm.model.compare rows. Returns the Axes."""
+    from .model import compare
+    rows = [r if isinstance(r, dict) else compare(r, bandwidth_gbs=1.0) for r in results]
+    ax = _axes(ax, figsize=(8, 4.2))
+    series = [("model_bytes", "lecture model (loads + stores)"),
+              ("counted_sector_bytes", "counted: 32-byte sectors touched")]
+    if any(not _isnan(r.get("measured_dram_bytes", math.nan)) for r in rows):
+        series.append(("measured_dram_bytes", "measured by ncu: DRAM bytes"))
+    width = 0.8 / len(series)
+    for j, (key, label) in enumerate(series):
+        ax.bar([i + (j - (len(series) - 1) / 2) * width for i in range(len(rows))],
+               [r.get(key, math.nan) / 1e6 for r in rows], width=width, label=label)
+    compulsory = [r.get("compulsory_bytes") for r in rows if r.get("compulsory_bytes")]
+    if compulsory:
+        ax.axhline(max(compulsory) / 1e6, color="k", ls="--", lw=1,
+                   label="compulsory (inputs once, output once)")
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels([_label(r) for r in rows], rotation=30, ha="right", fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel("MB of global traffic")
+    ax.set_title(title or "global traffic: modelled, counted and measured")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
     return ax
