@@ -17,6 +17,7 @@ from . import _kernel_cache as cache
 from ._check_mode import checked_shared, checked_source, checked_type
 from ._kernel_diagnostics import compile_error, parse_warnings
 from ._kernel_source import full_source, split_defines
+from ._profile_build import PROFILE_HOOK_FLAGS, PROFILE_KERNEL_FLAGS, PROFILE_WRAPPED
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 COMPILE_SECONDS = 300
@@ -208,7 +209,19 @@ def prelude_text():
                    for h in ("tiledmm_kernel.h", "tiledmm_fault.h"))
 
 
-def compile_emu(source, name, params, options, check):
+def _profile_hooks_source(includes):
+    """csrc/profile/emu_profile.cpp (tiledmm/include/profile when installed): the profile
+    build's hooks, linked into a user kernel's profile build."""
+    for d in includes:
+        for sub in ("profile", os.path.join("..", "csrc", "profile")):
+            path = os.path.normpath(os.path.join(d, sub, "emu_profile.cpp"))
+            if os.path.exists(path):
+                return path
+    raise RuntimeError("profile=True needs tiledmm's profiling hooks (csrc/profile/"
+                       "emu_profile.cpp), which this installation lacks; reinstall tiledmm")
+
+
+def compile_emu(source, name, params, options, check, profile=False):
     """Compile (or find in the disk cache) the kernel `name` of `source` for the emulator.
     Returns an artifact: SimpleNamespace(backend='emu', key, name, image, digest, warnings,
     origin: 'compiled' or 'disk_hits', for the caller's cache_info), `image`
@@ -218,8 +231,13 @@ def compile_emu(source, name, params, options, check):
     user_src = checked_shared(checked_source(source, params)) if check else source
     defines, options = split_defines(options)
     runtime = _runtime_key(includes, rt_sources)
+    # profile=True: the kernel instrumented as tiledmm._emu_profile's kernels are, the hooks
+    # linked in, the emulator's entry points wrapped (tiledmm/_profile_build.py).
+    hooks = _profile_hooks_source(includes) if profile else None
+    profiling = (PROFILE_KERNEL_FLAGS, PROFILE_HOOK_FLAGS, PROFILE_WRAPPED,
+                 open(hooks, "rb").read(), "linked apart") if profile else None
     key = cache.key("emu", user_src, name, defines, options, check, _cxx(), _FLAGS, _USER_FLAGS,
-                    _DIALECT, prelude_text(), runtime)
+                    _DIALECT, prelude_text(), runtime, profiling)
     so = cache.entry_path(f"user-{key}.so")
     image = cache.read_verified(so)
     log = ""
@@ -229,16 +247,34 @@ def compile_emu(source, name, params, options, check):
     else:
         with tempfile.TemporaryDirectory(dir=os.path.dirname(so), prefix=".build-") as tmp:
             rt_objs = _runtime_objects(includes, rt_sources, tmp, runtime)
+            if profile:
+                rt_objs.append(_profile_hooks_object(includes, hooks, tmp))
             text = full_source(user_src, _launcher(name, params, check), defines, "emu")
             src_path = os.path.join(tmp, "kernel.cpp")
             with open(src_path, "w") as f:
                 f.write(text)
             out = os.path.join(tmp, "kernel.so")
-            cmd = [_cxx(), *_build_flags(), *(["-DTM_CHECK"] if check else []),
-                   *_USER_FLAGS, *[f"-isystem{d}" for d in includes + [_stand_ins()]],
-                   *options, "-shared", "-o", out, src_path,
-                   "-x", "none", *rt_objs, *_link_flags()]
-            proc = _run_compiler(cmd, f"compiling kernel '{name}'")
+            compile_flags = [*_build_flags(), *(["-DTM_CHECK"] if check else []),
+                             *(PROFILE_KERNEL_FLAGS if profile else []), *_USER_FLAGS,
+                             *[f"-isystem{d}" for d in includes + [_stand_ins()]], *options]
+            link_flags = [*rt_objs, *_link_flags(),
+                          *(f"-Wl,--wrap={sym}" for sym in PROFILE_WRAPPED if profile)]
+            if not profile:
+                cmd = [_cxx(), *compile_flags, "-shared", "-o", out, src_path, "-x", "none",
+                       *link_flags]
+                proc = _run_compiler(cmd, f"compiling kernel '{name}'")
+            else:
+                # Compiled, then linked apart: -fsanitize=thread on the link line would bring
+                # libtsan, whose hooks are tiledmm's own here (emu_profile.o).
+                obj = os.path.join(tmp, "kernel.o")
+                proc = _run_compiler([_cxx(), *compile_flags, "-c", "-o", obj, src_path],
+                                     f"compiling kernel '{name}'")
+                if proc.returncode == 0:
+                    linked = _run_compiler([_cxx(), *_build_flags(), "-shared", "-o", out, "-x", "none", obj,
+                                            *link_flags], f"linking kernel '{name}'")
+                    if linked.returncode != 0:
+                        raise RuntimeError(f"linking kernel '{name}' for profile mode failed:"
+                                           "\n" + linked.stderr[-4000:])
             if proc.returncode != 0:
                 raise compile_error(name, "emu", proc.stderr.replace(src_path, "kernel.cpp"))
             with open(out, "rb") as f:
@@ -250,6 +286,18 @@ def compile_emu(source, name, params, options, check):
     return SimpleNamespace(backend="emu", key=key, name=name, image=image,
                            digest=hashlib.sha256(image).hexdigest(),
                            warnings=parse_warnings(log, "emu"), origin=origin)
+
+
+def _profile_hooks_object(includes, hooks, build_dir):
+    """The profiling hooks compiled for one user kernel's profile build (a second or so; the
+    profile build is cached as a whole, so this runs once per kernel source)."""
+    obj = os.path.join(build_dir, "emu_profile.o")
+    cmd = [_cxx(), *_build_flags(), *PROFILE_HOOK_FLAGS, *[f"-I{d}" for d in includes],
+           "-c", hooks, "-o", obj]
+    proc = _run_compiler(cmd, "building the profiling hooks for a user kernel")
+    if proc.returncode != 0:
+        raise RuntimeError("building the profiling hooks failed:\n" + proc.stderr[-4000:])
+    return obj
 
 
 def _stand_ins():
@@ -282,3 +330,20 @@ def load_emu(artifact, report_faults):
     if report_faults:
         lib.tm_user_fault_setup()
     return SimpleNamespace(handle=ctypes.cast(lib.tm_user_launch, ctypes.c_void_p).value, keep=lib)
+
+
+def counted_launch(mod, loaded, grid, block, shared, packed, warmup, repeat, profile):
+    """The backend's user_run of a loaded kernel; with profile (a profile build), counted by its
+    hooks: the pointer arguments' memory is global memory, and raw["profile_counts"] holds the
+    counters (tiledmm.profile)."""
+    run = lambda: mod.user_run(loaded.handle, grid, block, shared, packed,  # noqa: E731
+                               warmup, repeat)
+    if not profile:
+        return run()
+    from .profile import bind, counted_run
+    lib, names = bind(loaded.keep)
+    ranges = [(arg[2] or arg[1].ctypes.data, arg[3]) for arg in packed
+              if arg[0] == "p" and arg[3]]
+    raw, counts = counted_run(lib, names, ranges, run)
+    raw["profile_counts"] = counts
+    return raw

@@ -129,9 +129,10 @@ class Server:
                         address))[:nbytes]
                     packed.append(("p", host, 0, nbytes, copy_back))
             try:
-                raw = mod.user_run(kernel.handle, request["grid"], request["block"],
-                                   request["shared"], tuple(packed), request["warmup"],
-                                   request["repeat"])
+                from ._compile_emu import counted_launch
+                raw = counted_launch(mod, kernel, request["grid"], request["block"],
+                                     request["shared"], tuple(packed), request["warmup"],
+                                     request["repeat"], request.get("profile"))
             except MemoryError as exc:
                 return {"error": "MemoryError", "message": str(exc)}
             except RuntimeError as exc:

@@ -66,16 +66,37 @@ def _load():
                 "profile=True needs tiledmm._emu_profile, which this build of tiledmm does not "
                 "have (built with TILEDMM_NO_PROFILE=1 or TILEDMM_EMU_ASAN=1); rebuild without "
                 f"them (import error: {exc})") from None
-        lib = ctypes.CDLL(_mod.__file__)
-        lib.tm_profile_fields.restype = ctypes.c_char_p
-        lib.tm_profile_begin.argtypes = [ctypes.c_longlong, ctypes.c_int]
-        lib.tm_profile_end.argtypes = [ctypes.POINTER(ctypes.c_double), ctypes.c_int]
-        lib.tm_profile_end.restype = ctypes.c_int
-        lib.tm_profile_add_range.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
-        lib.tm_profile_remove_range.argtypes = [ctypes.c_size_t]
-        _names = lib.tm_profile_fields().decode().strip(",").split(",")
-        _lib = lib
+        _lib, _names = bind(ctypes.CDLL(_mod.__file__))
     return _lib, _mod
+
+
+def bind(lib):
+    """The profiling hooks' C interface of a library that has them (tiledmm._emu_profile, or a
+    user kernel's profile build): (lib with argtypes set, counter names in order)."""
+    lib.tm_profile_fields.restype = ctypes.c_char_p
+    lib.tm_profile_begin.argtypes = [ctypes.c_longlong, ctypes.c_int]
+    lib.tm_profile_end.argtypes = [ctypes.POINTER(ctypes.c_double), ctypes.c_int]
+    lib.tm_profile_end.restype = ctypes.c_int
+    lib.tm_profile_add_range.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
+    lib.tm_profile_remove_range.argtypes = [ctypes.c_size_t]
+    return lib, lib.tm_profile_fields().decode().strip(",").split(",")
+
+
+def counted_run(lib, names, ranges, run, stride=1):
+    """run() with the hooks of `lib` counting; `ranges`: (address, bytes) of the arguments'
+    memory (global memory besides the emulator's own allocations). Returns (run()'s value,
+    {counter: value})."""
+    for address, nbytes in ranges:
+        lib.tm_profile_add_range(address, nbytes)
+    lib.tm_profile_begin(stride, GRID_SMS)
+    out = (ctypes.c_double * len(names))()
+    try:
+        value = run()
+    finally:
+        lib.tm_profile_end(out, len(names))
+        for address, _ in ranges:
+            lib.tm_profile_remove_range(address)
+    return value, dict(zip(names, out))
 
 
 def available():
@@ -246,20 +267,9 @@ def _profiled_run(kernel, inputs, device_inputs, values, stride):
     lib, mod = _load()
     ranges = [(d.address, int(getattr(x, "nbytes", 0) or 0))
               for x, d in zip(inputs, device_inputs) if d]
-    for address, nbytes in ranges:
-        lib.tm_profile_add_range(address, nbytes)
-    lib.tm_profile_begin(stride, GRID_SMS)
-    out = (ctypes.c_double * len(_names))()
-    try:
-        raw = mod.run(kernel,
-                      tuple(d.placeholder if d else x for x, d in zip(inputs, device_inputs)),
-                      tuple(d.address if d else None for d in device_inputs),
-                      values, 0, 1, False)
-    finally:
-        lib.tm_profile_end(out, len(_names))
-        for address, _ in ranges:
-            lib.tm_profile_remove_range(address)
-    return raw, dict(zip(_names, out))
+    return counted_run(lib, _names, ranges, lambda: mod.run(
+        kernel, tuple(d.placeholder if d else x for x, d in zip(inputs, device_inputs)),
+        tuple(d.address if d else None for d in device_inputs), values, 0, 1, False), stride)
 
 
 def _make_profile(counts, stride, result):

@@ -69,10 +69,10 @@ import numpy as np
 
 from . import _backend
 from . import _kernel_cache
-from ._compile_emu import compile_emu, load_emu
+from ._compile_emu import compile_emu, counted_launch, load_emu
 from ._compile_nvrtc import compile_cuda, load_cuda
 from ._core import DEFAULT_RUNS, MAX_RUNS, Result
-from ._device_array import as_device_input
+from ._device_array import DeviceArray, as_device_input, to_device
 from ._isolation import Segment, default_timeout, worker
 from ._kernel_diagnostics import CompileError, CompileWarning, KernelError, emit_warnings
 from ._kernel_source import kernel_signature
@@ -162,20 +162,21 @@ class Kernel:
     def __repr__(self):
         return f"<tiledmm Kernel {self.signature}>"
 
-    def _compiled(self, backend, check):
+    def _compiled(self, backend, check, profile=False):
         """The compiled artifact for this backend and mode (memory, else disk cache, else the
-        compiler)."""
+        compiler). profile: the emulator's profile build (counting, docs/profile.md)."""
         if backend == "cuda" and check:
             raise ValueError("check mode runs on the emulator: call with backend='emu' "
                              "(on the GPU, use compute-sanitizer)")
-        key = (backend, self.source, self.name, self.options, check)
+        key = (backend, self.source, self.name, self.options, check, profile)
         with _LOCK:
             artifact = _ARTIFACTS.get(key)
         if artifact is not None:
             _kernel_cache.count("memory_hits")
             return artifact
         if backend == "emu":
-            artifact = compile_emu(self.source, self.name, self.params, list(self.options), check)
+            artifact = compile_emu(self.source, self.name, self.params, list(self.options), check,
+                                   profile)
         elif self.isolate:   # NVRTC runs in the worker, with a time limit
             reply = worker().call({"op": "compile_cuda", "source": self.source, "name": self.name,
                                    "options": list(self.options)}, timeout=600,
@@ -222,13 +223,16 @@ class Kernel:
         return checked
 
     def __call__(self, grid, block, *args, shared_bytes=0, backend=None, warmup=None,
-                 repeat=None, check=None, flops=None, timeout="default"):
+                 repeat=None, check=None, flops=None, timeout="default", profile=False):
         """Launch on `grid` blocks of `block` threads (ints or tuples of up to 3) with
         `shared_bytes` of dynamic shared memory. Returns a Result (`res.out`, `res.timing`,
         `res.launch`). `flops`: operations per launch, for `res.gflops`. `check=True` (emu):
         bounds-checked pointer parameters and race-checked shared memory. `timeout`: seconds
         the launch may take in the worker (default 60 or $TILEDMM_KERNEL_TIMEOUT; None: no
-        limit). A grid with a zero dimension launches nothing."""
+        limit). A grid with a zero dimension launches nothing. `profile=True` (emu): the
+        launch runs once more, on copies of the arrays, in a profile build of the kernel that
+        counts its memory traffic as Nsight Compute would (`res.profile`, docs/profile.md);
+        `res.profile.predict()` needs `flops` for its instruction-issue term."""
         mod, name = _backend.resolve(backend or self._backend)
         check = self.check if check is None else bool(check)
         grid, block = _dim3(grid, "grid"), _dim3(block, "block")
@@ -249,10 +253,17 @@ class Kernel:
         elif timeout is not None and (isinstance(timeout, bool) or
                                       not isinstance(timeout, (int, float)) or timeout <= 0):
             raise ValueError(f"timeout must be a number of seconds > 0 or None, got {timeout!r}")
+        if profile and name != "emu":
+            raise RuntimeError("profile=True counts a tm.compile kernel's traffic on the emu "
+                               "backend (backend='emu'); on the GPU use Nsight Compute (ncu)")
+        if profile and check:
+            raise ValueError("profile=True and check=True instrument the kernel differently: "
+                             "run one, then the other")
         checked = self._arguments(args, name)
         launch = SimpleNamespace(backend=name, mod=mod, grid=grid, block=block,
                                  shared=int(shared_bytes), warmup=int(warmup), repeat=int(repeat),
-                                 check=check, timeout=timeout)
+                                 check=check, timeout=timeout, profile=False)
+        counts = self._count(launch, args) if profile and 0 not in grid else None
         if 0 in grid:
             raw = _empty_launch(launch)
         elif self.isolate:
@@ -265,7 +276,20 @@ class Kernel:
         nbytes = sum(_nbytes(c) for c in checked)
         res = KernelResult(raw, spec, (), name, float(flops) if flops else 0.0, nbytes, warmup)
         res.params = {p.name: v for p, v in zip(self.params, args) if not p.takes_array}
+        if counts is not None:
+            from .profile import _make_profile
+            res.profile = _make_profile(counts, 1, res)
         return res
+
+    def _count(self, launch, args):
+        """profile=True: one launch of the kernel's profile build on copies of the arrays (an
+        accumulating kernel must not see its output twice); returns the counters."""
+        copies = [_aligned_copy(a) if isinstance(a, np.ndarray) else
+                  to_device(a.get(), "emu") if isinstance(a, DeviceArray) else a for a in args]
+        counting = SimpleNamespace(**{**vars(launch), "warmup": 0, "repeat": 1, "profile": True})
+        checked = self._arguments(copies, launch.backend)
+        raw = (self._run_isolated if self.isolate else self._run_in_process)(counting, checked)
+        return raw["profile_counts"]
 
     def _run_in_process(self, launch, checked):
         """isolate=False: the kernel runs in this process (csrc/user_kernels.c copies NumPy
@@ -300,11 +324,14 @@ class Kernel:
                     keep += more
                     after += [fn] if fn else []
                     continue
-                packed.append(("p", host, 0, host.nbytes, p.is_output))
-        loaded = _load_in_process(self._compiled(launch.backend, launch.check))
+                if launch.profile:   # counting works on copies: the kernel runs in them
+                    packed.append(("p", None, host.ctypes.data, host.nbytes, False))
+                else:
+                    packed.append(("p", host, 0, host.nbytes, p.is_output))
+        loaded = _load_in_process(self._compiled(launch.backend, launch.check, launch.profile))
         try:
-            raw = launch.mod.user_run(loaded.handle, launch.grid, launch.block, launch.shared,
-                                      tuple(packed), launch.warmup, launch.repeat)
+            raw = counted_launch(launch.mod, loaded, launch.grid, launch.block, launch.shared,
+                                 tuple(packed), launch.warmup, launch.repeat, launch.profile)
         except RuntimeError as exc:
             raise KernelError(f"kernel '{self.name}' on {launch.backend}: {exc}") from None
         for fn in after:
@@ -379,11 +406,12 @@ class Kernel:
         w = worker()
         request = {"op": "launch", "backend": launch.backend, "grid": launch.grid,
                    "block": launch.block, "shared": launch.shared, "args": request_args,
-                   "regions": segment.regions, "warmup": launch.warmup, "repeat": launch.repeat}
+                   "regions": segment.regions, "warmup": launch.warmup, "repeat": launch.repeat,
+                   "profile": launch.profile}
         if launch.backend == "emu":
             request["emu_threads"] = launch.mod.threads()
         what = f"kernel '{self.name}'"
-        artifact = self._compiled(launch.backend, launch.check)
+        artifact = self._compiled(launch.backend, launch.check, launch.profile)
         with w.lock:   # the worker's pid and what it has loaded belong together
             loaded = w.pid is not None and artifact.key in w.loaded
             request.update(key=artifact.key, artifact=None if loaded else artifact)
@@ -405,6 +433,16 @@ class Kernel:
     def launch(self, grid, block, *args, **kwargs):
         """The same as calling the kernel."""
         return self(grid, block, *args, **kwargs)
+
+
+def _aligned_copy(array):
+    """A C-contiguous copy of `array` at a 256-byte boundary, as cudaMalloc places a buffer
+    (the sectors a warp touches depend on it)."""
+    raw = np.empty(array.nbytes + 256, np.uint8)
+    start = -raw.ctypes.data % 256
+    copy = raw[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
+    copy[...] = array
+    return copy
 
 
 def _shape(checked):
