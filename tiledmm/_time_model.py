@@ -4,11 +4,31 @@ Profile.predict(device) calls predict() here. Per resource (DRAM, L2, L1/shared 
 issue, same-address atomics, latency/occupancy, launch overhead) a time from the counters of a
 tiledmm.profile.Profile and the device preset in tm.occupancy.PRESETS; the prediction is the
 2-norm of those times plus the launch overhead. docs/profile.md explains each term and lists
-predicted beside measured H100 times.
+predicted beside measured H100 times. Occupancy counts registers per thread from the table nvcc
+gives for the registry's kernels (tiledmm/_kernel_registers.py).
 """
 import math
 
 from .profile import Prediction
+
+
+def registers_per_thread(p):
+    """Registers per thread of the counted registry kernel as nvcc compiles it for the H100
+    (sm_90; tiledmm/_kernel_registers.py, made by benchmarks/kernel_registers.py; used for
+    every preset), or None where the table has none (a user kernel): occupancy then ignores
+    registers, as tm.occupancy does on the emulator."""
+    from ._kernel_registers import FAST_LAUNCH_SHAPES, REGISTERS
+    if p.family == "user":
+        return None
+    dtype = {4: "float32", 8: "float64"}.get(p.itemsize)
+    params = dict(p.params)
+    if p.kernel == "fast" and params.get("config") == 0:   # chosen by size: the launch says
+        shape = (p.threads_per_block, p.shared_bytes)
+        params["config"] = next((c for c, s in FAST_LAUNCH_SHAPES.items() if s == shape), 0)
+    regs = [r for k, sel, dt, r, _ in REGISTERS
+            if k == p.kernel and dt == dtype and all(params.get(n) == v for n, v in sel)]
+    return max(regs) if regs else None
+
 
 def predict(p, device):
     from . import occupancy as occ
@@ -19,7 +39,8 @@ def predict(p, device):
                          f"presets with them: {', '.join(occ.MODEL_PRESETS)}")
     sms = lim["multiprocessors"]
     clock = lim["clock_ghz"] * 1e9
-    o = occ.compute(max(1, p.threads_per_block), p.shared_bytes, None, device=device)
+    o = occ.compute(max(1, p.threads_per_block), p.shared_bytes, registers_per_thread(p),
+                    device=device)
     blocks_per_sm = max(1, o.blocks_per_sm)
     warps_per_block = -(-max(1, p.threads_per_block) // 32)
     launches = max(1, p.launches)
@@ -45,7 +66,8 @@ def predict(p, device):
     # A scheduler (4 per SM) needs warps to choose from: with fewer than
     # `warps_to_fill_scheduler` resident, an instruction waiting for its operand (an FFMA for
     # its shared load) leaves issue slots empty, and the rate falls in proportion. The warps an
-    # SM holds are the launch's blocks spread over the SMs, at most tm.occupancy's residency.
+    # SM holds are the launch's blocks spread over the SMs, at most tm.occupancy's residency
+    # (registers included: regtile dims=2's 194 registers per thread fit one 8-warp block).
     issued = (p.flops / 2 / 32 + p.global_load_requests + p.global_store_requests
               + p.shared_load_requests + p.shared_store_requests + p.barriers + p.warp_ops)
     schedulers = lim["issue_per_clock_per_sm"]

@@ -1,0 +1,160 @@
+"""Registers per thread of every registry kernel, as nvcc compiles it for the H100 (sm_90):
+writes tiledmm/_kernel_registers.py, which the time model (tiledmm/_time_model.py) uses so that
+occupancy on the emulator counts registers as the GPU does.
+
+    python benchmarks/kernel_registers.py            # needs nvcc (no GPU); about a minute
+    python benchmarks/kernel_registers.py --check    # exit 1 when the table is out of date
+
+Each cuda/*.cu is compiled as setup.py compiles it for the cuda backend (-O3 -std=c++17
+-Icuda -Icsrc), for sm_90 only, with `-Xptxas -v`: ptxas prints "Used N registers" for each
+kernel instantiation. ROWS below says which instantiation each registry kernel and parameter
+value launches (read from the kernel's launcher in cuda/); where a kernel has a 32-bit and a
+64-bit index instantiation, the 32-bit one (every matrix up to 2^31 elements uses it). A row
+that matches no compiled kernel, or more than one, is an error: a renamed kernel or a changed
+template makes this script fail rather than write a wrong table.
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(HERE, "tiledmm", "_kernel_registers.py")
+SOURCES = ["matmul_naive.cu", "matmul_tiled.cu", "matmul_coarse.cu", "matmul_colmajor.cu",
+           "matmul_regtile.cu", "matmul_fast.cu", "reduce_lecture.cu", "reduce_per_level.cu",
+           "reduce_shuffle.cu", "reduce_steps.cu", "reduce_atomic.cu", "elementwise.cu"]
+FAST = {1: "128, 128, 16, 2, 4, 2", 2: "128, 128, 8, 2, 4, 2", 3: "64, 64, 16, 2, 2, 4",
+        4: "128, 256, 32, 2, 4, 1", 5: "128, 256, 16, 2, 4, 1"}
+STEPS = ["interleaved_divergent", "interleaved_bank_conflicts", "sequential", "first_add",
+         "unroll_last_warp", "multi_element"]   # reduce_steps.cu's STEP_* in order
+
+
+def rows():
+    """(kernel, params that select the instantiation, dtype, the instantiation's name)."""
+    out = []
+    for T in ("float", "double"):
+        dt = "float32" if T == "float" else "float64"
+        out += [("naive", (), dt, f"matmul_naive_kernel<{T}>"),
+                ("naive_uncoalesced", (), dt, f"matmul_naive_uncoalesced_kernel<{T}>"),
+                ("regtile", (("dims", 1),), dt, f"matmul_regtile_kernel<{T}, 64, 64, 8, 8, 1>"),
+                ("regtile", (("dims", 2),), dt,
+                 f"matmul_regtile_kernel<{T}, 128, 128, 8, 8, 8>"),
+                ("colmajor_b", (("corner", 0),), dt, f"matmul_colmajor_naive_kernel<{T}>")]
+        for tile in (8, 16, 32):
+            out += [("tiled", (("tile", tile),), dt, f"matmul_tiled_kernel<{T}, {tile}, int>"),
+                    ("colmajor_b", (("corner", 1), ("tile", tile)), dt,
+                     f"matmul_colmajor_turned_kernel<{T}, {tile}>")]
+            out += [("coarse", (("coarsen", c), ("tile", tile)), dt,
+                     f"matmul_coarse_kernel<{T}, {tile}, {c}>") for c in (1, 2, 4, 8)]
+        out += [(k, (), dt, f"reduce_step_kernel<{T}, {i}>") for i, k in enumerate(STEPS)]
+        out += [(k, (), dt, f"{fn}<{T}>") for k, fn in (
+            ("shuffle", "reduce_shuffle_kernel"), ("vectorized", "reduce_vectorized_kernel"),
+            ("per_level", "reduce_level_kernel"), ("single_block", "reduce_single_block_kernel"),
+            ("multi_pass", "reduce_multi_pass_kernel"), ("shared", "reduce_shared_kernel"),
+            ("atomic", "reduce_atomic_kernel"),
+            ("atomic_per_element", "reduce_atomic_per_element_kernel"),
+            ("demo_wrong_block_sync", "reduce_wrong_block_sync_kernel"),
+            ("vec_add", "vec_add_kernel"), ("mat_add", "mat_add_kernel"))]
+    # fast is float32 only; configs 6 and 7 are config 4's tiles with B by cp.async
+    out += [("fast", (("config", c),), "float32",
+             f"matmul_fast_kernel<(anonymous namespace)::FastConfig<{cfg}>, int>")
+            for c, cfg in FAST.items()]
+    out += [("fast", (("config", c),), "float32",
+             f"matmul_fast_async_kernel<(anonymous namespace)::FastConfig<{FAST[4]}>, {s}, int>")
+            for c, s in ((6, 2), (7, 3))]
+    return out
+
+
+def compiled_registers(nvcc):
+    """{demangled kernel name: registers per thread} over SOURCES, for sm_90."""
+    mangled = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for src in SOURCES:
+            cmd = [nvcc, "-std=c++17", "-O3", "-arch=sm_90", "-Icuda", "-Icsrc", "-cubin",
+                   "-Xptxas", "-v", "-o", os.path.join(tmp, "k.cubin"), os.path.join("cuda", src)]
+            log = subprocess.run(cmd, cwd=HERE, capture_output=True, text=True, check=True).stderr
+            name = None
+            for line in log.splitlines():
+                m = re.search(r"Compiling entry function '(\w+)'", line)
+                if m:
+                    name = m.group(1)
+                m = re.search(r"Used (\d+) registers", line)
+                if m and name:
+                    mangled[name] = int(m.group(1))
+                    name = None
+    names = subprocess.run(["c++filt"], input="\n".join(mangled), capture_output=True,
+                           text=True, check=True).stdout.splitlines()
+    # "void name<args>(parameters)" -> "name<args>" (every kernel here is a template)
+    return {n.removeprefix("void ")[:n.removeprefix("void ").index(">(") + 1]: r
+            for n, r in zip(names, mangled.values())}
+
+
+def nvcc_version(nvcc):
+    text = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
+    m = re.search(r"release [\d.]+, V([\d.]+)", text)
+    return m.group(1) if m else "unknown"
+
+
+def launch_shapes():
+    """(threads per block, shared bytes) of each fast config on the emulator: config 0 chooses
+    a config by size, and the time model tells which one ran from the launch shape."""
+    sys.path.insert(0, HERE)
+    import numpy as np
+    import tiledmm as tm
+    A = np.ones((256, 256), np.float32)
+    shapes = {}
+    for c in range(1, 8):
+        launch = tm.matmul(A, A, kernel="fast", config=c, backend="emu").launch
+        shapes[c] = (launch.threads_per_block, launch.shared_bytes)
+    return shapes
+
+
+def render(nvcc):
+    regs = compiled_registers(nvcc)
+    shapes = launch_shapes()
+    lines = [
+        '"""Registers per thread of each registry kernel compiled for the H100 (sm_90), for the',
+        "time model's occupancy (registers are not known on the emulator). Generated by",
+        "benchmarks/kernel_registers.py (nvcc -Xptxas -v): do not edit; rerun it after changing a",
+        'kernel."""',
+        f'NVCC = "{nvcc_version(nvcc)}"',
+        'ARCH = "sm_90"',
+        "# (kernel, params that select the instantiation, dtype, registers per thread,",
+        "#  the instantiation nvcc compiled)",
+        "REGISTERS = ["]
+    for kernel, params, dt, inst in rows():
+        hits = [r for n, r in regs.items() if n == inst]
+        if len(hits) != 1:
+            raise SystemExit(f"{kernel} {params} {dt}: {len(hits)} compiled kernels named {inst}")
+        lines.append(f"    ({kernel!r}, {params!r}, {dt!r}, {hits[0]}, {inst!r}),")
+    lines.append("]")
+    lines.append("# fast: (threads per block, shared bytes) of each config, to tell which config")
+    lines.append("# config=0 chose from the counted launch")
+    lines.append(f"FAST_LAUNCH_SHAPES = {shapes!r}")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--check", action="store_true", help="compare with the table, write nothing")
+    ap.add_argument("--nvcc", default=shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc")
+    args = ap.parse_args()
+    text = render(args.nvcc)
+    if args.check:
+        with open(OUT) as f:
+            current = f.read()
+        same = [ln for ln in current.splitlines() if not ln.startswith("NVCC")] == \
+            [ln for ln in text.splitlines() if not ln.startswith("NVCC")]
+        print("up to date" if same else f"{OUT} is out of date: run {__file__}")
+        return 0 if same else 1
+    with open(OUT, "w") as f:
+        f.write(text)
+    print(f"wrote {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
