@@ -6,7 +6,7 @@ kernels. What the counters cannot know is the kernel's arithmetic: `flops=` on t
 gives it, and `min_bytes=` the compulsory DRAM traffic (default: every array argument's
 bytes once). Without `flops=`, predict() refuses rather than model a time with no FP32
 instructions in it (pass flops=0 for a kernel that does no arithmetic)."""
-from .profile import Profile, _make_profile, _names_before_sampled
+from .profile import Profile, _make_profile
 
 
 class UserKernelProfile(Profile):
@@ -29,8 +29,3 @@ def make_profile(counts, result, flops_given):
     if flops_given:
         return p
     return UserKernelProfile(**{name: getattr(p, name) for name in p.__dataclass_fields__})
-
-
-def no_counts():
-    """The counters of a launch that runs nothing (a grid with a zero dimension): all 0."""
-    return {name: 0 for name in _names_before_sampled()}

@@ -79,7 +79,6 @@ import numpy as np
 
 from . import _backend
 from . import _kernel_cache
-from . import _profile_user
 from ._compile_emu import compile_emu, counted_launch, load_emu
 from ._compile_nvrtc import compile_cuda, load_cuda
 from ._core import DEFAULT_RUNS, MAX_RUNS, Result
@@ -282,8 +281,7 @@ class Kernel:
         launch = SimpleNamespace(backend=name, mod=mod, grid=grid, block=block,
                                  shared=int(shared_bytes), warmup=int(warmup), repeat=int(repeat),
                                  check=check, timeout=timeout, profile=False)
-        counts = None if not profile else self._count(launch, args) if 0 not in grid else \
-            _profile_user.no_counts()
+        counts = self._count(launch, args) if profile and 0 not in grid else None
         if 0 in grid:
             raw = _empty_launch(launch)
         elif self.isolate:
@@ -297,7 +295,8 @@ class Kernel:
         res = KernelResult(raw, spec, (), name, float(flops) if flops else 0.0, nbytes, warmup)
         res.params = {p.name: v for p, v in zip(self.params, args) if not p.takes_array}
         if counts is not None:
-            res.profile = _profile_user.make_profile(counts, res, flops_given=flops is not None)
+            from ._profile_user import make_profile
+            res.profile = make_profile(counts, res, flops_given=flops is not None)
         return res
 
     def _count(self, launch, args):
