@@ -44,16 +44,6 @@ a KernelError and the next call works; Ctrl-C stops a running kernel (KeyboardIn
 `timeout=` seconds (default 60, $TILEDMM_KERNEL_TIMEOUT; None for no limit) end a runaway one.
 `isolate=False` runs it in the caller's process: faster to launch, with none of these promises.
 
-Profile mode (`profile=True`, emulator only; docs/profile.md): the launch runs once more, on
-256-byte aligned copies of the arrays, in a profile build of the kernel (compiled with the
-instrumentation of tiledmm._emu_profile's kernels, cached apart; the first profiled call compiles
-for a few seconds), isolated or not as the kernel is. `res.profile` holds the counters Nsight
-Compute would report (global requests and sectors, shared requests and bank conflicts, barriers,
-divergent branches, ...), counted as for tm.matmul(..., profile=True). `res.profile.predict("H100")`
-models the GPU time from them; it needs `flops=` on the launch (0 for a kernel without
-arithmetic), and `min_bytes=` sets the compulsory DRAM bytes (default: every array argument's
-bytes once). Not with `check=True`.
-
 Check mode (`check=True`, emulator only), per launch (threads may check one kernel at once):
 pointer, array (`float A[][N]`), `float **` and vector pointer parameters are bounds-checked: the
 first access outside the array passed is reported as a read or a write with the indices as
@@ -233,8 +223,7 @@ class Kernel:
         return checked
 
     def __call__(self, grid, block, *args, shared_bytes=0, backend=None, warmup=None,
-                 repeat=None, check=None, flops=None, timeout="default", profile=False,
-                 min_bytes=None):
+                 repeat=None, check=None, flops=None, timeout="default", profile=False):
         """Launch on `grid` blocks of `block` threads (ints or tuples of up to 3) with
         `shared_bytes` of dynamic shared memory. Returns a Result (`res.out`, `res.timing`,
         `res.launch`). `flops`: operations per launch, for `res.gflops`. `check=True` (emu):
@@ -243,9 +232,7 @@ class Kernel:
         limit). A grid with a zero dimension launches nothing. `profile=True` (emu): the
         launch runs once more, on copies of the arrays, in a profile build of the kernel that
         counts its memory traffic as Nsight Compute would (`res.profile`, docs/profile.md);
-        `res.profile.predict()` needs `flops` (0 for a kernel without arithmetic) and takes
-        `min_bytes` (compulsory DRAM bytes per launch; default: every array argument's bytes
-        once, also `res.min_bytes`)."""
+        `res.profile.predict()` needs `flops` for its instruction-issue term."""
         mod, name = _backend.resolve(backend or self._backend)
         check = self.check if check is None else bool(check)
         grid, block = _dim3(grid, "grid"), _dim3(block, "block")
@@ -269,11 +256,6 @@ class Kernel:
         if profile and name != "emu":
             raise RuntimeError("profile=True counts a tm.compile kernel's traffic on the emu "
                                "backend (backend='emu'); on the GPU use Nsight Compute (ncu)")
-        for label, value in (("flops", flops), ("min_bytes", min_bytes)):
-            if value is not None and (isinstance(value, bool) or
-                                      not isinstance(value, (int, float, np.integer, np.floating))
-                                      or not value >= 0):
-                raise ValueError(f"{label} must be a number >= 0 or None, got {value!r}")
         if profile and check:
             raise ValueError("profile=True and check=True instrument the kernel differently: "
                              "run one, then the other")
@@ -291,12 +273,12 @@ class Kernel:
         outputs = [args[i] for i, p in enumerate(self.params) if p.is_output]
         raw["out"] = None if not outputs else outputs[0] if len(outputs) == 1 else tuple(outputs)
         spec = SimpleNamespace(name=self.name, family="user", params=())
-        nbytes = sum(_nbytes(c) for c in checked) if min_bytes is None else float(min_bytes)
+        nbytes = sum(_nbytes(c) for c in checked)
         res = KernelResult(raw, spec, (), name, float(flops) if flops else 0.0, nbytes, warmup)
         res.params = {p.name: v for p, v in zip(self.params, args) if not p.takes_array}
         if counts is not None:
-            from ._profile_user import make_profile
-            res.profile = make_profile(counts, res, flops_given=flops is not None)
+            from .profile import _make_profile
+            res.profile = _make_profile(counts, 1, res)
         return res
 
     def _count(self, launch, args):
