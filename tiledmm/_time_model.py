@@ -9,7 +9,25 @@ gives for the registry's kernels (tiledmm/_kernel_registers.py).
 """
 import math
 
+from . import _backend, _device
+from . import occupancy as occ
 from .profile import Prediction
+
+DEFAULT_DEVICE = "H100"   # without a GPU: the lectures' measured GPU
+
+
+def default_device():
+    """(preset, why) for predict() with no device: on a GPU the running GPU's preset, matched by
+    name and compute capability; without one, or where no preset matches, the H100's."""
+    if _backend.cuda_device_count() > 0:
+        info = _device.device_info("cuda")
+        cc = tuple(info["compute_capability"])
+        key = occ.preset_for(info["name"], cc)
+        if key is not None:
+            return key, f"the running GPU, {info['name']}"
+        return DEFAULT_DEVICE, (f"no preset matches the running GPU, {info['name']} (cc "
+                                f"{cc[0]}.{cc[1]}); pass device= to choose one")
+    return DEFAULT_DEVICE, "no GPU here; pass device= to choose another preset"
 
 
 def registers_per_thread(p):
@@ -30,8 +48,10 @@ def registers_per_thread(p):
     return max(regs) if regs else None
 
 
-def predict(p, device):
-    from . import occupancy as occ
+def predict(p, device=None):
+    why = ""
+    if device is None:
+        device, why = default_device()
     lim = occ.device_limits(device)
     missing = [k for k in occ.MODEL_KEYS if lim.get(k) is None]
     if missing:
@@ -94,4 +114,4 @@ def predict(p, device):
     total = overlap + t["launch overhead"]
     bound = max(t, key=t.get)
     return Prediction(ms=total * 1e3, bound=bound, times_ms={k: v * 1e3 for k, v in t.items()},
-                      device=lim["name"], occupancy=o)
+                      device=lim["name"], occupancy=o, device_chosen_because=why)

@@ -15,7 +15,8 @@ which is what `res.launch.blocks_per_sm` reports.
 
 Presets: the lectures' GPUs (G80, GM107, GM204: limits from the lectures where they give them,
 the rest from the compute-capability tables of the CUDA C Programming Guide, cc 1.0, 5.0 and
-5.2) and current ones (T4 cc 7.5, A100 cc 8.0, H100 cc 9.0). `peak_gflops` and
+5.2) and current ones (T4 cc 7.5, A100 cc 8.0, H100 and H200 cc 9.0, and the hosted
+notebooks' and desktops' L4 and RTX 4090 cc 8.9, A10G and RTX 3090 cc 8.6). `peak_gflops` and
 `bandwidth_gbs` are the vendors' data-sheet figures of one board of each chip (named in
 `board`), for the traffic model's rooflines.
 """
@@ -27,8 +28,8 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 
-__all__ = ["occupancy", "Occupancy", "PRESETS", "preset", "device_limits", "max_tile_size",
-           "tile_table", "RESOURCES"]
+__all__ = ["occupancy", "Occupancy", "PRESETS", "preset", "preset_for", "device_limits",
+           "max_tile_size", "tile_table", "RESOURCES"]
 
 # The four per-SM resources, in the order a tie is reported.
 RESOURCES = ("threads", "blocks", "shared_memory", "registers")
@@ -81,6 +82,32 @@ PRESETS: Dict[str, dict] = {
                     227 * _KB, 65536, 65536, 255, 66900.0, 3350.0, reserved_shared=1 * _KB,
                     shared_unit=128,
                     source="CUDA C Programming Guide, compute capability 9.0"),
+    # The GPU tiledmm's benchmarks run on: the H100's SM (cc 9.0, 132 SMs, by
+    # cudaGetDeviceProperties) with 141 GB of HBM3e at 4.8 TB/s (data sheet).
+    "H200": _preset("H200", (9, 0), "H200 SXM 141GB", 132, 1024, 2048, 32, 228 * _KB,
+                    227 * _KB, 65536, 65536, 255, 66900.0, 4800.0, reserved_shared=1 * _KB,
+                    shared_unit=128,
+                    source="CUDA C Programming Guide, compute capability 9.0; H200 data sheet"),
+    # Hosted notebooks' GPUs (Colab, cloud notebooks) and the common desktop boards:
+    # cc 8.6 and 8.9 tables (1,536 threads and 100 KB of shared memory per SM; 16 or 24
+    # blocks), FP32 peak and bandwidth from each board's data sheet.
+    "L4": _preset("L4", (8, 9), "NVIDIA L4", 58, 1024, 1536, 24, 100 * _KB, 99 * _KB, 65536,
+                  65536, 255, 30300.0, 300.0, reserved_shared=1 * _KB, shared_unit=128,
+                  source="CUDA C Programming Guide, compute capability 8.9; L4 data sheet"),
+    "A10G": _preset("A10G", (8, 6), "NVIDIA A10G", 80, 1024, 1536, 16, 100 * _KB, 99 * _KB,
+                    65536, 65536, 255, 31200.0, 600.0, reserved_shared=1 * _KB,
+                    shared_unit=128,
+                    source="CUDA C Programming Guide, compute capability 8.6; A10G data sheet"),
+    "RTX4090": _preset("RTX4090", (8, 9), "GeForce RTX 4090", 128, 1024, 1536, 24, 100 * _KB,
+                       99 * _KB, 65536, 65536, 255, 82600.0, 1008.0, reserved_shared=1 * _KB,
+                       shared_unit=128,
+                       source="CUDA C Programming Guide, compute capability 8.9; RTX 4090 "
+                              "data sheet"),
+    "RTX3090": _preset("RTX3090", (8, 6), "GeForce RTX 3090", 82, 1024, 1536, 16, 100 * _KB,
+                       99 * _KB, 65536, 65536, 255, 35600.0, 936.0, reserved_shared=1 * _KB,
+                       shared_unit=128,
+                       source="CUDA C Programming Guide, compute capability 8.6; RTX 3090 "
+                              "data sheet"),
 }
 
 
@@ -106,18 +133,58 @@ _MODEL_FIGURES = {
                  memory_parallelism=4.0, same_address_atomics_per_s=4.5e8,
                  launch_overhead_us=3.0, call_overhead_us=6.0, warps_to_fill_scheduler=4),
 }
+# The other presets' model figures: clock and L2 size from the data sheets (the H200's L2 as
+# cudaGetDeviceProperties gives it, 62,914,560 B), L2 bandwidth and latencies round figures of
+# the same microbenchmark sources for Ampere and Ada; the same-address atomic rate and the
+# overheads are the H100's, the atomic rate scaled by the clock. Leads, not measurements: only
+# the H100's and H200's predictions have been set beside measured times.
+
+
+def _model(clock_ghz, l2_mib, l2_bandwidth_gbs, l2_latency_ns, dram_latency_ns):
+    h100 = _MODEL_FIGURES["H100"]
+    return dict(h100, clock_ghz=clock_ghz, l2_bytes=int(l2_mib * _KB * _KB),
+                l2_bandwidth_gbs=l2_bandwidth_gbs, l2_latency_ns=l2_latency_ns,
+                dram_latency_ns=dram_latency_ns,
+                same_address_atomics_per_s=h100["same_address_atomics_per_s"] * clock_ghz
+                / h100["clock_ghz"])
+
+
+_MODEL_FIGURES.update(
+    H200=_model(1.98, 60, 5500.0, 140.0, 500.0),
+    L4=_model(2.04, 48, 1600.0, 230.0, 600.0),
+    A10G=_model(1.71, 6, 2000.0, 200.0, 550.0),
+    RTX4090=_model(2.52, 72, 5000.0, 150.0, 550.0),
+    RTX3090=_model(1.695, 6, 2500.0, 200.0, 550.0),
+)
 for _name, _figures in _MODEL_FIGURES.items():
     PRESETS[_name].update(_figures)
 MODEL_PRESETS = tuple(_MODEL_FIGURES)
 
 
+def _key(name):
+    return str(name).lower().replace(" ", "").replace("-", "").replace("_", "")
+
+
 def preset(name):
-    """The limits of a named GPU (case-insensitive): one of PRESETS' keys."""
+    """The limits of a named GPU (case, spaces and dashes ignored: "RTX 4090" is RTX4090): one
+    of PRESETS' keys."""
     for key, value in PRESETS.items():
-        if key.lower() == str(name).lower():
+        if _key(key) == _key(name):
             return dict(value)
     raise ValueError(f"unknown device preset {name!r}; choose one of {', '.join(PRESETS)} "
                      "(or None for the current device, or a dict of limits)")
+
+
+def preset_for(device_name, compute_capability):
+    """The preset of a real GPU, matched by its name (cudaGetDeviceProperties' "NVIDIA H200",
+    "NVIDIA GeForce RTX 4090", ...) and its compute capability, or None. Longer preset names
+    are tried first, so that "A100" is not taken for an "A10"."""
+    name = _key(device_name)
+    for key in sorted(PRESETS, key=len, reverse=True):
+        if _key(key) in name and tuple(PRESETS[key]["compute_capability"]) == \
+                tuple(compute_capability):
+            return key
+    return None
 
 
 def device_limits(device=None, backend=None):
@@ -316,7 +383,8 @@ def occupancy(kernel=None, *, device=None, threads_per_block=None, shared_bytes=
             with `params` such as tile=32), a Result (its launch is used as is), or None
             (give threads_per_block, shared_bytes and optionally registers_per_thread).
         device: None for the current device (tm.device_info()), a preset name ('G80', 'GM107',
-            'GM204', 'T4', 'A100', 'H100') or a dict of limits.
+            'GM204', 'T4', 'A100', 'H100', 'H200', 'L4', 'A10G', 'RTX4090', 'RTX3090') or a
+            dict of limits.
         threads_per_block: with shared_bytes and registers_per_thread, overrides what the
             launch says (registers are unknown on the emulator: give them to see their effect).
 

@@ -115,15 +115,18 @@ class Prediction:
     `ms` is the predicted time of the call's launches, `bound` the resource that bounds it
     ("DRAM", "L2", "shared memory", "L1/LSU", "FP32 issue", "atomics", "latency/occupancy"
     or "launch overhead"), `times_ms` each resource's own time, `device` the preset used, and
-    `occupancy` the resident blocks per SM the model assumed."""
+    `occupancy` the resident blocks per SM the model assumed. `device_chosen_because` says why
+    that preset, when predict() was given none."""
     ms: float
     bound: str
     times_ms: Dict[str, float]
     device: str
     occupancy: object
+    device_chosen_because: str = ""
 
     def __repr__(self):
-        return f"<Prediction {self.ms:.4g} ms on {self.device}, bound by {self.bound}>"
+        why = f" ({self.device_chosen_because})" if self.device_chosen_because else ""
+        return f"<Prediction {self.ms:.4g} ms on {self.device}{why}, bound by {self.bound}>"
 
 
 @dataclass(frozen=True)
@@ -225,9 +228,11 @@ class Profile:
                  shared_load_conflicts_per_request=self.shared_load_conflicts_per_request)
         return d
 
-    def predict(self, device="H100"):
+    def predict(self, device=None):
         """Predicted GPU time of these launches on a device preset (tm.occupancy.PRESETS) from
-        the counts. See docs/profile.md for the model and its limits."""
+        the counts. device=None: on a GPU the running GPU's preset (by name and compute
+        capability), else the H100's; the Prediction says which and why. See docs/profile.md
+        for the model and its limits."""
         if self.source != "emu":
             raise ValueError(
                 "predict() models GPU time from the emulator's counts; this profile was "
@@ -238,16 +243,24 @@ class Profile:
         return predict(self, device)
 
     def __repr__(self):
-        head = (f"<Profile {self.kernel}: global ld {self.global_load_requests:,.0f} req "
-                f"({self.global_load_sectors_per_request:.2f} sectors/req), st "
-                f"{self.global_store_requests:,.0f} req; shared ld {self.shared_load_requests:,.0f}"
-                f" ({self.shared_load_bank_conflicts:,.0f} conflicts), st "
-                f"{self.shared_store_requests:,.0f} ({self.shared_store_bank_conflicts:,.0f})")
-        if self.global_atomics:
-            head += f"; atomics {self.global_atomics:,.0f}"
+        head = (f"<Profile {self.kernel}: global ld {_shown(self.global_load_requests)} req "
+                f"({_shown(self.global_load_sectors_per_request, '.2f')} sectors/req), st "
+                f"{_shown(self.global_store_requests)} req; shared ld "
+                f"{_shown(self.shared_load_requests)} "
+                f"({_shown(self.shared_load_bank_conflicts)} conflicts), st "
+                f"{_shown(self.shared_store_requests)} "
+                f"({_shown(self.shared_store_bank_conflicts)})")
+        if self.global_atomics:   # nan (a metric ncu did not give) is shown as n/a
+            head += f"; atomics {_shown(self.global_atomics)}"
         if self.sampled:
             head += f"; sampled 1 block in ~{self.sample_stride}"
         return head + ">"
+
+
+def _shown(value, spec=",.0f"):
+    """A counter as the repr shows it: "n/a" where the source had no such metric (nan)."""
+    return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) \
+        else format(value, spec)
 
 
 def _ratio(a, b):
