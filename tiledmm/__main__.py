@@ -8,12 +8,17 @@ import tiledmm as tm
 from tiledmm import _registry, bench
 from tiledmm.testing import assert_matmul_close
 
-# Printed under the demo's table on the emulator, where tiled usually loses to naive.
-EMU_DEMO_NOTE = ("On emu these are CPU times of an emulator: every __syncthreads is a thread "
-                 "switch and\nshared memory is ordinary CPU cache, so tiled pays for its barriers "
-                 "and saves little;\nthe modelled traffic column is what tiling saves on a GPU. "
-                 "What an H100 would count and how fast\nit would run, counted here: "
-                 "tm.matmul(A, B, kernel=\"tiled\", profile=True) (docs/profile.md).")
+# Printed under the demo's table on the emulator, where tiled usually loses to naive in CPU time.
+EMU_DEMO_NOTE = ("On emu the ms column is CPU time of an emulator: every __syncthreads is a thread "
+                 "switch and shared\nmemory is ordinary CPU cache, so tiled pays for its barriers "
+                 "and saves little there. The last\ncolumn is the lesson: the global and shared "
+                 "traffic an H100 would have, counted here at the\nlecture's 1024^3 with Nsight "
+                 "Compute's definitions, and the H100 time a model predicts from it\n"
+                 "(tm.matmul(A, B, kernel=\"tiled\", profile=True), docs/profile.md).")
+# Where the demo counts traffic on emu: the lesson's size, where the grids fill an H100.
+DEMO_COUNT_SIZE = 1024
+DEMO_KERNELS = [("naive", {}), ("naive_uncoalesced", {}), ("tiled", {"tile": 8}),
+                ("tiled", {"tile": 16}), ("tiled", {"tile": 32})]
 
 
 def cmd_info(args):
@@ -22,25 +27,40 @@ def cmd_info(args):
     print(tm.kernels())
 
 
+def demo_rows(backend, n, count_size=DEMO_COUNT_SIZE):
+    """The demo's rows: each kernel run at n x n on `backend`, checked against NumPy; on emu also
+    the H100 time predicted from the traffic counted at count_size^3 (None on cuda)."""
+    rng = np.random.default_rng(1)
+    A = (rng.random((n, n), dtype=np.float32) * 2 - 1)
+    B = (rng.random((n, n), dtype=np.float32) * 2 - 1)
+    counted = ([(rng.random((count_size, count_size), dtype=np.float32) * 2 - 1) for _ in "AB"]
+               if backend != "cuda" else None)
+    rows = []
+    for kernel, params in DEMO_KERNELS:
+        res = tm.matmul(A, B, kernel=kernel, backend=backend, **params)
+        assert_matmul_close(res.out, A, B)
+        predicted = (tm.profile.count("matmul", kernel, *counted, **params).predict("H100")
+                     if counted is not None else None)
+        rows.append((kernel + "".join(f" {k}={v}" for k, v in params.items()), res, predicted))
+    return rows
+
+
 def cmd_demo(args):
     backend = args.backend or tm.get_backend()
     n = args.size or (2048 if backend == "cuda" else 128)
     info = tm.device_info(backend=backend)
     print(f"backend {backend}: {info['name']}")
-    rng = np.random.default_rng(1)
-    A = (rng.random((n, n), dtype=np.float32) * 2 - 1)
-    B = (rng.random((n, n), dtype=np.float32) * 2 - 1)
     print(f"C = A @ B, {n}x{n} float32, checked against numpy in float64\n")
-    print(f"{'kernel':<20}{'ms':>10}{'GFLOP/s':>12}{'modelled traffic MB':>22}  check")
-    for kernel, params in [("naive", {}), ("naive_uncoalesced", {}), ("tiled", {"tile": 8}),
-                           ("tiled", {"tile": 16}), ("tiled", {"tile": 32})]:
-        res = tm.matmul(A, B, kernel=kernel, backend=backend, **params)
-        assert_matmul_close(res.out, A, B)
-        label = kernel + "".join(f" {k}={v}" for k, v in params.items())
+    emu = backend != "cuda"
+    predicted_head = f"H100 ms predicted ({DEMO_COUNT_SIZE}^3)" if emu else ""
+    print(f"{'kernel':<20}{'CPU ms' if emu else 'ms':>10}{'GFLOP/s':>12}"
+          f"{'modelled traffic MB':>22}{predicted_head:>30}  check")
+    for label, res, predicted in demo_rows(backend, n):
+        column = f"{predicted.ms:>30.3f}" if predicted is not None else ""
         print(f"{label:<20}{res.timing.kernel_ms:>10.3f}{res.gflops:>12.3g}"
-              f"{res.model_bytes / 1e6:>22.1f}  ok")
+              f"{res.model_bytes / 1e6:>22.1f}{column}  ok")
     print(f"\n({res.timing.clock}; median of {len(res.timing.samples_ms)} run(s))")
-    if backend != "cuda":
+    if emu:
         print(EMU_DEMO_NOTE)
 
 
