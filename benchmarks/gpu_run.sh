@@ -3,10 +3,12 @@
 # backends, compute-sanitizer over every kernel, the demo, the benchmarks (kernels against
 # cuBLAS and a device copy; NumPy round trips against pinned copies and numpy.matmul), and the
 # notebooks with their outputs. Logs go to $OUT (or ./out); short tables come last.
-#   usage: bash benchmarks/gpu_run.sh [all|test|bench] [extra bench args]
+#   usage: bash benchmarks/gpu_run.sh [all|test|bench|lessons|profile] [extra bench args]
 #   test:  build, pytest (both backends), compute-sanitizer (memcheck, racecheck, synccheck,
 #          initcheck) over every kernel
 #   bench: build (kept from `test` on the same machine), demo, bench, notebooks
+#   lessons: bench at the lessons' sizes (matmul 1024^3, reduce 2^24), and the time model's
+#          prediction for this GPU's preset beside it, the lesson pairs' ratios last
 #   profile: build, the emulator's profile counters against Nsight Compute for every kernel
 #          (benchmarks/profile_vs_ncu.py), profile=True on cuda (tests/test_profile_ncu.py), and
 #          bench --profile: measured H100 time beside the time predicted from counted traffic
@@ -63,6 +65,18 @@ if [ "$stage" = all ] || [ "$stage" = bench ]; then
 
     echo "== bench"
     python3 -m tiledmm bench --end-to-end --csv "$OUT/bench.csv" "$@" | tee "$OUT/bench.txt"
+fi
+
+if [ "$stage" = all ] || [ "$stage" = lessons ]; then
+    echo "== the lesson pairs: predicted for this GPU's preset from counted traffic, beside measured"
+    python3 -m tiledmm bench --family matmul --sizes 1024 --csv "$OUT/lessons_matmul.csv" \
+        >"$OUT/lessons_bench.txt" 2>&1
+    python3 -m tiledmm bench --family reduce --sizes 16777216 --csv "$OUT/lessons_reduce.csv" \
+        >>"$OUT/lessons_bench.txt" 2>&1
+    preset=$(python3 -c "from tiledmm import _time_model as t; print(t.default_device()[0])")
+    python3 benchmarks/predicted_vs_measured.py --device "$preset" \
+        --csv "$OUT/lessons_matmul.csv" "$OUT/lessons_reduce.csv" \
+        2>&1 | tee "$OUT/predicted_vs_measured.md" | tail -18
 fi
 
 if [ "$stage" = all ] || [ "$stage" = profile ]; then

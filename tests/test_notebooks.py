@@ -57,6 +57,22 @@ def test_committed_notebooks_match_their_sources():
             f"{os.path.basename(path)} differs from its .py: run jupytext --sync notebooks/*.py"
 
 
+def test_committed_outputs_show_what_the_sources_draw():
+    """A notebook whose cells draw figures (plt.show) carries them in its committed outputs: the
+    docs site shows the .ipynb as committed (issue 28: notebook 08's plot was missing)."""
+    for path in NOTEBOOKS:
+        with open(path[:-6] + ".py", encoding="utf-8") as f:
+            draws = f.read().count("plt.show()")
+        with open(path, encoding="utf-8") as f:
+            cells = json.load(f)["cells"]
+        figures = sum("image/png" in out.get("data", {}) for c in cells
+                      for out in c.get("outputs", []))
+        errors = [out for c in cells for out in c.get("outputs", [])
+                  if out.get("output_type") == "error"]
+        assert figures >= draws, f"{os.path.basename(path)}: {draws} plt.show(), {figures} figures"
+        assert not errors, f"{os.path.basename(path)} was committed with an error output"
+
+
 def test_notebooks_use_only_public_names():
     """Students copy from the notebooks: no tm._private or tm.module._private names."""
     import re

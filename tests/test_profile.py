@@ -163,24 +163,7 @@ def _measured_ms(kernel, params, size):
     raise LookupError((kernel, params, size))
 
 
-_PAIRS = [
-    ("matmul", ("naive", dict(block=16)), ("tiled", dict(tile=16))),
-    ("matmul", ("tiled", dict(tile=8)), ("tiled", dict(tile=16))),
-    ("matmul", ("tiled", dict(tile=16)), ("tiled", dict(tile=32))),
-    ("matmul", ("naive_uncoalesced", dict(block=32)), ("naive", dict(block=32))),
-    ("matmul", ("colmajor_b", dict(corner=0)), ("colmajor_b", dict(corner=1))),
-    ("matmul", ("tiled", dict(tile=32)), ("coarse", dict(coarsen=4))),
-    ("matmul", ("regtile", dict(dims=1)), ("regtile", dict(dims=2))),
-    ("matmul", ("regtile", dict(dims=2)), ("fast", dict(config=0))),
-    ("reduce", ("interleaved_divergent", dict(block=256)),
-     ("interleaved_bank_conflicts", dict(block=256))),
-    ("reduce", ("interleaved_bank_conflicts", dict(block=256)), ("sequential", dict(block=256))),
-    ("reduce", ("sequential", dict(block=256)), ("first_add", dict(block=256))),
-    ("reduce", ("first_add", dict(block=256)), ("unroll_last_warp", dict(block=256))),
-    ("reduce", ("unroll_last_warp", dict(block=256)), ("shuffle", dict(block=256))),
-    ("reduce", ("per_level", dict(block=256)), ("shuffle", dict(block=256))),
-    ("reduce", ("atomic_per_element", dict(block=256)), ("atomic", dict(block=256))),
-]
+_PAIRS = tmprof.LESSON_PAIRS
 _profiles = {}
 
 

@@ -402,6 +402,26 @@ def row_fields(p, device="H100"):
 # mostly the call's fixed overhead). Counting takes about a second per matmul on one core
 # (sampled) and 2-5 s per reduction (in full).
 LESSON_SIZES = {"matmul": 1024, "reduce": 1 << 24, "elementwise": 1 << 24}
+# The lectures' performance lessons as (family, slower kernel, faster kernel) on the H100: what
+# the time model must order right (tests/test_profile.py, benchmarks/predicted_vs_measured.py).
+LESSON_PAIRS = [
+    ("matmul", ("naive", dict(block=16)), ("tiled", dict(tile=16))),
+    ("matmul", ("tiled", dict(tile=8)), ("tiled", dict(tile=16))),
+    ("matmul", ("tiled", dict(tile=16)), ("tiled", dict(tile=32))),
+    ("matmul", ("naive_uncoalesced", dict(block=32)), ("naive", dict(block=32))),
+    ("matmul", ("colmajor_b", dict(corner=0)), ("colmajor_b", dict(corner=1))),
+    ("matmul", ("tiled", dict(tile=32)), ("coarse", dict(coarsen=4))),
+    ("matmul", ("regtile", dict(dims=1)), ("regtile", dict(dims=2))),
+    ("matmul", ("regtile", dict(dims=2)), ("fast", dict(config=0))),
+    ("reduce", ("interleaved_divergent", dict(block=256)),
+     ("interleaved_bank_conflicts", dict(block=256))),
+    ("reduce", ("interleaved_bank_conflicts", dict(block=256)), ("sequential", dict(block=256))),
+    ("reduce", ("sequential", dict(block=256)), ("first_add", dict(block=256))),
+    ("reduce", ("first_add", dict(block=256)), ("unroll_last_warp", dict(block=256))),
+    ("reduce", ("unroll_last_warp", dict(block=256)), ("shuffle", dict(block=256))),
+    ("reduce", ("per_level", dict(block=256)), ("shuffle", dict(block=256))),
+    ("reduce", ("atomic_per_element", dict(block=256)), ("atomic", dict(block=256))),
+]
 
 
 def lesson_table(family, cases, size=None, device="H100", measure_size=None, backend=None,
