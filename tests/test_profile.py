@@ -167,7 +167,7 @@ _PAIRS = tmprof.LESSON_PAIRS
 _profiles = {}
 
 
-def _predicted_ms(family, kernel, params):
+def _predicted_ms(family, kernel, params, device="H100"):
     key = (family, kernel, tuple(params.items()))
     if key not in _profiles:
         if family == "matmul":   # 1024^3, sampled (1 block in 64)
@@ -175,8 +175,31 @@ def _predicted_ms(family, kernel, params):
             inputs = (A, A)
         else:                    # 2^20 elements, in full (2^24 takes 3-9 s per kernel here)
             inputs = (np.ones(2 ** 20, np.float32),)
-        _profiles[key] = tmprof.count(family, kernel, *inputs, **params).predict("H100")
-    return _profiles[key].ms
+        _profiles[key] = tmprof.count(family, kernel, *inputs, **params)
+    return _profiles[key].predict(device).ms
+
+
+_H200_MATMUL_CSV = _H100_CSV.parent / "h200_lessons_matmul.csv"
+
+
+def _h200_measured_ms(kernel, params):
+    import csv
+    text = ",".join(f"{k}={v}" for k, v in params.items())
+    for r in csv.DictReader(open(_H200_MATMUL_CSV)):
+        if r["kernel"] == kernel and r["params"] == text and r["M"] == "1024":
+            return float(r["ms"])
+    raise LookupError((kernel, params))
+
+
+@pytest.mark.parametrize("family, slow, fast", [p for p in _PAIRS if p[0] == "matmul"])
+def test_lesson_pair_on_the_h200(family, slow, fast):
+    # Issue 28: the H200 preset against the H200's own bench (benchmarks/gpu_run.sh lessons,
+    # 1024^3, CUDA events): the same direction and 2x band as on the H100.
+    measured = _h200_measured_ms(*slow) / _h200_measured_ms(*fast)
+    predicted = _predicted_ms(family, *slow, "H200") / _predicted_ms(family, *fast, "H200")
+    if not 1 / 1.2 <= measured <= 1.2:
+        assert (predicted > 1) == (measured > 1), (predicted, measured)
+    assert 0.5 <= predicted / measured <= 2, (predicted, measured)
 
 
 @pytest.mark.parametrize("family, slow, fast", _PAIRS)
