@@ -246,19 +246,66 @@ __device__ __forceinline__ void copy_b_async(const float *__restrict__ B, Index 
     }
 }
 
+// One k of the warp's product (SGEMM_CUDA's processFromSmem, CUTLASS's MmaSimt): this thread's
+// fragments, TM values of A from Ak (rows rm * 32 + 0..3 of its column) and TN values of B from Bk
+// (columns rn * 16 + 0..3), then their outer product into acc. The order of the multiply-adds is
+// CUTLASS's (thread/mma_sm50.h): 2 x 2 blocks (m,n) (m+1,n) (m+1,n+1) (m,n+1), each sharing a
+// multiplicand with the one before, so that both operands of most FFMAs come from the operand
+// reuse cache; the blocks run down a column pair, then back up the next. ptxas keeps this order
+// only in kernels named as below (kernel_tag); elsewhere it re-sorts the FFMAs into column sweeps.
+template <typename Cfg>
+__device__ __forceinline__ void warp_mma_k(const float *Ak, const float *Bk,
+                                           float (&acc)[Cfg::TM][Cfg::TN])
+{
+    const int TM = Cfg::TM, TN = Cfg::TN;
+    float a[TM], b[TN];
+#pragma unroll
+    for (int rm = 0; rm < Cfg::RM; ++rm) {
+        const float4 v = *reinterpret_cast<const float4 *>(Ak + rm * 32);
+        a[rm * 4 + 0] = v.x; a[rm * 4 + 1] = v.y; a[rm * 4 + 2] = v.z; a[rm * 4 + 3] = v.w;
+    }
+#pragma unroll
+    for (int rn = 0; rn < Cfg::RN; ++rn) {
+        const float4 v = *reinterpret_cast<const float4 *>(Bk + rn * 16);
+        b[rn * 4 + 0] = v.x; b[rn * 4 + 1] = v.y; b[rn * 4 + 2] = v.z; b[rn * 4 + 3] = v.w;
+    }
+#pragma unroll
+    for (int n = 0; n < TN; n += 2)
+#pragma unroll
+        for (int mm = 0; mm < TM; mm += 2) {
+            const int m = (n % 4) ? TM - 2 - mm : mm;
+            acc[m][n] += a[m] * b[n];
+            acc[m + 1][n] += a[m + 1] * b[n];
+            acc[m + 1][n + 1] += a[m + 1] * b[n + 1];
+            acc[m][n + 1] += a[m] * b[n + 1];
+        }
+}
+
+// ptxas (CUDA 12 and 13, sm_80/sm_90, checked with 13.0) schedules the FFMAs of a kernel whose
+// name contains "cutlass" as the source orders them and updates every accumulator in place; any
+// other kernel gets its independent FFMAs re-sorted into column sweeps that reuse one operand at
+// best (benchmarks/fast_notes.md v8: the same PTX, renamed, goes from 93 to 493 of 1,024 FFMAs
+// reusing both operands; the PTX bisection found nothing else that moves it). This tag type is a
+// template argument of both kernels for that reason alone: it puts the word in their mangled names.
+struct kernel_tag_ffma_order_as_in_cutlass {};
+// The register-staged kernel (configs 1-5) keeps ptxas's own order: with the source order kept it
+// spills (config 4: 224 bytes at 255 registers), since its 48 staging registers leave no room for
+// the fragments the 2 x 2 order keeps live. The async kernel has them free (228 registers).
+struct kernel_tag_default_ffma_order {};
+
 }  // namespace
 
 // Index is int when every matrix has fewer than 2^31 elements (cheaper address arithmetic,
 // fewer registers), long long otherwise. Shared memory is dynamic (the large tiles need more
 // than 48 KB): two stages of A (transposed) then two stages of B.
-template <typename Cfg, typename Index>
+template <typename Cfg, typename Index, typename Tag = kernel_tag_default_ffma_order>
 __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
 matmul_fast_kernel(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C,
                    Index M, Index N, Index K, int vec_a, int vec_b, int vec_c,
                    unsigned first_block_y)
 {
     const int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, AS = Cfg::A_STRIDE;
-    const int TM = Cfg::TM, TN = Cfg::TN, RM = Cfg::RM, RN = Cfg::RN;
+    const int TM = Cfg::TM, TN = Cfg::TN;
     TM_DYNAMIC_SHARED(float, smem);
     float *const As0 = smem;                       // stage s: As0 + s * A_STAGE
     float *const Bs0 = smem + 2 * Cfg::A_STAGE;    // stage s: Bs0 + s * B_STAGE
@@ -295,23 +342,7 @@ matmul_fast_kernel(const float *__restrict__ A, const float *__restrict__ B, flo
         const float *const Ak = As0 + stage * Cfg::A_STAGE + m0;  // this thread's A column
         const float *const Bk = Bs0 + stage * Cfg::B_STAGE + n0;  // this thread's B row
 #pragma unroll
-        for (int kk = 0; kk < BK; ++kk) {
-            float a[TM], b[TN];
-#pragma unroll
-            for (int rm = 0; rm < RM; ++rm) {
-                const float4 v = *reinterpret_cast<const float4 *>(Ak + kk * AS + rm * 32);
-                a[rm * 4 + 0] = v.x; a[rm * 4 + 1] = v.y; a[rm * 4 + 2] = v.z; a[rm * 4 + 3] = v.w;
-            }
-#pragma unroll
-            for (int rn = 0; rn < RN; ++rn) {
-                const float4 v = *reinterpret_cast<const float4 *>(Bk + kk * BN + rn * 16);
-                b[rn * 4 + 0] = v.x; b[rn * 4 + 1] = v.y; b[rn * 4 + 2] = v.z; b[rn * 4 + 3] = v.w;
-            }
-#pragma unroll
-            for (int i = 0; i < TM; ++i)
-#pragma unroll
-                for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
-        }
+        for (int kk = 0; kk < BK; ++kk) warp_mma_k<Cfg>(Ak + kk * AS, Bk + kk * BN, acc);
         // The other stage was last read before the previous barrier: safe to overwrite.
         if (has_next)
             store_tiles<Cfg>(As0 + (stage ^ 1) * Cfg::A_STAGE, Bs0 + (stage ^ 1) * Cfg::B_STAGE,
@@ -327,17 +358,14 @@ matmul_fast_kernel(const float *__restrict__ A, const float *__restrict__ B, flo
 // matmul_fast_kernel (through registers, transposed, two stages). No registers hold B between
 // its load and its store. Groups: one commit per copy issued (empty ones too), so that
 // wait<S_B - 2> at the end of step s means B of step s + 1 has landed.
-// The k loop below repeats matmul_fast_kernel's on purpose: as a shared __forceinline__ function
-// it changes this kernel's register allocation (253 -> 251 registers, 60 bytes of spills in the
-// long long build) and measured 0.2-0.5% slower on the H100 (fast_notes.md v5).
-template <typename Cfg, int S_B, typename Index>
+template <typename Cfg, int S_B, typename Index, typename Tag = kernel_tag_ffma_order_as_in_cutlass>
 __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
 matmul_fast_async_kernel(const float *__restrict__ A, const float *__restrict__ B,
                          float *__restrict__ C, Index M, Index N, Index K, int vec_a, int vec_b,
                          int vec_c, unsigned first_block_y)
 {
     const int BN = Cfg::BN, BK = Cfg::BK, AS = Cfg::A_STRIDE;
-    const int TM = Cfg::TM, TN = Cfg::TN, RM = Cfg::RM, RN = Cfg::RN;
+    const int TM = Cfg::TM, TN = Cfg::TN;
     TM_DYNAMIC_SHARED(float, smem);
     float *const As0 = smem;                       // stage s: As0 + s * A_STAGE (2 stages)
     float *const Bs0 = smem + 2 * Cfg::A_STAGE;    // stage s: Bs0 + s * B_STAGE (S_B stages)
@@ -385,23 +413,7 @@ matmul_fast_async_kernel(const float *__restrict__ A, const float *__restrict__ 
         const float *const Ak = As0 + a_stage * Cfg::A_STAGE + m0;
         const float *const Bk = Bs0 + b_stage * Cfg::B_STAGE + n0;
 #pragma unroll
-        for (int kk = 0; kk < BK; ++kk) {
-            float a[TM], b[TN];
-#pragma unroll
-            for (int rm = 0; rm < RM; ++rm) {
-                const float4 v = *reinterpret_cast<const float4 *>(Ak + kk * AS + rm * 32);
-                a[rm * 4 + 0] = v.x; a[rm * 4 + 1] = v.y; a[rm * 4 + 2] = v.z; a[rm * 4 + 3] = v.w;
-            }
-#pragma unroll
-            for (int rn = 0; rn < RN; ++rn) {
-                const float4 v = *reinterpret_cast<const float4 *>(Bk + kk * BN + rn * 16);
-                b[rn * 4 + 0] = v.x; b[rn * 4 + 1] = v.y; b[rn * 4 + 2] = v.z; b[rn * 4 + 3] = v.w;
-            }
-#pragma unroll
-            for (int i = 0; i < TM; ++i)
-#pragma unroll
-                for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
-        }
+        for (int kk = 0; kk < BK; ++kk) warp_mma_k<Cfg>(Ak + kk * AS, Bk + kk * BN, acc);
         if (has_next) store_a<Cfg>(As0 + (a_stage ^ 1) * Cfg::A_STAGE, a_next);
         cp_async_wait<S_B - 2>();  // this thread's copies of B for step + 1 have landed
         __syncthreads();           // everyone's have, A's next stage is stored, this stage is free
