@@ -8,17 +8,38 @@
 //
 // Built only where CUTLASS's headers are found (TILEDMM_CUTLASS_INCLUDE, or the nvidia-cutlass
 // wheel's cutlass_library/source/include; setup.py defines TM_HAVE_CUTLASS and compiles this
-// file for sm_80 and newer only). Otherwise, and on the emulator, the launcher returns
-// cudaErrorNotSupported and the call raises RuntimeError saying how to build it.
+// file for sm_80 and newer only). On the emulator the launcher returns cudaErrorNotSupported (a
+// GPU library, as cuBLAS); on a cuda build without it, cudaErrorNotYetImplemented, after one
+// line on stderr saying how to build it.
 #include "common.h"
 
-#if defined(TM_EMU) || !defined(TM_HAVE_CUTLASS)
+#if defined(TM_EMU)
 
 int tm_matmul_cutlass_launch(const tm_problem *p, tm_launch_facts *facts)
 {
     (void)p;
     (void)facts;
-    return cudaErrorNotSupported;  // not built: no CUTLASS headers, or the CPU emulator
+    return cudaErrorNotSupported;  // "operation not supported": no CUTLASS on the CPU emulator
+}
+
+#elif !defined(TM_HAVE_CUTLASS)
+
+#include <stdio.h>
+
+// Built without CUTLASS's headers (or for no sm_80+ architecture): say how to build it, once.
+int tm_matmul_cutlass_launch(const tm_problem *p, tm_launch_facts *facts)
+{
+    (void)p;
+    (void)facts;
+    static int told = 0;
+    if (!told) {
+        told = 1;
+        fprintf(stderr, "tiledmm: kernel 'cutlass' was not built: setup.py found no CUTLASS headers "
+                        "(or no sm_80+ architecture in TILEDMM_CUDA_ARCHS). Set "
+                        "TILEDMM_CUTLASS_INCLUDE=/path/to/cutlass/include, or pip install "
+                        "nvidia-cutlass and build with --no-build-isolation, then rebuild\n");
+    }
+    return cudaErrorNotYetImplemented;
 }
 
 #else
@@ -69,7 +90,7 @@ int tm_matmul_cutlass_launch(const tm_problem *p, tm_launch_facts *facts)
     return err != cudaSuccess ? err : cudaErrorLaunchFailure;
 }
 
-#endif  // TM_EMU || !TM_HAVE_CUTLASS
+#endif  // TM_EMU, !TM_HAVE_CUTLASS
 
 // The compulsory traffic: read A and B, write C (CUTLASS's own is ~3n^3/256, as fast's).
 double tm_matmul_cutlass_bytes(const tm_problem *p)

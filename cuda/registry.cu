@@ -25,6 +25,7 @@ double tm_matmul_colmajor_b_scratch(const tm_problem *p);
 TM_DECLARE_KERNEL(tm_matmul_regtile);
 TM_DECLARE_KERNEL(tm_matmul_fast);
 TM_DECLARE_KERNEL(tm_matmul_cublas);
+TM_DECLARE_KERNEL(tm_matmul_cutlass);
 // ---- reduce declarations ----
 TM_DECLARE_KERNEL(tm_reduce_per_level);
 TM_DECLARE_KERNEL(tm_reduce_wrong_block_sync);
@@ -92,6 +93,10 @@ extern "C" const tm_kernel_spec tm_registry[] = {
      tm_matmul_cublas_launch, NULL, tm_matmul_cublas_bytes,
      "the reference: NVIDIA cuBLAS SGEMM/DGEMM (TF32 off), loaded at run time",
      "cuBLAS, for correctness and for % of cuBLAS (cuda backend only; not on the emulator)"},
+    {"cutlass", "matmul", TM_F32, 0, {},
+     tm_matmul_cutlass_launch, NULL, tm_matmul_cutlass_bytes,
+     "the open reference: CUTLASS's SIMT SGEMM, 128x256x8 blocks, 64x64 warps, 3 cp.async stages",
+     "CUTLASS FP32 FFMA GEMM, source you can read (cuda only, sm_80+, built where its headers are found)"},
     // ---- reduce ----
     {"shuffle", "reduce", TM_F32 | TM_F64, 1, {TM_PARAM_THREADS},
      tm_reduce_shuffle_launch, tm_reduce_shuffle_scratch, tm_reduce_grid_stride_bytes,

@@ -9,14 +9,32 @@ from conftest import random_matrix
 
 MATMUL_KERNELS = [k.name for k in tm.kernels("matmul")]
 SPECS = {k.name: k for k in tm.kernels("matmul")}
-# Kernels that exist on the GPU only: the emulator has no cuBLAS, and says so with RuntimeError
-# (tests/test_matmul_family.py checks that).
-CUDA_ONLY = {"cublas"}
+# Kernels that exist on the GPU only: the emulator has no cuBLAS or CUTLASS, and says so with
+# RuntimeError (tests/test_matmul_family.py checks that).
+CUDA_ONLY = {"cublas", "cutlass"}
+_BUILT = {}
+
+
+def cutlass_built(backend):
+    """Whether this cuda build has the `cutlass` kernel (setup.py builds it only where it finds
+    CUTLASS's headers); an unbuilt one refuses with cudaErrorNotYetImplemented."""
+    if backend not in _BUILT:
+        one = np.ones((1, 1), np.float32)
+        try:
+            tm.matmul(one, one, kernel="cutlass", backend=backend, warmup=0, repeat=1)
+            _BUILT[backend] = True
+        except RuntimeError as exc:
+            if "NotYetImplemented" not in str(exc):
+                raise
+            _BUILT[backend] = False
+    return _BUILT[backend]
 
 
 def skip_unsupported(backend, kernel, dtype=None):
     if backend == "emu" and kernel in CUDA_ONLY:
         pytest.skip(f"{kernel} runs on the cuda backend only")
+    if kernel == "cutlass" and not cutlass_built(backend):
+        pytest.skip("cutlass was not built (no CUTLASS headers found by setup.py)")
     if dtype is not None and np.dtype(dtype).name not in SPECS[kernel].dtypes:
         pytest.skip(f"{kernel} supports {'/'.join(SPECS[kernel].dtypes)} only")
 

@@ -76,7 +76,7 @@ def loads_regtile(M, N=None, K=None, V=4):
 
 def block_tile(kernel, M=None, N=None, K=None, multiprocessors=132, **params):
     """(block_m, block_n): the piece of C one block computes sharing its loads, for a
-    registered matmul kernel and its parameters (None for cublas: unknown)."""
+    registered matmul kernel and its parameters (None for cublas: unknown; cutlass: 128 x 256)."""
     if kernel in ("naive", "naive_uncoalesced"):
         return 1, 1
     if kernel in ("tiled",):
@@ -100,6 +100,8 @@ def block_tile(kernel, M=None, N=None, K=None, multiprocessors=132, **params):
             config = 1 if big >= 2 * (multiprocessors or 132) else 3
         e = 64 if config == 3 else 128
         return e, e
+    if kernel == "cutlass":   # CUTLASS's SIMT GEMM as cuda/matmul_cutlass.cu instantiates it
+        return 128, 256
     return None
 
 
