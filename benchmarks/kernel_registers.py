@@ -58,7 +58,7 @@ def rows():
             ("atomic_per_element", "reduce_atomic_per_element_kernel"),
             ("demo_wrong_block_sync", "reduce_wrong_block_sync_kernel"),
             ("vec_add", "vec_add_kernel"), ("mat_add", "mat_add_kernel"))]
-    # fast is float32 only; configs 6 and 7 are config 4's tiles with B by cp.async
+    # fast is float32 only; config 6 is config 4's tiles with B by cp.async
     # (the tag types in fast's names decide how ptxas orders its FFMAs: matmul_fast.cu)
     out += [("fast", (("config", c),), "float32",
              f"matmul_fast_kernel<(anonymous namespace)::FastConfig<{cfg}>, int, "
@@ -67,7 +67,11 @@ def rows():
     out += [("fast", (("config", c),), "float32",
              f"matmul_fast_async_kernel<(anonymous namespace)::FastConfig<{FAST[4]}>, {s}, int, "
              "(anonymous namespace)::kernel_tag_ffma_order_as_in_cutlass>")
-            for c, s in ((6, 2), (7, 3))]
+            for c, s in ((6, 2),)]
+    # config 7: CUTLASS's SIMT structure, 4 stages, B rows 16-byte aligned (the common case)
+    out += [("fast", (("config", 7),), "float32",
+             "matmul_fast_simt_kernel<4, true, int, "
+             "(anonymous namespace)::kernel_tag_ffma_order_as_in_cutlass>")]
     return out
 
 

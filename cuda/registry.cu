@@ -85,7 +85,7 @@ extern "C" const tm_kernel_spec tm_registry[] = {
      "001 CMU 15-418: thread-level register tiling, 2N^3/V; block tiling in shared memory",
      "register tiling: each thread accumulates a column (1-D) or a VxV block (2-D) of C"},
     {"fast", "matmul", TM_F32, 1,
-     {{"config", 0, 8, {0, 1, 2, 3, 4, 5, 6, 7}, "0: choose by size; 1: 128x128 tile, BK 16; 2: 128x128, BK 8; 3: 64x64, BK 16; 4: 128x256, BK 32; 5: 128x256, BK 16; 6, 7: 4 with B by cp.async, 2 or 3 stages"}},
+     {{"config", 0, 8, {0, 1, 2, 3, 4, 5, 6, 7}, "0: choose by size; 1: 128x128 tile, BK 16; 2: 128x128, BK 8; 3: 64x64, BK 16; 4: 128x256, BK 32; 5: 128x256, BK 16; 6: 4 with B by cp.async, 2 stages; 7: CUTLASS's SIMT structure, 128x256x8, both operands by cp.async, 4 stages"}},
      tm_matmul_fast_launch, NULL, tm_matmul_fast_bytes,
      "001 register tiling + 002 coalescing, taken to the hardware: float4, warp tiles, double buffering",
      "float32 only: 128-bit loads, transposed A tile, warp tiling, double-buffered shared stages"},
