@@ -118,7 +118,7 @@ def kernel_nvcc_flags(src):
                 "no CUTLASS headers: set TILEDMM_CUTLASS_INCLUDE or install nvidia-cutlass and "
                 "build with --no-build-isolation" if archs else
                 "no sm_80+ architecture in TILEDMM_CUDA_ARCHS") + ")", file=sys.stderr)
-        archs = archs or cuda_archs()  # the stub builds for every architecture
+            archs = cuda_archs()  # the stub has no kernel: any architecture list does
     return gencode_flags(archs) + extra
 
 
