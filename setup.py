@@ -8,6 +8,11 @@ tiledmm._emu   g++ compiles the same cuda/*.cu against the emulator in csrc/emu/
 Environment:
   TILEDMM_CUDA_ARCHS  compute capabilities to build, e.g. "90" or "80;90"
                       (default "75;80;86;89;90"; PTX of the last is embedded too)
+  TILEDMM_CUTLASS_INCLUDE  CUTLASS's include folder (the one holding cutlass/): builds the
+                      `cutlass` reference kernel (cuda/matmul_cutlass.cu, sm_80+ only). Without
+                      it, the nvidia-cutlass wheel's cutlass_library/source/include is used when
+                      that wheel is importable (pip's isolated build cannot see it: use
+                      --no-build-isolation); otherwise `cutlass` is built as a stub that says so
   TILEDMM_NO_CUDA=1   build only the emulator backend
   TILEDMM_EMU_ASAN=1  build the emulator backend under AddressSanitizer
   TILEDMM_NO_PROFILE=1  skip tiledmm._emu_profile (profile=True on emu), a second build of the
@@ -43,6 +48,9 @@ PROFILE_KERNEL_FLAGS = _PROFILE_BUILD["PROFILE_KERNEL_FLAGS"]
 PROFILE_HOOK_FLAGS = _PROFILE_BUILD["PROFILE_HOOK_FLAGS"]
 PROFILE_WRAPPED = _PROFILE_BUILD["PROFILE_WRAPPED"]
 DEFAULT_ARCHS = "75;80;86;89;90"
+# Kernel files that need a newer GPU than DEFAULT_ARCHS's oldest: compiled only for the listed
+# architectures at or above this compute capability (CUTLASS's SM80 SIMT GEMM uses cp.async).
+MIN_ARCH = {"cuda/matmul_cutlass.cu": 80}
 
 
 def find_cuda_home():
@@ -58,13 +66,60 @@ def find_cuda_home():
     return None
 
 
-def gencode_flags():
-    archs = [a.strip().replace(".", "") for a in
-             os.environ.get("TILEDMM_CUDA_ARCHS", DEFAULT_ARCHS).replace(",", ";").split(";")
-             if a.strip()]
+def cuda_archs():
+    return [a.strip().replace(".", "") for a in
+            os.environ.get("TILEDMM_CUDA_ARCHS", DEFAULT_ARCHS).replace(",", ";").split(";")
+            if a.strip()]
+
+
+def gencode_flags(archs=None):
+    archs = archs or cuda_archs()
     flags = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
     flags.append(f"-gencode=arch=compute_{archs[-1]},code=compute_{archs[-1]}")
     return flags
+
+
+def cutlass_include():
+    """CUTLASS's include folder: $TILEDMM_CUTLASS_INCLUDE, else the installed nvidia-cutlass
+    wheel's cutlass_library/source/include (found without importing it), else None."""
+    env = os.environ.get("TILEDMM_CUTLASS_INCLUDE")
+    if env:
+        if not os.path.exists(os.path.join(env, "cutlass", "gemm", "device", "gemm.h")):
+            raise RuntimeError(f"TILEDMM_CUTLASS_INCLUDE={env} has no cutlass/gemm/device/gemm.h: "
+                               "point it at CUTLASS's include folder (the one holding cutlass/)")
+        return env
+    import importlib.util
+    spec = importlib.util.find_spec("cutlass_library")
+    if spec and spec.submodule_search_locations:
+        for root in spec.submodule_search_locations:
+            path = os.path.join(root, "source", "include")
+            if os.path.exists(os.path.join(path, "cutlass", "gemm", "device", "gemm.h")):
+                return path
+    return None
+
+
+def kernel_nvcc_flags(src):
+    """Architecture and extra flags for one kernel file: MIN_ARCH's files only for the listed
+    architectures they support; matmul_cutlass.cu with CUTLASS's headers where they are found
+    (else it compiles to a stub that says how to build it)."""
+    archs = cuda_archs()
+    least = MIN_ARCH.get(src)
+    if least is not None:
+        archs = [a for a in archs if int(a.rstrip("af")) >= least]
+    extra = []
+    if src == "cuda/matmul_cutlass.cu":
+        include = cutlass_include() if archs else None
+        if include:
+            extra = ["-DTM_HAVE_CUTLASS", f"-I{include}", "--expt-relaxed-constexpr"]
+            print(f"tiledmm: building kernel 'cutlass' with CUTLASS from {include} for sm_"
+                  + ", sm_".join(archs), file=sys.stderr)
+        else:
+            print("tiledmm: kernel 'cutlass' not built (" + (
+                "no CUTLASS headers: set TILEDMM_CUTLASS_INCLUDE or install nvidia-cutlass and "
+                "build with --no-build-isolation" if archs else
+                "no sm_80+ architecture in TILEDMM_CUDA_ARCHS") + ")", file=sys.stderr)
+            archs = cuda_archs()  # the stub has no kernel: any architecture list does
+    return gencode_flags(archs) + extra
 
 
 def emu_asan_flags():
@@ -191,7 +246,8 @@ class BuildExt(build_ext):
 
     def _nvcc_command(self, src, obj):
         return [os.path.join(self.cuda_home, "bin", "nvcc"), "-std=c++17", "-O3", "-lineinfo",
-                "-Xcompiler", "-fPIC", "-Icuda", "-Icsrc", *gencode_flags(), "-c", src, "-o", obj]
+                "-Xcompiler", "-fPIC", "-Icuda", "-Icsrc", *kernel_nvcc_flags(src), "-c", src,
+                "-o", obj]
 
     def _emu_command(self, src, obj, extra=()):
         cxx = os.environ.get("CXX", "g++")

@@ -3,12 +3,15 @@
 # backends, compute-sanitizer over every kernel, the demo, the benchmarks (kernels against
 # cuBLAS and a device copy; NumPy round trips against pinned copies and numpy.matmul), and the
 # notebooks with their outputs. Logs go to $OUT (or ./out); short tables come last.
-#   usage: bash benchmarks/gpu_run.sh [all|test|bench|lessons|profile] [extra bench args]
+#   usage: bash benchmarks/gpu_run.sh [all|test|bench|lessons|cutlass|profile] [extra bench args]
 #   test:  build, pytest (both backends), compute-sanitizer (memcheck, racecheck, synccheck,
 #          initcheck) over every kernel
 #   bench: build (kept from `test` on the same machine), demo, bench, notebooks
 #   lessons: bench at the lessons' sizes (matmul 1024^3, reduce 2^24), and the time model's
 #          prediction for this GPU's preset beside it, the lesson pairs' ratios last
+#   cutlass: build with CUTLASS's headers from a carried nvidia-cutlass wheel (.whl/, the GPU
+#          machine has no network), fast's configs against cuBLAS (fast_lab.py), then three runs
+#          of bench for fast, cublas and cutlass at 2048, 4096, 8192 and 5000x3000x4000
 #   profile: build, the emulator's profile counters against Nsight Compute for every kernel
 #          (benchmarks/profile_vs_ncu.py), profile=True on cuda (tests/test_profile_ncu.py), and
 #          bench --profile: measured H100 time beside the time predicted from counted traffic
@@ -20,6 +23,12 @@ stage=${1:-all}; shift || true
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
 
+if [ "$stage" = cutlass ]; then
+    whl=$(ls .whl/nvidia_cutlass-*.whl 2>/dev/null | head -1)
+    [ -n "$whl" ] || { echo "cutlass: no .whl/nvidia_cutlass-*.whl (pip download nvidia-cutlass --no-deps -d .whl)"; exit 1; }
+    python3 -m zipfile -e "$whl" .whl/cutlass
+    export TILEDMM_CUTLASS_INCLUDE=$PWD/.whl/cutlass/cutlass_library/source/include
+fi
 echo "== build (sm_$arch)"
 TILEDMM_CUDA_ARCHS=$arch python3 setup.py -q build_ext --inplace >"$OUT/build.log" 2>&1 \
     || { tail -40 "$OUT/build.log"; exit 1; }
@@ -77,6 +86,22 @@ if [ "$stage" = all ] || [ "$stage" = lessons ]; then
     python3 benchmarks/predicted_vs_measured.py --device "$preset" \
         --csv "$OUT/lessons_matmul.csv" "$OUT/lessons_reduce.csv" \
         2>&1 | tee "$OUT/predicted_vs_measured.md" | tail -18
+fi
+
+if [ "$stage" = cutlass ]; then
+    grep "kernel 'cutlass'" "$OUT/build.log"
+    echo "== fast's configs against cuBLAS"
+    python3 benchmarks/fast_lab.py --configs 0,4,6,7 2048 4096 8192 5000x3000x4000 2>&1 | tee "$OUT/fast_lab.txt"
+    for run in 1 2 3; do
+        echo "== bench run $run"
+        python3 -c "
+import sys, tiledmm.bench as b
+rows = b.bench_matmul(sizes=[2048, 4096, 8192, (5000, 3000, 4000)], kernels=['fast', 'cublas', 'cutlass'])
+for r in rows:
+    print(r['kernel'], r['params'], f\"{r['M']}x{r['N']}x{r['K']}\", f\"{r['ms']:.3f} ms\", f\"{r['tflops']:.2f} TFLOP/s\",
+          f\"{r['pct_cublas']:.1f}% of cuBLAS\" if r['pct_cublas'] else '', f\"err {r['max_rel_error']:.1e}\")
+" 2>&1 | tee "$OUT/bench_cutlass_$run.txt"
+    done
 fi
 
 if [ "$stage" = all ] || [ "$stage" = profile ]; then

@@ -58,14 +58,29 @@ def rows():
             ("atomic_per_element", "reduce_atomic_per_element_kernel"),
             ("demo_wrong_block_sync", "reduce_wrong_block_sync_kernel"),
             ("vec_add", "vec_add_kernel"), ("mat_add", "mat_add_kernel"))]
-    # fast is float32 only; configs 6 and 7 are config 4's tiles with B by cp.async
+    # fast is float32 only; config 6 is config 4's tiles with B by cp.async
+    # (the tag types in fast's names decide how ptxas orders its FFMAs: matmul_fast.cu)
     out += [("fast", (("config", c),), "float32",
-             f"matmul_fast_kernel<(anonymous namespace)::FastConfig<{cfg}>, int>")
+             f"matmul_fast_kernel<(anonymous namespace)::FastConfig<{cfg}>, int, "
+             "(anonymous namespace)::kernel_tag_default_ffma_order>")
             for c, cfg in FAST.items()]
     out += [("fast", (("config", c),), "float32",
-             f"matmul_fast_async_kernel<(anonymous namespace)::FastConfig<{FAST[4]}>, {s}, int>")
-            for c, s in ((6, 2), (7, 3))]
+             f"matmul_fast_async_kernel<(anonymous namespace)::FastConfig<{FAST[4]}>, {s}, int, "
+             "(anonymous namespace)::kernel_tag_ffma_order_as_in_cutlass>")
+            for c, s in ((6, 2),)]
+    # config 7: CUTLASS's SIMT structure, 4 stages, B rows 16-byte aligned (the common case)
+    out += [("fast", (("config", 7),), "float32",
+             "matmul_fast_simt_kernel<4, true, int, "
+             "(anonymous namespace)::kernel_tag_ffma_order_as_in_cutlass>")]
     return out
+
+
+# Kernels compiled from headers this script does not build against (CUTLASS's are optional),
+# measured once: (kernel, params, dtype, registers, what was compiled). cutlass: CUTLASS 4.2.0.0
+# (the nvidia-cutlass wheel), cuda/matmul_cutlass.cu with -DTM_HAVE_CUTLASS, nvcc 13.0 for sm_90.
+FIXED = [("cutlass", (), "float32", 254,
+          "cutlass::Kernel<cutlass::gemm::kernel::Gemm<MmaMultistage<128x256x8, MmaSimt 64x64x8>, "
+          "3 stages>> (CUTLASS 4.2.0.0)")]
 
 
 def compiled_registers(nvcc):
@@ -130,6 +145,8 @@ def render(nvcc):
         if len(hits) != 1:
             raise SystemExit(f"{kernel} {params} {dt}: {len(hits)} compiled kernels named {inst}")
         lines.append(f"    ({kernel!r}, {params!r}, {dt!r}, {hits[0]}, {inst!r}),")
+    for kernel, params, dt, regs_, inst in FIXED:
+        lines.append(f"    ({kernel!r}, {params!r}, {dt!r}, {regs_}, {inst!r}),")
     lines.append("]")
     lines.append("# fast: (threads per block, shared bytes) of each config, to tell which config")
     lines.append("# config=0 chose from the counted launch")

@@ -46,7 +46,7 @@ def inputs(family, kernel, seed=0):
 
 def variants(family=None, only=None):
     for spec in tm.kernels(family):
-        if spec.name in ("cublas",) or "float32" not in spec.dtypes:
+        if spec.name in ("cublas", "cutlass") or "float32" not in spec.dtypes:
             continue
         if only and not re.search(only, spec.name):
             continue

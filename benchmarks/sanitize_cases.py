@@ -106,9 +106,10 @@ def main(argv=None):
                     long_reduce = params == default and not args.quick
                     run_variant(spec, params, np.dtype(dtype), args.backend, rng, long_reduce, args.quick)
             except RuntimeError as exc:
-                if "cudaErrorNotSupported" in str(exc):
+                if "cudaErrorNotSupported" in str(exc) or "NotYetImplemented" in str(exc):
                     skipped += 1
-                    print(f"{label}: skipped (not supported on {args.backend})", flush=True)
+                    print(f"{label}: skipped (not supported on {args.backend}, or not built)",
+                          flush=True)
                     break  # the other variants of this kernel are not supported either
                 failed += 1
                 print(f"{label}: FAILED {type(exc).__name__}: {exc}", flush=True)

@@ -18,9 +18,11 @@
 // Per k a thread does (TM + TN)/4 shared float4 loads for TM*TN multiply-adds: 6 for 128 (8x16).
 // The 128 x 256 tiles run one block of 8 warps per SM (up to 255 registers); what they pay for is
 // the barrier per K step, so they take a deep one (BK 32, 99 KB of shared memory): see
-// benchmarks/fast_notes.md for the measurements behind each choice. Configs 6 and 7 copy B with
-// cp.async (sm_80+) into 2 or 3 shared stages instead (matmul_fast_async_kernel); config 0 takes
-// 6 for the largest problems, where it measured +0.7%.
+// benchmarks/fast_notes.md for the measurements behind each choice. Config 6 copies B with
+// cp.async (sm_80+) into 2 shared stages instead (matmul_fast_async_kernel). Config 7, which
+// config 0 takes for all but small problems, is CUTLASS's SIMT structure (128 x 256 x 8 tiles,
+// both operands by cp.async into 4 stages, fragments carried across the barrier); what made it
+// as fast as CUTLASS is its name (kernel_tag_ffma_order_as_in_cutlass below, fast_notes.md v8).
 //
 // Any shape works: every load is guarded. A float4 load is used where the 4 elements are inside
 // the matrix and 16-byte aligned (the row length is a multiple of 4 and the base pointer is
@@ -246,19 +248,73 @@ __device__ __forceinline__ void copy_b_async(const float *__restrict__ B, Index 
     }
 }
 
+// One k of the warp's product (SGEMM_CUDA's processFromSmem, CUTLASS's MmaSimt): this thread's
+// fragments, TM values of A from Ak (rows rm * 32 + 0..3 of its column) and TN values of B from Bk
+// (columns rn * 16 + 0..3), then their outer product into acc. With PAIRS the order of the
+// multiply-adds is CUTLASS's (thread/mma_sm50.h): 2 x 2 blocks (m,n) (m+1,n) (m+1,n+1) (m,n+1), each sharing a
+// multiplicand with the one before, so that both operands of most FFMAs come from the operand
+// reuse cache; the blocks run down a column pair, then back up the next. ptxas keeps this order
+// only in kernels named as below (kernel_tag); elsewhere it re-sorts the FFMAs into column sweeps.
+template <typename Cfg, bool PAIRS>
+__device__ __forceinline__ void warp_mma_k(const float *Ak, const float *Bk,
+                                           float (&acc)[Cfg::TM][Cfg::TN])
+{
+    const int TM = Cfg::TM, TN = Cfg::TN;
+    float a[TM], b[TN];
+#pragma unroll
+    for (int rm = 0; rm < Cfg::RM; ++rm) {
+        const float4 v = *reinterpret_cast<const float4 *>(Ak + rm * 32);
+        a[rm * 4 + 0] = v.x; a[rm * 4 + 1] = v.y; a[rm * 4 + 2] = v.z; a[rm * 4 + 3] = v.w;
+    }
+#pragma unroll
+    for (int rn = 0; rn < Cfg::RN; ++rn) {
+        const float4 v = *reinterpret_cast<const float4 *>(Bk + rn * 16);
+        b[rn * 4 + 0] = v.x; b[rn * 4 + 1] = v.y; b[rn * 4 + 2] = v.z; b[rn * 4 + 3] = v.w;
+    }
+    if (PAIRS) {
+#pragma unroll
+        for (int n = 0; n < TN; n += 2)
+#pragma unroll
+            for (int mm = 0; mm < TM; mm += 2) {
+                const int m = (n % 4) ? TM - 2 - mm : mm;
+                acc[m][n] += a[m] * b[n];
+                acc[m + 1][n] += a[m + 1] * b[n];
+                acc[m + 1][n + 1] += a[m + 1] * b[n + 1];
+                acc[m][n + 1] += a[m] * b[n + 1];
+            }
+    } else {  // row by row: ptxas re-sorts these anyway (PAIRS measured 11 points slower there)
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+            for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
+    }
+}
+
+// ptxas (CUDA 12 and 13, sm_80/sm_90, checked with 13.0) schedules the FFMAs of a kernel whose
+// name contains "cutlass" as the source orders them and updates every accumulator in place; any
+// other kernel gets its independent FFMAs re-sorted into column sweeps that reuse one operand at
+// best (benchmarks/fast_notes.md v8: the same PTX, renamed, goes from 93 to 493 of 1,024 FFMAs
+// reusing both operands; the PTX bisection found nothing else that moves it). This tag type is a
+// template argument of both kernels for that reason alone: it puts the word in their mangled names.
+struct kernel_tag_ffma_order_as_in_cutlass {};
+// The register-staged kernel (configs 1-5) keeps ptxas's own order: with the source order kept it
+// spills (config 4: 224 bytes at 255 registers), since its 48 staging registers leave no room for
+// the fragments the 2 x 2 order keeps live. The async kernel has them free (228 registers).
+struct kernel_tag_default_ffma_order {};
+
 }  // namespace
 
 // Index is int when every matrix has fewer than 2^31 elements (cheaper address arithmetic,
 // fewer registers), long long otherwise. Shared memory is dynamic (the large tiles need more
 // than 48 KB): two stages of A (transposed) then two stages of B.
-template <typename Cfg, typename Index>
+template <typename Cfg, typename Index, typename Tag = kernel_tag_default_ffma_order>
 __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
 matmul_fast_kernel(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C,
                    Index M, Index N, Index K, int vec_a, int vec_b, int vec_c,
                    unsigned first_block_y)
 {
     const int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, AS = Cfg::A_STRIDE;
-    const int TM = Cfg::TM, TN = Cfg::TN, RM = Cfg::RM, RN = Cfg::RN;
+    const int TM = Cfg::TM, TN = Cfg::TN;
     TM_DYNAMIC_SHARED(float, smem);
     float *const As0 = smem;                       // stage s: As0 + s * A_STAGE
     float *const Bs0 = smem + 2 * Cfg::A_STAGE;    // stage s: Bs0 + s * B_STAGE
@@ -295,23 +351,7 @@ matmul_fast_kernel(const float *__restrict__ A, const float *__restrict__ B, flo
         const float *const Ak = As0 + stage * Cfg::A_STAGE + m0;  // this thread's A column
         const float *const Bk = Bs0 + stage * Cfg::B_STAGE + n0;  // this thread's B row
 #pragma unroll
-        for (int kk = 0; kk < BK; ++kk) {
-            float a[TM], b[TN];
-#pragma unroll
-            for (int rm = 0; rm < RM; ++rm) {
-                const float4 v = *reinterpret_cast<const float4 *>(Ak + kk * AS + rm * 32);
-                a[rm * 4 + 0] = v.x; a[rm * 4 + 1] = v.y; a[rm * 4 + 2] = v.z; a[rm * 4 + 3] = v.w;
-            }
-#pragma unroll
-            for (int rn = 0; rn < RN; ++rn) {
-                const float4 v = *reinterpret_cast<const float4 *>(Bk + kk * BN + rn * 16);
-                b[rn * 4 + 0] = v.x; b[rn * 4 + 1] = v.y; b[rn * 4 + 2] = v.z; b[rn * 4 + 3] = v.w;
-            }
-#pragma unroll
-            for (int i = 0; i < TM; ++i)
-#pragma unroll
-                for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
-        }
+        for (int kk = 0; kk < BK; ++kk) warp_mma_k<Cfg, false>(Ak + kk * AS, Bk + kk * BN, acc);
         // The other stage was last read before the previous barrier: safe to overwrite.
         if (has_next)
             store_tiles<Cfg>(As0 + (stage ^ 1) * Cfg::A_STAGE, Bs0 + (stage ^ 1) * Cfg::B_STAGE,
@@ -327,17 +367,14 @@ matmul_fast_kernel(const float *__restrict__ A, const float *__restrict__ B, flo
 // matmul_fast_kernel (through registers, transposed, two stages). No registers hold B between
 // its load and its store. Groups: one commit per copy issued (empty ones too), so that
 // wait<S_B - 2> at the end of step s means B of step s + 1 has landed.
-// The k loop below repeats matmul_fast_kernel's on purpose: as a shared __forceinline__ function
-// it changes this kernel's register allocation (253 -> 251 registers, 60 bytes of spills in the
-// long long build) and measured 0.2-0.5% slower on the H100 (fast_notes.md v5).
-template <typename Cfg, int S_B, typename Index>
+template <typename Cfg, int S_B, typename Index, typename Tag = kernel_tag_ffma_order_as_in_cutlass>
 __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
 matmul_fast_async_kernel(const float *__restrict__ A, const float *__restrict__ B,
                          float *__restrict__ C, Index M, Index N, Index K, int vec_a, int vec_b,
                          int vec_c, unsigned first_block_y)
 {
     const int BN = Cfg::BN, BK = Cfg::BK, AS = Cfg::A_STRIDE;
-    const int TM = Cfg::TM, TN = Cfg::TN, RM = Cfg::RM, RN = Cfg::RN;
+    const int TM = Cfg::TM, TN = Cfg::TN;
     TM_DYNAMIC_SHARED(float, smem);
     float *const As0 = smem;                       // stage s: As0 + s * A_STAGE (2 stages)
     float *const Bs0 = smem + 2 * Cfg::A_STAGE;    // stage s: Bs0 + s * B_STAGE (S_B stages)
@@ -385,23 +422,7 @@ matmul_fast_async_kernel(const float *__restrict__ A, const float *__restrict__ 
         const float *const Ak = As0 + a_stage * Cfg::A_STAGE + m0;
         const float *const Bk = Bs0 + b_stage * Cfg::B_STAGE + n0;
 #pragma unroll
-        for (int kk = 0; kk < BK; ++kk) {
-            float a[TM], b[TN];
-#pragma unroll
-            for (int rm = 0; rm < RM; ++rm) {
-                const float4 v = *reinterpret_cast<const float4 *>(Ak + kk * AS + rm * 32);
-                a[rm * 4 + 0] = v.x; a[rm * 4 + 1] = v.y; a[rm * 4 + 2] = v.z; a[rm * 4 + 3] = v.w;
-            }
-#pragma unroll
-            for (int rn = 0; rn < RN; ++rn) {
-                const float4 v = *reinterpret_cast<const float4 *>(Bk + kk * BN + rn * 16);
-                b[rn * 4 + 0] = v.x; b[rn * 4 + 1] = v.y; b[rn * 4 + 2] = v.z; b[rn * 4 + 3] = v.w;
-            }
-#pragma unroll
-            for (int i = 0; i < TM; ++i)
-#pragma unroll
-                for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
-        }
+        for (int kk = 0; kk < BK; ++kk) warp_mma_k<Cfg, true>(Ak + kk * AS, Bk + kk * BN, acc);
         if (has_next) store_a<Cfg>(As0 + (a_stage ^ 1) * Cfg::A_STAGE, a_next);
         cp_async_wait<S_B - 2>();  // this thread's copies of B for step + 1 have landed
         __syncthreads();           // everyone's have, A's next stage is stored, this stage is free
@@ -409,6 +430,191 @@ matmul_fast_async_kernel(const float *__restrict__ A, const float *__restrict__ 
     }
 
     store_results<Cfg, Index>(C, acc, M, N, vec_c, block_row + m0, block_col + n0);
+}
+
+
+// ---- Config 7: CUTLASS's SIMT structure (fast_notes.md v7, v8), 4 shared stages. ----
+// 128 x 256 x 8 block tiles, 8 warps of 64 x 64, a warp's lanes a 4 x 8 grid laid out as CUTLASS's
+// RowMajorInterleaved<2>, each lane 16 x 8 outputs as 4 x 2 pieces of 4 x 4; A (transposed by
+// 4-byte cp.async) and B (16-byte cp.async where rows allow) in STAGES shared stages; the
+// fragments of k + 1 loaded before k's FFMAs and carried across the barrier; the partial K step
+// first, so that later copies need only row and column masks. Rebuilt in plain CUDA C in v7, it
+// ran 86-89% of cuBLAS: ptxas re-sorted its FFMAs. Named with the tag (v8), ptxas keeps them.
+namespace {
+
+struct SimtShape {
+    static const int BM = 128, BN = 256, BK = 8, THREADS = 256;
+    static const int WARPS_N = 4, WM = 64, WN = 64;  // 2 x 4 warps
+    static const int A_STRIDE = BM + 4;  // As[k][m]; +4: the transposing copies hit 32 banks
+    static const int A_STAGE = BK * A_STRIDE, B_STAGE = BK * BN;  // floats per stage
+    static const int A_COPIES = BM * BK / THREADS;                // 4 single floats per thread
+    static const int B_SLOTS = BK * BN / 4 / THREADS;             // 2 float4 slots per thread
+};
+
+__device__ __forceinline__ float4 lds128(const float *p)
+{
+    return *reinterpret_cast<const float4 *>(p);
+}
+
+// Fragments of one k from a shared stage: A rows wm + lr*4 + i*16 (4 float4), B columns
+// wn + lc*4 + j*32 (2 float4).
+__device__ __forceinline__ void simt_load_frags(const float *As, const float *Bs, int kk,
+                                                float (&a)[16], float (&b)[8])
+{
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const float4 v = lds128(As + kk * SimtShape::A_STRIDE + i * 16);
+        a[4 * i + 0] = v.x; a[4 * i + 1] = v.y; a[4 * i + 2] = v.z; a[4 * i + 3] = v.w;
+    }
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+        const float4 v = lds128(Bs + kk * SimtShape::BN + j * 32);
+        b[4 * j + 0] = v.x; b[4 * j + 1] = v.y; b[4 * j + 2] = v.z; b[4 * j + 3] = v.w;
+    }
+}
+
+// The 16 x 8 outer product of one k. In 2 x 2 blocks (m,n) (m+1,n) (m+1,n+1) (m,n+1): each FFMA
+// shares a multiplicand with the one before; the block column runs down, then back up.
+__device__ __forceinline__ void simt_outer(float (&acc)[16][8], const float (&a)[16],
+                                           const float (&b)[8])
+{
+#pragma unroll
+    for (int n = 0; n < 8; n += 2)
+#pragma unroll
+        for (int mm = 0; mm < 16; mm += 2) {
+            const int m = (n % 4) ? 14 - mm : mm;
+            acc[m][n] += a[m] * b[n];
+            acc[m + 1][n] += a[m + 1] * b[n];
+            acc[m + 1][n + 1] += a[m + 1] * b[n + 1];
+            acc[m][n + 1] += a[m] * b[n + 1];
+        }
+}
+
+}  // namespace
+
+// STAGES shared stages (3 or 4); VEC_B: B's rows are whole float4s (N % 4 == 0, aligned), so a
+// B copy is one 16-byte cp.async, else four 4-byte ones. Dynamic shared memory: STAGES stages of
+// A, then STAGES of B.
+template <int STAGES, bool VEC_B, typename Index, typename Tag = kernel_tag_ffma_order_as_in_cutlass>
+__global__ void __launch_bounds__(SimtShape::THREADS, 1)
+matmul_fast_simt_kernel(const float *__restrict__ A, const float *__restrict__ B,
+                        float *__restrict__ C, Index M, Index N, Index K, int vec_c,
+                        unsigned first_block_y)
+{
+    typedef SimtShape S;
+    TM_DYNAMIC_SHARED(float, smem);
+    float *const As = smem;                       // stage s: As + s * A_STAGE
+    float *const Bs = smem + STAGES * S::A_STAGE; // stage s: Bs + s * B_STAGE
+
+    const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+    const int lr = (lane / 16) * 2 + lane % 2, lc = (lane / 2) % 8;  // the lane's place, 4 x 8
+    const int a_frag = (warp / S::WARPS_N) * S::WM + lr * 4;         // + i * 16 (shared A column)
+    const int b_frag = (warp % S::WARPS_N) * S::WN + lc * 4;         // + j * 32 (shared B row)
+    const Index block_row = (Index)(blockIdx.y + first_block_y) * S::BM;
+    const Index block_col = (Index)blockIdx.x * S::BN;
+
+    // Copies. A: thread t copies k = t % 8 of rows t / 8 + 32 i (8 threads read a row's 32
+    // bytes); B: float4 slot (t % 64) of rows t / 64 + 4 e (a warp reads 512 bytes of a row).
+    const int a_k = t % 8, a_m = t / 8, b_k = t / 64, b_n = (t % 64) * 4;
+    bool a_ok[S::A_COPIES], b_ok[4];  // B: the slot's columns (all four alike when VEC_B)
+#pragma unroll
+    for (int i = 0; i < S::A_COPIES; ++i) a_ok[i] = block_row + a_m + 32 * i < M;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) b_ok[j] = block_col + b_n + (VEC_B ? 0 : j) < N;
+    const float *a_src = A + (block_row + a_m) * K + a_k;  // advanced along k per K step
+    const float *b_src = B + (Index)b_k * N + block_col + b_n;
+    const Index a_rows32 = 32 * K, b_rows4 = 4 * N;
+    const int a_dst = a_k * S::A_STRIDE + a_m, b_dst = b_k * S::BN + b_n;
+
+    const Index num_k_steps = (K + S::BK - 1) / S::BK;
+    const int first_k = (int)(K - (num_k_steps - 1) * S::BK);  // 1..8: the partial step, first
+
+    // Copy number c (0 .. A_COPIES + B_SLOTS - 1) of a K step into stage pointers (as, bs), for
+    // the k < k_limit of the step (k_limit 0: nothing, zero-fill only).
+    auto copy = [&](int c, float *as, float *bs, int k_limit) {
+        if (c < S::A_COPIES) {
+            const bool in = a_ok[c] && a_k < k_limit;
+            cp_async4(as + a_dst + 32 * c, in ? a_src + c * a_rows32 : A, in ? 4 : 0);
+        } else {
+            const int e = c - S::A_COPIES;
+            const bool row_in = b_k + 4 * e < k_limit;
+            float *const dst = bs + b_dst + 4 * e * S::BN;
+            if (VEC_B) {
+                const bool in = row_in && b_ok[0];
+                cp_async16(dst, in ? b_src + e * b_rows4 : B, in ? 16 : 0);
+            } else {
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    const bool in = row_in && b_ok[j];
+                    cp_async4(dst + j, in ? b_src + e * b_rows4 + j : B, in ? 4 : 0);
+                }
+            }
+        }
+    };
+    const int COPIES = S::A_COPIES + S::B_SLOTS;
+
+    // Prologue: steps 0 .. STAGES-2 into stages 0 .. STAGES-2, one commit each.
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        const int k_limit = s < num_k_steps ? (s == 0 ? first_k : S::BK) : 0;
+#pragma unroll
+        for (int c = 0; c < COPIES; ++c)
+            copy(c, As + s * S::A_STAGE, Bs + s * S::B_STAGE, k_limit);
+        cp_async_commit();
+        a_src += s == 0 ? first_k : S::BK;
+        b_src += (Index)(s == 0 ? first_k : S::BK) * N;
+    }
+
+    float acc[16][8];
+#pragma unroll
+    for (int i = 0; i < 16; ++i)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+
+    float a[2][16], b[2][8];
+    int read = 0, write = STAGES - 1;  // the stage read now, the stage being filled
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();                    // step 0 has landed
+    simt_load_frags(As + a_frag, Bs + b_frag, 0, a[0], b[0]);
+
+    const Index b_step = (Index)S::BK * N;
+    for (Index step = 0; step < num_k_steps; ++step) {
+        // This step fills stage `write` with step + STAGES - 1 (nothing past the last step).
+        const int k_limit = step + STAGES - 1 < num_k_steps ? S::BK : 0;
+        float *const as_w = As + write * S::A_STAGE, *const bs_w = Bs + write * S::B_STAGE;
+#pragma unroll
+        for (int kk = 0; kk < S::BK; ++kk) {
+            // k + 1's fragments (for kk = 7: k = 0 of the next stage, read after the barrier).
+            simt_load_frags(As + read * S::A_STAGE + a_frag, Bs + read * S::B_STAGE + b_frag,
+                            (kk + 1) % S::BK, a[(kk + 1) % 2], b[(kk + 1) % 2]);
+            simt_outer(acc, a[kk % 2], b[kk % 2]);
+            // The next stage's copies, a few per k step (CUTLASS's copy groups).
+#pragma unroll
+            for (int c = 0; c < COPIES; ++c)
+                if (c * (S::BK - 1) / COPIES == kk) copy(c, as_w, bs_w, k_limit);
+            if (kk == S::BK - 2) {
+                // Before the last k step (its fragments are loaded): step + 1 must have landed,
+                // and everyone must be done reading stage `read`, which becomes the next `write`.
+                cp_async_commit();
+                cp_async_wait<STAGES - 2>();
+                __syncthreads();
+                write = read;
+                read = read + 1 == STAGES ? 0 : read + 1;
+                a_src += S::BK;
+                b_src += b_step;
+            }
+        }
+    }
+
+    // Results: row wm + (m/4)*16 + lr*4 + m%4, columns wn + j*32 + lc*4 .. + 3.
+    const Index row0 = block_row + a_frag, col0 = block_col + b_frag;
+#pragma unroll
+    for (int m = 0; m < 16; ++m)
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+            store4<Index>(C, row0 + (m / 4) * 16 + m % 4, col0 + j * 32, M, N, vec_c,
+                          make_float4(acc[m][4 * j], acc[m][4 * j + 1], acc[m][4 * j + 2],
+                                      acc[m][4 * j + 3]));
 }
 
 // The configurations `config` picks from (0 = choose by problem size).
@@ -456,6 +662,43 @@ static int launch_fast_index(const tm_problem *p, tm_launch_facts *facts)
     return err;
 }
 
+// Config 7: matmul_fast_simt_kernel with STAGES shared stages of both operands.
+template <int STAGES, bool VEC_B, typename Index>
+static int launch_simt_index(const tm_problem *p, tm_launch_facts *facts)
+{
+    typedef SimtShape S;
+    auto kernel = matmul_fast_simt_kernel<STAGES, VEC_B, Index>;
+    const dim3 block(S::THREADS);
+    const dim3 grid(tm_ceil_div(p->N, S::BN), tm_ceil_div(p->M, S::BM));
+    const int vec_c = p->N % 4 == 0 && aligned16(p->out);
+    const size_t shared = (size_t)STAGES * (S::A_STAGE + S::B_STAGE) * sizeof(float);
+    if (shared > 48 * 1024) {
+        cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               (int)shared);
+        if (err != cudaSuccess) return err;
+    }
+    int err = tm_launch_row_chunks((const void *)kernel, grid, block, shared, facts,
+                                   [&](dim3 chunk, unsigned first_block_y) {
+        return tm_launch(kernel, chunk, block, shared, (const float *)p->in0, (const float *)p->in1,
+                         (float *)p->out, (Index)p->M, (Index)p->N, (Index)p->K, vec_c,
+                         first_block_y);
+    });
+    facts->dynamic_shared_bytes = shared;
+    return err;
+}
+
+template <int STAGES>
+static int launch_simt(const tm_problem *p, tm_launch_facts *facts)
+{
+    // B's copies are whole 16-byte cp.async where every row starts 16-byte aligned.
+    const bool vec_b = p->N % 4 == 0 && aligned16(p->in1);
+    if (tm_int_indices_suffice(p))
+        return vec_b ? launch_simt_index<STAGES, true, int>(p, facts)
+                     : launch_simt_index<STAGES, false, int>(p, facts);
+    return vec_b ? launch_simt_index<STAGES, true, long long>(p, facts)
+                 : launch_simt_index<STAGES, false, long long>(p, facts);
+}
+
 template <typename Cfg, int S_B = 0>
 static int launch_fast(const tm_problem *p, tm_launch_facts *facts)
 {
@@ -479,22 +722,18 @@ static int multiprocessor_count()
     return cached;
 }
 
-// config 0: 128 x 256 tiles (config 4) when there are at least two per multiprocessor, else
-// 128 x 128 tiles when there are at least as many as multiprocessors, else 64 x 64 tiles (4x the
-// blocks) so that small problems still fill the device. Measured on an H100 (132 SMs): at 1024^3
-// 64 x 64 gives 85% of cuBLAS against 58% for 128 x 128; at 2048^3 (256 tiles of 128 x 128,
-// 128 of 128 x 256) 128 x 128 gives 98%; at 4096^3 and 8192^3 128 x 256 / BK 32 gives 87-89%
-// against 84-85% for 128 x 128. From at least 8 such tiles per multiprocessor, config 6 (the same
-// tiles with B copied by cp.async): at 8192^3 (15.5 tiles per SM) 89.0% of cuBLAS against 88.3%
-// for config 4; at 4096^3 (3.9 per SM) it lost, 86.6% against 87.1%, so 4 stays there. The
-// threshold of 8 lies between the two measured sizes; sizes in between were not measured.
+// config 0: CUTLASS's structure (config 7, 128 x 256 tiles) when there are at least half as many
+// such tiles as multiprocessors, else 128 x 128 tiles (config 1) when there are at least as many
+// of those as multiprocessors, else 64 x 64 tiles (config 3, 4x the blocks) so that small
+// problems still fill the device. Measured on an H200 (fast_notes.md v8): config 7 against the
+// others at 2048^3, 4096^3, 8192^3 and 5000 x 3000 x 4000; earlier, on an H100, 64 x 64 gave 85%
+// of cuBLAS at 1024^3 against 58% for 128 x 128.
 static int choose_fast_config(const tm_problem *p)
 {
     const int sms = multiprocessor_count() > 0 ? multiprocessor_count() : 132;
     const long long wide_blocks = (long long)tm_ceil_div(p->M, 128) * tm_ceil_div(p->N, 256);
     const long long large_blocks = (long long)tm_ceil_div(p->M, 128) * tm_ceil_div(p->N, 128);
-    if (wide_blocks >= 8LL * sms) return 6;
-    if (wide_blocks >= 2LL * sms) return 4;
+    if (2 * wide_blocks >= sms) return 7;
     return large_blocks >= sms ? 1 : 3;
 }
 
@@ -510,7 +749,7 @@ int tm_matmul_fast_launch(const tm_problem *p, tm_launch_facts *facts)
     case 4: return launch_fast<FastWide>(p, facts);
     case 5: return launch_fast<FastWideK16>(p, facts);
     case 6: return launch_fast<FastWide, 2>(p, facts);
-    case 7: return launch_fast<FastWide, 3>(p, facts);
+    case 7: return launch_simt<4>(p, facts);
     default: return cudaErrorInvalidValue;
     }
 }

@@ -25,6 +25,7 @@ double tm_matmul_colmajor_b_scratch(const tm_problem *p);
 TM_DECLARE_KERNEL(tm_matmul_regtile);
 TM_DECLARE_KERNEL(tm_matmul_fast);
 TM_DECLARE_KERNEL(tm_matmul_cublas);
+TM_DECLARE_KERNEL(tm_matmul_cutlass);
 // ---- reduce declarations ----
 TM_DECLARE_KERNEL(tm_reduce_per_level);
 TM_DECLARE_KERNEL(tm_reduce_wrong_block_sync);
@@ -84,7 +85,7 @@ extern "C" const tm_kernel_spec tm_registry[] = {
      "001 CMU 15-418: thread-level register tiling, 2N^3/V; block tiling in shared memory",
      "register tiling: each thread accumulates a column (1-D) or a VxV block (2-D) of C"},
     {"fast", "matmul", TM_F32, 1,
-     {{"config", 0, 8, {0, 1, 2, 3, 4, 5, 6, 7}, "0: choose by size; 1: 128x128 tile, BK 16; 2: 128x128, BK 8; 3: 64x64, BK 16; 4: 128x256, BK 32; 5: 128x256, BK 16; 6, 7: 4 with B by cp.async, 2 or 3 stages"}},
+     {{"config", 0, 8, {0, 1, 2, 3, 4, 5, 6, 7}, "0: choose by size; 1: 128x128 tile, BK 16; 2: 128x128, BK 8; 3: 64x64, BK 16; 4: 128x256, BK 32; 5: 128x256, BK 16; 6: 4 with B by cp.async, 2 stages; 7: CUTLASS's SIMT structure, 128x256x8, both operands by cp.async, 4 stages"}},
      tm_matmul_fast_launch, NULL, tm_matmul_fast_bytes,
      "001 register tiling + 002 coalescing, taken to the hardware: float4, warp tiles, double buffering",
      "float32 only: 128-bit loads, transposed A tile, warp tiling, double-buffered shared stages"},
@@ -92,6 +93,10 @@ extern "C" const tm_kernel_spec tm_registry[] = {
      tm_matmul_cublas_launch, NULL, tm_matmul_cublas_bytes,
      "the reference: NVIDIA cuBLAS SGEMM/DGEMM (TF32 off), loaded at run time",
      "cuBLAS, for correctness and for % of cuBLAS (cuda backend only; not on the emulator)"},
+    {"cutlass", "matmul", TM_F32, 0, {},
+     tm_matmul_cutlass_launch, NULL, tm_matmul_cutlass_bytes,
+     "the open reference: CUTLASS's SIMT SGEMM, 128x256x8 blocks, 64x64 warps, 3 cp.async stages",
+     "CUTLASS FP32 FFMA GEMM, source you can read (cuda only, sm_80+, built where its headers are found)"},
     // ---- reduce ----
     {"shuffle", "reduce", TM_F32 | TM_F64, 1, {TM_PARAM_THREADS},
      tm_reduce_shuffle_launch, tm_reduce_shuffle_scratch, tm_reduce_grid_stride_bytes,

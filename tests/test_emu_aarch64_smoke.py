@@ -8,7 +8,7 @@ import pytest
 import tiledmm as tm
 from tiledmm.testing import assert_matmul_close, assert_sum_close
 
-CUDA_ONLY = {"cublas"}
+CUDA_ONLY = {"cublas", "cutlass"}
 DEMO = "demo_wrong_block_sync"   # correct only within one block: tested within one
 KERNELS = [k for k in tm.kernels() if k.name not in CUDA_ONLY]
 # 1x1, shapes that are not multiples of any tile, K larger than M and N

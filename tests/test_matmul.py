@@ -9,14 +9,32 @@ from conftest import random_matrix
 
 MATMUL_KERNELS = [k.name for k in tm.kernels("matmul")]
 SPECS = {k.name: k for k in tm.kernels("matmul")}
-# Kernels that exist on the GPU only: the emulator has no cuBLAS, and says so with RuntimeError
-# (tests/test_matmul_family.py checks that).
-CUDA_ONLY = {"cublas"}
+# Kernels that exist on the GPU only: the emulator has no cuBLAS or CUTLASS, and says so with
+# RuntimeError (tests/test_matmul_family.py checks that).
+CUDA_ONLY = {"cublas", "cutlass"}
+_BUILT = {}
+
+
+def cutlass_built(backend):
+    """Whether this cuda build has the `cutlass` kernel (setup.py builds it only where it finds
+    CUTLASS's headers); an unbuilt one refuses with cudaErrorNotYetImplemented."""
+    if backend not in _BUILT:
+        one = np.ones((1, 1), np.float32)
+        try:
+            tm.matmul(one, one, kernel="cutlass", backend=backend, warmup=0, repeat=1)
+            _BUILT[backend] = True
+        except RuntimeError as exc:
+            if "NotYetImplemented" not in str(exc):
+                raise
+            _BUILT[backend] = False
+    return _BUILT[backend]
 
 
 def skip_unsupported(backend, kernel, dtype=None):
     if backend == "emu" and kernel in CUDA_ONLY:
         pytest.skip(f"{kernel} runs on the cuda backend only")
+    if kernel == "cutlass" and not cutlass_built(backend):
+        pytest.skip("cutlass was not built (no CUTLASS headers found by setup.py)")
     if dtype is not None and np.dtype(dtype).name not in SPECS[kernel].dtypes:
         pytest.skip(f"{kernel} supports {'/'.join(SPECS[kernel].dtypes)} only")
 
@@ -164,3 +182,40 @@ def test_exact_on_small_integers(backend, rng, kernel, params):
     A, B = exact_integer_matrix(rng, (M, K)), exact_integer_matrix(rng, (K, N))
     C = tm.matmul(A, B, kernel=kernel, backend=backend, **params).out
     np.testing.assert_array_equal(C, A.astype(np.int64) @ B.astype(np.int64))
+
+
+# fast's cp.async configs (6: B by cp.async; 7: CUTLASS's SIMT structure, both operands by
+# cp.async into 4 stages, the partial K step first): whole and partial 128 x 256 tiles, K not a
+# multiple of 8 or 32, N not a multiple of 4 (4-byte copies of B), K = 1 and a single row.
+CP_ASYNC_SHAPES = [(128, 256, 64), (257, 513, 97), (130, 250, 13), (1, 260, 5), (300, 7, 1),
+                   (64, 1030, 17), (200, 3, 40), (129, 257, 8)]
+
+
+@pytest.mark.parametrize("config", [6, 7])
+@pytest.mark.parametrize("M,N,K", CP_ASYNC_SHAPES, ids=str)
+def test_fast_cp_async_configs_exact_on_every_edge(backend, rng, config, M, N, K):
+    A, B = exact_integer_matrix(rng, (M, K)), exact_integer_matrix(rng, (K, N))
+    C = tm.matmul(A, B, kernel="fast", backend=backend, config=config).out
+    np.testing.assert_array_equal(C, A.astype(np.int64) @ B.astype(np.int64))
+
+
+@pytest.mark.parametrize("config", [6, 7])
+def test_fast_cp_async_configs_on_misaligned_views(backend, rng, config):
+    # rows a multiple of 4 long but starting 1 element into their buffer (the glue copies the
+    # strided view; B's 260 columns take the 16-byte copies, N = 261 in the shapes above not)
+    big = exact_integer_matrix(rng, (131, 65))
+    A, B = big[:, 1:], exact_integer_matrix(rng, (64, 260))
+    C = tm.matmul(A, B, kernel="fast", backend=backend, config=config).out
+    np.testing.assert_array_equal(C, A.astype(np.int64) @ B.astype(np.int64))
+
+
+def test_cutlass_is_a_cuda_only_float32_reference():
+    spec = SPECS["cutlass"]
+    assert spec.dtypes == ("float32",) and spec.params == ()
+    assert "cutlass" in tm._registry.CUDA_ONLY
+
+
+def test_cutlass_on_emu_says_it_runs_on_cuda_only(rng):
+    A, B = random_matrix(rng, (4, 3)), random_matrix(rng, (3, 5))
+    with pytest.raises(RuntimeError, match="cuda backend only"):
+        tm.matmul(A, B, kernel="cutlass", backend="emu")

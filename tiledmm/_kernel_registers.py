@@ -87,14 +87,15 @@ REGISTERS = [
     ('demo_wrong_block_sync', (), 'float64', 22, 'reduce_wrong_block_sync_kernel<double>'),
     ('vec_add', (), 'float64', 12, 'vec_add_kernel<double>'),
     ('mat_add', (), 'float64', 14, 'mat_add_kernel<double>'),
-    ('fast', (('config', 1),), 'float32', 128, 'matmul_fast_kernel<(anonymous namespace)::FastConfig<128, 128, 16, 2, 4, 2>, int>'),
-    ('fast', (('config', 2),), 'float32', 127, 'matmul_fast_kernel<(anonymous namespace)::FastConfig<128, 128, 8, 2, 4, 2>, int>'),
-    ('fast', (('config', 3),), 'float32', 107, 'matmul_fast_kernel<(anonymous namespace)::FastConfig<64, 64, 16, 2, 2, 4>, int>'),
-    ('fast', (('config', 4),), 'float32', 255, 'matmul_fast_kernel<(anonymous namespace)::FastConfig<128, 256, 32, 2, 4, 1>, int>'),
-    ('fast', (('config', 5),), 'float32', 243, 'matmul_fast_kernel<(anonymous namespace)::FastConfig<128, 256, 16, 2, 4, 1>, int>'),
-    ('fast', (('config', 6),), 'float32', 253, 'matmul_fast_async_kernel<(anonymous namespace)::FastConfig<128, 256, 32, 2, 4, 1>, 2, int>'),
-    ('fast', (('config', 7),), 'float32', 253, 'matmul_fast_async_kernel<(anonymous namespace)::FastConfig<128, 256, 32, 2, 4, 1>, 3, int>'),
+    ('fast', (('config', 1),), 'float32', 128, 'matmul_fast_kernel<(anonymous namespace)::FastConfig<128, 128, 16, 2, 4, 2>, int, (anonymous namespace)::kernel_tag_default_ffma_order>'),
+    ('fast', (('config', 2),), 'float32', 127, 'matmul_fast_kernel<(anonymous namespace)::FastConfig<128, 128, 8, 2, 4, 2>, int, (anonymous namespace)::kernel_tag_default_ffma_order>'),
+    ('fast', (('config', 3),), 'float32', 107, 'matmul_fast_kernel<(anonymous namespace)::FastConfig<64, 64, 16, 2, 2, 4>, int, (anonymous namespace)::kernel_tag_default_ffma_order>'),
+    ('fast', (('config', 4),), 'float32', 255, 'matmul_fast_kernel<(anonymous namespace)::FastConfig<128, 256, 32, 2, 4, 1>, int, (anonymous namespace)::kernel_tag_default_ffma_order>'),
+    ('fast', (('config', 5),), 'float32', 243, 'matmul_fast_kernel<(anonymous namespace)::FastConfig<128, 256, 16, 2, 4, 1>, int, (anonymous namespace)::kernel_tag_default_ffma_order>'),
+    ('fast', (('config', 6),), 'float32', 228, 'matmul_fast_async_kernel<(anonymous namespace)::FastConfig<128, 256, 32, 2, 4, 1>, 2, int, (anonymous namespace)::kernel_tag_ffma_order_as_in_cutlass>'),
+    ('fast', (('config', 7),), 'float32', 255, 'matmul_fast_simt_kernel<4, true, int, (anonymous namespace)::kernel_tag_ffma_order_as_in_cutlass>'),
+    ('cutlass', (), 'float32', 254, 'cutlass::Kernel<cutlass::gemm::kernel::Gemm<MmaMultistage<128x256x8, MmaSimt 64x64x8>, 3 stages>> (CUTLASS 4.2.0.0)'),
 ]
 # fast: (threads per block, shared bytes) of each config, to tell which config
 # config=0 chose from the counted launch
-FAST_LAUNCH_SHAPES = {1: (256, 33280), 2: (256, 16640), 3: (128, 16896), 4: (256, 99328), 5: (256, 49664), 6: (256, 99328), 7: (256, 132096)}
+FAST_LAUNCH_SHAPES = {1: (256, 33280), 2: (256, 16640), 3: (128, 16896), 4: (256, 99328), 5: (256, 49664), 6: (256, 99328), 7: (256, 49664)}

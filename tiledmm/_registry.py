@@ -12,9 +12,10 @@ from . import _backend
 
 FAMILIES = ("matmul", "reduce", "elementwise")
 
-# Kernels that only the cuda backend can run: cuBLAS is NVIDIA's GPU library, and the emulator
-# has none (its launcher reports cudaErrorNotSupported).
-CUDA_ONLY = frozenset({"cublas"})
+# Kernels that only the cuda backend can run: cuBLAS and CUTLASS are NVIDIA's GPU libraries, and
+# the emulator has neither (its launchers report cudaErrorNotSupported). `cutlass` is also built
+# only where setup.py finds CUTLASS's headers (cuda/matmul_cutlass.cu).
+CUDA_ONLY = frozenset({"cublas", "cutlass"})
 
 
 @dataclass(frozen=True)

@@ -75,8 +75,15 @@ def bench_matmul(sizes=None, kernels=None, backend=None, warmup=None, repeat=Non
         for kernel, params in cases:
             if progress:
                 progress(f"{kernel} {params} {M}x{N}x{K}")
-            res = _core.matmul(A, B, kernel=kernel, backend=name, warmup=warmup, repeat=repeat,
-                               profile=profile and name == "emu", **params)
+            try:
+                res = _core.matmul(A, B, kernel=kernel, backend=name, warmup=warmup,
+                                   repeat=repeat, profile=profile and name == "emu", **params)
+            except RuntimeError as exc:
+                # `cutlass` is built only where CUTLASS's headers were found: no row without it
+                # (its launcher printed how to build it); any other failure is an error.
+                if kernel in _registry.CUDA_ONLY and "NotYetImplemented" in str(exc):
+                    continue
+                raise
             row = dict(kernel=kernel, params=_fmt_params(params), M=M, N=N, K=K,
                        ms=res.timing.kernel_ms, tflops=res.tflops,
                        pct_cublas=(100 * reference.timing.kernel_ms / res.timing.kernel_ms

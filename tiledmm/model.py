@@ -76,7 +76,7 @@ def loads_regtile(M, N=None, K=None, V=4):
 
 def block_tile(kernel, M=None, N=None, K=None, multiprocessors=132, **params):
     """(block_m, block_n): the piece of C one block computes sharing its loads, for a
-    registered matmul kernel and its parameters (None for cublas: unknown)."""
+    registered matmul kernel and its parameters (None for cublas: unknown; cutlass: 128 x 256)."""
     if kernel in ("naive", "naive_uncoalesced"):
         return 1, 1
     if kernel in ("tiled",):
@@ -95,11 +95,17 @@ def block_tile(kernel, M=None, N=None, K=None, multiprocessors=132, **params):
         return e, e
     if kernel == "fast":
         config = params.get("config", 0)
-        if config == 0:   # the launcher's choice: big tiles when they give 2 blocks per SM
-            big = _cdiv(M or 0, 128) * _cdiv(N or 0, 128)
-            config = 1 if big >= 2 * (multiprocessors or 132) else 3
+        sms = multiprocessors or 132
+        if config == 0:   # the launcher's choice (choose_fast_config in cuda/matmul_fast.cu)
+            wide = _cdiv(M or 0, 128) * _cdiv(N or 0, 256)
+            large = _cdiv(M or 0, 128) * _cdiv(N or 0, 128)
+            config = 7 if 2 * wide >= sms else 1 if large >= sms else 3
+        if config >= 4:   # 128 x 256 tiles
+            return 128, 256
         e = 64 if config == 3 else 128
         return e, e
+    if kernel == "cutlass":   # CUTLASS's SIMT GEMM as cuda/matmul_cutlass.cu instantiates it
+        return 128, 256
     return None
 
 
