@@ -177,6 +177,13 @@ def _run(family, kernel, inputs, params, backend, warmup, repeat, output=None, p
                                f"GPU library, which the {name} backend does not have "
                                "(cudaErrorNotSupported). Use backend='cuda' on a machine "
                                "with a GPU, or compare with numpy.matmul") from None
+        if spec.name in _registry.CUDA_ONLY and "NotYetImplemented" in str(exc):
+            # An optional rung (cutlass) whose headers the build did not find.
+            raise RuntimeError(f"kernel {spec.name!r} was not built into this copy of tiledmm: "
+                               "its headers were not found at build time. Set "
+                               "TILEDMM_CUTLASS_INCLUDE=/path/to/cutlass/include (or pip install "
+                               "nvidia-cutlass and build with --no-build-isolation) and rebuild "
+                               "(cudaErrorNotYetImplemented)") from None
         raise
     if output == "device":
         raw["out"] = DeviceArray(raw["out"], raw["out_address"], raw["out_shape"],
