@@ -48,6 +48,18 @@
 #define cudaMemAttachGlobal 0x01
 #define cudaMemAttachHost 0x02
 
+// The built-in variables as variables, not cuda_emu.h's macros: host code may name its own
+// variables blockDim or gridDim (the lecture's reduction loops do), as nvcc allows. Each OS
+// thread's reference is to its own per-thread state, which the scheduler updates in place.
+#undef threadIdx
+#undef blockIdx
+#undef blockDim
+#undef gridDim
+static thread_local const uint3 &threadIdx = tm_emu_tls.thread_idx;
+static thread_local const uint3 &blockIdx = tm_emu_tls.block_idx;
+static thread_local const dim3 &blockDim = tm_emu_tls.block_dim;
+static thread_local const dim3 &gridDim = tm_emu_tls.grid_dim;
+
 namespace tm_prog {
 
 enum Kind { DEVICE = 0, MANAGED = 1, PINNED = 2, HOST = 3 };
