@@ -371,12 +371,12 @@ def _diagnostics(records, so_path, scratch, source_name):
         if r.get("event") != "host_access":
             continue
         frames = [int(x) for x in r.get("frames", []) if isinstance(x, int) and x >= 0][:8]
-        where = next((loc for loc in _source_lines(so_path, frames, scratch)
-                      if loc and not loc.startswith("??") and loc.split(":")[0].endswith(
-                          (source_name, ".cu", ".cpp", ".cc", ".h"))
-                      and "tiledmm" not in loc and "/emu/" not in loc), None)
-        if where:
-            where = os.path.basename(where.rsplit(":", 1)[0]) + ":" + where.rsplit(":", 1)[1]
+        located = [loc.rsplit(":", 1) for loc in _source_lines(so_path, frames, scratch)
+                   if ":" in loc and not loc.startswith("??")]
+        # the innermost frame in the program's own file, else in any file but tiledmm's
+        ours = [f for f in located if os.path.basename(f[0]) == source_name and f[1] != "0"] or \
+            [f for f in located if not f[0].startswith(PACKAGE_PARENT) and f[1] != "0"]
+        where = f"{os.path.basename(ours[0][0])}:{ours[0][1]}" if ours else None
         access = r.get("access") if r.get("access") in ("read", "wrote", "accessed") else "accessed"
         alloc = ""
         if r.get("alloc_by"):

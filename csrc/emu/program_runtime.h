@@ -65,10 +65,11 @@ namespace tm_prog {
 enum Kind { DEVICE = 0, MANAGED = 1, PINNED = 2, HOST = 3 };
 
 struct Alloc {
-    size_t size;
+    size_t size;      // as requested (copies are checked against it)
     const char *file;
     int line;
     const char *by;   // "cudaMalloc", "cudaMallocManaged", ...
+    size_t span;      // the region's bytes it holds (size rounded up to 256)
 };
 
 struct State {
@@ -194,7 +195,7 @@ inline Kind classify(const void *p, uintptr_t *start, const Alloc **rec)
         auto it = s.device.upper_bound(off);
         if (it != s.device.begin()) {
             --it;
-            if (off < it->first + it->second.size) {
+            if (off < it->first + it->second.span) {
                 *start = (uintptr_t)(s.dev + it->first);
                 *rec = &it->second;
             }
@@ -348,7 +349,7 @@ inline cudaError_t device_malloc(void **p, size_t size, const char *file, int li
         s.top += want;
         if (s.open) set_open(true);   // (never: host code allocates between launches)
     }
-    s.device[off] = Alloc{want, file, line, "cudaMalloc"};
+    s.device[off] = Alloc{size, file, line, "cudaMalloc", want};
     *p = s.dev + off;
     return cudaSuccess;
 }
@@ -365,7 +366,7 @@ inline cudaError_t device_free(void *p)
         auto it = s.device.find(off);
         if (it == s.device.end())
             return tm_emu::set_error(cudaErrorInvalidValue, "cudaFree: not a pointer cudaMalloc returned, or freed twice");
-        size_t start = off, len = it->second.size;
+        size_t start = off, len = it->second.span;
         s.device.erase(it);
         auto nx = s.free_blocks.find(start + len);
         if (nx != s.free_blocks.end()) {
@@ -404,7 +405,7 @@ inline cudaError_t host_side_malloc(void **p, size_t size, Kind kind, const char
     if (posix_memalign(&m, 256, size) != 0 || !m) return tm_emu::set_error(cudaErrorMemoryAllocation);
     State &s = st();
     std::lock_guard<std::recursive_mutex> g(s.mu);
-    s.host[(uintptr_t)m] = Alloc{size, file, line, by};
+    s.host[(uintptr_t)m] = Alloc{size, file, line, by, size};
     s.host_kind[(uintptr_t)m] = kind;
     *p = m;
     return cudaSuccess;
@@ -598,7 +599,7 @@ inline cudaError_t mem_info(size_t *freeb, size_t *total)
     std::lock_guard<std::recursive_mutex> g(s.mu);
     region_init();
     size_t used = 0;
-    for (auto &kv : s.device) used += kv.second.size;
+    for (auto &kv : s.device) used += kv.second.span;
     *total = s.cap;
     *freeb = s.cap - used;
     return cudaSuccess;

@@ -40,6 +40,11 @@ class thread_block_tile {
                   "tiled_partition<N>: N is a power of two from 1 to 32");
 
 public:
+    thread_block_tile() = default;
+    // tiled_partition<32>(block) is a thread_block_tile<32, thread_block>, which converts to
+    // the thread_block_tile<32> that programs declare
+    template <typename Q>
+    thread_block_tile(const thread_block_tile<N, Q> &) {}
     static unsigned lane() { return (unsigned)tm_emu_tls.linear_tid % 32u; }
     static unsigned mask()
     {
