@@ -328,3 +328,22 @@ def test_cli_run_exit_code_and_arguments(tmp_path):
     done = subprocess.run([sys.executable, "-m", "tiledmm", "run", str(prog), "--backend", "emu",
                            "--", "abort"], capture_output=True, timeout=RUN_S * 3, env=env)
     assert done.returncode == 128 + 6
+
+
+# ---- the cuda path, built here (run on a GPU by benchmarks/programs_gpu.py) ---------------------
+
+@pytest.mark.skipif(programs._nvcc() is None, reason="nvcc is not installed")
+def test_cuda_build_with_nvcc_rewrites_launches():
+    src = open(os.path.join(PROGRAMS, "runtime_api.cu")).read()
+    image, meta, _origin = programs.build(src, "runtime_api.cu", "cuda")
+    assert image[:4] == b"\x7fELF"
+    assert [ln["kernel"] for ln in meta["launches"]] == [
+        "scale", "count_threads", "count_threads", "say", "dyn_shared", "dyn_shared", "add_one",
+        "add_one", "add_one"]
+    assert b"tm_prog_setup" in image and b"tm_prog_exit" in image
+
+
+def test_cuda_without_nvcc_says_so_and_names_emu(monkeypatch):
+    monkeypatch.setattr(programs, "_nvcc", lambda: None)
+    with pytest.raises(RuntimeError, match='nvcc.*backend="emu"'):
+        tm.run(EXITS, backend="cuda", timeout=RUN_S)
