@@ -667,13 +667,16 @@ struct LaunchSite {
     int line;
 };
 
-inline void record_launch(const LaunchSite &site, dim3 g, dim3 b, size_t shm, double ms, int err)
+// started: when the launch began (Unix time, seconds), for benchmarks/program_startup.py
+inline void record_launch(const LaunchSite &site, dim3 g, dim3 b, size_t shm, double ms, int err,
+                          double started = 0.0)
 {
     std::string line = "{\"event\": \"launch\", \"kernel\": ";
     json_str(line, site.kernel);
-    char buf[256];
+    char buf[320];
     snprintf(buf, sizeof buf, ", \"grid\": [%u, %u, %u], \"block\": [%u, %u, %u], \"shared_bytes\": %zu, "
-             "\"ms\": %.6f, \"error\": %d, \"line\": %d}", g.x, g.y, g.z, b.x, b.y, b.z, shm, ms, err, site.line);
+             "\"ms\": %.6f, \"error\": %d, \"line\": %d, \"started\": %.6f}", g.x, g.y, g.z, b.x, b.y,
+             b.z, shm, ms, err, site.line, started);
     report(line + buf);
 }
 
@@ -734,6 +737,8 @@ struct Launcher {
             record_launch(site, grid, block, shared, 0.0, (int)cudaErrorIllegalAddress);
             return;
         }
+        const double started =
+            std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
         const auto t0 = std::chrono::steady_clock::now();
         s.launching.store(1);
         set_open(true);
@@ -753,7 +758,7 @@ struct Launcher {
                 cudaGetLastError();
             }
         }
-        record_launch(site, grid, block, shared, ms, (int)err);
+        record_launch(site, grid, block, shared, ms, (int)err, started);
     }
 };
 
