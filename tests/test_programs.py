@@ -347,3 +347,21 @@ def test_cuda_without_nvcc_says_so_and_names_emu(monkeypatch):
     monkeypatch.setattr(programs, "_nvcc", lambda: None)
     with pytest.raises(RuntimeError, match='nvcc.*backend="emu"'):
         tm.run(EXITS, backend="cuda", timeout=RUN_S)
+
+
+def test_kernel_wild_access_names_the_kernel():
+    src = ("__global__ void wild(float *x) { x[threadIdx.x + (1 << 28)] = 1.0f; }\n"
+           "int main() {\n  float *d;\n  cudaMalloc(&d, 64);\n  wild<<<1, 32>>>(d);\n"
+           "  cudaDeviceSynchronize();\n  return 0;\n}\n")
+    r = run(src)
+    assert r.returncode == -11
+    assert "tiledmm: kernel 'wild' made an invalid memory access" in r.stderr, r.stderr
+
+
+def test_device_printf_shown_when_the_program_exits_without_synchronising():
+    src = ("#include <stdio.h>\n#include <stdlib.h>\n__managed__ int seen;\n"
+           "__global__ void hello() { printf(\"block %d\\n\", blockIdx.x); seen = 1; }\n"
+           "int main() {\n  hello<<<1, 1>>>();\n  printf(\"host first\\n\");\n  exit(0);\n}\n")
+    r = run(src)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "host first\nblock 0\n"

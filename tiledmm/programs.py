@@ -368,6 +368,13 @@ def _diagnostics(records, so_path, scratch, source_name):
     """tiledmm: lines for the faults the report records."""
     lines = []
     for r in records:
+        if r.get("event") == "kernel_fault":
+            where = ("outside every device allocation" if r.get("device_memory") else
+                     "outside device memory")
+            lines.append(f"tiledmm: kernel '{str(r.get('kernel'))[:200]}' made an invalid memory "
+                         f"access ({where}); on a GPU the launch fails and the program's next "
+                         "synchronising call returns cudaErrorIllegalAddress, on the emulator the "
+                         "program ends here")
         if r.get("event") != "host_access":
             continue
         frames = [int(x) for x in r.get("frames", []) if isinstance(x, int) and x >= 0][:8]

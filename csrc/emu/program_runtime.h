@@ -39,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#define __managed__   // a global: host memory, which host code and kernels both reach here
 #define cudaStreamDefault 0x00
 #define cudaStreamNonBlocking 0x01
 #define cudaHostAllocDefault 0x00
@@ -89,6 +90,7 @@ struct State {
     int report_fd = -1;
     volatile sig_atomic_t open = 0;          // the device view is readable (a launch runs)
     std::atomic<int> launching{0};
+    const char *kernel = nullptr;            // the kernel running (for a fault's report)
     struct sigaction prev_segv;
     uintptr_t program_base = 0;              // the program's shared object, for fault reports
     std::vector<cudaStream_t> streams;
@@ -307,6 +309,16 @@ inline void segv(int sig, siginfo_t *si, void *uctx)
         report(line);
         signal(SIGSEGV, SIG_DFL);   // the access runs again and ends the program, as on a GPU
         return;
+    }
+    if (s.launching.load(std::memory_order_relaxed) && s.kernel) {
+        // a kernel's invalid access: the emulator cannot go on as a GPU would (the launch failing
+        // with cudaErrorIllegalAddress at the next synchronising call), so the program ends here
+        std::string line = "{\"event\": \"kernel_fault\", \"kernel\": ";
+        json_str(line, s.kernel);
+        line += ", \"device_memory\": ";
+        line += in_region(si->si_addr) ? "true}" : "false}";
+        report(line);
+        s.kernel = nullptr;
     }
     if (s.prev_segv.sa_flags & SA_SIGINFO) {
         if (s.prev_segv.sa_sigaction) {
@@ -740,6 +752,7 @@ struct Launcher {
         const double started =
             std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
         const auto t0 = std::chrono::steady_clock::now();
+        s.kernel = site.kernel;
         s.launching.store(1);
         set_open(true);
         cudaError_t err = tm_emu_launch(kernel, grid, block, shared, args...);
@@ -790,6 +803,7 @@ extern "C" __attribute__((visibility("default"), used)) int tm_prog_setup(int re
     sigaction(SIGSEGV, &sa, &s.prev_segv);
     void *warm[4];
     backtrace(warm, 4);   // loads the unwinder now, not first inside the fault handler
+    atexit(tm_prog::flush_printf);   // exit() without a synchronising call still shows it
     return 0;
 }
 
