@@ -8,6 +8,7 @@ stdout, stderr and exit code are the program's. Only data comes back: the output
 and the report file's JSON lines (launches, faults).
 """
 import dataclasses
+import functools
 import html
 import json
 import os
@@ -190,21 +191,22 @@ def _nvcc():
     return None
 
 
+@functools.lru_cache(maxsize=1)
 def _gpu_arch():
     """-gencode for the GPU present (nvidia-smi's compute capability), or [] (nvcc's default
     architecture, with PTX the driver compiles for any newer GPU)."""
     smi = shutil.which("nvidia-smi")
     if not smi:
-        return []
+        return ()
     try:
         out = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=30).stdout.split()
     except (OSError, subprocess.TimeoutExpired):
-        return []
+        return ()
     if not out or not out[0].replace(".", "").isdigit():
-        return []
+        return ()
     cc = out[0].replace(".", "")
-    return [f"-gencode=arch=compute_{cc},code=[sm_{cc},compute_{cc}]"]
+    return (f"-gencode=arch=compute_{cc},code=[sm_{cc},compute_{cc}]",)
 
 
 def _emu_build_plan(compiler_args):
@@ -284,7 +286,9 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None):
         req_path = os.path.join(scratch, "request.json")
         with open(req_path, "w") as f:
             json.dump(request, f)
-        policy = _sandbox.compile_policy(scratch, read=(src_path, source_dir, HERE))
+        # the child reads the source, its folder (its own #includes) and tiledmm's headers
+        policy = _sandbox.compile_policy(scratch, read=(src_path, source_dir, HERE,
+                                                        *_compile_emu._headers()[0]))
         done = _sandbox.run_python("_program_build", [req_path], policy, cwd=scratch,
                                    timeout=600)
         try:
