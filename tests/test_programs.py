@@ -365,3 +365,12 @@ def test_device_printf_shown_when_the_program_exits_without_synchronising():
     r = run(src)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "host first\nblock 0\n"
+
+
+def test_launches_in_templates_and_lambdas():
+    r = run(os.path.join(PROGRAMS, "template_launches.cu"))
+    assert r.returncode == 0, r.stderr
+    with open(os.path.join(PROGRAMS, "template_launches.expected")) as f:
+        assert r.stdout == f.read()
+    assert [(ln.kernel, ln.grid, ln.block) for ln in r.launches] == \
+        [("fill", (3, 1, 1), (128, 1, 1)), ("fill", (1, 1, 1), (64, 1, 1))]

@@ -101,6 +101,13 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
         f.write(data)
     tu = ci.Index.create().parse(path, args=_parse_args(scratch, includes, defines, user_includes))
     edits, launches, seen = [], [], set()
+    # the parameter names of every kernel (templates too), for launches in templates
+    kernel_params = {}
+    for c in tu.cursor.get_children():
+        if c.kind in (ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE) and \
+                any(k.kind == ci.CursorKind.CUDAGLOBAL_ATTR for k in c.get_children()):
+            kernel_params[c.spelling] = [k.spelling for k in c.get_children()
+                                         if k.kind == ci.CursorKind.PARM_DECL]
 
     def visit(cursor):
         for child in cursor.get_children():
@@ -121,9 +128,13 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
                 data[c0:c0 + 3] != b"<<<" or data[c1 - 3:c1] != b">>>" or c0 in seen:
             return   # inside a macro: left for the check below
         ref = call.referenced
-        kernel = ref.spelling if ref is not None else call.spelling
+        kernel = ref.spelling if ref is not None else ""
         params = [a.spelling or f"#{i + 1}" for i, a in enumerate(ref.get_arguments())] \
             if ref is not None else []
+        if not kernel:   # a launch in a template: the kernel named by the call's first token
+            first = next(iter(call.get_tokens()), None)
+            kernel = first.spelling if first is not None else "?"
+            params = kernel_params.get(kernel, [])
         seen.add(c0)
         head = f'tm_prog::config("{kernel}", "{",".join(params)}", __FILE__, __LINE__, '
         edits.extend([(start, 0, head.encode()), (c0, 3, b", "), (c1 - 3, 3, b")")])
