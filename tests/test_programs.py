@@ -380,3 +380,10 @@ def test_launches_in_templates_and_lambdas(backend):
         assert r.stdout == f.read()
     assert [(ln.kernel, ln.grid, ln.block) for ln in r.launches] == \
         [("fill", (3, 1, 1), (128, 1, 1)), ("fill", (1, 1, 1), (64, 1, 1))]
+
+
+def test_pitched_memory_and_stream_queries(backend):
+    r = run(os.path.join(PROGRAMS, "pitched.cu"), backend=backend)
+    assert r.returncode == 0, r.stderr
+    with open(os.path.join(PROGRAMS, "pitched.expected")) as f:
+        assert r.stdout == f.read()

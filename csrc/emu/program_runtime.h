@@ -913,6 +913,46 @@ static inline cudaError_t tm_prog_cudaMemcpyFromSymbol(void *dst, const T &symbo
     return cudaSuccess;
 }
 
+// pitched memory: rows of `width` bytes, each starting at a multiple of 512 bytes
+static inline cudaError_t tm_prog_cudaMallocPitch(void **p, size_t *pitch, size_t width, size_t height,
+                                                  const char *file, int line)
+{
+    if (!pitch) return tm_emu::set_error(cudaErrorInvalidValue);
+    *pitch = (width + 511) / 512 * 512;
+    return tm_prog::device_malloc(p, *pitch * height, file, line);
+}
+static inline cudaError_t tm_prog_cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch,
+                                               size_t width, size_t height, cudaMemcpyKind kind)
+{
+    cudaError_t e = tm_prog::sync_point();
+    if (e != cudaSuccess) return e;
+    if (width > dpitch || width > spitch) return tm_emu::set_error(cudaErrorInvalidPitchValue);
+    if (height == 0 || width == 0) return cudaSuccess;
+    // the whole copy is checked before any row moves: nothing is copied if a row is out of bounds
+    const size_t dspan = dpitch * (height - 1) + width, sspan = spitch * (height - 1) + width;
+    if (tm_prog::range_kind(dst, dspan) < 0 || tm_prog::range_kind(src, sspan) < 0)
+        return tm_emu::set_error(cudaErrorInvalidValue, "cudaMemcpy2D runs past the end of a device allocation");
+    for (size_t r = 0; r < height; ++r) {
+        e = tm_prog::copy((char *)dst + r * dpitch, (const char *)src + r * spitch, width, kind, "cudaMemcpy2D");
+        if (e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
+}
+static inline cudaError_t tm_prog_cudaStreamQuery(cudaStream_t s)
+{
+    TM_PROG_STICKY();
+    return tm_prog::stream_valid(s) ? cudaSuccess : tm_emu::set_error(cudaErrorInvalidResourceHandle);
+}
+static inline cudaError_t tm_prog_cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t, unsigned = 0)
+{
+    return tm_prog_cudaStreamQuery(s);   // every stream is in order already
+}
+
+#define cudaMallocPitch(p, pitch, w, h) \
+    tm_prog_cudaMallocPitch(tm_prog::as_void(p), (pitch), (w), (h), __FILE__, __LINE__)
+#define cudaMemcpy2D(...) tm_prog_cudaMemcpy2D(__VA_ARGS__)
+#define cudaStreamQuery(s) tm_prog_cudaStreamQuery(s)
+#define cudaStreamWaitEvent(...) tm_prog_cudaStreamWaitEvent(__VA_ARGS__)
 #define cudaMemcpy(...) tm_prog_cudaMemcpy(__VA_ARGS__)
 #define cudaMemcpyAsync(...) tm_prog_cudaMemcpyAsync(__VA_ARGS__)
 #define cudaMemset(...) tm_prog_cudaMemset(__VA_ARGS__)
