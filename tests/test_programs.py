@@ -389,3 +389,20 @@ def test_pitched_memory_and_stream_queries(backend):
     assert r.returncode == 0, r.stderr
     with open(os.path.join(PROGRAMS, "pitched.expected")) as f:
         assert r.stdout == f.read()
+
+
+def test_cli_reports_the_host_fault_and_a_compile_error(tmp_path):
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cli = [sys.executable, "-m", "tiledmm", "run"]
+    done = subprocess.run(cli + [os.path.join(PROGRAMS, "host_reads_device.cu"), "--backend",
+                                 "emu"], capture_output=True, timeout=RUN_S * 3, env=env)
+    assert done.returncode == 128 + 11
+    assert b"tiledmm: host code read device memory at host_reads_device.cu:12" in done.stderr
+    bad = tmp_path / "bad.cu"
+    bad.write_text("int main() {\n  return nope;\n}\n")
+    done = subprocess.run(cli + [str(bad), "--backend", "emu"], capture_output=True,
+                          timeout=RUN_S * 3, env=env)
+    assert done.returncode == 1 and b"bad.cu:2" in done.stderr
+    done = subprocess.run(cli + [str(tmp_path / "missing.cu"), "--backend", "emu"],
+                          capture_output=True, timeout=RUN_S * 3, env=env)
+    assert done.returncode == 2 and b"no program file" in done.stderr

@@ -482,12 +482,18 @@ def run_cli(path, backend=None, timeout=None, args=(), compiler_args=()):
     """`python -m tiledmm run`: the program on the terminal's stdin, stdout and stderr; returns
     the exit code a shell would give (128 + the signal for a signal)."""
     backend = backend or get_backend()
-    source, name, folder = _read_program(os.path.abspath(path) if os.path.exists(path) else path)
+    if not os.path.isfile(path):
+        print(f"tiledmm: no program file {path!r}", file=sys.stderr)
+        return 2
     try:
+        source, name, folder = _read_program(os.path.abspath(path))
         image, _meta, _origin = build(source, name, backend, compiler_args, folder)
     except CompileError as exc:
         print(exc.log or str(exc), file=sys.stderr)
         return 1
+    except (OSError, RuntimeError, ValueError) as exc:
+        print(f"tiledmm: {exc}", file=sys.stderr)
+        return 2
     sys.stdout.flush()
     done, _records, extra = execute(image, name, backend, args, None, timeout, capture=False)
     for line in extra:
