@@ -197,7 +197,8 @@ def build(req):
                 f'#line 1 "{name}"\n{text}\n')
         src = os.path.join(scratch, "program.cpp")
     else:
-        full = ('#include "tiledmm_program_cuda.h"\n' + define_lines + f'#line 1 "{name}"\n{text}\n')
+        full = ('#include "tiledmm_program_cuda.h"\n' + define_lines +
+                f'#line 1 "{name}"\n{text}\n')
         src = os.path.join(scratch, "program_build.cu")
     with open(src, "w") as f:
         f.write(full)

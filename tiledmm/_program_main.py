@@ -13,7 +13,6 @@ usage: _program_main SO REPORT BACKEND PROGRAM_NAME [-- ARGS...]
 import ctypes
 import os
 import signal
-import sys
 
 
 def main(args):

@@ -161,8 +161,8 @@ def _emu_options(compiler_args):
         elif a.startswith(("-arch=", "-gencode=", "--gpu-architecture=", "-code=")):
             pass
         else:
-            raise ValueError(f"compiler_args: {a!r} is not taken on the emulator (emu takes -D, -U, "
-                             "-I, -O*, -std= and ignores -arch/-gencode); pass it with "
+            raise ValueError(f"compiler_args: {a!r} is not taken on the emulator (emu takes -D, "
+                             "-U, -I, -O*, -std= and ignores -arch/-gencode); pass it with "
                              "backend='cuda', or leave it out")
         i += 1
     return defines, includes, other
@@ -271,7 +271,8 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None):
         link = []
         if backend == "emu":
             # tiledmm's own runtime (trusted sources), compiled once per cache folder
-            link = ["-x", "none", *_compile_emu._runtime_objects(includes, rt_sources, scratch, runtime),
+            link = ["-x", "none",
+                    *_compile_emu._runtime_objects(includes, rt_sources, scratch, runtime),
                     *_compile_emu._link_flags()]
         src_path = os.path.join(scratch, "source.cu")
         with open(src_path, "w") as f:
@@ -300,9 +301,8 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None):
                                f"{(done.stderr or b'').decode(errors='replace')[-3000:]}") from None
         if not result.get("ok"):
             log = str(result.get("log", ""))
-            for p in (os.path.join(scratch, "program.cpp"), os.path.join(scratch, "program_build.cu"),
-                      os.path.join(scratch, source_name)):
-                log = log.replace(p, source_name)
+            for built in ("program.cpp", "program_build.cu", source_name):
+                log = log.replace(os.path.join(scratch, built), source_name)
             first = next((ln for ln in log.splitlines() if "error" in ln), log[:200])
             raise CompileError(f"the program {source_name} does not compile ({backend}): {first}"
                                f"\n\n{log}", log)
