@@ -300,7 +300,7 @@ def test_compiler_args_on_emu():
         run(src, compiler_args=["-DN=1", "-fsanitize=address"])
 
 
-def test_check_and_profile_say_they_are_not_available():
+def test_check_says_it_is_not_available():
     with pytest.raises(NotImplementedError):
         run(EXITS, check=True)
 
@@ -406,3 +406,34 @@ def test_cli_reports_the_host_fault_and_a_compile_error(tmp_path):
     done = subprocess.run(cli + [str(tmp_path / "missing.cu"), "--backend", "emu"],
                           capture_output=True, timeout=RUN_S * 3, env=env)
     assert done.returncode == 2 and b"no program file" in done.stderr
+    done = subprocess.run(cli + [os.path.join(LECTURES, "003_matmul_host.cu"), "--backend", "emu",
+                                 "--profile", "--", "16"],
+                          capture_output=True, timeout=RUN_S * 3, env=env)
+    assert done.returncode == 0 and done.stdout.startswith(b"Width 16:")
+    assert re.search(rb"MatrixMulKernel\s+1x1x1\s+16x16x1\s+0\s+[\d.]+\s+[\d.]+",
+                     done.stderr), done.stderr
+
+
+def test_profile_counts_equal_tm_compile_profile_of_the_same_kernel():
+    np = pytest.importorskip("numpy")
+    r = run(os.path.join(LECTURES, "003_matmul_host.cu"), args=["24"], profile=True)
+    assert r.returncode == 0, r.stderr
+    (launch,) = r.launches
+    prog = launch.profile
+    assert prog is not None and launch.predicted_ms is not None and launch.predicted_ms > 0
+    assert "predicted H100 ms" in repr(r)
+    # 18 warps, each 24 iterations of two loads, then one store; no shared memory
+    assert (prog.global_load_requests, prog.global_store_requests) == (18 * 24 * 2, 18)
+    assert prog.shared_load_requests == prog.shared_store_requests == 0
+    with open(os.path.join(HERE, "lectures", "003_MatrixMulKernel_one_block.cu")) as f:
+        k = tm.compile(f.read(), "MatrixMulKernel", backend="emu")
+    rng = np.random.default_rng(3)
+    M = rng.standard_normal((24, 24)).astype(np.float32)
+    N = rng.standard_normal((24, 24)).astype(np.float32)
+    P = np.zeros((24, 24), np.float32)
+    res = k((1, 1), (24, 24), M, N, P, 24, profile=True, timeout=RUN_S)
+    for name in ("global_load_requests", "global_load_sectors", "global_store_requests",
+                 "global_store_sectors", "shared_load_requests", "barriers"):
+        assert getattr(prog, name) == getattr(res.profile, name), name
+    with pytest.raises(NotImplementedError, match="emulator only"):
+        tm.run(EXITS, backend="cuda", profile=True)

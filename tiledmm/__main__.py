@@ -71,12 +71,11 @@ def cmd_bench(args):
 def cmd_run(args):
     """A whole CUDA program on the terminal: its stdin and stdout, its exit code."""
     from tiledmm.programs import run_cli
-    if args.check or args.profile:
-        print("tiledmm: run --check and --profile are not available yet for whole programs",
-              file=sys.stderr)
+    if args.check:
+        print("tiledmm: run --check is not available yet for whole programs", file=sys.stderr)
         return 2
     return run_cli(args.file, backend=args.backend or args.run_backend, timeout=args.timeout,
-                   args=args.program_args)
+                   args=args.program_args, profile=args.profile)
 
 
 def _timeout(text):
@@ -122,16 +121,17 @@ def main(argv=None):
     from tiledmm.grading.cli import add_grade_parser
     add_grade_parser(sub)
     r = sub.add_parser("run", help="build and run a whole CUDA program (FILE.cu); the exit code "
-                                   "is the program's")
+                                   "is the program's",
+                       usage="python -m tiledmm run FILE.cu [--backend emu|cuda] [--profile] "
+                             "[--timeout S] [-- ARGS...]")
     r.add_argument("file")
     r.add_argument("--backend", dest="run_backend", choices=["cuda", "emu"], default=None)
     r.add_argument("--check", action="store_true")
-    r.add_argument("--profile", action="store_true")
+    r.add_argument("--profile", action="store_true",
+                   help="emu: count each launch's traffic and predict its H100 time (stderr)")
     r.add_argument("--timeout", type=_timeout, default=None,
                    help="seconds (default: none on a terminal); 'none' for no limit")
-    r.add_argument("program_args", nargs=argparse.REMAINDER,
-                   help="after --: the program's own arguments")
-    r.set_defaults(fn=cmd_run)
+    r.set_defaults(fn=cmd_run, program_args=[])   # after --: the program's own arguments
     argv = list(sys.argv[1:] if argv is None else argv)
     if "run" in argv and "--" in argv[argv.index("run"):]:   # the program's arguments, untouched
         cut = argv.index("--", argv.index("run"))
@@ -139,8 +139,8 @@ def main(argv=None):
     else:
         program_args = None
     args = parser.parse_args(argv)
-    if args.command == "run" and program_args is not None:
-        args.program_args = program_args
+    if args.command == "run":
+        args.program_args = program_args or []
     if args.command == "bench":
         check_bench_args(b, args)
     return args.fn(args) or 0

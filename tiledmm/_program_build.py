@@ -141,6 +141,7 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
         launches.append({"kernel": kernel, "params": params, "line": call.extent.start.line})
 
     visit(tu.cursor)
+    edits.extend(_renamed_builtins(ci, tu, path, data))
     # every `<<<` of the file must have been a launch the parse read
     for tok in tu.get_tokens(extent=tu.cursor.extent):
         if tok.spelling == "<<<" and tok.location.file is not None and \
@@ -156,6 +157,42 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
     for offset, length, text in sorted(edits, key=lambda e: e[0], reverse=True):
         out = out[:offset] + text + out[offset + length:]
     return out.decode(), launches
+
+
+# The emulator spells the built-in variables as macros (csrc/emu/cuda_emu.h); host code may
+# name its own variables so (lecture 001's reduction loops declare `int blockDim`), as nvcc
+# allows, so those declarations and their uses are renamed.
+_BUILTIN_VARIABLES = ("threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize")
+_DECLS = ("VAR_DECL", "PARM_DECL", "FIELD_DECL")
+_REFS = ("DECL_REF_EXPR", "MEMBER_REF_EXPR")
+
+
+def _renamed_builtins(ci, tu, path, data):
+    """Edits renaming the program's own variables, parameters and fields named like a built-in
+    variable (and every use of them) to tm_user_<name>."""
+    kinds = {getattr(ci.CursorKind, k) for k in _DECLS + _REFS}
+    decl_kinds = {getattr(ci.CursorKind, k) for k in _DECLS}
+    edits, done = [], set()
+
+    def ours(cursor):
+        loc = cursor.location
+        return loc.file is not None and loc.file.name == path
+
+    for c in tu.cursor.walk_preorder():
+        if c.kind not in kinds or c.spelling not in _BUILTIN_VARIABLES or not ours(c):
+            continue
+        decl = c if c.kind in decl_kinds else c.referenced
+        if decl is None or decl.kind not in decl_kinds or not ours(decl):
+            continue   # the built-in itself
+        # the identifier's own token: the declaration's name, or the reference's last token
+        start = c.location.offset
+        name = c.spelling.encode()
+        if data[start:start + len(name)] != name:
+            continue
+        if start not in done:
+            done.add(start)
+            edits.append((start, len(name), b"tm_user_" + name))
+    return edits
 
 
 def _clang_diag(d, source_name):
@@ -203,8 +240,15 @@ def build(req):
     with open(src, "w") as f:
         f.write(full)
     out = os.path.join(scratch, "program.so")
-    cmd = [*req["compile"], src, "-o", out, *req["link"]]
-    returncode, log = _compile(cmd, scratch)
+    if req.get("link_cmd"):   # compiled, then linked apart (profile mode: see _compile_emu)
+        obj = os.path.join(scratch, "program.o")
+        returncode, log = _compile([*req["compile"], src, "-o", obj], scratch)
+        if returncode == 0:
+            returncode, link_log = _compile([*req["link_cmd"], "-o", out, obj, *req["link"]],
+                                            scratch)
+            log += link_log
+    else:
+        returncode, log = _compile([*req["compile"], src, "-o", out, *req["link"]], scratch)
     if returncode != 0 or not os.path.exists(out):
         raise BuildError(_unsupported_note(log) + log)
     return {"ok": True, "log": log, "launches": launches, "so": out}

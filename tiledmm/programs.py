@@ -22,6 +22,8 @@ from . import _compile_emu, _kernel_cache as cache, _sandbox
 from ._backend import get_backend
 from ._isolation import default_timeout
 from ._kernel_diagnostics import CompileError
+from ._profile_build import PROFILE_HOOK_FLAGS, PROFILE_KERNEL_FLAGS, PROFILE_WRAPPED
+from .profile import GRID_SMS, Profile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PACKAGE_PARENT = os.path.dirname(HERE)
@@ -38,7 +40,8 @@ class ProgramLaunch:
     """One kernel launch of a program: the kernel's name, grid and block (x, y, z), dynamic
     shared bytes, its time in ms (None where unknown), and `clock`, what measured it:
     "cuda events" on cuda, "emulator wall time (CPU)" on emu. `error` is the launch's CUDA
-    error code (0: none)."""
+    error code (0: none). With tm.run(..., profile=True) on emu, `profile` is the launch's
+    counted traffic (a tm.profile.Profile) and `predicted_ms` the H100 time predicted from it."""
     kernel: str
     grid: tuple
     block: tuple
@@ -46,6 +49,8 @@ class ProgramLaunch:
     ms: float
     clock: str
     error: int = 0
+    profile: object = None        # profile=True on emu: the launch's tm.profile.Profile
+    predicted_ms: float = None    # profile=True on emu: the H100 time predicted from it
 
 
 @dataclasses.dataclass
@@ -60,10 +65,22 @@ class ProgramResult:
     launches: list
     backend: str = "emu"
 
+    def _headers(self):
+        head = ("kernel", "grid", "block", "shared", "ms")
+        return head + ("predicted H100 ms",) if self._profiled() else head
+
+    def _profiled(self):
+        return any(ln.profile is not None for ln in self.launches)
+
     def _table_rows(self):
-        return [(ln.kernel, "x".join(map(str, ln.grid)), "x".join(map(str, ln.block)),
-                 str(ln.shared_bytes), "-" if ln.ms is None else f"{ln.ms:.3f}")
-                for ln in self.launches]
+        rows = []
+        for ln in self.launches:
+            row = (ln.kernel, "x".join(map(str, ln.grid)), "x".join(map(str, ln.block)),
+                   str(ln.shared_bytes), "-" if ln.ms is None else f"{ln.ms:.3f}")
+            if self._profiled():
+                row += ("-" if ln.predicted_ms is None else f"{ln.predicted_ms:.4f}",)
+            rows.append(row)
+        return rows
 
     def __repr__(self):
         out = self.stdout
@@ -79,9 +96,9 @@ class ProgramResult:
         parts = [head, out + err]
         rows = self._table_rows()
         if rows:
-            hdr = ("kernel", "grid", "block", "shared", "ms")
+            hdr = self._headers()
             shown = rows[:20]
-            widths = [max(len(r[i]) for r in [hdr] + shown) for i in range(5)]
+            widths = [max(len(r[i]) for r in [hdr] + shown) for i in range(len(hdr))]
             lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w)
                                for i, (c, w) in enumerate(zip(r, widths))) for r in [hdr] + shown]
             if len(rows) > len(shown):
@@ -99,8 +116,7 @@ class ProgramResult:
                 f"backend {esc(self.backend)}</p>"
         rows = self._table_rows()
         if rows:
-            body += "<table><tr>" + "".join(f"<th>{h}</th>" for h in
-                                            ("kernel", "grid", "block", "shared", "ms")) + "</tr>"
+            body += "<table><tr>" + "".join(f"<th>{h}</th>" for h in self._headers()) + "</tr>"
             body += "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>"
                             for r in rows[:200])
             body += f"</table><p>ms: {esc(self.launches[0].clock)}</p>"
@@ -209,14 +225,21 @@ def _gpu_arch():
     return (f"-gencode=arch=compute_{cc},code=[sm_{cc},compute_{cc}]",)
 
 
-def _emu_build_plan(compiler_args):
+def _emu_build_plan(compiler_args, profile):
+    """(includes, runtime sources, defines, user includes, compile command, link command: None
+    unless the program is compiled and linked apart, as profile mode's build is)."""
     includes, rt_sources = _compile_emu._headers()
     defines, user_includes, other = _emu_options(compiler_args)
-    flags = [f for f in _compile_emu._build_flags()]
-    compile_cmd = [_compile_emu._cxx(), *flags, "-g", *_compile_emu._USER_FLAGS,
+    flags = list(_compile_emu._build_flags())
+    counted = [*PROFILE_KERNEL_FLAGS, "-DTM_PROG_PROFILE",
+               f"-DTM_PROG_GRID_SMS={GRID_SMS}"] if profile else []
+    compile_cmd = [_compile_emu._cxx(), *flags, "-g", *counted, *_compile_emu._USER_FLAGS,
                    *[f"-isystem{d}" for d in includes + [_compile_emu._stand_ins()]],
-                   *user_includes, *other, "-shared"]
-    return includes, rt_sources, defines, user_includes, compile_cmd
+                   *user_includes, *other]
+    if not profile:
+        return includes, rt_sources, defines, user_includes, [*compile_cmd, "-shared"], None
+    return (includes, rt_sources, defines, user_includes, [*compile_cmd, "-c"],
+            [_compile_emu._cxx(), *flags, "-shared", "-x", "none"])
 
 
 def _headers_text(includes):
@@ -236,12 +259,15 @@ def _headers_text(includes):
     return parts
 
 
-def build(source, source_name, backend, compiler_args=(), source_dir=None):
+def build(source, source_name, backend, compiler_args=(), source_dir=None, profile=False):
     """The program's shared object (bytes) and what the build found, from the cache or built
-    in a confined compile child. Raises tm.CompileError with the compiler's messages."""
+    in a confined compile child. Raises tm.CompileError with the compiler's messages.
+    profile (emu): the kernels instrumented and linked with profile mode's counters."""
     source_dir = source_dir or os.getcwd()
+    link_cmd = None
     if backend == "emu":
-        includes, rt_sources, defines, user_includes, compile_cmd = _emu_build_plan(compiler_args)
+        includes, rt_sources, defines, user_includes, compile_cmd, link_cmd = \
+            _emu_build_plan(compiler_args, profile)
         runtime = _compile_emu._runtime_key(includes, rt_sources)
         parse_includes = includes + [_compile_emu._stand_ins()]
     else:
@@ -257,8 +283,10 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None):
                        "-Xcompiler", "-fPIC", f"-I{os.path.join(HERE, 'include')}", *_gpu_arch(),
                        *[str(a) for a in compiler_args]]
         parse_includes = _compile_emu._headers()[0]
+    hooks = _compile_emu._profile_hooks_source(includes) if profile else None
     key = cache.key("program", backend, source, source_name, list(compiler_args), compile_cmd,
-                    _headers_text(_compile_emu._headers()[0]), runtime, _DIALECT,
+                    link_cmd, hooks and open(hooks, "rb").read(), PROFILE_HOOK_FLAGS,
+                    PROFILE_WRAPPED, _headers_text(_compile_emu._headers()[0]), runtime, _DIALECT,
                     open(os.path.join(HERE, "_program_build.py"), "rb").read())
     so_entry = cache.entry_path(f"user-program-{key}.so")
     meta_entry = cache.entry_path(f"user-program-{key}.json")
@@ -274,6 +302,9 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None):
             link = ["-x", "none",
                     *_compile_emu._runtime_objects(includes, rt_sources, scratch, runtime),
                     *_compile_emu._link_flags()]
+            if profile:   # the counters' hooks (tiledmm's own source), wrapping the emulator
+                link += [_compile_emu._profile_hooks_object(includes, hooks, scratch),
+                         *(f"-Wl,--wrap={sym}" for sym in PROFILE_WRAPPED)]
         src_path = os.path.join(scratch, "source.cu")
         with open(src_path, "w") as f:
             f.write(source)
@@ -283,7 +314,8 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None):
                    "backend": backend, "parse_includes": parse_includes,
                    "defines": [d for d in defines], "define_lines": _define_lines(defines),
                    "user_includes": user_inc,
-                   "compile": [*compile_cmd, *([f"-I{source_dir}"])], "link": link}
+                   "compile": [*compile_cmd, *([f"-I{source_dir}"])], "link": link,
+                   "link_cmd": link_cmd}
         req_path = os.path.join(scratch, "request.json")
         with open(req_path, "w") as f:
             json.dump(request, f)
@@ -345,14 +377,41 @@ def _launches(records, backend):
             continue
         try:
             ms = r.get("ms")
-            out.append(ProgramLaunch(str(r.get("kernel", "?")), tuple(int(v) for v in r["grid"]),
-                                     tuple(int(v) for v in r["block"]),
-                                     int(r.get("shared_bytes", 0)),
-                                     None if ms is None or ms < 0 else float(ms), clock,
-                                     int(r.get("error", 0))))
+            launch = ProgramLaunch(str(r.get("kernel", "?")), tuple(int(v) for v in r["grid"]),
+                                   tuple(int(v) for v in r["block"]),
+                                   int(r.get("shared_bytes", 0)),
+                                   None if ms is None or ms < 0 else float(ms), clock,
+                                   int(r.get("error", 0)))
         except (KeyError, TypeError, ValueError):
             continue
+        if isinstance(r.get("profile"), dict):
+            profile = _profile_of(r["profile"], launch)
+            predicted = None
+            if profile is not None:
+                try:
+                    predicted = profile.predict("H100").ms
+                except (ValueError, ArithmeticError, KeyError):
+                    predicted = None
+            launch = dataclasses.replace(launch, profile=profile, predicted_ms=predicted)
+        out.append(launch)
     return out
+
+
+_PROFILE_INTS = {"launches", "blocks", "blocks_profiled", "threads_profiled", "warps_profiled"}
+
+
+def _profile_of(counts, launch):
+    """A Profile from one launch's counters (the program's report: numbers only), or None."""
+    names = [f.name for f in dataclasses.fields(Profile)]
+    counted = names[:names.index("sampled")]
+    try:
+        kw = {k: (int(round(float(counts[k]))) if k in _PROFILE_INTS else float(counts[k]))
+              for k in counted}
+    except (KeyError, TypeError, ValueError):
+        return None
+    threads = launch.block[0] * launch.block[1] * launch.block[2]
+    return Profile(**kw, kernel=launch.kernel, family="program", threads_per_block=threads,
+                   shared_bytes=launch.shared_bytes)
 
 
 def _source_lines(so_path, offsets, scratch):
@@ -454,20 +513,24 @@ def run(program, *, args=(), stdin=None, backend=None, check=False, profile=Fals
     signal, -9 after the timeout) with stderr saying why; one that does not compile raises
     tm.CompileError with the compiler's messages at the program's own lines.
     """
-    if check or profile:
-        raise NotImplementedError("tm.run: check=True and profile=True for whole programs are not "
-                                  "available yet; run the program without them, or run its "
-                                  "kernels with tm.compile(..., check=True) / profile=True")
+    if check:
+        raise NotImplementedError("tm.run: check=True for whole programs is not available yet; "
+                                  "run the program without it, or its kernels with "
+                                  "tm.compile(..., check=True)")
     backend = backend or get_backend()
     if backend not in ("emu", "cuda"):
         raise ValueError(f"tm.run: unknown backend {backend!r}; choose 'emu' or 'cuda'")
+    if profile and backend != "emu":
+        raise NotImplementedError("tm.run: profile=True counts a program's traffic on the "
+                                  "emulator only (backend='emu'); on cuda, each launch's ms is "
+                                  "already CUDA-event time")
     timeout = default_timeout() if timeout is _UNSET else timeout
     if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
         raise ValueError(f"tm.run: timeout={timeout!r}; give seconds > 0, or None for no limit")
     if stdin is not None and not isinstance(stdin, (str, bytes)):
         raise TypeError("tm.run: stdin is None, str or bytes")
     source, name, folder = _read_program(program)
-    image, _meta, _origin = build(source, name, backend, compiler_args, folder)
+    image, _meta, _origin = build(source, name, backend, compiler_args, folder, profile=profile)
     done, records, extra = execute(image, name, backend, args, stdin, timeout)
     stderr = (done.stderr or b"").decode(errors="replace")
     if extra:
@@ -478,16 +541,22 @@ def run(program, *, args=(), stdin=None, backend=None, check=False, profile=Fals
                          done.timed_out, _launches(records, backend), backend)
 
 
-def run_cli(path, backend=None, timeout=None, args=(), compiler_args=()):
+def run_cli(path, backend=None, timeout=None, args=(), compiler_args=(), profile=False):
     """`python -m tiledmm run`: the program on the terminal's stdin, stdout and stderr; returns
-    the exit code a shell would give (128 + the signal for a signal)."""
+    the exit code a shell would give (128 + the signal for a signal). With profile (emu), the
+    launches' counted traffic and predicted H100 times follow on stderr."""
     backend = backend or get_backend()
+    if profile and backend != "emu":
+        print("tiledmm: run --profile counts traffic on the emulator only (--backend emu)",
+              file=sys.stderr)
+        return 2
     if not os.path.isfile(path):
         print(f"tiledmm: no program file {path!r}", file=sys.stderr)
         return 2
     try:
         source, name, folder = _read_program(os.path.abspath(path))
-        image, _meta, _origin = build(source, name, backend, compiler_args, folder)
+        image, _meta, _origin = build(source, name, backend, compiler_args, folder,
+                                      profile=profile)
     except CompileError as exc:
         print(exc.log or str(exc), file=sys.stderr)
         return 1
@@ -495,7 +564,11 @@ def run_cli(path, backend=None, timeout=None, args=(), compiler_args=()):
         print(f"tiledmm: {exc}", file=sys.stderr)
         return 2
     sys.stdout.flush()
-    done, _records, extra = execute(image, name, backend, args, None, timeout, capture=False)
+    done, records, extra = execute(image, name, backend, args, None, timeout, capture=False)
     for line in extra:
         print(line, file=sys.stderr)
+    if profile:
+        table = ProgramResult("", "", done.returncode, done.timed_out,
+                              _launches(records, backend), backend)
+        print(repr(table).split("\n", 1)[-1], file=sys.stderr)
     return done.returncode if done.returncode >= 0 else 128 - done.returncode

@@ -49,18 +49,6 @@
 #define cudaMemAttachGlobal 0x01
 #define cudaMemAttachHost 0x02
 
-// The built-in variables as variables, not cuda_emu.h's macros: host code may name its own
-// variables blockDim or gridDim (the lecture's reduction loops do), as nvcc allows. Each OS
-// thread's reference is to its own per-thread state, which the scheduler updates in place.
-#undef threadIdx
-#undef blockIdx
-#undef blockDim
-#undef gridDim
-static thread_local const uint3 &threadIdx = tm_emu_tls.thread_idx;
-static thread_local const uint3 &blockIdx = tm_emu_tls.block_idx;
-static thread_local const dim3 &blockDim = tm_emu_tls.block_dim;
-static thread_local const dim3 &gridDim = tm_emu_tls.grid_dim;
-
 namespace tm_prog {
 
 enum Kind { DEVICE = 0, MANAGED = 1, PINNED = 2, HOST = 3 };
@@ -653,6 +641,52 @@ inline cudaError_t stream_destroy(cudaStream_t stream)
     return tm_emu::set_error(cudaErrorInvalidResourceHandle);
 }
 
+// ---- profile mode (tm.run(..., profile=True)): csrc/profile/emu_profile.cpp's counters ----
+#ifdef TM_PROG_PROFILE
+extern "C" void tm_profile_begin(long long stride, int sms);
+extern "C" int tm_profile_end(double *out, int n);
+extern "C" const char *tm_profile_fields(void);
+extern "C" void tm_profile_add_range(uintptr_t p, size_t size);
+extern "C" void tm_profile_remove_range(uintptr_t p);
+#ifndef TM_PROG_GRID_SMS
+#define TM_PROG_GRID_SMS 132
+#endif
+
+// Device memory (the region, managed allocations) is global memory for the counters.
+inline void profile_begin()
+{
+    State &s = st();
+    if (s.dev && s.top) tm_profile_add_range((uintptr_t)s.dev, s.top);
+    for (auto &kv : s.host)
+        if (s.host_kind[kv.first] == MANAGED) tm_profile_add_range(kv.first, kv.second.size);
+    tm_profile_begin(1, TM_PROG_GRID_SMS);
+}
+
+// The launch's counters as a JSON object.
+inline std::string profile_end()
+{
+    State &s = st();
+    double out[128];
+    const int n = tm_profile_end(out, 128);
+    if (s.dev && s.top) tm_profile_remove_range((uintptr_t)s.dev);
+    for (auto &kv : s.host)
+        if (s.host_kind[kv.first] == MANAGED) tm_profile_remove_range(kv.first);
+    std::string names = tm_profile_fields(), json = "{";
+    size_t start = 0;
+    for (int i = 0; i < n && i < 128; ++i) {
+        size_t end = names.find(',', start);
+        const std::string name = names.substr(start, end == std::string::npos ? std::string::npos : end - start);
+        if (name.empty()) break;
+        char buf[64];
+        snprintf(buf, sizeof buf, "%s\"%s\": %.17g", i ? ", " : "", name.c_str(), out[i]);
+        json += buf;
+        if (end == std::string::npos) break;
+        start = end + 1;
+    }
+    return json + "}";
+}
+#endif
+
 // ---- the launch ----
 template <typename T>
 inline const char *host_pointer_kind(T) { return nullptr; }
@@ -681,7 +715,7 @@ struct LaunchSite {
 
 // started: when the launch began (Unix time, seconds), for benchmarks/program_startup.py
 inline void record_launch(const LaunchSite &site, dim3 g, dim3 b, size_t shm, double ms, int err,
-                          double started = 0.0)
+                          double started = 0.0, const std::string &profile = std::string())
 {
     std::string line = "{\"event\": \"launch\", \"kernel\": ";
     json_str(line, site.kernel);
@@ -689,7 +723,9 @@ inline void record_launch(const LaunchSite &site, dim3 g, dim3 b, size_t shm, do
     snprintf(buf, sizeof buf, ", \"grid\": [%u, %u, %u], \"block\": [%u, %u, %u], \"shared_bytes\": %zu, "
              "\"ms\": %.6f, \"error\": %d, \"line\": %d, \"started\": %.6f}", g.x, g.y, g.z, b.x, b.y,
              b.z, shm, ms, err, site.line, started);
-    report(line + buf);
+    line += buf;
+    if (!profile.empty()) line.insert(line.size() - 1, ", \"profile\": " + profile);
+    report(line);
 }
 
 inline std::string param_name(const char *params, size_t i)
@@ -753,11 +789,18 @@ struct Launcher {
             std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
         const auto t0 = std::chrono::steady_clock::now();
         s.kernel = site.kernel;
+        std::string counts;
+#ifdef TM_PROG_PROFILE
+        profile_begin();
+#endif
         s.launching.store(1);
         set_open(true);
         cudaError_t err = tm_emu_launch(kernel, grid, block, shared, args...);
         set_open(false);
         s.launching.store(0);
+#ifdef TM_PROG_PROFILE
+        counts = profile_end();
+#endif
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         if (err != cudaSuccess) {
             const char *detail = tm_emu_last_error_detail();
@@ -771,7 +814,7 @@ struct Launcher {
                 cudaGetLastError();
             }
         }
-        record_launch(site, grid, block, shared, ms, (int)err, started);
+        record_launch(site, grid, block, shared, ms, (int)err, started, err == cudaSuccess ? counts : "");
     }
 };
 
