@@ -437,3 +437,12 @@ def test_profile_counts_equal_tm_compile_profile_of_the_same_kernel():
         assert getattr(prog, name) == getattr(res.profile, name), name
     with pytest.raises(NotImplementedError, match="emulator only"):
         tm.run(EXITS, backend="cuda", profile=True)
+
+
+def test_failed_device_assert_names_the_kernel():
+    src = ("#include <assert.h>\n__global__ void check(int n) { assert(n > 5); }\n"
+           "int main() {\n  check<<<1, 1>>>(3);\n  cudaDeviceSynchronize();\n  return 0;\n}\n")
+    r = run(src)
+    assert r.returncode == -6
+    assert "tiledmm: kernel 'check' ended the program (a failed assert or abort())" in r.stderr
+    assert "n > 5" in r.stderr   # the assert's own message

@@ -431,7 +431,16 @@ def _diagnostics(records, so_path, scratch, source_name):
     """tiledmm: lines for the faults the report records."""
     lines = []
     for r in records:
-        if r.get("event") == "kernel_fault":
+        if r.get("event") == "kernel_fault" and isinstance(r.get("signal"), int):
+            sig = r["signal"]
+            what = {signal.SIGABRT: "a failed assert or abort()",
+                    signal.SIGFPE: "an integer division by zero",
+                    signal.SIGILL: "__trap() or an illegal instruction",
+                    signal.SIGTRAP: "a trap", signal.SIGBUS: "a bus error"}.get(sig, "a signal")
+            lines.append(f"tiledmm: kernel '{str(r.get('kernel'))[:200]}' ended the program "
+                         f"({what}); on a GPU the launch fails and the program's next "
+                         "synchronising call returns its error")
+        elif r.get("event") == "kernel_fault":
             where = ("outside every device allocation" if r.get("device_memory") else
                      "outside device memory")
             lines.append(f"tiledmm: kernel '{str(r.get('kernel'))[:200]}' made an invalid memory "

@@ -320,6 +320,22 @@ inline void segv(int sig, siginfo_t *si, void *uctx)
     signal(SIGSEGV, SIG_DFL);
 }
 
+// A kernel's other fatal signals (a failed assert's abort, __trap(), an integer division by
+// zero): the report names the kernel, then the signal ends the program.
+inline void kernel_signal(int sig, siginfo_t *, void *)
+{
+    State &s = st();
+    if (s.launching.load(std::memory_order_relaxed) && s.kernel) {
+        std::string line = "{\"event\": \"kernel_fault\", \"kernel\": ";
+        json_str(line, s.kernel);
+        line += ", \"signal\": " + std::to_string(sig) + "}";
+        report(line);
+        s.kernel = nullptr;
+    }
+    signal(sig, SIG_DFL);   // abort() raises again; a faulting instruction runs again
+    if (sig == SIGABRT) raise(sig);
+}
+
 // ---- memory ----
 inline cudaError_t device_malloc(void **p, size_t size, const char *file, int line)
 {
@@ -844,6 +860,9 @@ extern "C" __attribute__((visibility("default"), used)) int tm_prog_setup(int re
     sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGSEGV, &sa, &s.prev_segv);
+    sa.sa_sigaction = tm_prog::kernel_signal;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
+    for (int sig : {SIGABRT, SIGFPE, SIGILL, SIGTRAP, SIGBUS}) sigaction(sig, &sa, nullptr);
     void *warm[4];
     backtrace(warm, 4);   // loads the unwinder now, not first inside the fault handler
     atexit(tm_prog::flush_printf);   // exit() without a synchronising call still shows it
