@@ -381,7 +381,8 @@ def test_launches_in_templates_and_lambdas(backend):
     with open(os.path.join(PROGRAMS, "template_launches.expected")) as f:
         assert r.stdout == f.read()
     assert [(ln.kernel, ln.grid, ln.block) for ln in r.launches] == \
-        [("fill", (3, 1, 1), (128, 1, 1)), ("fill", (1, 1, 1), (64, 1, 1))]
+        [("fill", (3, 1, 1), (128, 1, 1)), ("fill", (1, 1, 1), (64, 1, 1)),
+         ("fill", (1, 1, 1), (4, 1, 1))]
 
 
 def test_pitched_memory_and_stream_queries(backend):

@@ -138,6 +138,9 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
         seen.add(c0)
         head = f'tm_prog::config("{kernel}", "{",".join(params)}", __FILE__, __LINE__, '
         edits.extend([(start, 0, head.encode()), (c0, 3, b", "), (c1 - 3, 3, b")")])
+        deduced = _deduced_template_arguments(ci, call, ref, data, start, c0)
+        if deduced:   # kernel<<<...>>>(args) of a template: its arguments, as nvcc deduced them
+            edits.append(deduced)
         launches.append({"kernel": kernel, "params": params, "line": call.extent.start.line})
 
     visit(tu.cursor)
@@ -154,7 +157,8 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
             raise BuildError(f"{source_name}:{line}: error: tiledmm could not read this kernel "
                              f"launch; write it as kernel<<<grid, block>>>(arguments);\n{why}")
     out = data
-    for offset, length, text in sorted(edits, key=lambda e: e[0], reverse=True):
+    # from the end; at one offset a replacement (`<<<`) before an insertion (deduced arguments)
+    for offset, length, text in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
         out = out[:offset] + text + out[offset + length:]
     return out.decode(), launches
 
@@ -193,6 +197,31 @@ def _renamed_builtins(ci, tu, path, data):
             done.add(start)
             edits.append((start, len(name), b"tm_user_" + name))
     return edits
+
+
+def _deduced_template_arguments(ci, call, ref, data, start, c0):
+    """For a template kernel launched without template arguments (deduced from the call's),
+    an edit that writes them after its name (tm_prog::config takes a function, not a
+    template); None otherwise."""
+    if ref is None or ref.kind != ci.CursorKind.FUNCTION_DECL:
+        return None
+    try:
+        n = ref.get_num_template_arguments()
+    except AttributeError:
+        return None
+    callee = data[start:c0].strip()
+    if n <= 0 or b"<" in callee or not re.fullmatch(rb"[A-Za-z_]\w*(::[A-Za-z_]\w*)*", callee):
+        return None
+    args = []
+    for i in range(n):
+        kind = ref.get_template_argument_kind(i)
+        if kind == ci.TemplateArgumentKind.TYPE:
+            args.append(ref.get_template_argument_type(i).spelling)
+        elif kind == ci.TemplateArgumentKind.INTEGRAL:
+            args.append(str(ref.get_template_argument_value(i)))
+        else:
+            return None
+    return (start + len(callee), 0, f"<{', '.join(args)}>".encode())
 
 
 def _clang_diag(d, source_name):

@@ -1,4 +1,5 @@
-// Launches in a function template (dependent on T) and in a lambda in a member function.
+// Launches in a function template (dependent on T), in a lambda in a member function, and of
+// a template kernel whose arguments are deduced.
 #include <stdio.h>
 template <typename T>
 __global__ void fill(T *x, T v, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = v; }
@@ -23,5 +24,8 @@ int main()
     Runner r; r.go(d, 64);
     cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
     printf("%.1f %.1f\n", h[0], h[299]);
+    fill<<<1, 4>>>(d, 7.0f, 4);
+    cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+    printf("%.1f %.1f\n", h[0], h[4]);
     return 0;
 }
