@@ -15,6 +15,7 @@
 #   profile: build, the emulator's profile counters against Nsight Compute for every kernel
 #          (benchmarks/profile_vs_ncu.py), profile=True on cuda (tests/test_profile_ncu.py), and
 #          bench --profile: measured H100 time beside the time predicted from counted traffic
+#   programs: whole programs (tm.run) on both backends, stdout compared (benchmarks/programs_gpu.py)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}; mkdir -p "$OUT"
@@ -117,4 +118,9 @@ if [ "$stage" = all ] || [ "$stage" = profile ]; then
     ncu --query-metrics >"$OUT/ncu_metrics.txt" 2>&1
     echo "== emulator counters against Nsight Compute, every kernel"
     python3 benchmarks/profile_vs_ncu.py --out "$OUT" 2>&1 | tee "$OUT/profile_vs_ncu.txt" | tail -60
+fi
+
+if [ "$stage" = all ] || [ "$stage" = programs ]; then
+    echo "== whole programs (tm.run) on emu and cuda: the same stdout"
+    python3 benchmarks/programs_gpu.py --out "$OUT" 2>&1 | tee "$OUT/programs.txt" | tail -20
 fi

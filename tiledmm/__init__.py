@@ -21,6 +21,7 @@ from .user_kernels import (CompileError, CompileWarning, Kernel, KernelError, ca
 from .checker import CheckReport, check_matmul, check_reduce
 from . import grading
 from .grading import GradeReport, grade
+from .programs import ProgramLaunch, ProgramResult, run
 
 __version__ = "0.1.0"
 __all__ = ["matmul", "reduce", "vec_add", "mat_add", "kernels", "device_info", "mem_info",
@@ -29,4 +30,5 @@ __all__ = ["matmul", "reduce", "vec_add", "mat_add", "kernels", "device_info", "
            "model", "occupancy", "sweep", "plot", "profile",
            "compile", "Kernel", "CompileError", "CompileWarning", "KernelError", "clear_cache",
            "cache_info",
-           "check_matmul", "check_reduce", "CheckReport", "grade", "GradeReport"]
+           "check_matmul", "check_reduce", "CheckReport",
+           "run", "ProgramResult", "ProgramLaunch", "grade", "GradeReport"]

@@ -1,4 +1,4 @@
-"""python -m tiledmm info | demo | bench | grade"""
+"""python -m tiledmm info | demo | bench | grade | run"""
 import argparse
 import sys
 
@@ -88,6 +88,29 @@ def cmd_bench(args):
     print("\n\n".join(tables))
 
 
+def cmd_run(args):
+    """A whole CUDA program on the terminal: its stdin and stdout, its exit code."""
+    from tiledmm.programs import run_cli
+    if args.check:
+        print("tiledmm: run --check is not available yet for whole programs", file=sys.stderr)
+        return 2
+    return run_cli(args.file, backend=args.backend or args.run_backend, timeout=args.timeout,
+                   args=args.program_args, profile=args.profile)
+
+
+def _timeout(text):
+    """argparse type for run --timeout: seconds > 0, or 'none' for no limit."""
+    if text.lower() == "none":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("the timeout is seconds > 0, or 'none'")
+    return value
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m tiledmm", description=__doc__)
     parser.add_argument("--backend", choices=["cuda", "emu"], default=None)
@@ -117,7 +140,27 @@ def main(argv=None):
     b.set_defaults(fn=cmd_bench)
     from tiledmm.grading.cli import add_grade_parser
     add_grade_parser(sub)
+    r = sub.add_parser("run", help="build and run a whole CUDA program (FILE.cu); the exit code "
+                                   "is the program's",
+                       usage="python -m tiledmm run FILE.cu [--backend emu|cuda] [--profile] "
+                             "[--timeout S] [-- ARGS...]")
+    r.add_argument("file")
+    r.add_argument("--backend", dest="run_backend", choices=["cuda", "emu"], default=None)
+    r.add_argument("--check", action="store_true")
+    r.add_argument("--profile", action="store_true",
+                   help="emu: count each launch's traffic and predict its H100 time (stderr)")
+    r.add_argument("--timeout", type=_timeout, default=None,
+                   help="seconds (default: none on a terminal); 'none' for no limit")
+    r.set_defaults(fn=cmd_run, program_args=[])   # after --: the program's own arguments
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "run" in argv and "--" in argv[argv.index("run"):]:   # the program's arguments, untouched
+        cut = argv.index("--", argv.index("run"))
+        argv, program_args = argv[:cut], argv[cut + 1:]
+    else:
+        program_args = None
     args = parser.parse_args(argv)
+    if args.command == "run":
+        args.program_args = program_args or []
     if args.command == "bench":
         check_bench_args(b, args)
     return args.fn(args) or 0

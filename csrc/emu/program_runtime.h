@@ -1,0 +1,1041 @@
+// program_runtime.h: the CUDA runtime as a whole program sees it on the emulator (tm.run).
+//
+// Included (after tiledmm_kernel.h) at the top of a program that tiledmm/_program_build.py
+// compiled; header-only, so it lives in the program's one translation unit and never in the
+// registry's glue or in tm.compile's kernels. What it adds to csrc/emu/runtime.cpp:
+//   - device memory that host code cannot touch: cudaMalloc hands out memory of a region mapped
+//     twice (a memfd): the view the program sees is PROT_NONE except while a kernel runs; the
+//     runtime copies through the second, always-open view. A host access faults; the handler
+//     notes where (the report file) and the program ends with SIGSEGV, as on a GPU;
+//   - a launch (`k<<<g, b, s, st>>>(args)`, rewritten into tm_prog::config(...)(args)) whose
+//     pointer arguments are checked: one pointing to host memory is not run, and the program's
+//     next synchronising call returns cudaErrorIllegalAddress (sticky, as on a GPU);
+//   - errors of a kernel's execution reported at the next synchronising call and sticky after;
+//     launch-configuration errors queued for cudaGetLastError, the kernel not run;
+//   - cudaMemcpy's kinds checked against the pointers, and a copy running past the end of a
+//     device allocation refused with cudaErrorInvalidValue, nothing copied;
+//   - device printf kept until the next synchronising call (or the program's end);
+//   - streams (in order: every launch is synchronous on the emulator), managed and pinned host
+//     memory, the properties of an emulated device preset (TILEDMM_EMU_DEVICE: H100, H200, A100).
+// Every launch is written as one JSON line to the report file tiledmm reads after the run.
+#pragma once
+#include "cuda_emu.h"
+#include "emu_internal.h"
+
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#define __managed__   // a global: host memory, which host code and kernels both reach here
+#define cudaStreamDefault 0x00
+#define cudaStreamNonBlocking 0x01
+#define cudaHostAllocDefault 0x00
+#define cudaHostAllocPortable 0x01
+#define cudaHostAllocMapped 0x02
+#define cudaHostAllocWriteCombined 0x04
+#define cudaMemAttachGlobal 0x01
+#define cudaMemAttachHost 0x02
+
+namespace tm_prog {
+
+enum Kind { DEVICE = 0, MANAGED = 1, PINNED = 2, HOST = 3 };
+
+struct Alloc {
+    size_t size;      // as requested (copies are checked against it)
+    const char *file;
+    int line;
+    const char *by;   // "cudaMalloc", "cudaMallocManaged", ...
+    size_t span;      // the region's bytes it holds (size rounded up to 256)
+};
+
+struct State {
+    std::recursive_mutex mu;
+    char *dev = nullptr;   // the view the program's pointers point into
+    char *rt = nullptr;    // the runtime's view of the same memory
+    size_t cap = 0;        // the region's size
+    size_t top = 0;        // bytes of the region ever handed out (from its start)
+    std::map<size_t, Alloc> device;          // offset -> live device allocation
+    std::map<size_t, size_t> free_blocks;    // offset -> bytes, below top
+    std::map<uintptr_t, Alloc> host;         // managed and pinned allocations, by address
+    std::map<uintptr_t, int> host_kind;
+    cudaError_t sticky = cudaSuccess;        // an execution error seen by a synchronising call
+    cudaError_t pending = cudaSuccess;       // an execution error not yet seen by one
+    std::string printf_buf;                  // device printf since the last synchronising call
+    std::mutex printf_mu;
+    int report_fd = -1;
+    volatile sig_atomic_t open = 0;          // the device view is readable (a launch runs)
+    std::atomic<int> launching{0};
+    const char *kernel = nullptr;            // the kernel running (for a fault's report)
+    struct sigaction prev_segv;
+    uintptr_t program_base = 0;              // the program's shared object, for fault reports
+    std::vector<cudaStream_t> streams;
+};
+
+inline State &st()
+{
+    static State *s = new State();   // never destroyed: atexit handlers still use it
+    return *s;
+}
+
+// ---- the report file: one JSON line per launch and per fault ----
+inline void json_str(std::string &out, const char *s)
+{
+    out += '"';
+    for (; s && *s; ++s) {
+        const unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') { out += '\\'; out += (char)c; }
+        else if (c < 0x20) { char b[8]; snprintf(b, sizeof b, "\\u%04x", c); out += b; }
+        else out += (char)c;
+    }
+    out += '"';
+}
+
+inline void report(const std::string &line)
+{
+    const int fd = st().report_fd;
+    if (fd < 0) return;
+    std::string l = line + "\n";
+    const char *p = l.data();
+    size_t n = l.size();
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w <= 0) return;
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+inline void diag(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+inline void diag(const char *fmt, ...)
+{
+    char buf[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+    fprintf(stderr, "tiledmm: %s\n", buf);
+    fflush(stderr);
+}
+
+// ---- the device region ----
+inline bool region_init()
+{
+    State &s = st();
+    if (s.dev) return true;
+    size_t cap = tm_emu_memory_limit();
+    const size_t most = (size_t)16 << 30;
+    if (cap > most) cap = most;
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    cap = cap / page * page;
+    int fd = memfd_create("tiledmm-device-memory", MFD_CLOEXEC);
+    if (fd < 0) return false;
+    for (; cap >= ((size_t)64 << 20); cap /= 2) {
+        if (ftruncate(fd, (off_t)cap) != 0) continue;
+        void *rt = mmap(nullptr, cap, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+        if (rt == MAP_FAILED) continue;
+        void *dev = mmap(nullptr, cap, PROT_NONE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+        if (dev == MAP_FAILED) {
+            munmap(rt, cap);
+            continue;
+        }
+        s.rt = (char *)rt;
+        s.dev = (char *)dev;
+        s.cap = cap;
+        close(fd);
+        return true;
+    }
+    close(fd);
+    return false;
+}
+
+inline bool in_region(const void *p)
+{
+    const State &s = st();
+    return s.dev && (const char *)p >= s.dev && (const char *)p < s.dev + s.cap;
+}
+
+inline void *rt_view(const void *p)
+{
+    State &s = st();
+    return in_region(p) ? s.rt + ((const char *)p - s.dev) : const_cast<void *>(p);
+}
+
+// The allocation holding p: its kind, start and record (nullptr: not an allocation of ours).
+inline Kind classify(const void *p, uintptr_t *start, const Alloc **rec)
+{
+    State &s = st();
+    *rec = nullptr;
+    *start = 0;
+    if (in_region(p)) {
+        const size_t off = (size_t)((const char *)p - s.dev);
+        auto it = s.device.upper_bound(off);
+        if (it != s.device.begin()) {
+            --it;
+            if (off < it->first + it->second.span) {
+                *start = (uintptr_t)(s.dev + it->first);
+                *rec = &it->second;
+            }
+        }
+        return DEVICE;
+    }
+    auto it = s.host.upper_bound((uintptr_t)p);
+    if (it != s.host.begin()) {
+        --it;
+        if ((uintptr_t)p < it->first + it->second.size) {
+            *start = it->first;
+            *rec = &it->second;
+            return (Kind)s.host_kind[it->first];
+        }
+    }
+    return HOST;
+}
+
+inline void set_open(bool open)
+{
+    State &s = st();
+    if (!s.dev || !s.top) {
+        s.open = open;
+        return;
+    }
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    const size_t len = (s.top + page - 1) / page * page;
+    mprotect(s.dev, len, open ? PROT_READ | PROT_WRITE : PROT_NONE);
+    s.open = open;
+}
+
+// ---- errors ----
+// Every call made after an execution error returns it (a GPU context is then unusable).
+#define TM_PROG_STICKY()                                                  \
+    do {                                                                  \
+        if (tm_prog::st().sticky != cudaSuccess)                          \
+            return tm_emu::set_error(tm_prog::st().sticky);               \
+    } while (0)
+
+inline void flush_printf()
+{
+    State &s = st();
+    std::string out;
+    {
+        std::lock_guard<std::mutex> g(s.printf_mu);
+        out.swap(s.printf_buf);
+    }
+    if (!out.empty()) {
+        fwrite(out.data(), 1, out.size(), stdout);
+    }
+}
+
+// A synchronising call: device printf appears, and an execution error of an earlier kernel is
+// returned (and sticks).
+inline cudaError_t sync_point()
+{
+    State &s = st();
+    flush_printf();
+    if (s.pending != cudaSuccess) {
+        s.sticky = s.pending;
+        s.pending = cudaSuccess;
+    }
+    if (s.sticky != cudaSuccess) return tm_emu::set_error(s.sticky);
+    return cudaSuccess;
+}
+
+// ---- host faults on device memory ----
+inline void segv(int sig, siginfo_t *si, void *uctx)
+{
+    State &s = st();
+    if (in_region(si->si_addr) && !s.open) {
+        uintptr_t pc = 0;
+        int write_access = -1;
+#if defined(__x86_64__)
+        const ucontext_t *uc = (const ucontext_t *)uctx;
+        pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+        write_access = (uc->uc_mcontext.gregs[REG_ERR] & 2) ? 1 : 0;
+#elif defined(__aarch64__)
+        const ucontext_t *uc = (const ucontext_t *)uctx;
+        pc = (uintptr_t)uc->uc_mcontext.pc;
+#endif
+        // The program's own frames, innermost first (the access may be in memcpy or printf).
+        std::string frames;
+        void *stack[32];
+        const int n = backtrace(stack, 32);
+        bool first = true;
+        auto add = [&](uintptr_t a, int adjust) {
+            Dl_info info;
+            if (!dladdr((void *)a, &info) || (uintptr_t)info.dli_fbase != s.program_base) return;
+            char b[32];
+            snprintf(b, sizeof b, "%s%lu", first ? "" : ",",
+                     (unsigned long)(a - s.program_base - (uintptr_t)adjust));
+            frames += b;
+            first = false;
+        };
+        add(pc, 0);
+        for (int i = 0; i < n; ++i)
+            if ((uintptr_t)stack[i] != pc) add((uintptr_t)stack[i], 1);
+        uintptr_t start;
+        const Alloc *rec;
+        classify(si->si_addr, &start, &rec);
+        std::string line = "{\"event\": \"host_access\", \"access\": ";
+        json_str(line, write_access == 1 ? "wrote" : write_access == 0 ? "read" : "accessed");
+        line += ", \"frames\": [" + frames + "], \"alloc_by\": ";
+        json_str(line, rec ? rec->by : "");
+        line += ", \"alloc_file\": ";
+        json_str(line, rec ? rec->file : "");
+        line += ", \"alloc_line\": " + std::to_string(rec ? rec->line : 0) + "}";
+        report(line);
+        signal(SIGSEGV, SIG_DFL);   // the access runs again and ends the program, as on a GPU
+        return;
+    }
+    if (s.launching.load(std::memory_order_relaxed) && s.kernel) {
+        // a kernel's invalid access: the emulator cannot go on as a GPU would (the launch failing
+        // with cudaErrorIllegalAddress at the next synchronising call), so the program ends here
+        std::string line = "{\"event\": \"kernel_fault\", \"kernel\": ";
+        json_str(line, s.kernel);
+        line += ", \"device_memory\": ";
+        line += in_region(si->si_addr) ? "true}" : "false}";
+        report(line);
+        s.kernel = nullptr;
+    }
+    if (s.prev_segv.sa_flags & SA_SIGINFO) {
+        if (s.prev_segv.sa_sigaction) {
+            s.prev_segv.sa_sigaction(sig, si, uctx);
+            return;
+        }
+    } else if (s.prev_segv.sa_handler != SIG_DFL && s.prev_segv.sa_handler != SIG_IGN) {
+        s.prev_segv.sa_handler(sig);
+        return;
+    }
+    signal(SIGSEGV, SIG_DFL);
+}
+
+// A kernel's other fatal signals (a failed assert's abort, __trap(), an integer division by
+// zero): the report names the kernel, then the signal ends the program.
+inline void kernel_signal(int sig, siginfo_t *, void *)
+{
+    State &s = st();
+    if (s.launching.load(std::memory_order_relaxed) && s.kernel) {
+        std::string line = "{\"event\": \"kernel_fault\", \"kernel\": ";
+        json_str(line, s.kernel);
+        line += ", \"signal\": " + std::to_string(sig) + "}";
+        report(line);
+        s.kernel = nullptr;
+    }
+    signal(sig, SIG_DFL);   // abort() raises again; a faulting instruction runs again
+    if (sig == SIGABRT) raise(sig);
+}
+
+// ---- memory ----
+inline cudaError_t device_malloc(void **p, size_t size, const char *file, int line)
+{
+    TM_PROG_STICKY();
+    if (!p) return tm_emu::set_error(cudaErrorInvalidValue, "cudaMalloc: devPtr is NULL");
+    *p = nullptr;
+    if (size == 0) return cudaSuccess;
+    State &s = st();
+    std::lock_guard<std::recursive_mutex> g(s.mu);
+    if (!region_init())
+        return tm_emu::set_error(cudaErrorMemoryAllocation, "cudaMalloc: no emulated device memory");
+    const size_t want = (size + 255) / 256 * 256;
+    size_t off = (size_t)-1;
+    for (auto it = s.free_blocks.begin(); it != s.free_blocks.end(); ++it) {
+        if (it->second >= want) {
+            off = it->first;
+            const size_t rest = it->second - want;
+            s.free_blocks.erase(it);
+            if (rest) s.free_blocks[off + want] = rest;
+            break;
+        }
+    }
+    if (off == (size_t)-1) {
+        if (want > s.cap - s.top)
+            return tm_emu::set_error(cudaErrorMemoryAllocation, "cudaMalloc: the emulated device's memory is full");
+        off = s.top;
+        s.top += want;
+        if (s.open) set_open(true);   // (never: host code allocates between launches)
+    }
+    s.device[off] = Alloc{size, file, line, "cudaMalloc", want};
+    *p = s.dev + off;
+    return cudaSuccess;
+}
+
+inline cudaError_t device_free(void *p)
+{
+    State &s = st();
+    if (!p) return cudaSuccess;
+    TM_PROG_STICKY();
+    sync_point();
+    std::lock_guard<std::recursive_mutex> g(s.mu);
+    if (in_region(p)) {
+        const size_t off = (size_t)((char *)p - s.dev);
+        auto it = s.device.find(off);
+        if (it == s.device.end())
+            return tm_emu::set_error(cudaErrorInvalidValue, "cudaFree: not a pointer cudaMalloc returned, or freed twice");
+        size_t start = off, len = it->second.span;
+        s.device.erase(it);
+        auto nx = s.free_blocks.find(start + len);
+        if (nx != s.free_blocks.end()) {
+            len += nx->second;
+            s.free_blocks.erase(nx);
+        }
+        auto pv = s.free_blocks.lower_bound(start);
+        if (pv != s.free_blocks.begin()) {
+            --pv;
+            if (pv->first + pv->second == start) {
+                start = pv->first;
+                len += pv->second;
+                s.free_blocks.erase(pv);
+            }
+        }
+        s.free_blocks[start] = len;
+        return cudaSuccess;
+    }
+    auto it = s.host.find((uintptr_t)p);
+    if (it != s.host.end() && s.host_kind[(uintptr_t)p] == MANAGED) {
+        s.host.erase(it);
+        s.host_kind.erase((uintptr_t)p);
+        free(p);
+        return cudaSuccess;
+    }
+    return tm_emu::set_error(cudaErrorInvalidValue, "cudaFree: not a pointer cudaMalloc returned, or freed twice");
+}
+
+inline cudaError_t host_side_malloc(void **p, size_t size, Kind kind, const char *by, const char *file, int line)
+{
+    TM_PROG_STICKY();
+    if (!p) return tm_emu::set_error(cudaErrorInvalidValue);
+    *p = nullptr;
+    if (size == 0) return kind == MANAGED ? tm_emu::set_error(cudaErrorInvalidValue) : cudaSuccess;
+    void *m = nullptr;
+    if (posix_memalign(&m, 256, size) != 0 || !m) return tm_emu::set_error(cudaErrorMemoryAllocation);
+    State &s = st();
+    std::lock_guard<std::recursive_mutex> g(s.mu);
+    s.host[(uintptr_t)m] = Alloc{size, file, line, by, size};
+    s.host_kind[(uintptr_t)m] = kind;
+    *p = m;
+    return cudaSuccess;
+}
+
+inline cudaError_t free_host(void *p)
+{
+    if (!p) return cudaSuccess;
+    TM_PROG_STICKY();
+    State &s = st();
+    std::lock_guard<std::recursive_mutex> g(s.mu);
+    auto it = s.host.find((uintptr_t)p);
+    if (it == s.host.end() || s.host_kind[(uintptr_t)p] != PINNED)
+        return tm_emu::set_error(cudaErrorInvalidValue, "cudaFreeHost: not a pointer cudaMallocHost returned");
+    s.host.erase(it);
+    s.host_kind.erase((uintptr_t)p);
+    free(p);
+    return cudaSuccess;
+}
+
+// A range [p, p + n) as a copy sees it: DEVICE (inside one device allocation), MANAGED,
+// PINNED or HOST; -1 for a range that starts in or runs into the device region but does not
+// lie inside one live allocation.
+inline int range_kind(const void *p, size_t n)
+{
+    uintptr_t start;
+    const Alloc *rec;
+    const Kind k = classify(p, &start, &rec);
+    if (k == DEVICE) {
+        if (!rec || (uintptr_t)p + n > start + rec->size) return -1;
+        return DEVICE;
+    }
+    if (k == HOST && n && (in_region((const char *)p + n - 1) ||
+                           ((const char *)p < st().dev && (const char *)p + n > st().dev)))
+        return -1;
+    return k;
+}
+
+inline cudaError_t copy(void *dst, const void *src, size_t count, cudaMemcpyKind kind, const char *what)
+{
+    TM_PROG_STICKY();
+    if ((int)kind < 0 || (int)kind > 4) return tm_emu::set_error(cudaErrorInvalidMemcpyDirection);
+    if (count == 0) return cudaSuccess;
+    if (!dst || !src) return tm_emu::set_error(cudaErrorInvalidValue);
+    State &s = st();
+    std::lock_guard<std::recursive_mutex> g(s.mu);
+    const int dk = range_kind(dst, count), sk = range_kind(src, count);
+    char buf[256];
+    if (dk < 0 || sk < 0) {
+        snprintf(buf, sizeof buf, "%s of %zu bytes runs past the end of a device allocation (or "
+                 "starts outside one); nothing was copied", what, count);
+        return tm_emu::set_error(cudaErrorInvalidValue, buf);
+    }
+    // a kind that names device memory where a pointer is host memory, or the reverse
+    const bool dst_dev = dk == DEVICE, src_dev = sk == DEVICE;
+    const bool dst_host = dk == HOST, src_host = sk == HOST;
+    bool bad = false;
+    switch (kind) {
+    case cudaMemcpyHostToDevice: bad = dst_host || src_dev; break;
+    case cudaMemcpyDeviceToHost: bad = dst_dev || src_host; break;
+    case cudaMemcpyDeviceToDevice: bad = dst_host || src_host; break;
+    case cudaMemcpyHostToHost: bad = dst_dev || src_dev; break;
+    default: break;
+    }
+    if (bad) {
+        snprintf(buf, sizeof buf, "%s: the copy's kind does not match its pointers (the destination "
+                 "is %s memory, the source %s memory)", what, dst_dev ? "device" : "host",
+                 src_dev ? "device" : "host");
+        return tm_emu::set_error(cudaErrorInvalidValue, buf);
+    }
+    memmove(rt_view(dst), rt_view(src), count);
+    return cudaSuccess;
+}
+
+inline cudaError_t set(void *p, int value, size_t count)
+{
+    TM_PROG_STICKY();
+    if (count == 0) return cudaSuccess;
+    if (!p) return tm_emu::set_error(cudaErrorInvalidValue);
+    State &s = st();
+    std::lock_guard<std::recursive_mutex> g(s.mu);
+    const int k = range_kind(p, count);
+    if (k < 0 || k == HOST || k == PINNED)
+        return tm_emu::set_error(cudaErrorInvalidValue, "cudaMemset: not device memory, or past the end of its allocation");
+    memset(rt_view(p), value, count);
+    return cudaSuccess;
+}
+
+// ---- device printf: kept until the next synchronising call ----
+inline int printf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+inline int printf_(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n;
+    if (st().launching.load(std::memory_order_relaxed)) {
+        char small[512];
+        va_list ap2;
+        va_copy(ap2, ap);
+        n = vsnprintf(small, sizeof small, fmt, ap);
+        std::string text;
+        if (n >= 0 && (size_t)n < sizeof small) {
+            text.assign(small, (size_t)n);
+        } else if (n >= 0) {
+            text.resize((size_t)n + 1);
+            vsnprintf(&text[0], text.size(), fmt, ap2);
+            text.resize((size_t)n);
+        }
+        va_end(ap2);
+        std::lock_guard<std::mutex> g(st().printf_mu);
+        st().printf_buf += text;
+    } else {
+        n = vprintf(fmt, ap);
+    }
+    va_end(ap);
+    return n;
+}
+
+// ---- devices ----
+struct Preset {
+    const char *key, *name;
+    int major, minor, sms, clock_khz, mem_clock_khz, bus_bits, l2_bytes;
+    size_t global_bytes;
+};
+inline const Preset &preset()
+{
+    static const Preset presets[] = {
+        {"H100", "NVIDIA H100 80GB HBM3 (emulated by tiledmm on the CPU)", 9, 0, 132, 1980000, 2619000, 5120,
+         50 << 20, (size_t)80 << 30},
+        {"H200", "NVIDIA H200 (emulated by tiledmm on the CPU)", 9, 0, 132, 1980000, 3201000, 6144, 50 << 20,
+         (size_t)141 << 30},
+        {"A100", "NVIDIA A100-SXM4-40GB (emulated by tiledmm on the CPU)", 8, 0, 108, 1410000, 1215000, 5120,
+         40 << 20, (size_t)40 << 30},
+    };
+    const char *e = getenv("TILEDMM_EMU_DEVICE");
+    for (const Preset &p : presets)
+        if (e && strcasecmp(e, p.key) == 0) return p;
+    return presets[0];
+}
+
+inline cudaError_t properties(cudaDeviceProp *p, int device)
+{
+    TM_PROG_STICKY();
+    cudaError_t e = ::cudaGetDeviceProperties(p, device);
+    if (e != cudaSuccess) return e;
+    const Preset &d = preset();
+    snprintf(p->name, sizeof p->name, "%s", d.name);
+    p->major = d.major;
+    p->minor = d.minor;
+    p->multiProcessorCount = d.sms;
+    p->l2CacheSize = d.l2_bytes;
+    p->memoryBusWidth = d.bus_bits;
+    p->integrated = 0;
+    p->concurrentKernels = 1;
+    p->asyncEngineCount = 2;
+    p->managedMemory = 1;
+    p->cooperativeLaunch = 1;
+    p->ECCEnabled = 1;
+    p->globalL1CacheSupported = 1;
+    p->localL1CacheSupported = 1;
+    p->textureAlignment = 512;
+    region_init();
+    p->totalGlobalMem = st().cap < d.global_bytes ? st().cap : d.global_bytes;
+    return cudaSuccess;
+}
+
+inline cudaError_t attribute(int *value, cudaDeviceAttr attr, int device)
+{
+    TM_PROG_STICKY();
+    cudaError_t e = ::cudaDeviceGetAttribute(value, attr, device);
+    if (e != cudaSuccess) return e;
+    const Preset &d = preset();
+    switch (attr) {
+    case cudaDevAttrMultiProcessorCount: *value = d.sms; break;
+    case cudaDevAttrComputeCapabilityMajor: *value = d.major; break;
+    case cudaDevAttrComputeCapabilityMinor: *value = d.minor; break;
+    case cudaDevAttrClockRate: *value = d.clock_khz; break;
+    case cudaDevAttrMemoryClockRate: *value = d.mem_clock_khz; break;
+    case cudaDevAttrGlobalMemoryBusWidth: *value = d.bus_bits; break;
+    case cudaDevAttrL2CacheSize: *value = d.l2_bytes; break;
+    default: break;
+    }
+    return cudaSuccess;
+}
+
+inline cudaError_t mem_info(size_t *freeb, size_t *total)
+{
+    TM_PROG_STICKY();
+    if (!freeb || !total) return tm_emu::set_error(cudaErrorInvalidValue);
+    State &s = st();
+    std::lock_guard<std::recursive_mutex> g(s.mu);
+    region_init();
+    size_t used = 0;
+    for (auto &kv : s.device) used += kv.second.span;
+    *total = s.cap;
+    *freeb = s.cap - used;
+    return cudaSuccess;
+}
+
+// ---- streams (launches are synchronous here, so every stream is in order) ----
+inline cudaError_t stream_create(cudaStream_t *stream)
+{
+    TM_PROG_STICKY();
+    if (!stream) return tm_emu::set_error(cudaErrorInvalidValue);
+    std::lock_guard<std::recursive_mutex> g(st().mu);
+    cudaStream_t s = reinterpret_cast<cudaStream_t>(new char[1]);
+    st().streams.push_back(s);
+    *stream = s;
+    return cudaSuccess;
+}
+
+inline bool stream_valid(cudaStream_t s)
+{
+    if (!s) return true;
+    std::lock_guard<std::recursive_mutex> g(st().mu);
+    for (cudaStream_t x : st().streams)
+        if (x == s) return true;
+    return false;
+}
+
+inline cudaError_t stream_destroy(cudaStream_t stream)
+{
+    TM_PROG_STICKY();
+    std::lock_guard<std::recursive_mutex> g(st().mu);
+    auto &v = st().streams;
+    for (size_t i = 0; i < v.size(); ++i) {
+        if (v[i] == stream) {
+            delete[] reinterpret_cast<char *>(stream);
+            v.erase(v.begin() + (long)i);
+            return cudaSuccess;
+        }
+    }
+    return tm_emu::set_error(cudaErrorInvalidResourceHandle);
+}
+
+// ---- profile mode (tm.run(..., profile=True)): csrc/profile/emu_profile.cpp's counters ----
+#ifdef TM_PROG_PROFILE
+extern "C" void tm_profile_begin(long long stride, int sms);
+extern "C" int tm_profile_end(double *out, int n);
+extern "C" const char *tm_profile_fields(void);
+extern "C" void tm_profile_add_range(uintptr_t p, size_t size);
+extern "C" void tm_profile_remove_range(uintptr_t p);
+#ifndef TM_PROG_GRID_SMS
+#define TM_PROG_GRID_SMS 132
+#endif
+
+// Device memory (the region, managed allocations) is global memory for the counters.
+inline void profile_begin()
+{
+    State &s = st();
+    if (s.dev && s.top) tm_profile_add_range((uintptr_t)s.dev, s.top);
+    for (auto &kv : s.host)
+        if (s.host_kind[kv.first] == MANAGED) tm_profile_add_range(kv.first, kv.second.size);
+    tm_profile_begin(1, TM_PROG_GRID_SMS);
+}
+
+// The launch's counters as a JSON object.
+inline std::string profile_end()
+{
+    State &s = st();
+    double out[128];
+    const int n = tm_profile_end(out, 128);
+    if (s.dev && s.top) tm_profile_remove_range((uintptr_t)s.dev);
+    for (auto &kv : s.host)
+        if (s.host_kind[kv.first] == MANAGED) tm_profile_remove_range(kv.first);
+    std::string names = tm_profile_fields(), json = "{";
+    size_t start = 0;
+    for (int i = 0; i < n && i < 128; ++i) {
+        size_t end = names.find(',', start);
+        const std::string name = names.substr(start, end == std::string::npos ? std::string::npos : end - start);
+        if (name.empty()) break;
+        char buf[64];
+        snprintf(buf, sizeof buf, "%s\"%s\": %.17g", i ? ", " : "", name.c_str(), out[i]);
+        json += buf;
+        if (end == std::string::npos) break;
+        start = end + 1;
+    }
+    return json + "}";
+}
+#endif
+
+// ---- the launch ----
+template <typename T>
+inline const char *host_pointer_kind(T) { return nullptr; }
+template <typename T>
+inline const char *host_pointer_kind(T *p)
+{
+    if (!p) return nullptr;
+    uintptr_t start;
+    const Alloc *rec;
+    const Kind k = classify((const void *)p, &start, &rec);
+    if (k != HOST) {
+        if (k == DEVICE && !rec) return "freed device memory";
+        return nullptr;
+    }
+    // where the pointer points, as far as /proc/self/maps tells: the stack or the heap
+    char here;
+    const uintptr_t a = (uintptr_t)p, sp = (uintptr_t)&here;
+    if (a > sp - ((uintptr_t)1 << 16) && a < sp + ((uintptr_t)8 << 20)) return "a local variable";
+    return "malloc";
+}
+
+struct LaunchSite {
+    const char *kernel, *params, *file;
+    int line;
+};
+
+// started: when the launch began (Unix time, seconds), for benchmarks/program_startup.py
+inline void record_launch(const LaunchSite &site, dim3 g, dim3 b, size_t shm, double ms, int err,
+                          double started = 0.0, const std::string &profile = std::string())
+{
+    std::string line = "{\"event\": \"launch\", \"kernel\": ";
+    json_str(line, site.kernel);
+    char buf[320];
+    snprintf(buf, sizeof buf, ", \"grid\": [%u, %u, %u], \"block\": [%u, %u, %u], \"shared_bytes\": %zu, "
+             "\"ms\": %.6f, \"error\": %d, \"line\": %d, \"started\": %.6f}", g.x, g.y, g.z, b.x, b.y,
+             b.z, shm, ms, err, site.line, started);
+    line += buf;
+    if (!profile.empty()) line.insert(line.size() - 1, ", \"profile\": " + profile);
+    report(line);
+}
+
+inline std::string param_name(const char *params, size_t i)
+{
+    std::string all(params ? params : "");
+    size_t start = 0;
+    for (size_t k = 0; k < i; ++k) {
+        start = all.find(',', start);
+        if (start == std::string::npos) return "#" + std::to_string(i + 1);
+        ++start;
+    }
+    size_t end = all.find(',', start);
+    std::string name = all.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    return name.empty() ? "#" + std::to_string(i + 1) : name;
+}
+
+template <typename... P>
+struct Launcher {
+    void (*kernel)(P...);
+    LaunchSite site;
+    dim3 grid, block;
+    size_t shared;
+    cudaStream_t stream;
+
+    void operator()(P... args) const
+    {
+        State &s = st();
+        if (s.sticky != cudaSuccess || s.pending != cudaSuccess) {
+            // a launch into a context with an error fails with it
+            tm_emu::set_error(s.sticky != cudaSuccess ? s.sticky : s.pending);
+            record_launch(site, grid, block, shared, 0.0, (int)(s.sticky != cudaSuccess ? s.sticky : s.pending));
+            return;
+        }
+        if (!stream_valid(stream)) {
+            tm_emu::set_error(cudaErrorInvalidResourceHandle);
+            record_launch(site, grid, block, shared, 0.0, (int)cudaErrorInvalidResourceHandle);
+            return;
+        }
+        const unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
+        if (threads > 1024) {   // CUDA 13 on the H200: "invalid argument"; the kernel does not run
+            char buf[200];
+            snprintf(buf, sizeof buf, "kernel '%s' launched with %llu threads per block (%u,%u,%u); a block "
+                     "has at most 1024 threads", site.kernel, threads, block.x, block.y, block.z);
+            tm_emu::set_error(cudaErrorInvalidValue, buf);
+            diag("%s:%d: %s: the launch fails with cudaErrorInvalidValue", site.file, site.line, buf);
+            record_launch(site, grid, block, shared, 0.0, (int)cudaErrorInvalidValue);
+            return;
+        }
+        // pointer arguments must point to memory a kernel can reach
+        const char *kinds[] = {host_pointer_kind(args)..., nullptr};
+        for (size_t i = 0; i < sizeof...(P); ++i) {
+            if (!kinds[i]) continue;
+            diag("%s:%d: kernel '%s' argument '%s' points to host memory (%s); give it device memory "
+                 "from cudaMalloc, filled by cudaMemcpy", site.file, site.line, site.kernel,
+                 param_name(site.params, i).c_str(), kinds[i]);
+            s.pending = cudaErrorIllegalAddress;
+            record_launch(site, grid, block, shared, 0.0, (int)cudaErrorIllegalAddress);
+            return;
+        }
+        const double started =
+            std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+        const auto t0 = std::chrono::steady_clock::now();
+        s.kernel = site.kernel;
+        std::string counts;
+#ifdef TM_PROG_PROFILE
+        profile_begin();
+#endif
+        s.launching.store(1);
+        set_open(true);
+        cudaError_t err = tm_emu_launch(kernel, grid, block, shared, args...);
+        set_open(false);
+        s.launching.store(0);
+#ifdef TM_PROG_PROFILE
+        counts = profile_end();
+#endif
+        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        if (err != cudaSuccess) {
+            const char *detail = tm_emu_last_error_detail();
+            const bool config = err == cudaErrorInvalidConfiguration || err == cudaErrorInvalidValue ||
+                                err == cudaErrorInvalidDeviceFunction || err == cudaErrorNotSupported;
+            diag("%s:%d: kernel '%s': %s%s%s", site.file, site.line, site.kernel, cudaGetErrorString(err),
+                 detail && *detail ? ": " : "", detail ? detail : "");
+            if (!config) {   // an error of the kernel's execution: at the next synchronising call
+                s.pending = err == cudaErrorMemoryAllocation ? err : cudaErrorLaunchFailure;
+                if (err == cudaErrorIllegalAddress || err == cudaErrorAssert) s.pending = err;
+                cudaGetLastError();
+            }
+        }
+        record_launch(site, grid, block, shared, ms, (int)err, started, err == cudaSuccess ? counts : "");
+    }
+};
+
+template <typename... P>
+inline Launcher<P...> config(const char *kernel_name, const char *params, const char *file, int line,
+                             void (*kernel)(P...), dim3 grid, dim3 block, size_t shared = 0,
+                             cudaStream_t stream = 0)
+{
+    return Launcher<P...>{kernel, LaunchSite{kernel_name, params, file, line}, grid, block, shared, stream};
+}
+
+template <typename T>
+inline void **as_void(T **p) { return reinterpret_cast<void **>(p); }
+
+}  // namespace tm_prog
+
+// ---- what tiledmm's program runner calls (tiledmm/_program_main.py) ----
+extern "C" __attribute__((visibility("default"), used)) int tm_prog_setup(int report_fd)
+{
+    tm_prog::State &s = tm_prog::st();
+    s.report_fd = report_fd;
+    Dl_info info;
+    if (dladdr((void *)&tm_prog::st, &info)) s.program_base = (uintptr_t)info.dli_fbase;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = tm_prog::segv;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &s.prev_segv);
+    sa.sa_sigaction = tm_prog::kernel_signal;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
+    for (int sig : {SIGABRT, SIGFPE, SIGILL, SIGTRAP, SIGBUS}) sigaction(sig, &sa, nullptr);
+    void *warm[4];
+    backtrace(warm, 4);   // loads the unwinder now, not first inside the fault handler
+    atexit(tm_prog::flush_printf);   // exit() without a synchronising call still shows it
+    return 0;
+}
+
+extern "C" __attribute__((visibility("default"), used)) void tm_prog_exit(int code)
+{
+    tm_prog::flush_printf();   // what a kernel printed and no synchronising call showed
+    fflush(stdout);
+    exit(code);
+}
+
+// ---- the program's calls, routed to the functions above (file and line for allocations) ----
+#define cudaMalloc(p, size) tm_prog::device_malloc(tm_prog::as_void(p), (size), __FILE__, __LINE__)
+#define cudaMallocManaged(p, size, ...) \
+    tm_prog::host_side_malloc(tm_prog::as_void(p), (size), tm_prog::MANAGED, "cudaMallocManaged", __FILE__, __LINE__)
+#define cudaMallocHost(p, size) \
+    tm_prog::host_side_malloc(tm_prog::as_void(p), (size), tm_prog::PINNED, "cudaMallocHost", __FILE__, __LINE__)
+#define cudaHostAlloc(p, size, flags) \
+    tm_prog::host_side_malloc(tm_prog::as_void(p), (size), tm_prog::PINNED, "cudaHostAlloc", __FILE__, __LINE__)
+#define cudaFree(p) tm_prog::device_free((void *)(p))
+#define cudaFreeHost(p) tm_prog::free_host((void *)(p))
+
+static inline cudaError_t tm_prog_cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind k)
+{
+    cudaError_t e = tm_prog::sync_point();
+    if (e != cudaSuccess) return e;
+    return tm_prog::copy(d, s, n, k, "cudaMemcpy");
+}
+static inline cudaError_t tm_prog_cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k,
+                                                  cudaStream_t st = 0)
+{
+    if (!tm_prog::stream_valid(st)) return tm_emu::set_error(cudaErrorInvalidResourceHandle);
+    return tm_prog::copy(d, s, n, k, "cudaMemcpyAsync");
+}
+static inline cudaError_t tm_prog_cudaMemset(void *p, int v, size_t n) { return tm_prog::set(p, v, n); }
+static inline cudaError_t tm_prog_cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t = 0)
+{
+    return tm_prog::set(p, v, n);
+}
+static inline cudaError_t tm_prog_cudaDeviceSynchronize(void) { return tm_prog::sync_point(); }
+static inline cudaError_t tm_prog_cudaStreamSynchronize(cudaStream_t s)
+{
+    if (!tm_prog::stream_valid(s)) return tm_emu::set_error(cudaErrorInvalidResourceHandle);
+    return tm_prog::sync_point();
+}
+static inline cudaError_t tm_prog_cudaEventSynchronize(cudaEvent_t e)
+{
+    cudaError_t r = tm_prog::sync_point();
+    return r != cudaSuccess ? r : cudaEventSynchronize(e);
+}
+static inline cudaError_t tm_prog_cudaDeviceReset(void)
+{
+    tm_prog::flush_printf();
+    tm_prog::State &s = tm_prog::st();
+    std::lock_guard<std::recursive_mutex> g(s.mu);
+    s.sticky = s.pending = cudaSuccess;
+    s.device.clear();
+    s.free_blocks.clear();
+    s.top = 0;
+    cudaGetLastError();
+    return cudaSuccess;
+}
+static inline cudaError_t tm_prog_cudaGetLastError(void)
+{
+    tm_prog::State &s = tm_prog::st();
+    if (s.sticky != cudaSuccess) return s.sticky;
+    return cudaGetLastError();
+}
+static inline cudaError_t tm_prog_cudaPeekAtLastError(void)
+{
+    tm_prog::State &s = tm_prog::st();
+    if (s.sticky != cudaSuccess) return s.sticky;
+    return cudaPeekAtLastError();
+}
+static inline cudaError_t tm_prog_cudaStreamCreate(cudaStream_t *s) { return tm_prog::stream_create(s); }
+static inline cudaError_t tm_prog_cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) { return tm_prog::stream_create(s); }
+static inline cudaError_t tm_prog_cudaStreamDestroy(cudaStream_t s) { return tm_prog::stream_destroy(s); }
+static inline cudaError_t tm_prog_cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0)
+{
+    if (!tm_prog::stream_valid(s)) return tm_emu::set_error(cudaErrorInvalidResourceHandle);
+    return cudaEventRecord(e, s);
+}
+static inline cudaError_t tm_prog_cudaGetDeviceProperties(cudaDeviceProp *p, int d) { return tm_prog::properties(p, d); }
+static inline cudaError_t tm_prog_cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int d) { return tm_prog::attribute(v, a, d); }
+static inline cudaError_t tm_prog_cudaMemGetInfo(size_t *f, size_t *t) { return tm_prog::mem_info(f, t); }
+template <typename T>
+static inline cudaError_t tm_prog_cudaMemcpyToSymbol(T &symbol, const void *src, size_t count, size_t offset = 0,
+                                                     cudaMemcpyKind kind = cudaMemcpyHostToDevice)
+{
+    cudaError_t e = tm_prog::sync_point();
+    if (e != cudaSuccess) return e;
+    if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
+        return tm_emu::set_error(cudaErrorInvalidMemcpyDirection);
+    if (offset + count > sizeof(T)) return tm_emu::set_error(cudaErrorInvalidValue);
+    std::memcpy(reinterpret_cast<char *>(&symbol) + offset, tm_prog::rt_view(src), count);
+    return cudaSuccess;
+}
+template <typename T>
+static inline cudaError_t tm_prog_cudaMemcpyFromSymbol(void *dst, const T &symbol, size_t count, size_t offset = 0,
+                                                       cudaMemcpyKind kind = cudaMemcpyDeviceToHost)
+{
+    cudaError_t e = tm_prog::sync_point();
+    if (e != cudaSuccess) return e;
+    if (kind != cudaMemcpyDeviceToHost && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
+        return tm_emu::set_error(cudaErrorInvalidMemcpyDirection);
+    if (offset + count > sizeof(T)) return tm_emu::set_error(cudaErrorInvalidValue);
+    std::memcpy(tm_prog::rt_view(dst), reinterpret_cast<const char *>(&symbol) + offset, count);
+    return cudaSuccess;
+}
+
+// pitched memory: rows of `width` bytes, each starting at a multiple of 512 bytes
+static inline cudaError_t tm_prog_cudaMallocPitch(void **p, size_t *pitch, size_t width, size_t height,
+                                                  const char *file, int line)
+{
+    if (!pitch) return tm_emu::set_error(cudaErrorInvalidValue);
+    *pitch = (width + 511) / 512 * 512;
+    return tm_prog::device_malloc(p, *pitch * height, file, line);
+}
+static inline cudaError_t tm_prog_cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch,
+                                               size_t width, size_t height, cudaMemcpyKind kind)
+{
+    cudaError_t e = tm_prog::sync_point();
+    if (e != cudaSuccess) return e;
+    if (width > dpitch || width > spitch) return tm_emu::set_error(cudaErrorInvalidPitchValue);
+    if (height == 0 || width == 0) return cudaSuccess;
+    // the whole copy is checked before any row moves: nothing is copied if a row is out of bounds
+    const size_t dspan = dpitch * (height - 1) + width, sspan = spitch * (height - 1) + width;
+    if (tm_prog::range_kind(dst, dspan) < 0 || tm_prog::range_kind(src, sspan) < 0)
+        return tm_emu::set_error(cudaErrorInvalidValue, "cudaMemcpy2D runs past the end of a device allocation");
+    for (size_t r = 0; r < height; ++r) {
+        e = tm_prog::copy((char *)dst + r * dpitch, (const char *)src + r * spitch, width, kind, "cudaMemcpy2D");
+        if (e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
+}
+static inline cudaError_t tm_prog_cudaStreamQuery(cudaStream_t s)
+{
+    TM_PROG_STICKY();
+    return tm_prog::stream_valid(s) ? cudaSuccess : tm_emu::set_error(cudaErrorInvalidResourceHandle);
+}
+static inline cudaError_t tm_prog_cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t, unsigned = 0)
+{
+    return tm_prog_cudaStreamQuery(s);   // every stream is in order already
+}
+
+#define cudaMallocPitch(p, pitch, w, h) \
+    tm_prog_cudaMallocPitch(tm_prog::as_void(p), (pitch), (w), (h), __FILE__, __LINE__)
+#define cudaMemcpy2D(...) tm_prog_cudaMemcpy2D(__VA_ARGS__)
+#define cudaStreamQuery(s) tm_prog_cudaStreamQuery(s)
+#define cudaStreamWaitEvent(...) tm_prog_cudaStreamWaitEvent(__VA_ARGS__)
+#define cudaMemcpy(...) tm_prog_cudaMemcpy(__VA_ARGS__)
+#define cudaMemcpyAsync(...) tm_prog_cudaMemcpyAsync(__VA_ARGS__)
+#define cudaMemset(...) tm_prog_cudaMemset(__VA_ARGS__)
+#define cudaMemsetAsync(...) tm_prog_cudaMemsetAsync(__VA_ARGS__)
+#define cudaDeviceSynchronize() tm_prog_cudaDeviceSynchronize()
+#define cudaStreamSynchronize(s) tm_prog_cudaStreamSynchronize(s)
+#define cudaEventSynchronize(e) tm_prog_cudaEventSynchronize(e)
+#define cudaDeviceReset() tm_prog_cudaDeviceReset()
+#define cudaGetLastError() tm_prog_cudaGetLastError()
+#define cudaPeekAtLastError() tm_prog_cudaPeekAtLastError()
+#define cudaStreamCreate(s) tm_prog_cudaStreamCreate(s)
+#define cudaStreamCreateWithFlags(s, f) tm_prog_cudaStreamCreateWithFlags((s), (f))
+#define cudaStreamDestroy(s) tm_prog_cudaStreamDestroy(s)
+#define cudaEventRecord(...) tm_prog_cudaEventRecord(__VA_ARGS__)
+#define cudaGetDeviceProperties(p, d) tm_prog_cudaGetDeviceProperties((p), (d))
+#define cudaDeviceGetAttribute(v, a, d) tm_prog_cudaDeviceGetAttribute((v), (a), (d))
+#define cudaMemGetInfo(f, t) tm_prog_cudaMemGetInfo((f), (t))
+#define cudaMemcpyToSymbol(...) tm_prog_cudaMemcpyToSymbol(__VA_ARGS__)
+#define cudaMemcpyFromSymbol(...) tm_prog_cudaMemcpyFromSymbol(__VA_ARGS__)
+#define cudaThreadSynchronize() tm_prog_cudaDeviceSynchronize()
+
+// device printf (host printf passes straight through); std::printf too
+namespace std { namespace tm_prog = ::tm_prog; }
+#define printf(...) tm_prog::printf_(__VA_ARGS__)

@@ -1,0 +1,299 @@
+"""Building a whole CUDA program (tm.run), inside the confined compile child.
+
+tiledmm/programs.py writes a request (JSON) into the child's scratch folder and runs
+`main([request])` through tiledmm._sandbox.run_python with a compile policy. Here the student's
+source is parsed by libclang as CUDA (`-x cuda --cuda-host-only -nocudainc -nocudalib`, with a
+small prelude that declares what clang expects of a CUDA installation); every launch
+`k<<<grid, block, shared, stream>>>(args)` shows up as a CALL_EXPR whose second child is the
+call of `__cudaPushCallConfiguration`, and is rewritten in place, on the same lines, into
+
+    tm_prog::config("k", "param,names", __FILE__, __LINE__, k, grid, block, shared, stream)(args)
+
+whose call operator takes the kernel's own parameter types (so arguments convert, or fail to,
+as nvcc's launch would). On emu tm_prog::config is csrc/emu/program_runtime.h's emulated launch;
+on cuda it is tiledmm/include/tiledmm_program_cuda.h's real launch between two CUDA events.
+Then g++ (emu) or nvcc (cuda) builds the program as a shared object that tiledmm/_program_main.py
+loads and whose `main` it calls. The answer is JSON (result.json), never anything executable.
+"""
+import json
+import os
+import re
+import subprocess
+
+from ._kernel_source import emu_dialect
+
+SOURCE_NAME_DEFAULT = "program.cu"
+COMPILE_SECONDS = 300
+
+# What the parse needs in place of a CUDA installation: the qualifiers as clang's CUDA
+# attributes, the launch-configuration functions clang looks for, the built-in variables, and
+# the emulator's runtime API header (plain C declarations).
+_PARSE_PRELUDE = """\
+#define __global__ __attribute__((global))
+#define __device__ __attribute__((device))
+#define __host__ __attribute__((host))
+#define __shared__ __attribute__((shared))
+#define __constant__ __attribute__((constant))
+#define __managed__ __attribute__((managed))
+#define __launch_bounds__(...)
+#define __forceinline__ inline
+#define __noinline__
+#define __align__(n) __attribute__((aligned(n)))
+#include "emu/runtime_api.h"
+extern "C" int cudaConfigureCall(dim3 grid, dim3 block, size_t shared = 0, cudaStream_t stream = 0);
+extern "C" unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t shared = 0,
+                                                void *stream = 0);
+extern const __device__ uint3 threadIdx, blockIdx;
+extern const __device__ dim3 blockDim, gridDim;
+extern const __device__ int warpSize;
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+"""
+# Headers a program includes that the parse finds empty (the prelude has what it needs).
+_PARSE_STAND_INS = ("cuda_runtime.h", "cuda_runtime_api.h", "cuda.h", "device_launch_parameters.h",
+                    "cooperative_groups.h", "cooperative_groups/reduce.h",
+                    "cooperative_groups/scan.h", "device_functions.h", "helper_cuda.h")
+
+
+class BuildError(Exception):
+    """A program that cannot be built: the message is the compiler's (or the parse's) log."""
+
+
+def _gcc_include():
+    """The compiler's own headers (stddef.h, ...): the libclang wheel ships none."""
+    try:
+        out = subprocess.run(["gcc", "-print-file-name=include"], capture_output=True, text=True,
+                             timeout=60).stdout.strip()
+        return out if out and os.path.isdir(out) else None
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def _parse_args(scratch, includes, defines, user_includes):
+    stand = os.path.join(scratch, "parse-include")
+    for name in _PARSE_STAND_INS:
+        path = os.path.join(stand, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write("#pragma once\nnamespace cooperative_groups {}\n"
+                    if name.startswith("cooperative") else "#pragma once\n")
+    prelude = os.path.join(scratch, "parse-prelude.h")
+    with open(prelude, "w") as f:
+        f.write(_PARSE_PRELUDE)
+    args = ["-x", "cuda", "--cuda-host-only", "-nocudainc", "-nocudalib", "-std=c++17",
+            "-Wno-unknown-cuda-version", f"-I{stand}", *[f"-I{d}" for d in includes],
+            *user_includes, *defines]
+    gcc = _gcc_include()
+    if gcc:
+        args += ["-isystem", gcc]
+    return args + ["-include", prelude]
+
+
+def rewrite_launches(source, source_name, scratch, includes, defines=(), user_includes=()):
+    """(the source with every launch rewritten on its own lines, the launches found: a list of
+    {"kernel", "params", "line"}). Raises BuildError for a `<<<` the parse could not read."""
+    import clang.cindex as ci
+    data = source.encode()
+    path = os.path.join(scratch, source_name)
+    with open(path, "wb") as f:
+        f.write(data)
+    tu = ci.Index.create().parse(path, args=_parse_args(scratch, includes, defines, user_includes))
+    edits, launches, seen = [], [], set()
+    # the parameter names of every kernel (templates too), for launches in templates
+    kernel_params = {}
+    for c in tu.cursor.get_children():
+        if c.kind in (ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE) and \
+                any(k.kind == ci.CursorKind.CUDAGLOBAL_ATTR for k in c.get_children()):
+            kernel_params[c.spelling] = [k.spelling for k in c.get_children()
+                                         if k.kind == ci.CursorKind.PARM_DECL]
+
+    def visit(cursor):
+        for child in cursor.get_children():
+            loc = child.location
+            if loc.file is not None and loc.file.name != path:
+                continue
+            if child.kind == ci.CursorKind.CALL_EXPR:
+                kids = list(child.get_children())
+                if len(kids) >= 2 and kids[1].kind == ci.CursorKind.CALL_EXPR and \
+                        kids[1].spelling in ("__cudaPushCallConfiguration", "cudaConfigureCall"):
+                    _launch(child, kids[1])
+            visit(child)
+
+    def _launch(call, cfg):
+        start = call.extent.start.offset
+        c0, c1 = cfg.extent.start.offset, cfg.extent.end.offset
+        if call.extent.start.file is None or call.extent.start.file.name != path or \
+                data[c0:c0 + 3] != b"<<<" or data[c1 - 3:c1] != b">>>" or c0 in seen:
+            return   # inside a macro: left for the check below
+        ref = call.referenced
+        kernel = ref.spelling if ref is not None else ""
+        params = [a.spelling or f"#{i + 1}" for i, a in enumerate(ref.get_arguments())] \
+            if ref is not None else []
+        if not kernel:   # a launch in a template: the kernel named by the call's first token
+            first = next(iter(call.get_tokens()), None)
+            kernel = first.spelling if first is not None else "?"
+            params = kernel_params.get(kernel, [])
+        seen.add(c0)
+        head = f'tm_prog::config("{kernel}", "{",".join(params)}", __FILE__, __LINE__, '
+        edits.extend([(start, 0, head.encode()), (c0, 3, b", "), (c1 - 3, 3, b")")])
+        deduced = _deduced_template_arguments(ci, call, ref, data, start, c0)
+        if deduced:   # kernel<<<...>>>(args) of a template: its arguments, as nvcc deduced them
+            edits.append(deduced)
+        launches.append({"kernel": kernel, "params": params, "line": call.extent.start.line})
+
+    visit(tu.cursor)
+    edits.extend(_renamed_builtins(ci, tu, path, data))
+    # every `<<<` of the file must have been a launch the parse read
+    for tok in tu.get_tokens(extent=tu.cursor.extent):
+        if tok.spelling == "<<<" and tok.location.file is not None and \
+                tok.location.file.name == path and tok.extent.start.offset not in seen:
+            line = tok.location.line
+            near = [d for d in tu.diagnostics if d.severity >= 3 and d.location.file is not None
+                    and d.location.file.name == path and abs(d.location.line - line) <= 1]
+            why = "\n".join(_clang_diag(d, source_name) for d in near) or \
+                "(a launch inside a macro, or in a template tiledmm cannot rewrite)"
+            raise BuildError(f"{source_name}:{line}: error: tiledmm could not read this kernel "
+                             f"launch; write it as kernel<<<grid, block>>>(arguments);\n{why}")
+    out = data
+    # from the end; at one offset a replacement (`<<<`) before an insertion (deduced arguments)
+    for offset, length, text in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
+        out = out[:offset] + text + out[offset + length:]
+    return out.decode(), launches
+
+
+# The emulator spells the built-in variables as macros (csrc/emu/cuda_emu.h); host code may
+# name its own variables so (lecture 001's reduction loops declare `int blockDim`), as nvcc
+# allows, so those declarations and their uses are renamed.
+_BUILTIN_VARIABLES = ("threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize")
+_DECLS = ("VAR_DECL", "PARM_DECL", "FIELD_DECL")
+_REFS = ("DECL_REF_EXPR", "MEMBER_REF_EXPR")
+
+
+def _renamed_builtins(ci, tu, path, data):
+    """Edits renaming the program's own variables, parameters and fields named like a built-in
+    variable (and every use of them) to tm_user_<name>."""
+    kinds = {getattr(ci.CursorKind, k) for k in _DECLS + _REFS}
+    decl_kinds = {getattr(ci.CursorKind, k) for k in _DECLS}
+    edits, done = [], set()
+
+    def ours(cursor):
+        loc = cursor.location
+        return loc.file is not None and loc.file.name == path
+
+    for c in tu.cursor.walk_preorder():
+        if c.kind not in kinds or c.spelling not in _BUILTIN_VARIABLES or not ours(c):
+            continue
+        decl = c if c.kind in decl_kinds else c.referenced
+        if decl is None or decl.kind not in decl_kinds or not ours(decl):
+            continue   # the built-in itself
+        # the identifier's own token: the declaration's name, or the reference's last token
+        start = c.location.offset
+        name = c.spelling.encode()
+        if data[start:start + len(name)] != name:
+            continue
+        if start not in done:
+            done.add(start)
+            edits.append((start, len(name), b"tm_user_" + name))
+    return edits
+
+
+def _deduced_template_arguments(ci, call, ref, data, start, c0):
+    """For a template kernel launched without template arguments (deduced from the call's),
+    an edit that writes them after its name (tm_prog::config takes a function, not a
+    template); None otherwise."""
+    if ref is None or ref.kind != ci.CursorKind.FUNCTION_DECL:
+        return None
+    try:
+        n = ref.get_num_template_arguments()
+    except AttributeError:
+        return None
+    callee = data[start:c0].strip()
+    if n <= 0 or b"<" in callee or not re.fullmatch(rb"[A-Za-z_]\w*(::[A-Za-z_]\w*)*", callee):
+        return None
+    args = []
+    for i in range(n):
+        kind = ref.get_template_argument_kind(i)
+        if kind == ci.TemplateArgumentKind.TYPE:
+            args.append(ref.get_template_argument_type(i).spelling)
+        elif kind == ci.TemplateArgumentKind.INTEGRAL:
+            args.append(str(ref.get_template_argument_value(i)))
+        else:
+            return None
+    return (start + len(callee), 0, f"<{', '.join(args)}>".encode())
+
+
+def _clang_diag(d, source_name):
+    loc = d.location
+    return f"{source_name}:{loc.line}:{loc.column}: {d.spelling}"
+
+
+def _unsupported_note(log):
+    """g++'s "'cudaX' was not declared" for a runtime call the emulator lacks, said plainly."""
+    names = sorted(set(re.findall(r"'(cuda\w+|cu[A-Z]\w+)' was not declared", log)))
+    return "".join(f"tiledmm: {n} is not part of the CUDA runtime API that the emulator supports "
+                   f"(docs/programs.md lists what is); run the program with backend=\"cuda\" on a "
+                   f"GPU, or do without it\n" for n in names)
+
+
+def _compile(cmd, cwd):
+    try:
+        proc = subprocess.run(cmd, capture_output=True, timeout=COMPILE_SECONDS, cwd=cwd,
+                              env=dict(os.environ, LC_ALL="C"))   # plain quotes in messages
+    except FileNotFoundError:
+        raise BuildError(f"the compiler '{cmd[0]}' was not found") from None
+    except subprocess.TimeoutExpired:
+        raise BuildError(f"the compiler ran for more than {COMPILE_SECONDS} s") from None
+    return proc.returncode, (proc.stdout + proc.stderr).decode(errors="replace")
+
+
+def build(req):
+    scratch = req["scratch"]
+    with open(req["source_path"], encoding="utf-8", errors="replace") as f:
+        source = f.read()
+    name = req["source_name"]
+    text, launches = rewrite_launches(source, name, scratch, req["parse_includes"],
+                                      req["defines"], req["user_includes"])
+    backend = req["backend"]
+    define_lines = "".join(d + "\n" for d in req["define_lines"])
+    if backend == "emu":
+        text = emu_dialect(text)
+        full = ('#include "tiledmm_kernel.h"\n#include "emu/program_runtime.h"\n' + define_lines +
+                f'#line 1 "{name}"\n{text}\n')
+        src = os.path.join(scratch, "program.cpp")
+    else:
+        full = ('#include "tiledmm_program_cuda.h"\n' + define_lines +
+                f'#line 1 "{name}"\n{text}\n')
+        src = os.path.join(scratch, "program_build.cu")
+    with open(src, "w") as f:
+        f.write(full)
+    out = os.path.join(scratch, "program.so")
+    if req.get("link_cmd"):   # compiled, then linked apart (profile mode: see _compile_emu)
+        obj = os.path.join(scratch, "program.o")
+        returncode, log = _compile([*req["compile"], src, "-o", obj], scratch)
+        if returncode == 0:
+            returncode, link_log = _compile([*req["link_cmd"], "-o", out, obj, *req["link"]],
+                                            scratch)
+            log += link_log
+    else:
+        returncode, log = _compile([*req["compile"], src, "-o", out, *req["link"]], scratch)
+    if returncode != 0 or not os.path.exists(out):
+        raise BuildError(_unsupported_note(log) + log)
+    return {"ok": True, "log": log, "launches": launches, "so": out}
+
+
+def main(args):
+    request_path, = args
+    with open(request_path) as f:
+        req = json.load(f)
+    try:
+        result = build(req)
+    except BuildError as exc:
+        result = {"ok": False, "log": str(exc)}
+    except ImportError as exc:
+        result = {"ok": False, "log": f"libclang is needed to read a program's launches: {exc} "
+                                      "(pip install libclang)"}
+    with open(os.path.join(req["scratch"], "result.json"), "w") as f:
+        json.dump(result, f)
+    return 0

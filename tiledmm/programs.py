@@ -1,0 +1,583 @@
+"""Whole CUDA programs: `tm.run(program)` and `python -m tiledmm run FILE.cu`.
+
+A program (host code with cudaMalloc, cudaMemcpy and `<<<>>>`, and its kernels) is built as a
+shared object in a confined compile child (tiledmm/_program_build.py: libclang finds the
+launches, g++ against the emulator's runtime or nvcc builds it) and cached as tm.compile's
+kernels are; it then runs in a confined process of its own (tiledmm/_program_main.py), whose
+stdout, stderr and exit code are the program's. Only data comes back: the outputs, the exit code
+and the report file's JSON lines (launches, faults).
+"""
+import dataclasses
+import functools
+import html
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+from . import _compile_emu, _kernel_cache as cache, _sandbox
+from ._backend import get_backend
+from ._isolation import default_timeout
+from ._kernel_diagnostics import CompileError
+from ._profile_build import PROFILE_HOOK_FLAGS, PROFILE_KERNEL_FLAGS, PROFILE_WRAPPED
+from .profile import GRID_SMS, Profile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PACKAGE_PARENT = os.path.dirname(HERE)
+SOURCE_TEXT_NAME = "program.cu"
+_DIALECT = 1   # bumped when the text tiledmm makes of a program changes (cache key)
+_UNSET = object()
+_SIGNAL_NAMES = {signal.SIGSEGV: "segmentation fault", signal.SIGBUS: "bus error",
+                 signal.SIGFPE: "floating-point exception", signal.SIGILL: "illegal instruction",
+                 signal.SIGABRT: "aborted", signal.SIGKILL: "killed", signal.SIGTERM: "terminated"}
+
+
+@dataclasses.dataclass(frozen=True)
+class ProgramLaunch:
+    """One kernel launch of a program: the kernel's name, grid and block (x, y, z), dynamic
+    shared bytes, its time in ms (None where unknown), and `clock`, what measured it:
+    "cuda events" on cuda, "emulator wall time (CPU)" on emu. `error` is the launch's CUDA
+    error code (0: none). With tm.run(..., profile=True) on emu, `profile` is the launch's
+    counted traffic (a tm.profile.Profile) and `predicted_ms` the H100 time predicted from it."""
+    kernel: str
+    grid: tuple
+    block: tuple
+    shared_bytes: int
+    ms: float
+    clock: str
+    error: int = 0
+    profile: object = None        # profile=True on emu: the launch's tm.profile.Profile
+    predicted_ms: float = None    # profile=True on emu: the H100 time predicted from it
+
+
+@dataclasses.dataclass
+class ProgramResult:
+    """What a program did: its stdout and stderr (text), its returncode (negative for a
+    signal, -9 after its timeout), whether it timed out, and its kernel launches. tiledmm's own
+    diagnostics are the stderr lines that begin with `tiledmm:`."""
+    stdout: str
+    stderr: str
+    returncode: int
+    timed_out: bool
+    launches: list
+    backend: str = "emu"
+
+    def _headers(self):
+        head = ("kernel", "grid", "block", "shared", "ms")
+        return head + ("predicted H100 ms",) if self._profiled() else head
+
+    def _profiled(self):
+        return any(ln.profile is not None for ln in self.launches)
+
+    def _table_rows(self):
+        rows = []
+        for ln in self.launches:
+            row = (ln.kernel, "x".join(map(str, ln.grid)), "x".join(map(str, ln.block)),
+                   str(ln.shared_bytes), "-" if ln.ms is None else f"{ln.ms:.3f}")
+            if self._profiled():
+                row += ("-" if ln.predicted_ms is None else f"{ln.predicted_ms:.4f}",)
+            rows.append(row)
+        return rows
+
+    def __repr__(self):
+        out = self.stdout
+        if out and not out.endswith("\n"):
+            out += "\n"
+        err = self.stderr
+        if err and not err.endswith("\n"):
+            err += "\n"
+        head = f"<ProgramResult returncode={self.returncode}"
+        head += " timed_out" if self.timed_out else ""
+        head += f" backend={self.backend}, {len(self.launches)} launch"
+        head += "es>" if len(self.launches) != 1 else ">"
+        parts = [head, out + err]
+        rows = self._table_rows()
+        if rows:
+            hdr = self._headers()
+            shown = rows[:20]
+            widths = [max(len(r[i]) for r in [hdr] + shown) for i in range(len(hdr))]
+            lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                               for i, (c, w) in enumerate(zip(r, widths))) for r in [hdr] + shown]
+            if len(rows) > len(shown):
+                lines.append(f"... {len(rows) - len(shown)} more launches")
+            lines.append(f"(ms: {self.launches[0].clock})")
+            parts.append("\n".join(lines))
+        return "\n".join(p.rstrip("\n") for p in parts if p)
+
+    def _repr_html_(self):
+        esc = html.escape
+        body = f"<pre>{esc(self.stdout)}</pre>"
+        if self.stderr:
+            body += f"<pre style='color:#a00'>{esc(self.stderr)}</pre>"
+        body += f"<p>returncode {self.returncode}{' (timed out)' if self.timed_out else ''}, " \
+                f"backend {esc(self.backend)}</p>"
+        rows = self._table_rows()
+        if rows:
+            body += "<table><tr>" + "".join(f"<th>{h}</th>" for h in self._headers()) + "</tr>"
+            body += "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>"
+                            for r in rows[:200])
+            body += f"</table><p>ms: {esc(self.launches[0].clock)}</p>"
+        return body
+
+
+# ---------------------------------------------------------------------------------------------
+# the program and its options
+
+def _read_program(program):
+    """(source text, the name messages use, the folder its own #includes are relative to)."""
+    if isinstance(program, os.PathLike) or (isinstance(program, str) and "\n" not in program
+                                            and len(program) < 4096 and os.path.isfile(program)):
+        path = os.fspath(program)
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                return f.read(), os.path.basename(path), os.path.dirname(os.path.abspath(path))
+        except OSError as exc:
+            raise FileNotFoundError(f"tm.run: cannot read the program {path!r}: {exc}") from None
+    if isinstance(program, os.PathLike):
+        raise FileNotFoundError(f"tm.run: no program file {os.fspath(program)!r}")
+    if not isinstance(program, str):
+        raise TypeError("tm.run(program): give CUDA C++ source text (str) or a path to a .cu file, "
+                        f"not {type(program).__name__}")
+    if "main" not in program and program.strip().endswith(".cu"):
+        raise FileNotFoundError(f"tm.run: no program file {program!r} (a str that names no "
+                                "existing file is taken as source text)")
+    return program, SOURCE_TEXT_NAME, os.getcwd()
+
+
+def _emu_options(compiler_args):
+    """(-D/-U defines, -I folders, other g++ options) of compiler_args on emu: -D, -U, -I, -O*,
+    -std= are taken, -arch/-gencode/--gpu-architecture ignored, anything else refused."""
+    defines, includes, other = [], [], []
+    args = list(compiler_args)
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if not isinstance(a, str):
+            raise TypeError(f"compiler_args: {a!r} is not a str")
+        nxt = args[i + 1] if i + 1 < len(args) else None
+        if a in ("-D", "-U", "-I") and nxt is not None:
+            (includes if a == "-I" else defines).append(a + nxt)
+            i += 2
+            continue
+        if a in ("-arch", "-gencode", "--gpu-architecture", "-code") and nxt is not None:
+            i += 2
+            continue
+        if a.startswith(("-D", "-U")) and len(a) > 2:
+            defines.append(a)
+        elif a.startswith("-I") and len(a) > 2:
+            includes.append(a)
+        elif a.startswith("-O") or a.startswith("-std="):
+            if a.startswith("-std=") and a[5:] in ("c++98", "c++03", "c++11", "c++14"):
+                pass   # the emulator's headers need C++17; the program compiles as C++17
+            else:
+                other.append(a)
+        elif a.startswith(("-arch=", "-gencode=", "--gpu-architecture=", "-code=")):
+            pass
+        else:
+            raise ValueError(f"compiler_args: {a!r} is not taken on the emulator (emu takes -D, "
+                             "-U, -I, -O*, -std= and ignores -arch/-gencode); pass it with "
+                             "backend='cuda', or leave it out")
+        i += 1
+    return defines, includes, other
+
+
+def _define_lines(defines):
+    lines = []
+    for d in defines:
+        if d.startswith("-D"):
+            name, eq, value = d[2:].partition("=")
+            lines.append(f"#define {name} {value if eq else '1'}")
+        else:
+            lines.append(f"#undef {d[2:]}")
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------
+# building (cached)
+
+def _nvcc():
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    for cand in ([os.path.join(home, "bin", "nvcc")] if home else []) + \
+            [shutil.which("nvcc") or "", "/usr/local/cuda/bin/nvcc"]:
+        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _gpu_arch():
+    """-gencode for the GPU present (nvidia-smi's compute capability), or [] (nvcc's default
+    architecture, with PTX the driver compiles for any newer GPU)."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return ()
+    try:
+        out = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30).stdout.split()
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    if not out or not out[0].replace(".", "").isdigit():
+        return ()
+    cc = out[0].replace(".", "")
+    return (f"-gencode=arch=compute_{cc},code=[sm_{cc},compute_{cc}]",)
+
+
+def _emu_build_plan(compiler_args, profile):
+    """(includes, runtime sources, defines, user includes, compile command, link command: None
+    unless the program is compiled and linked apart, as profile mode's build is)."""
+    includes, rt_sources = _compile_emu._headers()
+    defines, user_includes, other = _emu_options(compiler_args)
+    flags = list(_compile_emu._build_flags())
+    counted = [*PROFILE_KERNEL_FLAGS, "-DTM_PROG_PROFILE",
+               f"-DTM_PROG_GRID_SMS={GRID_SMS}"] if profile else []
+    compile_cmd = [_compile_emu._cxx(), *flags, "-g", *counted, *_compile_emu._USER_FLAGS,
+                   *[f"-isystem{d}" for d in includes + [_compile_emu._stand_ins()]],
+                   *user_includes, *other]
+    if not profile:
+        return includes, rt_sources, defines, user_includes, [*compile_cmd, "-shared"], None
+    return (includes, rt_sources, defines, user_includes, [*compile_cmd, "-c"],
+            [_compile_emu._cxx(), *flags, "-shared", "-x", "none"])
+
+
+def _headers_text(includes):
+    """The program's prelude as the compiler sees it (part of the cache key)."""
+    parts = [_compile_emu.prelude_text()]
+    for rel in ("emu/program_runtime.h", "emu/cuda_emu.h", "emu/runtime_api.h"):
+        for d in includes:
+            p = os.path.join(d, rel)
+            if os.path.exists(p):
+                parts.append(open(p).read())
+                break
+    for name in ("cooperative_groups.h", "cuda.h", "tiledmm_program_cuda.h"):
+        for d in (_compile_emu._stand_ins(), os.path.join(HERE, "include")):
+            p = os.path.join(d, name)
+            if os.path.exists(p):
+                parts.append(open(p).read())
+    return parts
+
+
+def build(source, source_name, backend, compiler_args=(), source_dir=None, profile=False):
+    """The program's shared object (bytes) and what the build found, from the cache or built
+    in a confined compile child. Raises tm.CompileError with the compiler's messages.
+    profile (emu): the kernels instrumented and linked with profile mode's counters."""
+    source_dir = source_dir or os.getcwd()
+    link_cmd = None
+    if backend == "emu":
+        includes, rt_sources, defines, user_includes, compile_cmd, link_cmd = \
+            _emu_build_plan(compiler_args, profile)
+        runtime = _compile_emu._runtime_key(includes, rt_sources)
+        parse_includes = includes + [_compile_emu._stand_ins()]
+    else:
+        nvcc = _nvcc()
+        if nvcc is None:
+            raise RuntimeError("tm.run on the cuda backend needs nvcc, which was not found (put it "
+                               "on PATH or set CUDA_HOME); to run the program on the CPU emulator "
+                               "instead, pass backend=\"emu\"")
+        includes, rt_sources, runtime = [], [], None
+        defines = [a for a in compiler_args if str(a).startswith(("-D", "-U"))]
+        user_includes = [a for a in compiler_args if str(a).startswith("-I")]
+        compile_cmd = [nvcc, "-x", "cu", "-std=c++17", "-O2", "-lineinfo", "-shared",
+                       "-Xcompiler", "-fPIC", f"-I{os.path.join(HERE, 'include')}", *_gpu_arch(),
+                       *[str(a) for a in compiler_args]]
+        parse_includes = _compile_emu._headers()[0]
+    hooks = _compile_emu._profile_hooks_source(includes) if profile else None
+    key = cache.key("program", backend, source, source_name, list(compiler_args), compile_cmd,
+                    link_cmd, hooks and open(hooks, "rb").read(), PROFILE_HOOK_FLAGS,
+                    PROFILE_WRAPPED, _headers_text(_compile_emu._headers()[0]), runtime, _DIALECT,
+                    open(os.path.join(HERE, "_program_build.py"), "rb").read())
+    so_entry = cache.entry_path(f"user-program-{key}.so")
+    meta_entry = cache.entry_path(f"user-program-{key}.json")
+    image = cache.read_verified(so_entry)
+    meta = cache.read_verified(meta_entry)
+    if image is not None and meta is not None:
+        cache.count("disk_hits")
+        return image, json.loads(meta), "disk_hits"
+    with tempfile.TemporaryDirectory(prefix="tiledmm-program-build-") as scratch:
+        link = []
+        if backend == "emu":
+            # tiledmm's own runtime (trusted sources), compiled once per cache folder
+            link = ["-x", "none",
+                    *_compile_emu._runtime_objects(includes, rt_sources, scratch, runtime),
+                    *_compile_emu._link_flags()]
+            if profile:   # the counters' hooks (tiledmm's own source), wrapping the emulator
+                link += [_compile_emu._profile_hooks_object(includes, hooks, scratch),
+                         *(f"-Wl,--wrap={sym}" for sym in PROFILE_WRAPPED)]
+        src_path = os.path.join(scratch, "source.cu")
+        with open(src_path, "w") as f:
+            f.write(source)
+        user_inc = [f"-I{source_dir}"] + [i if i.startswith("-I") else "-I" + i
+                                          for i in user_includes]
+        request = {"scratch": scratch, "source_path": src_path, "source_name": source_name,
+                   "backend": backend, "parse_includes": parse_includes,
+                   "defines": [d for d in defines], "define_lines": _define_lines(defines),
+                   "user_includes": user_inc,
+                   "compile": [*compile_cmd, *([f"-I{source_dir}"])], "link": link,
+                   "link_cmd": link_cmd}
+        req_path = os.path.join(scratch, "request.json")
+        with open(req_path, "w") as f:
+            json.dump(request, f)
+        # the child reads the source, its folder (its own #includes) and tiledmm's headers
+        policy = _sandbox.compile_policy(scratch, read=(src_path, source_dir, HERE,
+                                                        *_compile_emu._headers()[0]))
+        done = _sandbox.run_python("_program_build", [req_path], policy, cwd=scratch,
+                                   timeout=600)
+        try:
+            with open(os.path.join(scratch, "result.json")) as f:
+                result = json.load(f)
+        except (OSError, ValueError):
+            raise RuntimeError("building the program failed: the compile child ended with code "
+                               f"{done.returncode} and no result\n"
+                               f"{(done.stderr or b'').decode(errors='replace')[-3000:]}") from None
+        if not result.get("ok"):
+            log = str(result.get("log", ""))
+            for built in ("program.cpp", "program_build.cu", source_name):
+                log = log.replace(os.path.join(scratch, built), source_name)
+            first = next((ln for ln in log.splitlines() if "error" in ln), log[:200])
+            raise CompileError(f"the program {source_name} does not compile ({backend}): {first}"
+                               f"\n\n{log}", log)
+        with open(os.path.join(scratch, "program.so"), "rb") as f:
+            image = f.read()
+        meta = {"launches": result.get("launches", []), "log": result.get("log", "")}
+        cache.store_bytes(image, so_entry)
+        cache.store_bytes(json.dumps(meta).encode(), meta_entry)
+    cache.count("compiled")
+    return image, meta, "compiled"
+
+
+# ---------------------------------------------------------------------------------------------
+# running
+
+def _read_report(path):
+    """The report file's records (JSON objects); a malformed line (the program could write
+    there) is skipped."""
+    records = []
+    try:
+        with open(path, "rb") as f:
+            data = f.read(64 << 20)
+    except OSError:
+        return records
+    for line in data.splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("event"), str):
+            records.append(rec)
+    return records
+
+
+def _launches(records, backend):
+    clock = "cuda events" if backend == "cuda" else "emulator wall time (CPU)"
+    out = []
+    for r in records:
+        if r.get("event") != "launch":
+            continue
+        try:
+            ms = r.get("ms")
+            launch = ProgramLaunch(str(r.get("kernel", "?")), tuple(int(v) for v in r["grid"]),
+                                   tuple(int(v) for v in r["block"]),
+                                   int(r.get("shared_bytes", 0)),
+                                   None if ms is None or ms < 0 else float(ms), clock,
+                                   int(r.get("error", 0)))
+        except (KeyError, TypeError, ValueError):
+            continue
+        if isinstance(r.get("profile"), dict):
+            profile = _profile_of(r["profile"], launch)
+            predicted = None
+            if profile is not None:
+                try:
+                    predicted = profile.predict("H100").ms
+                except (ValueError, ArithmeticError, KeyError):
+                    predicted = None
+            launch = dataclasses.replace(launch, profile=profile, predicted_ms=predicted)
+        out.append(launch)
+    return out
+
+
+_PROFILE_INTS = {"launches", "blocks", "blocks_profiled", "threads_profiled", "warps_profiled"}
+
+
+def _profile_of(counts, launch):
+    """A Profile from one launch's counters (the program's report: numbers only), or None."""
+    names = [f.name for f in dataclasses.fields(Profile)]
+    counted = names[:names.index("sampled")]
+    try:
+        kw = {k: (int(round(float(counts[k]))) if k in _PROFILE_INTS else float(counts[k]))
+              for k in counted}
+    except (KeyError, TypeError, ValueError):
+        return None
+    threads = launch.block[0] * launch.block[1] * launch.block[2]
+    return Profile(**kw, kernel=launch.kernel, family="program", threads_per_block=threads,
+                   shared_bytes=launch.shared_bytes)
+
+
+def _source_lines(so_path, offsets, scratch):
+    """addr2line's file:line for offsets in the program's shared object, run confined."""
+    tool = shutil.which("addr2line")
+    if not tool or not offsets:
+        return []
+    done = _sandbox.run([tool, "-e", so_path, *[hex(o) for o in offsets]],
+                        _sandbox.compile_policy(scratch, read=(so_path,)), cwd=scratch, timeout=60)
+    if done.returncode != 0:
+        return []
+    return [ln.split(" (discriminator")[0].strip()
+            for ln in (done.stdout or b"").decode(errors="replace").splitlines()]
+
+
+def _diagnostics(records, so_path, scratch, source_name):
+    """tiledmm: lines for the faults the report records."""
+    lines = []
+    for r in records:
+        if r.get("event") == "kernel_fault" and isinstance(r.get("signal"), int):
+            sig = r["signal"]
+            what = {signal.SIGABRT: "a failed assert or abort()",
+                    signal.SIGFPE: "an integer division by zero",
+                    signal.SIGILL: "__trap() or an illegal instruction",
+                    signal.SIGTRAP: "a trap", signal.SIGBUS: "a bus error"}.get(sig, "a signal")
+            lines.append(f"tiledmm: kernel '{str(r.get('kernel'))[:200]}' ended the program "
+                         f"({what}); on a GPU the launch fails and the program's next "
+                         "synchronising call returns its error")
+        elif r.get("event") == "kernel_fault":
+            where = ("outside every device allocation" if r.get("device_memory") else
+                     "outside device memory")
+            lines.append(f"tiledmm: kernel '{str(r.get('kernel'))[:200]}' made an invalid memory "
+                         f"access ({where}); on a GPU the launch fails and the program's next "
+                         "synchronising call returns cudaErrorIllegalAddress, on the emulator the "
+                         "program ends here")
+        if r.get("event") != "host_access":
+            continue
+        frames = [int(x) for x in r.get("frames", []) if isinstance(x, int) and x >= 0][:8]
+        located = [loc.rsplit(":", 1) for loc in _source_lines(so_path, frames, scratch)
+                   if ":" in loc and not loc.startswith("??")]
+        # the innermost frame in the program's own file, else in any file but tiledmm's
+        ours = [f for f in located if os.path.basename(f[0]) == source_name and f[1] != "0"] or \
+            [f for f in located if not f[0].startswith(PACKAGE_PARENT) and f[1] != "0"]
+        where = f"{os.path.basename(ours[0][0])}:{ours[0][1]}" if ours else None
+        access = r.get("access") if r.get("access") in ("read", "wrote", "accessed") else "accessed"
+        alloc = ""
+        if r.get("alloc_by"):
+            alloc = (f" (allocated by {r['alloc_by']} at "
+                     f"{os.path.basename(str(r.get('alloc_file')))}:{int(r.get('alloc_line', 0))})")
+        else:
+            alloc = " (memory no live allocation holds: freed, or never allocated)"
+        lines.append(f"tiledmm: host code {access} device memory at {where or source_name}{alloc}; "
+                     "host code reaches device memory only through cudaMemcpy (or use "
+                     "cudaMallocManaged)")
+    return lines
+
+
+def _signal_line(returncode):
+    if returncode >= 0 or returncode == -9:
+        return None
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    what = _SIGNAL_NAMES.get(-returncode, "")
+    return f"tiledmm: the program was ended by {name}{' (' + what + ')' if what else ''}"
+
+
+def execute(image, source_name, backend, args=(), stdin=None, timeout=None, capture=True,
+            cwd=None):
+    """Run a built program. Returns (Completed, report records, the tiledmm: lines to add)."""
+    cwd = cwd or os.getcwd()
+    with tempfile.TemporaryDirectory(prefix="tiledmm-program-") as scratch:
+        so = os.path.join(scratch, "program.so")
+        with open(os.open(so, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o700), "wb") as f:
+            f.write(image)
+        report = os.path.join(scratch, "report.jsonl")
+        policy = _sandbox.run_policy(scratch, read=(so, cwd, HERE), devices=backend == "cuda")
+        feed = b"" if stdin is None and capture else stdin
+        if isinstance(feed, str):
+            feed = feed.encode()
+        done = _sandbox.run_python("_program_main", [so, report, backend, source_name, "--",
+                                                     *[str(a) for a in args]],
+                                   policy, cwd=cwd, stdin=feed, timeout=timeout, capture=capture)
+        records = _read_report(report)
+        extra = _diagnostics(records, so, scratch, source_name)
+    if done.timed_out:
+        extra.append(f"tiledmm: the program ran past its timeout of {timeout:g} s and was "
+                     "stopped (returncode -9); raise timeout= (or --timeout) if it needs longer")
+    else:
+        line = _signal_line(done.returncode)
+        if line:
+            extra.append(line)
+    return done, records, extra
+
+
+def run(program, *, args=(), stdin=None, backend=None, check=False, profile=False,
+        timeout=_UNSET, compiler_args=()):
+    """Build and run a whole CUDA C++ program; returns a ProgramResult.
+
+    program: a path (os.PathLike, or a str naming an existing file) or the source text.
+    args: the program's argv after its name. stdin: None (an empty stdin), str or bytes.
+    backend: "emu" (g++ against tiledmm's emulator) or "cuda" (nvcc, the GPU); default as for
+    kernels. timeout: seconds (default 60, $TILEDMM_KERNEL_TIMEOUT; None for no limit).
+    compiler_args: given to nvcc on cuda; on emu -D, -U, -I, -O*, -std= are taken.
+
+    A program that exits non-zero, faults or times out returns its code (negative for a
+    signal, -9 after the timeout) with stderr saying why; one that does not compile raises
+    tm.CompileError with the compiler's messages at the program's own lines.
+    """
+    if check:
+        raise NotImplementedError("tm.run: check=True for whole programs is not available yet; "
+                                  "run the program without it, or its kernels with "
+                                  "tm.compile(..., check=True)")
+    backend = backend or get_backend()
+    if backend not in ("emu", "cuda"):
+        raise ValueError(f"tm.run: unknown backend {backend!r}; choose 'emu' or 'cuda'")
+    if profile and backend != "emu":
+        raise NotImplementedError("tm.run: profile=True counts a program's traffic on the "
+                                  "emulator only (backend='emu'); on cuda, each launch's ms is "
+                                  "already CUDA-event time")
+    timeout = default_timeout() if timeout is _UNSET else timeout
+    if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
+        raise ValueError(f"tm.run: timeout={timeout!r}; give seconds > 0, or None for no limit")
+    if stdin is not None and not isinstance(stdin, (str, bytes)):
+        raise TypeError("tm.run: stdin is None, str or bytes")
+    source, name, folder = _read_program(program)
+    image, _meta, _origin = build(source, name, backend, compiler_args, folder, profile=profile)
+    done, records, extra = execute(image, name, backend, args, stdin, timeout)
+    stderr = (done.stderr or b"").decode(errors="replace")
+    if extra:
+        if stderr and not stderr.endswith("\n"):
+            stderr += "\n"
+        stderr += "\n".join(extra) + "\n"
+    return ProgramResult((done.stdout or b"").decode(errors="replace"), stderr, done.returncode,
+                         done.timed_out, _launches(records, backend), backend)
+
+
+def run_cli(path, backend=None, timeout=None, args=(), compiler_args=(), profile=False):
+    """`python -m tiledmm run`: the program on the terminal's stdin, stdout and stderr; returns
+    the exit code a shell would give (128 + the signal for a signal). With profile (emu), the
+    launches' counted traffic and predicted H100 times follow on stderr."""
+    backend = backend or get_backend()
+    if profile and backend != "emu":
+        print("tiledmm: run --profile counts traffic on the emulator only (--backend emu)",
+              file=sys.stderr)
+        return 2
+    if not os.path.isfile(path):
+        print(f"tiledmm: no program file {path!r}", file=sys.stderr)
+        return 2
+    try:
+        source, name, folder = _read_program(os.path.abspath(path))
+        image, _meta, _origin = build(source, name, backend, compiler_args, folder,
+                                      profile=profile)
+    except CompileError as exc:
+        print(exc.log or str(exc), file=sys.stderr)
+        return 1
+    except (OSError, RuntimeError, ValueError) as exc:
+        print(f"tiledmm: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.flush()
+    done, records, extra = execute(image, name, backend, args, None, timeout, capture=False)
+    for line in extra:
+        print(line, file=sys.stderr)
+    if profile:
+        table = ProgramResult("", "", done.returncode, done.timed_out,
+                              _launches(records, backend), backend)
+        print(repr(table).split("\n", 1)[-1], file=sys.stderr)
+    return done.returncode if done.returncode >= 0 else 128 - done.returncode
