@@ -332,6 +332,45 @@ def load_emu(artifact, report_faults):
     return SimpleNamespace(handle=ctypes.cast(lib.tm_user_launch, ctypes.c_void_p).value, keep=lib)
 
 
+def image_memfd(artifact):
+    """A memfd holding the compiled kernel, made by the caller for the worker (which may not make
+    one: tiledmm/_sandbox.py), sealed against changes."""
+    fd = os.memfd_create(f"tiledmm-{artifact.name}"[:200],
+                         os.MFD_CLOEXEC | getattr(os, "MFD_ALLOW_SEALING", 2))
+    try:
+        os.write(fd, artifact.image)
+        try:
+            import fcntl
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW |
+                        fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SEAL)
+        except (AttributeError, OSError):
+            pass
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def load_emu_fd(fd, name, digest, report_faults):
+    """The worker's load_emu: the kernel from a memfd the caller passed, checked against its
+    digest, then opened through /proc/self/fd (which Landlock lets through: the file is the
+    process's own anonymous memory). The descriptor must stay open while the library is."""
+    h, offset = hashlib.sha256(), 0
+    while True:
+        chunk = os.pread(fd, 1 << 20, offset)
+        if not chunk:
+            break
+        h.update(chunk)
+        offset += len(chunk)
+    if h.hexdigest() != digest:
+        raise RuntimeError(f"kernel '{name}': the compiled code does not match its digest")
+    lib = ctypes.CDLL(f"/proc/self/fd/{fd}")
+    lib.tm_loaded_from_fd = fd
+    if report_faults:
+        lib.tm_user_fault_setup()
+    return SimpleNamespace(handle=ctypes.cast(lib.tm_user_launch, ctypes.c_void_p).value, keep=lib)
+
+
 def counted_launch(mod, loaded, grid, block, shared, packed, warmup, repeat, profile):
     """The backend's user_run of a loaded kernel; with profile (a profile build), counted by its
     hooks: the pointer arguments' memory is global memory, and raw["profile_counts"] holds the

@@ -60,6 +60,7 @@ shared array (`float *q = s`); `reinterpret_cast`/`const_cast` of a parameter st
 launch stopped by its timeout reports the timeout and the first problem check mode had found. Barriers that not all threads of a block reach are reported on the emulator in every mode, with the call sites.
 """
 
+import os
 import struct
 import threading
 import time
@@ -69,12 +70,13 @@ import numpy as np
 
 from . import _backend
 from . import _kernel_cache
-from ._compile_emu import compile_emu, counted_launch, load_emu
+from ._compile_emu import compile_emu, counted_launch, image_memfd, load_emu
 from ._compile_nvrtc import compile_cuda, load_cuda
 from ._core import DEFAULT_RUNS, MAX_RUNS, Result
 from ._device_array import DeviceArray, as_device_input, to_device
 from ._isolation import Segment, default_timeout, worker
-from ._kernel_diagnostics import CompileError, CompileWarning, KernelError, emit_warnings
+from ._kernel_diagnostics import (CompileError, CompileWarning, KernelError, emit_warnings,
+                                  parse_warnings)
 from ._kernel_source import kernel_signature
 from ._row_tables import row_table
 
@@ -181,7 +183,9 @@ class Kernel:
             reply = worker().call({"op": "compile_cuda", "source": self.source, "name": self.name,
                                    "options": list(self.options)}, timeout=600,
                                   what=f"compiling kernel '{self.name}'")
-            artifact = _reply_value(reply, "artifact")
+            a = _reply_value(reply, "artifact")   # checked by _isolation.check_reply
+            artifact = SimpleNamespace(backend="cuda", **a,
+                                       warnings=parse_warnings(a["log"], "cuda"))
         else:
             artifact = compile_cuda(self.source, self.name, list(self.options))
         _kernel_cache.count(artifact.origin)   # counted here: NVRTC may have run in the worker
@@ -414,8 +418,19 @@ class Kernel:
         artifact = self._compiled(launch.backend, launch.check, launch.profile)
         with w.lock:   # the worker's pid and what it has loaded belong together
             loaded = w.pid is not None and artifact.key in w.loaded
-            request.update(key=artifact.key, artifact=None if loaded else artifact)
-            reply = w.call(request, fds=[segment.fd] if segment.size else [], timeout=launch.timeout, what=what)
+            fds, image_fd = [segment.fd] if segment.size else [], -1
+            request.update(key=artifact.key, artifact=None, args_fd=0 if fds else None)
+            try:
+                if not loaded:
+                    request["artifact"] = _artifact_message(artifact)
+                    if artifact.backend == "emu":   # the kernel's code: a memfd made here
+                        image_fd = image_memfd(artifact)
+                        request["image_fd"] = len(fds)
+                        fds.append(image_fd)
+                reply = w.call(request, fds=fds, timeout=launch.timeout, what=what)
+            finally:
+                if image_fd >= 0:
+                    os.close(image_fd)
             if reply.get("ok") and w.alive():
                 w.loaded.add(artifact.key)
         if reply.get("ok"):
@@ -433,6 +448,15 @@ class Kernel:
     def launch(self, grid, block, *args, **kwargs):
         """The same as calling the kernel."""
         return self(grid, block, *args, **kwargs)
+
+
+def _artifact_message(artifact):
+    """What the worker needs to load a compiled kernel (emu: its code comes as a memfd)."""
+    if artifact.backend == "emu":
+        return {"backend": "emu", "key": artifact.key, "name": artifact.name,
+                "digest": artifact.digest}
+    return {"backend": "cuda", "key": artifact.key, "name": artifact.name,
+            "image": artifact.image, "lowered": artifact.lowered}
 
 
 def _aligned_copy(array):
