@@ -70,14 +70,14 @@ import numpy as np
 
 from . import _backend
 from . import _kernel_cache
-from ._compile_emu import compile_emu, counted_launch, image_memfd, load_emu
+from ._compile_emu import (compile_emu, counted_launch, image_memfd, kernel_signature_confined,
+                           load_emu)
 from ._compile_nvrtc import compile_cuda, load_cuda
 from ._core import DEFAULT_RUNS, MAX_RUNS, Result
 from ._device_array import DeviceArray, as_device_input, to_device
 from ._isolation import Segment, default_timeout, worker
 from ._kernel_diagnostics import (CompileError, CompileWarning, KernelError, emit_warnings,
                                   parse_warnings)
-from ._kernel_source import kernel_signature
 from ._row_tables import row_table
 
 __all__ = ["compile", "Kernel", "CompileError", "CompileWarning", "KernelError", "cache_dir",
@@ -146,14 +146,22 @@ class Kernel:
         options = [str(o) for o in options]
         for k, v in (defines or {}).items():
             options.append(f"-D{k}" if v is None else f"-D{k}={v}")
-        name, params = kernel_signature(source, name, options)
-        self.source, self.name, self.options = source, name, tuple(options)
-        self.params = tuple(params)
+        self.source, self.options = source, tuple(options)
         self.check = bool(check)
         self.isolate = bool(isolate)
         self._backend = backend
         backend_name = _backend.resolve(backend)[1]
-        artifact = self._compiled(backend_name, self.check)   # errors now, not at launch
+        # the source is read (libclang) and compiled only in a confined child (_compile_emu)
+        self.name, params, artifact = _signature_and_artifact(source, name, self.options,
+                                                              backend_name, self.check)
+        self.params = tuple(params)
+        if artifact is None:
+            artifact = self._compiled(backend_name, self.check)   # errors now, not at launch
+        else:
+            with _LOCK:
+                _ARTIFACTS[(backend_name, source, self.name, self.options, self.check,
+                            False)] = artifact
+            _kernel_cache.count(artifact.origin)
         emit_warnings(getattr(artifact, "warnings", None) or [], name, backend_name)
 
     @property
@@ -177,8 +185,7 @@ class Kernel:
             _kernel_cache.count("memory_hits")
             return artifact
         if backend == "emu":
-            artifact = compile_emu(self.source, self.name, self.params, list(self.options), check,
-                                   profile)
+            artifact = compile_emu(self.source, self.name, list(self.options), check, profile)[2]
         elif self.isolate:   # NVRTC runs in the worker, with a time limit
             reply = worker().call({"op": "compile_cuda", "source": self.source, "name": self.name,
                                    "options": list(self.options)}, timeout=600,
@@ -448,6 +455,14 @@ class Kernel:
     def launch(self, grid, block, *args, **kwargs):
         """The same as calling the kernel."""
         return self(grid, block, *args, **kwargs)
+
+
+def _signature_and_artifact(source, name, options, backend, check):
+    """(name, params, emu artifact or None): on emu one confined compile child reads the
+    signature and builds the kernel; on cuda it reads the signature (NVRTC runs in the worker)."""
+    if backend == "emu":
+        return compile_emu(source, name, list(options), check)
+    return (*kernel_signature_confined(source, name, list(options)), None)
 
 
 def _artifact_message(artifact):
