@@ -59,7 +59,7 @@ _MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0)   # map all pages at once, not 
 DEFAULT_TIMEOUT = 60.0          # seconds: a runaway `while (1) {}` ends here
 _END_OF_OUTPUT = b"\0tiledmm-end-of-launch\0"
 _SIGNALS = {getattr(signal, n): n for n in ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT",
-                                           "SIGKILL", "SIGTERM", "SIGTRAP")}
+                                           "SIGKILL", "SIGTERM", "SIGTRAP", "SIGSYS")}
 
 
 def default_timeout():
@@ -613,6 +613,10 @@ class Worker:
                    not ln.startswith("tiledmm-fault: ")][-12:]
         if reports:
             text = reports[0]
+        elif code == -signal.SIGSYS:   # the seccomp trap, with signals blocked (posix_spawn)
+            text = (f"sandbox: {what} made a system call the sandbox refuses (SIGSYS: a "
+                    "program, a process, a network socket or another process's memory); "
+                    "student code may only compute on its arrays")
         elif code is not None and code < 0:
             text = f"{what} ended tiledmm's worker process with {_SIGNALS.get(-code, -code)}"
         else:

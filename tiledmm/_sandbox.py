@@ -150,7 +150,10 @@ def run_policy(scratch, read=(), devices=False, *, memory_bytes=None):
 
 def _default_memory():
     """RLIMIT_DATA when the policy names none: half the machine's memory, at least 2 GiB (the
-    arguments' shared file is the caller's and is not counted)."""
+    arguments' shared file is the caller's and is not counted). $TILEDMM_SANDBOX_MEMORY (bytes)
+    overrides it."""
+    if os.environ.get("TILEDMM_SANDBOX_MEMORY", "").isdigit():
+        return int(os.environ["TILEDMM_SANDBOX_MEMORY"])
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):

@@ -44,6 +44,13 @@ def _line_buffered_stdout():
     return libc
 
 
+def _threads():
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 0
+
+
 class Server:
     def __init__(self, sock):
         self.sock = sock
@@ -155,7 +162,10 @@ class Server:
                 return {"error": "KernelError", "message": str(exc), "exit": backend == "cuda"}
             for fn in after:   # cuda: a `T **` parameter's rows back from the device
                 fn()
-            return {"ok": True, "raw": raw}
+            # a kernel that left threads behind (a thread bomb: bounded by RLIMIT_DATA) leaves
+            # this worker spent: reply, then end, so the next call gets a fresh one
+            spent = _threads() > 2 * (os.cpu_count() or 1) + 16
+            return {"ok": True, "raw": raw, **({"exit": True} if spent else {})}
         finally:
             if base is not None:
                 unmap_regions(base, total)
