@@ -174,6 +174,6 @@ def test_openmp_still_runs_blocks_on_several_threads(world):
 
 
 def test_info_says_what_confinement_is_in_force(world):
-    proc = subprocess.run([sys.executable, "-m", "tiledmm", "info", "--backend", "emu"],
+    proc = subprocess.run([sys.executable, "-m", "tiledmm", "--backend", "emu", "info"],
                           capture_output=True, text=True, timeout=120, env=world["env"])
     assert "sandbox: confined (Landlock ABI" in proc.stdout, proc.stdout + proc.stderr

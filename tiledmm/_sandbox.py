@@ -21,9 +21,12 @@ What each rule is for is said beside it. The rules are facts checked on Linux 6.
 import ctypes
 import dataclasses
 import errno
+import glob
 import json
 import os
+import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -59,6 +62,7 @@ class Policy:
     memory_bytes: int = None
     file_bytes: int = None
     cpu_seconds: int = None
+    exec_program: bool = False   # set by run(): the one execve of argv[0] (see run)
 
     def to_json(self):
         return json.dumps(dataclasses.asdict(self))
@@ -381,6 +385,8 @@ def _seccomp(policy, lib, scoped_signals):
         allowed = set(_ALLOW)
         if policy.allow_exec:
             allowed.update(_ALLOW_EXEC)
+        elif policy.exec_program:   # run() execs the program: Landlock lets only it be executed
+            allowed.update(("execve", "execveat"))
         if policy.devices:   # the CUDA driver makes its own shared memory
             allowed.update(("memfd_create", "mmap"))
         for name in sorted(allowed):
@@ -615,8 +621,44 @@ def run(argv, policy, *, cwd, stdin=b"", timeout=None, env=None, capture=True):
     env = minimal_env() if env is None else dict(env)
     if policy.write:
         env["TMPDIR"] = policy.write[0]
+    if not policy.allow_exec:
+        # a program that runs student code (a whole program): execve is let through seccomp for
+        # the exec that starts it, and Landlock lets nothing be executed but it and the ELF
+        # loader: it cannot start /bin/sh or anything else (and fork stays refused)
+        program = shutil.which(argv[0], path=env.get("PATH")) or argv[0]
+        _make_executable(program, policy.write)
+        policy = dataclasses.replace(policy, exec_program=True, execute=policy.execute + (
+            os.path.realpath(program), *_elf_loaders()))
     return _run(_exec_argv(argv, policy), cwd=cwd, stdin=stdin, timeout=timeout, env=env,
                 capture=capture)
+
+
+def _make_executable(program, folders):
+    """A program the compile child built in a scratch folder is not executable: the sandbox
+    refuses chmod (Landlock does not cover it, and root could chmod any file it names). The
+    caller sets the owner's execute bit, on the file itself, never through a link."""
+    path = os.path.realpath(os.path.dirname(os.path.abspath(program)))
+    if not any(path == os.path.realpath(f) or path.startswith(os.path.realpath(f) + os.sep)
+               for f in folders):
+        return
+    try:
+        fd = os.open(program, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode):
+            os.fchmod(fd, stat.S_IMODE(st.st_mode) | stat.S_IXUSR)
+    finally:
+        os.close(fd)
+
+
+def _elf_loaders():
+    found = set()
+    for pattern in ("/lib64/ld-linux*.so*", "/lib/ld-linux*.so*", "/lib/*-linux-gnu/ld-linux*.so*",
+                    "/usr/lib/*-linux-gnu/ld-linux*.so*", "/lib/ld-musl-*.so*"):
+        found.update(os.path.realpath(p) for p in glob.glob(pattern))
+    return tuple(sorted(found))
 
 
 def run_python(module, args, policy, *, cwd, stdin=b"", timeout=None, env=None, capture=True):

@@ -42,7 +42,11 @@ Isolation (the default, `isolate=True`): the kernel runs in tiledmm's worker pro
 (tiledmm/_isolation.py), so that nothing it does can kill, hang or corrupt the caller: a fault is
 a KernelError and the next call works; Ctrl-C stops a running kernel (KeyboardInterrupt), and
 `timeout=` seconds (default 60, $TILEDMM_KERNEL_TIMEOUT; None for no limit) end a runaway one.
-`isolate=False` runs it in the caller's process: faster to launch, with none of these promises.
+The worker is confined (tiledmm/_sandbox.py): it reads only what it loads, writes one scratch
+folder, starts no program or process, opens no network socket and reaches no other process; its
+replies are JSON checked against a fixed schema. The source is parsed and compiled only in a
+confined compile child. `isolate=False` runs the kernel in the caller's process, UNCONFINED:
+faster to launch, with none of these promises, for trusted code only.
 
 Check mode (`check=True`, emulator only), per launch (threads may check one kernel at once):
 pointer, array (`float A[][N]`), `float **` and vector pointer parameters are bounds-checked: the
@@ -572,8 +576,10 @@ def compile(source, name=None, options=(), *, defines=None, backend=None, check=
     backend: compile for this backend now ('cuda' or 'emu'; a call may still pick the other).
     check: launch in check mode by default (emu: bounds-checked pointer parameters and
     race-checked shared memory).
-    isolate: run launches in tiledmm's worker process (default), where a fault, a hang or a wild
-    write cannot reach this process; False runs them here (less overhead, no protection).
+    isolate: run launches in tiledmm's confined worker process (default), where a fault, a hang,
+    a wild write or a hostile kernel cannot reach this process or this account's files; False
+    runs them here, UNCONFINED, with this process's rights (less overhead, no protection: for
+    trusted code only; the compile is confined either way).
     Raises CompileError (a ValueError) with the compiler's diagnostics, line numbers as in
     `source`. Compiled code is cached (memory and disk), so compiling again costs nothing."""
     return Kernel(source, name, options, defines, backend, check, isolate)
