@@ -524,35 +524,50 @@ def describe():
 _WARNED = False
 
 
+def available():
+    """Whether this system has what confinement needs (Landlock answers, libseccomp loads):
+    checked in this process, without the child status() starts (worker start-up stays fast).
+    status() also finds the rarer case of a seccomp that refuses to load (qemu-user)."""
+    if os.environ.get("TILEDMM_SANDBOX") == "off":
+        return False
+    if _STATUS is not None:
+        return _STATUS["confined"]
+    return _landlock_abi()[0] is not None and _libseccomp() is not None
+
+
 def warn_if_unconfined(what="student code"):
     """A SandboxWarning, once per process, where confinement is missing (tm.compile, tm.run go
     on; `grade` refuses unless told --allow-unconfined)."""
     global _WARNED
-    s = status()
-    if not s["confined"] and not _WARNED:
+    ok = available()
+    if not ok and not _WARNED:
         _WARNED = True
-        warnings.warn(f"tiledmm: {what} runs unconfined here: {s['reason']}", SandboxWarning,
-                      stacklevel=3)
-    return s["confined"]
+        warnings.warn(f"tiledmm: {what} runs unconfined here: {status()['reason']}",
+                      SandboxWarning, stacklevel=3)
+    return ok
 
 
 def confine(policy):
     """Confine the calling process for the rest of its life. Call it before any thread exists.
-    Returns True when confined, False when this system cannot (status() says why). Raises
-    OSError when a step that this system supports fails."""
+    Returns True when confined (Landlock and seccomp both), False when this system cannot
+    (status() says why; what it can is applied all the same), or with TILEDMM_SANDBOX=off.
+    Raises OSError when a step that this system supports fails."""
+    if os.environ.get("TILEDMM_SANDBOX") == "off":
+        return False
     _limits(policy)
     abi, _ = _landlock_abi()
     lib = _libseccomp()
-    if abi is None or lib is None:
-        return False
-    _landlock(policy, abi)   # first: the seccomp filter does not let landlock_* through
-    try:
-        _seccomp(policy, lib, abi >= 6)
-    except OSError as exc:
-        if exc.errno == errno.EINVAL:      # qemu-user: PR_SET_SECCOMP is not emulated
-            return False
-        raise
-    return True
+    if abi is not None:
+        _landlock(policy, abi)   # first: the seccomp filter does not let landlock_* through
+    filtered = False
+    if lib is not None:
+        try:
+            _seccomp(policy, lib, abi is not None and abi >= 6)
+            filtered = True
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:   # EINVAL: qemu-user does not emulate PR_SET_SECCOMP
+                raise
+    return abi is not None and filtered
 
 
 # ---------------------------------------------------------------------------------------------
@@ -570,16 +585,16 @@ def _bootstrap(policy, then, required):
 
 
 def _confine_or_exit(policy_json, required):
+    """confine(); where the caller found the sandbox available (`required`), a step that fails
+    ends this process (exit code 120) rather than let it run unconfined."""
     try:
-        ok = confine(Policy.from_json(policy_json))
+        return confine(Policy.from_json(policy_json))
     except OSError as exc:
-        ok, why = False, str(exc)
-    else:
-        why = "this system cannot confine"
-    if required and not ok:
-        os.write(2, f"tiledmm sandbox: cannot confine this process ({why}); stopped\n".encode())
-        os._exit(120)
-    return ok
+        if required:
+            os.write(2, f"tiledmm sandbox: cannot confine this process ({exc}); stopped\n"
+                     .encode())
+            os._exit(120)
+        return False
 
 
 def _load_package():
@@ -602,14 +617,12 @@ def python_argv(module, policy, *, call="main(sys.argv[1:])"):
     site, no .pyc written)."""
     then = (f"_m._load_package(); import importlib; _t = importlib.import_module("
             f"'tiledmm.' + {module!r}); sys.exit(_t.{call})")
-    return [sys.executable, "-I", "-B", "-u", "-c",
-            _bootstrap(policy, then, status()["confined"])]
+    return [sys.executable, "-I", "-B", "-u", "-c", _bootstrap(policy, then, available())]
 
 
 def _exec_argv(argv, policy):
     then = f"os.execvp({argv[0]!r}, {list(argv)!r})"
-    return [sys.executable, "-I", "-S", "-B", "-c",
-            _bootstrap(policy, then, status()["confined"])]
+    return [sys.executable, "-I", "-S", "-B", "-c", _bootstrap(policy, then, available())]
 
 
 def run(argv, policy, *, cwd, stdin=b"", timeout=None, env=None, capture=True):
@@ -688,8 +701,7 @@ def _run(argv, *, cwd, stdin, timeout, env, capture):
         proc.wait()
         raise
     kill_group(proc.pid)   # whatever it left behind, before anyone reads its results
-    return Completed(-9 if timed_out else proc.returncode, out, err, timed_out,
-                     status()["confined"])
+    return Completed(-9 if timed_out else proc.returncode, out, err, timed_out, available())
 
 
 def kill_group(pid):
