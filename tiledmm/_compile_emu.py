@@ -279,7 +279,8 @@ def compile_emu(source, name, options, check, profile=False, *, seconds=None,
                 rt_objs.append(_profile_hooks_object(includes, hooks, scratch))
             request = {"op": "compile", "source": source, "name": name, "options": list(options),
                        "check": bool(check), "profile": bool(profile), "rt_objs": rt_objs,
-                       "includes": includes}
+                       "includes": includes, "build_flags": _build_flags(),
+                       "link_flags": _link_flags()}   # probed here once, not per child
             reply = run_compile_child(request, scratch, seconds, memory_bytes)
             image = _read_output(os.path.join(scratch, "kernel.so"))
         finally:
@@ -470,10 +471,11 @@ def _compile_here(request, name, params):
     with open(src_path, "w") as f:
         f.write(text)
     out = os.path.join(tmp, "kernel.so")
-    compile_flags = [*_build_flags(), *(["-DTM_CHECK"] if check else []),
+    build_flags = request["build_flags"]
+    compile_flags = [*build_flags, *(["-DTM_CHECK"] if check else []),
                      *(PROFILE_KERNEL_FLAGS if profile else []), *_USER_FLAGS,
                      *[f"-isystem{d}" for d in includes + [_stand_ins()]], *options]
-    link_flags = [*request["rt_objs"], *_link_flags(),
+    link_flags = [*request["rt_objs"], *request["link_flags"],
                   *(f"-Wl,--wrap={sym}" for sym in PROFILE_WRAPPED if profile)]
     if not profile:
         cmd = [_cxx(), *compile_flags, "-shared", "-o", out, src_path, "-x", "none", *link_flags]
@@ -485,7 +487,7 @@ def _compile_here(request, name, params):
         proc = _run_compiler([_cxx(), *compile_flags, "-c", "-o", obj, src_path],
                              f"compiling kernel '{name}'")
         if proc.returncode == 0:
-            linked = _run_compiler([_cxx(), *_build_flags(), "-shared", "-o", out, "-x", "none",
+            linked = _run_compiler([_cxx(), *build_flags, "-shared", "-o", out, "-x", "none",
                                     obj, *link_flags], f"linking kernel '{name}'")
             if linked.returncode != 0:
                 raise RuntimeError(f"linking kernel '{name}' for profile mode failed:\n"

@@ -32,9 +32,11 @@ def compile_submission(source, name, options, backend, check, *, seconds=COMPILE
     backend = _backend.resolve(backend)[1]
     try:
         if backend == "emu":
+            resolved = name
             for mode in ([False, True] if check else [False]):
-                compile_emu(source, name, list(options), mode, seconds=seconds,
-                            memory_bytes=int(memory_mb) << 20)
+                # the check build under the resolved name, as the Kernel asks for it
+                resolved = compile_emu(source, resolved if mode else name, list(options), mode,
+                                       seconds=seconds, memory_bytes=int(memory_mb) << 20)[0]
         else:
             kernel_signature_confined(source, name, list(options), seconds=seconds)
     except CompileTimeout as exc:
