@@ -18,8 +18,7 @@ EMU_DEMO_NOTE = ("On emu these are CPU times of an emulator: every __syncthreads
 
 def cmd_info(args):
     print(tm.device_info(backend=args.backend))
-    from . import _sandbox   # what confines student code here (issue 29)
-    print(_sandbox.describe())
+    print(tm._sandbox.describe())   # what confines student code here (issue 29)
     print()
     print(tm.kernels())
 

@@ -92,6 +92,7 @@ cache_info = _kernel_cache.cache_info
 _LOCK = threading.Lock()
 _ARTIFACTS = {}     # (backend, source, name, options, check) -> compiled artifact
 _IN_PROCESS = {}    # artifact key -> kernel loaded in this process (isolate=False)
+_SIGNATURES = {}    # (backend, source, name asked, options, check) -> (name, params, artifact)
 MAX_SHARED_BYTES = 2**31 - 1
 
 
@@ -100,6 +101,7 @@ def clear_cache(disk=False):
     elsewhere is not disturbed."""
     with _LOCK:
         _ARTIFACTS.clear()
+        _SIGNATURES.clear()
     if disk:
         _kernel_cache.clear_disk()
 
@@ -161,12 +163,7 @@ class Kernel:
         self.params = tuple(params)
         if artifact is None:
             artifact = self._compiled(backend_name, self.check)   # errors now, not at launch
-        else:
-            with _LOCK:
-                _ARTIFACTS[(backend_name, source, self.name, self.options, self.check,
-                            False)] = artifact
-            _kernel_cache.count(artifact.origin)
-        emit_warnings(getattr(artifact, "warnings", None) or [], name, backend_name)
+        emit_warnings(getattr(artifact, "warnings", None) or [], self.name, backend_name)
 
     @property
     def signature(self):
@@ -462,11 +459,25 @@ class Kernel:
 
 
 def _signature_and_artifact(source, name, options, backend, check):
-    """(name, params, emu artifact or None): on emu one confined compile child reads the
-    signature and builds the kernel; on cuda it reads the signature (NVRTC runs in the worker)."""
+    """(name, params, emu artifact or None), from memory when this process has seen the source:
+    on emu one confined compile child reads the signature and builds the kernel; on cuda it
+    reads the signature (NVRTC runs in the worker)."""
+    request = (backend, source, name, tuple(options), check)
+    with _LOCK:
+        known = _SIGNATURES.get(request)
+    if known is not None:
+        _kernel_cache.count("memory_hits")
+        return known
     if backend == "emu":
-        return compile_emu(source, name, list(options), check)
-    return (*kernel_signature_confined(source, name, list(options)), None)
+        found = compile_emu(source, name, list(options), check)
+        _kernel_cache.count(found[2].origin)
+        with _LOCK:   # the build is the Kernel's own too
+            _ARTIFACTS[(backend, source, found[0], tuple(options), check, False)] = found[2]
+    else:
+        found = (*kernel_signature_confined(source, name, list(options)), None)
+    with _LOCK:
+        _SIGNATURES[request] = found
+    return found
 
 
 def _artifact_message(artifact):
