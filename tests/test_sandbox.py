@@ -40,6 +40,14 @@ def test_an_oversized_reply_is_refused_before_it_is_read():
         _isolation.recv_reply(ours)
 
 
+def test_a_reply_that_stops_halfway_does_not_hang_the_caller(monkeypatch):
+    monkeypatch.setattr(_isolation, "REPLY_SECONDS", 0.5)
+    ours, theirs = socket.socketpair()
+    theirs.sendall(struct.pack("=Q", 100) + b'{"ok": ')
+    with pytest.raises(_isolation.ProtocolError, match="middle of a reply"):
+        _isolation.recv_reply(ours)
+
+
 def test_descriptors_sent_by_the_worker_are_not_accepted():
     ours, theirs = socket.socketpair()
     r, w = os.pipe()

@@ -156,14 +156,25 @@ def recv_message(sock):
     return decode(_recv_exact(sock, n, None)), fds
 
 
+REPLY_SECONDS = 30.0   # a reply once begun must end within this (a worker may stop halfway)
+
+
 def recv_reply(sock, limit=MAX_REPLY_BYTES):
     """The caller's side: one reply of at most `limit` bytes, parsed as JSON (ProtocolError
-    otherwise). No descriptor is accepted."""
-    (n,) = struct.unpack("=Q", _recv_exact(sock, 8, None))
-    if n > limit:
-        raise ProtocolError(f"the worker sent a reply of {n} bytes (at most {limit})")
+    otherwise), read within REPLY_SECONDS once it has begun. No descriptor is accepted."""
+    previous = sock.gettimeout()
+    sock.settimeout(REPLY_SECONDS)
     try:
-        reply = decode(_recv_exact(sock, n, None))
+        (n,) = struct.unpack("=Q", _recv_exact(sock, 8, None))
+        if n > limit:
+            raise ProtocolError(f"the worker sent a reply of {n} bytes (at most {limit})")
+        data = _recv_exact(sock, n, None)
+    except socket.timeout:
+        raise ProtocolError("the worker stopped in the middle of a reply") from None
+    finally:
+        sock.settimeout(previous)
+    try:
+        reply = decode(data)
     except (ValueError, UnicodeDecodeError, binascii.Error) as exc:
         raise ProtocolError(f"the worker sent a reply that is not JSON ({exc})") from None
     if not isinstance(reply, dict):

@@ -242,8 +242,9 @@ def _landlock(policy, abi):
         dev = _FS["READ_FILE"] | _FS["WRITE_FILE"] | (handled & _FS["IOCTL_DEV"])
         rules += [(os.path.join("/dev", n), dev) for n in sorted(os.listdir("/dev"))
                   if n.startswith("nvidia")]
-        rules += [(p, read) for p in ("/proc/driver/nvidia", "/sys", "/proc/self/task",
-                                      "/dev/shm", "/etc/nvidia")]
+        rules += [(p, read) for p in ("/proc/driver/nvidia", "/sys", "/proc/sys/vm",
+                                      "/proc/devices", "/proc/modules", "/dev/shm",
+                                      "/etc/nvidia")]
     try:
         for path, access in rules:
             _landlock_rule(fd, path, access & handled)
