@@ -7,6 +7,7 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -175,3 +176,26 @@ def test_the_probe_reports_unavailable_when_switched_off():
                                                    os.path.abspath(_sandbox.__file__)))))
     s = json.loads(out.stdout)
     assert s["confined"] is False and "TILEDMM_SANDBOX=off" in s["reason"]
+
+
+def test_the_worker_ends_with_its_caller_even_when_started_from_a_thread_that_ended():
+    code = ("import threading, sys, time\nfrom tiledmm import _isolation\n"
+            "w = _isolation.worker()\n"
+            "t = threading.Thread(target=lambda: w.call({'op': 'ping'}, timeout=60))\n"
+            "t.start(); t.join(); time.sleep(1.0)\n"
+            "print(w.pid, flush=True); time.sleep(600)\n")
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(_sandbox.__file__)))
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=package_parent))
+    try:
+        pid = int(proc.stdout.readline())
+        assert os.path.exists(f"/proc/{pid}"), "the worker died with the thread that started it"
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 5
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    gone = not os.path.exists(f"/proc/{pid}") or \
+        open(f"/proc/{pid}/stat").read().split(") ")[1][0] == "Z"
+    assert gone, "the worker outlived its caller"

@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 import threading
 
 import pytest
@@ -83,7 +84,6 @@ def test_every_attack_fails_through_tm_compile(world, tmp_path):
     out = json.loads(proc.stdout.rsplit("@@attacks@@", 1)[1])
     print(json.dumps(out, indent=1))
     _no_leak(proc.stdout.rsplit("@@attacks@@", 1)[0] + proc.stderr + json.dumps(out))
-    import time
     time.sleep(3.5)   # the background child would have written by now
     _untouched(world)
     for name in attacks.INCLUDES:   # refused by the sandbox, not by a text filter
@@ -131,8 +131,7 @@ def test_attacks_through_grade_fail_and_change_nothing(world, tmp_path, name):
     proc, report = _grade(world, tmp_path, name, attacks.source(name, fill))
     _no_leak(proc.stdout + proc.stderr + report)
     if name == "background_child":
-        import time
-        time.sleep(3.5)
+            time.sleep(3.5)
     _untouched(world)
 
 

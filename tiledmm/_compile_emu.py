@@ -329,6 +329,8 @@ MAX_IMAGE_BYTES = 512 << 20
 MAX_LOG = 64 << 10
 _IDENT_RE = re.compile(r"[A-Za-z_]\w{0,255}\Z")
 _KINDS = ("scalar", "pointer", "vector", "array", "rows")
+# a kernel's name as the caller may show it: an identifier, template arguments of a `name<...>`
+_NAME_RE = re.compile(r"[A-Za-z_][\w:<>,()\[\] .+\-*/&|!~^%=?']{0,1023}")
 
 
 def run_compile_child(request, scratch, seconds=None, memory_bytes=None):
@@ -378,8 +380,7 @@ def compile_reply(raw):
     if not isinstance(raw, dict) or set(raw) - {"ok", "name", "params", "log"}:
         raise CompileProtocolError("the compile child's reply has fields outside the schema")
     name = raw.get("name")
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][\w:<>,()\[\] .+\-*/&|!~^%=?']{0,1023}",
-                                                     name):
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
         raise CompileProtocolError("the kernel's name is outside the schema")
     plist = raw.get("params")
     if not isinstance(plist, list) or len(plist) > 256:

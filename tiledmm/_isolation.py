@@ -38,6 +38,7 @@ import ctypes
 import json
 import mmap
 import os
+import queue
 import shutil
 import signal
 import socket
@@ -468,6 +469,41 @@ class _Pipe:
             return bytes(self.data)
 
 
+class _Starter:
+    """One long-lived daemon thread that starts worker processes (see Worker._start)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.jobs = None
+        self.owner = None
+
+    def run(self, fn):
+        with self.lock:
+            if self.jobs is None or self.owner != os.getpid():   # first use, or forked
+                self.jobs, self.owner = queue.Queue(), os.getpid()
+                threading.Thread(target=self._serve, args=(self.jobs,), daemon=True,
+                                 name="tiledmm-worker-starter").start()
+            done, box = threading.Event(), []
+            self.jobs.put((fn, box, done))
+            done.wait()
+        if isinstance(box[0], BaseException):
+            raise box[0]
+        return box[0]
+
+    @staticmethod
+    def _serve(jobs):
+        while True:
+            fn, box, done = jobs.get()
+            try:
+                box.append(fn())
+            except BaseException as exc:   # handed to the caller
+                box.append(exc)
+            done.set()
+
+
+_STARTER = _Starter()
+
+
 class Worker:
     """The worker process: started on first use, started again after a fault or a kill."""
     STDOUT_KEEP = 4 << 20       # bytes of the kernel's printf output kept for one call
@@ -497,13 +533,17 @@ class Worker:
         self.scratch = tempfile.mkdtemp(prefix="tiledmm-worker-")
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         policy = _sandbox.run_policy(self.scratch, devices=_has_gpu_devices())
-        argv = _sandbox.python_argv("_worker", policy, call=f"main({theirs.fileno()})")
+        # PR_SET_PDEATHSIG fires when the *thread* that started the worker ends, and a call may
+        # come from any thread: the worker is started from one long-lived thread (_STARTER),
+        # and its parent watch (tiledmm/_worker.py) stays for the rest
+        argv = _sandbox.python_argv("_worker", policy, call=f"main({theirs.fileno()})",
+                                    die_with_parent=True)
         env = _sandbox.minimal_env({"TILEDMM_WORKER": "1", "TMPDIR": self.scratch})
         try:
-            self.proc = subprocess.Popen(
+            self.proc = _STARTER.run(lambda: subprocess.Popen(
                 argv, pass_fds=[theirs.fileno()], env=env, cwd=self.scratch,
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                start_new_session=True)
+                start_new_session=True))
         except BaseException:
             shutil.rmtree(self.scratch, ignore_errors=True)
             raise

@@ -673,20 +673,31 @@ def _load_package():
     if "tiledmm" in sys.modules:
         return sys.modules["tiledmm"]
     spec = importlib.util.spec_from_file_location(
-        "tiledmm", os.path.join(PACKAGE_DIR, "__init__.py"), submodule_search_locations=[PACKAGE_DIR])
+        "tiledmm", os.path.join(PACKAGE_DIR, "__init__.py"),
+        submodule_search_locations=[PACKAGE_DIR])
     mod = importlib.util.module_from_spec(spec)
     sys.modules["tiledmm"] = mod
     spec.loader.exec_module(mod)
     return mod
 
 
-def python_argv(module, policy, *, call="main(sys.argv[1:])"):
+def python_argv(module, policy, *, call="main(sys.argv[1:])", die_with_parent=False):
     """argv of a fresh interpreter that confines itself by `policy`, imports tiledmm.<module>
     and exits with `<module>.<call>`'s value (isolated mode: no PYTHON* variables, no user
-    site, no .pyc written)."""
+    site, no .pyc written). die_with_parent: SIGKILL when the thread that started it ends
+    (PR_SET_PDEATHSIG: start it from a thread that lives as long as the caller)."""
     then = (f"_m._load_package(); import importlib; _t = importlib.import_module("
             f"'tiledmm.' + {module!r}); sys.exit(_t.{call})")
-    return [sys.executable, "-I", "-B", "-u", "-c", _bootstrap(policy, then, available())]
+    text = _bootstrap(policy, then, available())
+    if die_with_parent:
+        text = _DIE_WITH_PARENT % os.getpid() + text
+    return [sys.executable, "-I", "-B", "-u", "-c", text]
+
+
+# PR_SET_PDEATHSIG(SIGKILL), then a check that the parent did not end before it was set
+_DIE_WITH_PARENT = ("import ctypes as _c, os as _o\n"
+                    "_c.CDLL(None).prctl(1, 9, 0, 0, 0)\n"
+                    "_o.getppid() == %d or _o._exit(0)\n")
 
 
 def _exec_argv(argv, policy):
