@@ -113,8 +113,10 @@ def _run_compiler(cmd, what, scratch=None):
             raise RuntimeError(f"{what}: the compiler ran for more than {COMPILE_SECONDS} s")
         return SimpleNamespace(returncode=done.returncode,
                                stderr=(done.stderr or b"").decode(errors="replace"))
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}   # as _sandbox.run
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_SECONDS)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_SECONDS,
+                              env=env)
     except FileNotFoundError:
         raise RuntimeError(f"{what}: the C++ compiler '{cmd[0]}' was not found; install g++ or "
                            "set CXX") from None

@@ -93,13 +93,15 @@ _ENV_KEEP = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "T
              "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_MODULE_LOADING",
              "CUDA_CACHE_DISABLE", "NVIDIA_VISIBLE_DEVICES", "CXX", "OMP_NUM_THREADS",
              "OMP_STACKSIZE", "OMP_PROC_BIND", "OMP_PLACES", "OPENBLAS_NUM_THREADS",
-             "MKL_NUM_THREADS")
+             "MKL_NUM_THREADS", "LD_LIBRARY_PATH", "LD_PRELOAD", "ASAN_OPTIONS",
+             "UBSAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS")
 
 
 def minimal_env(extra=None):
     """The allow-listed environment every confined child gets: never the caller's whole one (a
     notebook's tokens and keys stay in the notebook). Kept: PATH, the locale, the CUDA and
-    OpenMP settings, $CXX, and tiledmm's own TILEDMM_* variables."""
+    OpenMP settings, the dynamic loader's paths and preloads (the CUDA libraries, a sanitizer's
+    runtime), $CXX, and tiledmm's own TILEDMM_* variables."""
     env = {k: v for k, v in os.environ.items()
            if k in _ENV_KEEP or (k.startswith("TILEDMM_") and k != "TILEDMM_CACHE_DIR")}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
@@ -117,6 +119,13 @@ def _python_paths():
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, PACKAGE_DIR}
     for p in sys.path:   # site-packages outside the prefixes (pip install --user, a .pth)
         if p and os.path.isdir(p) and "site-packages" in p:
+            paths.add(p)
+    # what the dynamic loader is told to load from ($LD_LIBRARY_PATH, $LD_PRELOAD)
+    for p in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
+        if p and os.path.isabs(p):
+            paths.add(p)
+    for p in os.environ.get("LD_PRELOAD", "").replace(" ", ":").split(":"):
+        if p and os.path.isabs(p):
             paths.add(p)
     return tuple(sorted(paths))
 
@@ -236,8 +245,11 @@ def _landlock(policy, abi):
     rules += [(p, read | _FS["EXECUTE"]) for p in policy.execute]
     rules += [(p, write) for p in policy.write]
     # its own /proc/<pid>, never /proc as a whole (root would read /proc/<parent>/environ);
-    # write and truncate: the CUDA driver writes there
-    rules.append((f"/proc/{os.getpid()}", read | _FS["WRITE_FILE"] | (handled & _FS["TRUNCATE"])))
+    # write and truncate where the CUDA driver needs them (devices), else read only (it could
+    # otherwise lower its own oom_score_adj again)
+    proc_access = read | ((_FS["WRITE_FILE"] | (handled & _FS["TRUNCATE"])) if policy.devices
+                          else 0)
+    rules.append((f"/proc/{os.getpid()}", proc_access))
     if policy.devices:   # the GPU: its device files with ioctl, and what the driver reads
         dev = _FS["READ_FILE"] | _FS["WRITE_FILE"] | (handled & _FS["IOCTL_DEV"])
         rules += [(os.path.join("/dev", n), dev) for n in sorted(os.listdir("/dev"))
@@ -422,9 +434,12 @@ def _seccomp(policy, lib, scoped_signals, export=False):
         for cmd in _TTY_IOCTLS:
             rule(_ACT_ALLOW, "ioctl", (1, _CMP_MASKED_EQ, 0xffffffff, cmd))
         rule(_ACT_TRAP, "ioctl", (1, _CMP_MASKED_EQ, 0xffffffff, _TIOCSTI))
-        # rlimits may be read, never changed (root could raise its own)
-        rule(_ACT_ALLOW, "prlimit64", (2, _CMP_EQ, 0, 0))
+        # its own rlimits may be read and lowered (a sanitizer's runtime sets RLIMIT_CORE);
+        # never raised past the hard limits, which _limits set and CAP_SYS_RESOURCE, dropped
+        # there, alone could pass; never another process's
+        rule(_ACT_ALLOW, "prlimit64", (0, _CMP_EQ, 0, 0))
         rule(_ACT_ALLOW, "getrlimit")
+        rule(_ACT_ALLOW, "setrlimit")
         for name in _SIGNALS:
             if scoped_signals:
                 rule(_ACT_ALLOW, name)
@@ -508,8 +523,13 @@ def _limits(policy):
     # no core files: a crash must not write the process's memory (the arguments) anywhere
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     memory = policy.memory_bytes or _default_memory()
-    if not policy.devices or policy.memory_bytes:   # the CUDA driver's private mappings are
-        resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))   # its own to size
+    # the CUDA driver's private mappings are its own to size; a sanitizer's runtime preloaded
+    # (tests/test_asan.py) reserves terabytes of shadow memory as private writable mappings
+    sanitized = any(t in os.path.basename(p) for p in
+                    os.environ.get("LD_PRELOAD", "").replace(" ", ":").split(":")
+                    for t in ("libasan", "libtsan", "libmsan", "libhwasan"))
+    if (not policy.devices or policy.memory_bytes) and not sanitized:
+        resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
     size = policy.file_bytes or 2 * GiB
     resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
     if policy.cpu_seconds:
@@ -520,6 +540,40 @@ def _limits(policy):
             f.write("1000")
     except OSError:
         pass
+    _drop_sys_resource()
+
+
+_CAP_SYS_RESOURCE = 24
+_SYS_CAPGET = {"x86_64": 125, "aarch64": 90}
+_SYS_CAPSET = {"x86_64": 126, "aarch64": 91}
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]
+
+
+def _drop_sys_resource():
+    """Drop CAP_SYS_RESOURCE (root has it): without it the hard rlimits and oom_score_adj set
+    here cannot be undone, and with no_new_privs an exec does not give it back."""
+    machine = os.uname().machine
+    if machine not in _SYS_CAPGET:
+        return
+    hdr = _CapHeader(0x20080522, 0)   # _LINUX_CAPABILITY_VERSION_3
+    data = (_CapData * 2)()
+    if _libc.syscall(ctypes.c_long(_SYS_CAPGET[machine]), ctypes.byref(hdr), data) != 0:
+        return
+    bit = ~(1 << _CAP_SYS_RESOURCE) & 0xffffffff
+    for field in ("effective", "permitted", "inheritable"):
+        setattr(data[0], field, getattr(data[0], field) & bit)
+    _libc.prctl(47, 4, 0, 0, 0)   # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL
+    _libc.prctl(24, _CAP_SYS_RESOURCE, 0, 0, 0)   # PR_CAPBSET_DROP (needs CAP_SETPCAP)
+    if _libc.syscall(ctypes.c_long(_SYS_CAPSET[machine]), ctypes.byref(hdr), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset (dropping CAP_SYS_RESOURCE)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -714,7 +768,9 @@ def run(argv, policy, *, cwd, stdin=b"", timeout=None, env=None, capture=True):
     env = minimal_env() if env is None else dict(env)
     if policy.write:
         env["TMPDIR"] = policy.write[0]
-    if not policy.allow_exec:
+    if policy.allow_exec:   # a compiler: not the caller's preloads (a sanitizer's runtime would
+        env.pop("LD_PRELOAD", None)   # look for its children's /proc/<pid>, which it may not)
+    else:
         # a program that runs student code (a whole program): execve is let through seccomp for
         # the exec that starts it, and Landlock lets nothing be executed but it and the ELF
         # loader: it cannot start /bin/sh or anything else (and fork stays refused)
