@@ -151,7 +151,7 @@ def compile_policy(scratch, read=(), *, memory_bytes=4 * GiB, cpu_seconds=600):
     """A compile child: the toolchain and system headers, tiledmm's headers, `read` (the
     student's sources) readable; `scratch` writable (TMPDIR points there); exec allowed."""
     return Policy(read=tuple(read) + _python_paths() + _tiledmm_headers(),
-                  execute=_SYSTEM_READ[:7] + _python_paths(), write=(scratch,), allow_exec=True,
+                  execute=_SYSTEM_READ[:8] + _python_paths(), write=(scratch,), allow_exec=True,
                   memory_bytes=memory_bytes, cpu_seconds=cpu_seconds)
 
 
