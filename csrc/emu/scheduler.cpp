@@ -96,6 +96,12 @@ void fiber_free(Fiber *f)
 #ifdef TM_EMU_TSAN
     if (f->tsan) __tsan_destroy_fiber(f->tsan);
 #endif
+#ifdef TM_EMU_ASAN
+    // A suspended fiber's frames leave their redzones poisoned in ASan's shadow, and munmap does
+    // not clear it: whatever is mapped here next (a thread's stack and TLS, an allocation)
+    // would report false overflows.
+    ASAN_UNPOISON_MEMORY_REGION(f->lo, f->size);
+#endif
     munmap(f->map, f->map_size);
     delete f;
 }
@@ -338,8 +344,22 @@ inline void rq_push(Block *b, int t)
 
 Fiber *pick_new(Worker &w, Block *b);
 
+// Thread t is about to be switched to: its state and threadIdx are set here, by the switching
+// side, so that a waiting thread has nothing left to do after its switch returns (its
+// __syncthreads() then ends in a tail call to the switch; see tm_emu_syncthreads).
+inline Fiber *resume_as(Block *b, int t, tm_emu_tls_t *tls)
+{
+    Thr &x = b->t[t];
+    x.st = S_RUN;   // a barrier's release leaves its waiters' states to be set here (O(1))
+    tls->thread_idx = x.tid;
+    tls->linear_tid = t;
+    return x.fiber;
+}
+
 // The next fiber to run: a released thread, else a fresh thread on a free fiber, else nullptr.
-inline Fiber *pick_next(Worker &w, Block *b)
+// tls is &tm_emu_tls, looked up once by the caller (in a shared object each lookup is a call to
+// __tls_get_addr); a block's fibers never leave their OS thread, so it stays valid.
+inline Fiber *pick_next(Worker &w, Block *b, tm_emu_tls_t *tls)
 {
     while (b->sweep_pos < b->n) {
         int t = b->sweep_pos++;
@@ -351,16 +371,16 @@ inline Fiber *pick_next(Worker &w, Block *b)
             if (t + 3 < b->n) __builtin_prefetch(&b->t[t + 3]);
             if (t + 2 < b->n && b->t[t + 2].fiber) __builtin_prefetch(&b->t[t + 2].fiber->ctx);
             if (t + 1 < b->n && b->t[t + 1].fiber) context_prefetch(b->t[t + 1].fiber->ctx);
-            return b->t[t].fiber;
+            return resume_as(b, t, tls);
         }
     }
     if (b->rq_count) {
         int t = b->rq[b->rq_head];
         if (++b->rq_head == b->n) b->rq_head = 0;
         b->rq_count--;
-        return b->t[t].fiber;
+        return resume_as(b, t, tls);
     }
-    return pick_new(w, b);
+    return pick_new(w, b);   // fiber_entry sets threadIdx
 }
 
 // A thread that never ran, on a free (or new) fiber; nullptr when there is none.
@@ -393,18 +413,13 @@ Fiber *pick_new(Worker &w, Block *b)
     return nullptr;
 }
 
-// Called by a waiting thread t: run something else until t is released. tls is &tm_emu_tls,
-// looked up once by the caller (in a shared object each lookup is a call to __tls_get_addr);
-// a block's fibers never leave their OS thread, so it stays valid across the switch.
-inline void block_wait(Worker &w, Block *b, int t, tm_emu_tls_t *tls)
+// Called by a waiting thread: run something else until it is released (whoever switches back
+// to it sets its state and threadIdx: resume_as).
+inline void block_wait(Worker &w, Block *b, tm_emu_tls_t *tls)
 {
     Fiber *f = w.cur;
-    Fiber *nx = pick_next(w, b);
+    Fiber *nx = pick_next(w, b, tls);
     jump(w, f, nx);
-    Thr &me = b->t[t];
-    me.st = S_RUN;   // a barrier's release leaves its waiters' states to them (O(1))
-    tls->thread_idx = me.tid;
-    tls->linear_tid = t;
 }
 
 // The barrier opens when every live thread waits at it: all n threads in strict mode (a thread
@@ -453,7 +468,7 @@ void thread_exit(Worker &w, Block *b, Fiber *f, int t)
     }
     f->thread = -1;
     w.free_fibers.push_back(f);
-    Fiber *nx = pick_next(w, b);
+    Fiber *nx = pick_next(w, b, &tm_emu_tls);
     if (nx == f) return;
     jump(w, f, nx);   // resumed when the scheduler hands this fiber a new thread
 }
@@ -738,7 +753,7 @@ bool run_block(Worker &w, Launch *L, uint3 bid, long long index)
     tm_emu_tls.block_dim = L->block;
     tm_emu_tls.grid_dim = L->grid;
     w.b = b;
-    for (Fiber *nx; (nx = pick_next(w, b));) jump(w, nullptr, nx);
+    for (Fiber *nx; (nx = pick_next(w, b, &tm_emu_tls));) jump(w, nullptr, nx);
     bool ok = b->done == n;
     if (!ok) {
         if (b->overflow) {
@@ -836,7 +851,7 @@ unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int 
         for (unsigned m = g; m; m &= m - 1) g |= b->t[base + __builtin_ctz(m)].wmask;
     }
     if ((arrived & g) != g) {
-        block_wait(w, b, t, &tm_emu_tls);
+        block_wait(w, b, &tm_emu_tls);
         return me.wres;
     }
     // Last lane of the group: compute every lane's result, release the others.
@@ -1005,7 +1020,8 @@ extern "C" void *tm_emu_dynamic_shared(void)
 extern "C" unsigned long long tm_emu_barrier_epoch(void) { return tm_emu_epoch; }
 
 // The hot path of barrier-heavy kernels (2 million arrivals for tiled 16 at 256^3): one TLS
-// lookup, a site check, one compare to know whether the barrier opens, and a switch.
+// lookup, a site check, one compare to know whether the barrier opens, and a switch that the
+// function ends in (emu_notes.md has what each step saved).
 extern "C" void tm_emu_syncthreads(const char *file, int line)
 {
     using namespace tm_emu;
@@ -1032,7 +1048,16 @@ extern "C" void tm_emu_syncthreads(const char *file, int line)
         barrier_release(b, t);
         return;
     }
-    block_wait(*w, b, t, tls);
+#if defined(TM_EMU_ASAN) || defined(TM_EMU_TSAN)
+    block_wait(*w, b, tls);   // the sanitizers' hooks run after the switch
+#else
+    // The switch is this function's last act (a tail call): the kernel's frame is the only one
+    // between the fiber's saved registers and its resumption, which returns into the kernel.
+    Fiber *f = w->cur;
+    Fiber *nx = pick_next(*w, b, tls);
+    w->cur = nx;
+    context_switch(f->ctx, nx ? nx->ctx : w->sched);
+#endif
 }
 
 // A block barrier that also folds a predicate over the waiting threads (op 0 count, 1 and, 2 or).
