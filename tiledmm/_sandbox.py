@@ -409,7 +409,14 @@ def _seccomp(policy, lib, scoped_signals, export=False):
         for name in sorted(allowed):
             rule(_ACT_ALLOW, name)
         for name in _TRAP:
-            if name not in allowed:
+            if name in allowed:
+                continue
+            if name == "connect" and policy.devices:
+                # The CUDA driver tries a UNIX socket at start (the persistence daemon's, MPS's;
+                # seen on the H200) and goes on without it: it gets a plain refusal, not a trap.
+                # Sockets themselves stay AF_UNIX-only, so no network either way.
+                rule(_ACT_ERRNO(errno.EACCES), name)
+            else:
                 rule(_ACT_TRAP, name)
         # clone3 answers ENOSYS so that glibc falls back to clone, whose flags seccomp can see
         # (on EPERM Python could not start a thread, and libgomp would exit the process)
