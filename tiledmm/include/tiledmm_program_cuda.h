@@ -77,6 +77,15 @@ inline void drain(bool wait)
 
 inline void at_exit() { drain(true); }
 
+// cudaDeviceReset destroys the context and every event in it: the launches still waiting for
+// their stop event are read first (at exit their events would be dangling; the H200 ended such a
+// program with SIGSEGV after its last line).
+inline cudaError_t device_reset()
+{
+    drain(true);
+    return ::cudaDeviceReset();
+}
+
 inline void json_str(std::string &out, const char *s)
 {
     out += '"';
@@ -144,6 +153,9 @@ inline Launcher<P...> config(const char *kernel_name, const char *params, const 
 }
 
 }  // namespace tm_prog
+
+// The program's own calls (after cuda_runtime.h's declaration, which this leaves alone).
+#define cudaDeviceReset() tm_prog::device_reset()
 
 // ---- what tiledmm's program runner calls (tiledmm/_program_main.py) ----
 extern "C" __attribute__((visibility("default"), used)) int tm_prog_setup(int report_fd)
