@@ -141,6 +141,26 @@ def _split_line(line):
     return out
 
 
+def _emu_compiler_args(args):
+    """The compiler arguments the emulator takes (tm.run's: -D, -U, -I, -O*, -std=; -arch and
+    -gencode ignored); nvcc's others (-G, -lineinfo, -Xcompiler ...) are left out with one line
+    that names them, so a notebook written for nvcc runs unchanged."""
+    kept, ignored, i = [], [], 0
+    while i < len(args):
+        pair = args[i:i + 2] if args[i] in ("-D", "-U", "-I", "-arch", "-gencode", "-code",
+                                            "--gpu-architecture", "-Xcompiler") else args[i:i + 1]
+        try:
+            programs._emu_options(pair)
+            kept += pair
+        except ValueError:
+            ignored += pair
+        i += len(pair)
+    if ignored:
+        _say(f"on emu the compiler arguments {' '.join(ignored)} are ignored (they are nvcc's; "
+             "emu takes -D, -U, -I, -O and -std=)")
+    return kept
+
+
 # ---------------------------------------------------------------------------------------------
 # output
 
@@ -305,6 +325,8 @@ class NVCCPlugin(Magics):
         self._announce(backend)
         compiler_args = shlex.split(opts.compiler_args if opts.compiler_args is not None
                                     else _defaults["compiler_args"])
+        if backend == "emu":
+            compiler_args = _emu_compiler_args(compiler_args)
         shared = os.path.join(self.wd, SHARED_GROUP)
         if os.path.isdir(shared):
             compiler_args.append(f"-I{shared}")
@@ -322,6 +344,8 @@ class NVCCPlugin(Magics):
                                              done.returncode, done.timed_out, [], backend))
                 return
             profile = bool(opts.profile) and not opts.timeit
+            if profile and profiler_args:
+                _say(f"--profiler-args {profiler_args!r} are ncu's or nsys's: ignored on emu")
             if profile and profiler is Profiler.NSYS:
                 _say("--profiler nsys is not available on emu (it traces a GPU's timeline); "
                      "--profile on emu shows profile mode's counters and predicted times")
