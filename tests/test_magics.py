@@ -97,6 +97,8 @@ def test_group_with_shared_header(cells):
     for tag in ("shared_h", "shared_cu", "g_kernel", "g_main"):
         _no_error(cells[tag])
         assert not _stream(cells[tag], "stderr")
+    # %config NVCCPlugin.wd chose the folder groups are saved in, as in nvcc4jupyter
+    assert _stream(cells["group_files"], "stdout") == "['kernel.cu', 'main.cu']\n"
     out = cells["group_run"]
     _no_error(out)
     # x[99] = twice(99) * SCALE = 594; answer() is the shared group's answer.cu

@@ -9,6 +9,7 @@ the cell's own lines as Jupyter numbers them. Groups are folders of a work folde
 `shared` is compiled with, and its headers seen by, every program, `%%cuda` cells included.
 """
 import argparse
+import atexit
 import enum
 import html
 import os
@@ -22,7 +23,7 @@ import uuid
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magics.execution import TimeitResult
 from IPython.display import HTML, display
-from traitlets import Unicode, observe
+from traitlets import Unicode, observe, validate
 
 from . import _sandbox, programs
 from ._backend import cuda_device_count, get_backend
@@ -268,11 +269,18 @@ class NVCCPlugin(Magics):
         super().__init__(shell=shell, **kw)
         if not self.wd:
             self.wd = tempfile.mkdtemp(prefix="tiledmm-cuda-")
+            # the temporary folder goes with the kernel (one %config chose stays)
+            atexit.register(shutil.rmtree, self.wd, ignore_errors=True)
         self._announced = False
+
+    @validate("wd")
+    def _wd_absolute(self, proposal):
+        return os.path.abspath(proposal["value"]) if proposal["value"] else ""
 
     @observe("wd")
     def _wd_changed(self, change):
-        os.makedirs(change["new"], exist_ok=True)
+        if change["new"]:
+            os.makedirs(change["new"], exist_ok=True)
 
     # -- helpers ---------------------------------------------------------------------------
     def _announce(self, backend):

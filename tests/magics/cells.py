@@ -24,6 +24,7 @@ int main() {
 
 CELLS = [
     ("load", "%load_ext tiledmm"),
+    ("config", "%config NVCCPlugin.wd = \"cuda_groups\""),
     ("hello", "%%cuda\n" + HELLO),
     ("shared_h", "%%cuda_group_save -g shared -n utils.h\n#pragma once\n#define SCALE 3\n"
                  "__device__ inline float twice(float x) { return 2.0f * x; }\n"
@@ -41,6 +42,7 @@ CELLS = [
                "    cudaMalloc(&d, n * sizeof(float));\n    launch(d, n);\n"
                "    cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);\n"
                "    printf(\"x[99] = %g, answer %d\\n\", h[99], answer());\n    return 0;\n}\n"),
+    ("group_files", "import os\nprint(sorted(os.listdir(os.path.join('cuda_groups', 'vec'))))"),
     ("group_run", "%cuda_group_run --group vec"),
     ("shared_in_cell", "%%cuda\n#include <cstdio>\n#include \"utils.h\"\n"
                        "int main() { printf(\"SCALE %d answer %d\\n\", SCALE, answer()); }\n"),
@@ -74,6 +76,7 @@ CELLS = [
 
 # tag: the exact stdout on every backend
 EXPECTED_STDOUT = {
+    "group_files": "['kernel.cu', 'main.cu']\n",
     "group_run": "x[99] = 594, answer 42\n",
     "shared_in_cell": "SCALE 3 answer 42\n",
     "define": "N=8 last=56\n",
