@@ -226,26 +226,33 @@ def test_run_of_several_files_compiles_each_apart(tmp_path):
                                      "int combine(Pair p);\n")
     # both files define a static `helper` and include ops.h, whose struct has no guard of its
     # own but #pragma once: compiled apart, as nvcc compiles a group, they do not collide
-    lib = _write(tmp_path, "lib.cu", "#include \"ops.h\"\nstatic int helper(int x) { return 3 * x; }\n"
-                                     "__global__ void k(Pair p, int *out) { *out = p.a * p.b; }\n"
-                                     "int combine(Pair p) {\n    int *d, h;\n"
-                                     "    cudaMalloc(&d, sizeof(int));\n    k<<<1, 1>>>(p, d);\n"
-                                     "    cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost);\n"
-                                     "    return helper(h);\n}\n")
-    main = _write(tmp_path, "main.cu", "#include <cstdio>\n#include \"ops.h\"\n"
-                                       "static int helper(int x) { return x + 1; }\n"
-                                       "int main() { printf(\"%d\\n\", helper(combine({6, 7}))); }\n")
+    lib = _write(tmp_path, "lib.cu",
+                 "#include \"ops.h\"\nstatic int helper(int x) { return 3 * x; }\n"
+                 "__global__ void k(Pair p, int *out) { *out = p.a * p.b; }\n"
+                 "int combine(Pair p) {\n    int *d, h;\n"
+                 "    cudaMalloc(&d, sizeof(int));\n    k<<<1, 1>>>(p, d);\n"
+                 "    cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost);\n"
+                 "    return helper(h);\n}\n")
+    main = _write(tmp_path, "main.cu",
+                  "#include <cstdio>\n#include \"ops.h\"\n"
+                  "static int helper(int x) { return x + 1; }\n"
+                  "int main() { printf(\"%d\\n\", helper(combine({6, 7}))); }\n")
     r = tm.run([main, lib, head], backend="emu", timeout=CELL_S)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "127\n"   # 3 * (6 * 7) + 1
     assert [(ln.kernel, ln.grid) for ln in r.launches] == [("k", (1, 1, 1))]
-    # a folder is its .cu files; an edited header is a new program (not the cached one)
+    # a folder is its .cu files
     _write(tmp_path, "ops.h", "#pragma once\nstruct Pair { int b, a; };\nint combine(Pair p);\n")
     _write(tmp_path, "main.cu", "#include <cstdio>\n#include \"ops.h\"\n"
-                                "int main() { Pair p{2, 5}; printf(\"%d %d\\n\", p.a, combine(p)); }\n")
+                                "int main() { Pair p{2, 5}; printf(\"%d %d\\n\", p.a, "
+                                "combine(p)); }\n")
     r = tm.run(str(tmp_path), backend="emu", timeout=CELL_S)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "5 30\n"
+    # an edited header alone is a new program, not the cached one
+    _write(tmp_path, "ops.h", "#pragma once\nstruct Pair { int a, b; };\nint combine(Pair p);\n")
+    r = tm.run(str(tmp_path), backend="emu", timeout=CELL_S)
+    assert r.stdout == "2 30\n", r.stderr
 
 
 def test_run_of_several_files_says_which_file_fails(tmp_path):
