@@ -27,12 +27,14 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <ucontext.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -141,10 +143,19 @@ inline bool region_init()
     if (cap > most) cap = most;
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
     cap = cap / page * page;
-    int fd = memfd_create("tiledmm-device-memory", MFD_CLOEXEC);
+    // Under tm.run the caller made the memory (a sealed memfd, TILEDMM_DEVICE_MEMORY_FD): the
+    // sandbox lets a program make no shared memory of its own. Elsewhere (a program run by
+    // hand) it is made here.
+    const char *inherited = getenv("TILEDMM_DEVICE_MEMORY_FD");
+    int fd = inherited ? atoi(inherited) : memfd_create("tiledmm-device-memory", MFD_CLOEXEC);
     if (fd < 0) return false;
+    if (inherited) {
+        struct stat sb;
+        if (fstat(fd, &sb) != 0 || sb.st_size <= 0) return false;
+        if ((size_t)sb.st_size < cap) cap = (size_t)sb.st_size / page * page;
+    }
     for (; cap >= ((size_t)64 << 20); cap /= 2) {
-        if (ftruncate(fd, (off_t)cap) != 0) continue;
+        if (!inherited && ftruncate(fd, (off_t)cap) != 0) continue;
         void *rt = mmap(nullptr, cap, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
         if (rt == MAP_FAILED) continue;
         void *dev = mmap(nullptr, cap, PROT_NONE, MAP_SHARED | MAP_NORESERVE, fd, 0);
