@@ -15,6 +15,8 @@ import html
 import os
 import shlex
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import timeit as timeit_module
@@ -226,7 +228,7 @@ def _find_tool(name):
 
 def _profile_on_gpu(files, compiler_args, profiler, profiler_args, args, stdin, timeout):
     """Build the program for the GPU and run it under ncu or nsys as nvcc4jupyter does (the
-    profiler's report follows the program's output). Returns the Completed child."""
+    profiler's report follows the program's output)."""
     tool = _find_tool(profiler.value)
     if tool is None:
         product = "Nsight Compute" if profiler is Profiler.NCU else "Nsight Systems"
@@ -244,14 +246,38 @@ def _profile_on_gpu(files, compiler_args, profiler, profiler_args, args, stdin, 
         report = os.path.join(scratch, "report.jsonl")
         runner = (f"import sys; sys.path.insert(0, {programs.PACKAGE_PARENT!r}); "
                   "from tiledmm import _program_main; sys.exit(_program_main.main(sys.argv[1:]))")
-        # the profiler starts the program's process: exec allowed, the GPU's devices open
-        policy = _sandbox.Policy(read=(so, os.getcwd(), programs.HERE),
-                                 execute=(os.path.dirname(os.path.realpath(tool)),),
-                                 write=(scratch,), allow_exec=True, devices=True)
-        argv = [tool, *shlex.split(profiler_args), sys.executable, "-c", runner, so, report,
+        # The profiler attaches to the program (injection, its own sockets), which the sandbox
+        # refuses a confined process: under ncu or nsys the program runs outside it, as
+        # tm.compile(..., profile=True)'s kernels do under ncu (tiledmm/_ncu.py).
+        tool_args = shlex.split(profiler_args)
+        if profiler is Profiler.NSYS and (not tool_args or tool_args[0].startswith("-")):
+            tool_args = ["profile", *(tool_args or ["--stats=true"])]   # nsys's subcommand
+        argv = [tool, *tool_args, sys.executable, "-c", runner, so, report,
                 "cuda", name, "--", *args]
-        return _sandbox.run(argv, policy, cwd=os.getcwd(),
-                            stdin=(stdin or "").encode(), timeout=timeout)
+        return _run_profiler(argv, (stdin or "").encode(), timeout)
+
+
+def _run_profiler(argv, stdin, timeout):
+    """(stdout, stderr, returncode, timed_out) of the profiler's run; its whole process group
+    ended on every path (an interrupt too)."""
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True,
+                            env=_sandbox.minimal_env())
+    timed_out = False
+    try:
+        out, err = proc.communicate(stdin, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        proc.wait()
+    return (out.decode(errors="replace"), err.decode(errors="replace"),
+            -9 if timed_out else proc.returncode, timed_out)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -345,11 +371,9 @@ class NVCCPlugin(Magics):
         argv = shlex.split(opts.args)
         try:
             if opts.profile and backend == "cuda" and not opts.timeit:
-                done = _profile_on_gpu(files, compiler_args, profiler, profiler_args, argv,
-                                       opts.stdin, timeout)
-                _show(programs.ProgramResult((done.stdout or b"").decode(errors="replace"),
-                                             (done.stderr or b"").decode(errors="replace"),
-                                             done.returncode, done.timed_out, [], backend))
+                out, err, code, timed_out = _profile_on_gpu(
+                    files, compiler_args, profiler, profiler_args, argv, opts.stdin, timeout)
+                _show(programs.ProgramResult(out, err, code, timed_out, [], backend))
                 return
             profile = bool(opts.profile) and not opts.timeit
             if profile and profiler_args:
