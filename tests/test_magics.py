@@ -160,6 +160,15 @@ def test_compile_error_at_the_cells_lines(cells):
     assert "does not compile" in stderr and not _stream(out, "stdout")
 
 
+def test_compile_error_in_a_group_names_its_file_and_cell_line(cells):
+    out = cells["broken_run"]
+    _no_error(out)
+    stderr = _stream(out, "stderr")
+    # oops.cu's cell: line 1 %%cuda_group_save, line 3 the undeclared name
+    assert re.search(r"oops\.cu:3:\d+: error: 'undefined_here' was not declared", stderr), stderr
+    assert "main.cu" not in stderr and not _stream(out, "stdout")
+
+
 def test_bad_option_says_so_without_traceback(cells):
     out = cells["bad_option"]
     _no_error(out)

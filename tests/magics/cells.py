@@ -70,6 +70,11 @@ CELLS = [
     ("exit_code", "%%cuda\n#include <cstdio>\nint main() { printf(\"failing\\n\"); return 3; }\n"),
     ("compile_error", "%%cuda\n#include <cstdio>\nint main() {\n    int x = 1;\n"
                       "    printf(\"%d\\n\", x + undeclared);\n}\n"),
+    ("broken_save", "%%cuda_group_save -g broken -n oops.cu\nint f() {\n"
+                    "    return undefined_here;\n}\n"),
+    ("broken_main", "%%cuda_group_save -g broken -n main.cu\nint f();\n"
+                    "int main() { return f(); }\n"),
+    ("broken_run", "%cuda_group_run -g broken"),
     ("bad_option", "%%cuda --no-such-option\nint main() {}\n"),
     ("timeit", "%%cuda -t\n#include <cstdio>\nint main() { printf(\"quick\\n\"); }\n"),
 ]
