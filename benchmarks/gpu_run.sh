@@ -16,6 +16,8 @@
 #          (benchmarks/profile_vs_ncu.py), profile=True on cuda (tests/test_profile_ncu.py), and
 #          bench --profile: measured H100 time beside the time predicted from counted traffic
 #   programs: whole programs (tm.run) on both backends, stdout compared (benchmarks/programs_gpu.py)
+#   magics: the %%cuda magics on cuda through IPython's InteractiveShell, ncu/nsys included
+#          (benchmarks/magics_gpu.py; needs IPython, and ncu/nsys on PATH for --profile)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}; mkdir -p "$OUT"
@@ -125,4 +127,9 @@ fi
 if [ "$stage" = all ] || [ "$stage" = programs ]; then
     echo "== whole programs (tm.run) on emu and cuda: the same stdout"
     python3 benchmarks/programs_gpu.py --out "$OUT" 2>&1 | tee "$OUT/programs.txt" | tail -20
+fi
+
+if [ "$stage" = all ] || [ "$stage" = magics ]; then
+    echo "== %%cuda magics (tests/magics/cells.py, the nvcc4jupyter-style notebook) on cuda"
+    python3 benchmarks/magics_gpu.py --backend cuda --out "$OUT" 2>&1 | tee "$OUT/magics.txt" | tail -40
 fi

@@ -859,6 +859,8 @@ inline void **as_void(T **p) { return reinterpret_cast<void **>(p); }
 }  // namespace tm_prog
 
 // ---- what tiledmm's program runner calls (tiledmm/_program_main.py) ----
+// once per program: a program of several files (tm.run of a group) defines them in its first
+#ifndef TM_PROG_NOT_FIRST_FILE
 extern "C" __attribute__((visibility("default"), used)) int tm_prog_setup(int report_fd)
 {
     tm_prog::State &s = tm_prog::st();
@@ -886,6 +888,7 @@ extern "C" __attribute__((visibility("default"), used)) void tm_prog_exit(int co
     fflush(stdout);
     exit(code);
 }
+#endif
 
 // ---- the program's calls, routed to the functions above (file and line for allocations) ----
 #define cudaMalloc(p, size) tm_prog::device_malloc(tm_prog::as_void(p), (size), __FILE__, __LINE__)

@@ -158,6 +158,8 @@ inline Launcher<P...> config(const char *kernel_name, const char *params, const 
 #define cudaDeviceReset() tm_prog::device_reset()
 
 // ---- what tiledmm's program runner calls (tiledmm/_program_main.py) ----
+// once per program: a program of several files (tm.run of a group) defines them in its first
+#ifndef TM_PROG_NOT_FIRST_FILE
 extern "C" __attribute__((visibility("default"), used)) int tm_prog_setup(int report_fd)
 {
     tm_prog::st().report_fd = report_fd;
@@ -169,3 +171,4 @@ extern "C" __attribute__((visibility("default"), used)) void tm_prog_exit(int co
     fflush(stdout);
     exit(code);   // the atexit handler writes the launches' times
 }
+#endif
