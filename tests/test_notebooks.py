@@ -139,8 +139,9 @@ def test_run_notebooks_script_without_jupyter(tmp_path):
     shutil.copy(NOTEBOOKS[0], nb_path)
     import tiledmm
     here = os.path.dirname(os.path.dirname(os.path.abspath(tiledmm.__file__)))
-    env = dict(os.environ, TILEDMM_BACKEND="emu",
-               PYTHONPATH=os.pathsep.join([str(blocker), here]))
+    env = dict(os.environ, TILEDMM_BACKEND="emu",   # the caller's PYTHONPATH after (libclang
+               PYTHONPATH=os.pathsep.join([str(blocker), here, *filter(   # from pip --target)
+                   None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]))
     proc = subprocess.run([sys.executable, os.path.join(REPO, "benchmarks", "run_notebooks.py"),
                            str(nb_path)], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
