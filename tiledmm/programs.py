@@ -657,8 +657,7 @@ def _sanitizer_problems(log, tool):
                        "message": f"compute-sanitizer {tool}: {line}"}
             problems.append(current)
         elif current is not None and not current["file"]:
-            m = re.search(r"in (\S+?):(\d+)$", line) or re.search(r"at .*?([\w./-]+\.cu):(\d+)",
-                                                                 line)
+            m = re.search(r"([\w./-]+\.(?:cu|cuh|cpp|h)):(\d+)", line)
             if m:
                 current["file"], current["line"] = os.path.basename(m.group(1)), int(m.group(2))
     return problems

@@ -1333,8 +1333,9 @@ inline void check_at_exit()
         told.push_back(where);
         check_event("unchecked", u.file, u.line,
                     u.what + " failed with " + cudaGetErrorName(u.err) + " and the program never checked "
-                    "the error (compare what it returns with cudaSuccess, or call cudaGetLastError() after "
-                    "a launch)");
+                    "the error" + (u.what.compare(0, 10, "the launch") == 0
+                                       ? " (call cudaGetLastError() after the launch and compare it with cudaSuccess)"
+                                       : " (compare what it returns with cudaSuccess)"));
     }
     s.unchecked.clear();
     for (const auto &kv : s.device) {
