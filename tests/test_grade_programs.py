@@ -1,0 +1,146 @@
+"""Grading whole programs by their output (issue 32): tiledmm.grading.programs.
+
+The submissions are tests/programs/grading/vec_add_program.cu (correct) and variants of it made
+here, one mistake each; the assignment is the built-in vec_add_program (its small cases, to keep
+the builds few). Every program runs under a time limit (tm.run's timeout).
+"""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from tiledmm.grading.programs import ProgramAssignment, _compare, grade_program, vec_add_program
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORRECT = os.path.join(HERE, "programs", "grading", "vec_add_program.cu")
+with open(CORRECT) as _f:
+    SOURCE = _f.read()
+SEED = 4242   # not a multiple of 1000: the inputs differ from seed 0's
+
+
+def variant(old, new):
+    assert old in SOURCE
+    return SOURCE.replace(old, new)
+
+
+def small(**kw):
+    a = vec_add_program()
+    a.cases = [{"n": 1}, {"n": 1000}]
+    for k, v in kw.items():
+        setattr(a, k, v)
+    return a
+
+
+def grade(submission, assignment=None, **kw):
+    kw.setdefault("backend", "emu")
+    kw.setdefault("seed", SEED)
+    return grade_program(submission, assignment or small(), **kw)
+
+
+def test_the_builtin_expected_output_is_lecture_000s_sum():
+    a = vec_add_program()
+    want = a.expected({"n": 5}, 1003)   # s = 3: A = (i + 3) / 4, B = (3 i + 21) / 2
+    i = np.arange(5)
+    np.testing.assert_array_equal(want, (i + 3) / 4 + (3 * i + 21) / 2)
+    assert a.program_input({"n": 5}, 1003) == ([], "5 1003\n")
+    assert [c.get("big", False) for c in a.cases] == [False, False, False, True]
+
+
+def test_a_correct_program_gets_full_marks_with_a_secret_seed():
+    r = grade(CORRECT, vec_add_program(), seed=None)
+    assert r.passed and r.score == r.max_score == 4, str(r)
+    assert [c["mode"] for c in r.cases] == ["check", "check", "check", "plain"]
+    assert r.seed_secret and "secret" in str(r)
+
+
+def test_a_memorised_answer_fails_because_the_seed_changes_the_output():
+    memorised = variant("long long s = seed % 1000;", "long long s = 0;")
+    r = grade(memorised)
+    # n = 1: C[0] = s/4 + 7s/2 -- seed 4242 gives s = 242, the memorised seed 0 gives 0
+    assert r.score == 0 and not r.passed, str(r)
+    assert "expected" in r.cases[0]["message"]
+    assert grade(memorised, seed=3000).passed   # the seed it memorised: it would pass
+
+
+LEAK = variant("    CHECK(cudaFree(dB));\n", "")
+# a copy past the end, its error never looked at (nor read by a cudaGetLastError after it)
+UNCHECKED = variant("    CHECK(cudaMemcpy(dA, A, bytes, cudaMemcpyHostToDevice));\n",
+                    "    cudaMemcpy(dA, A, bytes + 4, cudaMemcpyHostToDevice);\n"
+                    "    cudaMemcpy(dA, A, bytes, cudaMemcpyHostToDevice);\n").replace(
+    "    CHECK(cudaGetLastError());\n", "")
+
+
+def _line_of(source, text):
+    return next(i + 1 for i, ln in enumerate(source.splitlines()) if text in ln)
+
+
+def test_a_leak_fails_by_default_with_its_report():
+    r = grade(LEAK)
+    assert r.score == 0, str(r)
+    msg = r.cases[0]["message"]
+    assert "check mode found 1 problem" in msg and "(dB) were never freed" in msg
+    assert f"program.cu:{_line_of(LEAK, 'cudaMalloc(&dB')}:" in msg
+
+
+def test_a_leak_passes_where_the_assignment_says_so_with_a_note():
+    r = grade(LEAK, small(host_mistakes={"leak": "pass"}))
+    assert r.passed and r.score == 2, str(r)
+    assert "(allowed by the assignment)" in r.cases[1]["message"] and "never freed" in \
+        r.cases[1]["message"]
+
+
+def test_an_unchecked_error_fails_or_passes_as_the_assignment_says():
+    failed = grade(UNCHECKED)
+    assert failed.score == 0, str(failed)
+    line = _line_of(UNCHECKED, "bytes + 4")
+    msg = failed.cases[1]["message"]
+    assert f"program.cu:{line}: cudaMemcpy failed with cudaErrorInvalidValue" in msg
+    assert "never checked the error" in msg
+    allowed = grade(UNCHECKED, small(host_mistakes={"api_error": "pass", "unchecked": "pass"}))
+    assert allowed.passed, str(allowed)
+
+
+def test_a_crash_and_an_endless_loop_score_zero_for_that_case_and_the_grader_goes_on():
+    crash = variant("    size_t bytes", "    if (n == 1) { volatile int *p = 0; *p = 1; }\n"
+                                         "    size_t bytes")
+    r = grade(crash)
+    assert [c["passed"] for c in r.cases] == [False, True], str(r)
+    assert "exited with code -11" in r.cases[0]["message"]
+    endless = variant("    size_t bytes", "    if (n == 1) for (volatile int k = 0;; ++k) {}\n"
+                                           "    size_t bytes")
+    r = grade(endless, timeout=5)
+    assert [c["passed"] for c in r.cases] == [False, True], str(r)
+    assert "time limit of 5 s" in r.cases[0]["message"]
+
+
+def test_a_program_that_does_not_compile_scores_zero_everywhere():
+    r = grade(variant("int main()", "int main() { oops }\nint other()"))
+    assert r.compile_error and r.score == 0 and len(r.cases) == 2
+    assert all("did not compile" in c["message"] for c in r.cases)
+
+
+def test_gradescope_output(tmp_path):
+    r = grade(LEAK, seed=None)
+    path = tmp_path / "results.json"
+    r.write_gradescope(str(path))
+    out = json.loads(path.read_text())
+    assert out["score"] == 0
+    assert [t["name"] for t in out["tests"]] == ["vec_add_program: 1", "vec_add_program: 1000"]
+    assert out["tests"][0]["status"] == "failed" and "never freed" in out["tests"][0]["output"]
+    assert "4242" not in json.dumps(out) and "secret" in out["output"]
+
+
+def test_compare_numbers_and_lines():
+    assert _compare([1.0, 2.5], "1.00\n2.50\n", 1e-5, 1e-6)[0]
+    ok, _err, _tol, why = _compare([1.0, 2.5], "1.00\n2.6\n", 1e-5, 1e-6)
+    assert not ok and "number 2 is 2.6" in why
+    assert "printed 1 numbers" in _compare([1.0, 2.5], "1\n", 1e-5, 1e-6)[3]
+    assert _compare("a\nb\n", "a  \nb", 0, 0)[0]
+    assert not _compare("a\nb\n", "a\nc\n", 0, 0)[0]
+
+
+def test_host_mistakes_validated():
+    with pytest.raises(ValueError, match="host_mistakes"):
+        ProgramAssignment("x", [{"n": 1}], lambda s, seed: ([], ""), lambda s, seed: [0.0],
+                          host_mistakes={"leaks": "pass"})
