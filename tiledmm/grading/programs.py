@@ -178,9 +178,10 @@ def _grade_case(assignment, submission, case, seed, backend, check, timeout):
     failing = [p for p in r.problems if assignment.host_mistakes.get(p["kind"], "fail") == "fail"]
     if failing:
         text = "\n".join(f"{p['file']}:{p['line']}: {p['message']}" for p in failing)
+        more = f" (and {len(failing) - 1} more below)" if len(failing) > 1 else ""
         return _row(assignment, case, mode, False, np.nan, np.nan, ms,
-                    f"check mode found {len(failing)} problem{'s' if len(failing) > 1 else ''}:"
-                    f"\n{text}")
+                    f"check mode: {text.splitlines()[0]}{more}" +
+                    ("\n" + "\n".join(text.splitlines()[1:]) if more else ""))
     passed, err, tol, why = _compare(assignment.expected(sizes, seed), r.stdout, assignment.rtol,
                                      assignment.atol)
     note = "\n".join(f"(allowed by the assignment) {p['file']}:{p['line']}: {p['message']}"
@@ -219,3 +220,42 @@ def grade_program(submission, assignment, *, backend=None, seed=None, timeout=No
                              "not run: the program did not compile") for c in assignment.cases]
     report.speed = {"graded": False, "note": "programs are graded by their output"}
     return report
+
+
+def main(argv=None):
+    """`python -m tiledmm.grading.programs SUBMISSION.cu --assignment NAME|FILE.py [...]`: the
+    table on stdout, the optional files; exit code 0 when every case passed, 1 when one failed,
+    2 for a wrong command line or assignment (until `python -m tiledmm grade` takes program
+    assignments itself)."""
+    import argparse
+    import sys
+    ap = argparse.ArgumentParser(prog="python -m tiledmm.grading.programs",
+                                 description="Grade a whole CUDA program by its output.")
+    ap.add_argument("submission")
+    ap.add_argument("--assignment", "-a", required=True,
+                    help=f"{', '.join(PROGRAM_BUILTIN)}, or a file.py defining ASSIGNMENT")
+    ap.add_argument("--backend", choices=["cuda", "emu"], default=None)
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--timeout", type=float, default=None, help="seconds per case")
+    ap.add_argument("--no-check", action="store_true", help="no check mode on emu")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--junit", default=None)
+    ap.add_argument("--gradescope", default=None)
+    args = ap.parse_args(argv)
+    try:
+        assignment = load_program_assignment(args.assignment)
+    except (ValueError, OSError, SyntaxError) as exc:
+        print(f"{ap.prog}: {exc}", file=sys.stderr)
+        return 2
+    report = grade_program(args.submission, assignment, backend=args.backend, seed=args.seed,
+                           timeout=args.timeout, check=not args.no_check)
+    print(report)
+    for path, write in ((args.json, report.write_json), (args.junit, report.write_junit),
+                        (args.gradescope, report.write_gradescope)):
+        if path:
+            write(path)
+    return 0 if report.passed else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
