@@ -180,7 +180,7 @@ def test_cuda_check_without_compute_sanitizer_names_emu(monkeypatch):
 
 SANITIZER_LOG = """\
 ========= COMPUTE-SANITIZER
-========= Program hit cudaErrorInvalidValue (error 1) due to "invalid argument" on CUDA API call to cudaMemcpy.
+========= Program hit cudaErrorInvalidValue (error 1) on CUDA API call to cudaMemcpy.
 =========     Saved host backtrace up to driver entry point at error
 =========         Host Frame: main in /tmp/x/mistakes.cu:51 [0x1234] in program.so
 =========

@@ -139,8 +139,8 @@ def main(argv=None):
     add_grade_parser(sub)
     r = sub.add_parser("run", help="build and run a whole CUDA program (FILE.cu); the exit code "
                                    "is the program's",
-                       usage="python -m tiledmm run FILE.cu [--backend emu|cuda] [--check] [--profile] "
-                             "[--timeout S] [-- ARGS...]")
+                       usage="python -m tiledmm run FILE.cu [--backend emu|cuda] [--check] "
+                             "[--profile] [--timeout S] [-- ARGS...]")
     r.add_argument("file")
     r.add_argument("--backend", dest="run_backend", choices=["cuda", "emu"], default=None)
     r.add_argument("--check", action="store_true",
