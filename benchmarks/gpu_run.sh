@@ -27,11 +27,13 @@ stage=${1:-all}; shift || true
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
 
-if [ "$stage" = cutlass ]; then
-    whl=$(ls .whl/nvidia_cutlass-*.whl 2>/dev/null | head -1)
-    [ -n "$whl" ] || { echo "cutlass: no .whl/nvidia_cutlass-*.whl (pip download nvidia-cutlass --no-deps -d .whl)"; exit 1; }
+# CUTLASS's headers (the cutlass rung) from a carried nvidia-cutlass wheel, for every stage.
+whl=$(ls .whl/nvidia_cutlass-*.whl 2>/dev/null | head -1)
+if [ -n "$whl" ]; then
     python3 -m zipfile -e "$whl" .whl/cutlass
     export TILEDMM_CUTLASS_INCLUDE=$PWD/.whl/cutlass/cutlass_library/source/include
+elif [ "$stage" = cutlass ]; then
+    echo "cutlass: no .whl/nvidia_cutlass-*.whl (pip download nvidia-cutlass --no-deps -d .whl)"; exit 1
 fi
 echo "== build (sm_$arch)"
 TILEDMM_CUDA_ARCHS=$arch python3 setup.py -q build_ext --inplace >"$OUT/build.log" 2>&1 \

@@ -7,10 +7,20 @@ default) against the same kernel in the caller's process (isolate=False).
   beside one NumPy copy of the same array (the worker's path copies each input once into
   shared memory and each output once out of it).
 
-    python benchmarks/isolation_overhead.py [--backend emu|cuda] [--calls 200]
+- the sandbox (issue 29): the time to install the confinement (Landlock and seccomp,
+  rlimits) in a fresh interpreter, and the worker's start-up (first call: start, confine,
+  import, serve a ping) with the sandbox and with TILEDMM_SANDBOX=off, medians of --starts.
+
+    python benchmarks/isolation_overhead.py [--backend emu|cuda] [--calls 200] [--starts 9]
+    python benchmarks/isolation_overhead.py --sandbox-only
 """
 import argparse
+import json
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 
 import numpy as np
@@ -37,12 +47,66 @@ def median_ms(fn, calls, warmup=5):
     return statistics.median(samples)
 
 
+_INSTALL = r"""
+import importlib.util as u, json, sys, time
+s = u.spec_from_file_location("_sb", sys.argv[1]); m = u.module_from_spec(s)
+s.loader.exec_module(m)
+policy = m.Policy.from_json(sys.argv[2])
+bpf = bytes.fromhex(sys.argv[3])   # built by the caller, as python_argv does
+t = time.perf_counter(); ok = m.confine(policy, bpf); ms = (time.perf_counter() - t) * 1e3
+print(json.dumps({"ok": ok, "ms": ms}))
+"""
+
+_START = r"""
+import json, time
+from tiledmm import _isolation
+w = _isolation.worker()
+t = time.perf_counter(); reply = w.call({"op": "ping"}, timeout=60)
+print(json.dumps({"ms": (time.perf_counter() - t) * 1e3, "confined": reply["confined"]}))
+w.stop()
+"""
+
+
+def sandbox_figures(starts):
+    """(install ms, confined start-up ms, unconfined start-up ms), medians."""
+    from tiledmm import _sandbox
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(here))
+    install, start = [], {True: [], False: []}
+    policy = _sandbox.run_policy(tempfile.mkdtemp())
+    bpf = _sandbox._precompiled(policy)
+    for _ in range(starts):
+        out = subprocess.run([sys.executable, "-I", "-S", "-c", _INSTALL, _sandbox.__file__,
+                              policy.to_json(), bpf.hex()],
+                             capture_output=True, text=True, timeout=60, env=env)
+        r = json.loads(out.stdout)
+        assert r["ok"], "the sandbox is not available here"
+        install.append(r["ms"])
+        for confined in (True, False):
+            e = dict(env) if confined else dict(env, TILEDMM_SANDBOX="off")
+            out = subprocess.run([sys.executable, "-c", _START], capture_output=True, text=True,
+                                 timeout=120, env=e, cwd=tempfile.gettempdir())
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            assert r["confined"] == confined, r
+            start[confined].append(r["ms"])
+    return (statistics.median(install), statistics.median(start[True]),
+            statistics.median(start[False]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", default=None)
     ap.add_argument("--calls", type=int, default=200)
+    ap.add_argument("--starts", type=int, default=9)
+    ap.add_argument("--sandbox-only", action="store_true")
     ap.add_argument("--large", type=int, default=64 * 2**20, help="floats in the large case")
     args = ap.parse_args()
+    install, confined, plain = sandbox_figures(args.starts)
+    print(f"sandbox: install (Landlock + seccomp + rlimits) {install:.3f} ms; worker start-up "
+          f"{confined:.1f} ms confined vs {plain:.1f} ms with TILEDMM_SANDBOX=off "
+          f"(+{confined - plain:.1f} ms), medians of {args.starts}")
+    if args.sandbox_only:
+        return
     backend = tm._backend.resolve(args.backend)[1]
     rows = []
     for n, calls in ((1000, args.calls), (args.large, 5)):

@@ -47,15 +47,24 @@ def next_call_ok(backend, rng):
     return bool(np.array_equal(y, 2.0 * np.arange(1000, dtype=np.float32)))
 
 
+CTRL_C_LIMIT = 30.0   # seconds: a lost interrupt fails here, with a message, not after 600 s
+
+
 def interrupted(backend):
-    """Ctrl-C one second into an endless kernel: seconds until KeyboardInterrupt, or None."""
+    """Ctrl-C one second into an endless kernel: seconds until KeyboardInterrupt, or None.
+    A shell starts background jobs with SIGINT ignored, and this process inherits that: the
+    default handler is installed first, or the simulated Ctrl-C would never arrive. The kernel
+    has a limit of CTRL_C_LIMIT s all the same, so a lost interrupt ends as a timeout."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     kernel = tm.compile(HEAD + CASES["endless_loop"][0] + "\n}\n", backend=backend)
     threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
     start = time.monotonic()
     try:
-        kernel(1, 1, np.zeros(4, np.float32), 4, backend=backend, timeout=None)
+        kernel(1, 1, np.zeros(4, np.float32), 4, backend=backend, timeout=CTRL_C_LIMIT)
     except KeyboardInterrupt:
         return time.monotonic() - start - 1.0
+    except tm.KernelError:
+        return None   # the interrupt was lost: the limit ended the kernel
     return None
 
 

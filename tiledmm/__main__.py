@@ -23,6 +23,7 @@ DEMO_KERNELS = [("naive", {}), ("naive_uncoalesced", {}), ("tiled", {"tile": 8})
 
 def cmd_info(args):
     print(tm.device_info(backend=args.backend))
+    print(tm._sandbox.describe())   # what confines student code here (issue 29)
     print()
     print(tm.kernels())
 

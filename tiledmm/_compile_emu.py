@@ -1,22 +1,35 @@
 """Compiling a user kernel for the `emu` backend: the system C++ compiler ($CXX or g++) builds
 the user's source, tiledmm's prelude and a generated launcher into a shared object, linked with
-its own copy of the emulator's runtime. The compiler runs as a child process with a time limit;
-the shared object is loaded only where the kernel runs (tiledmm's worker process, or the
-caller's process with isolate=False), never by the compile itself.
+its own copy of the emulator's runtime. The user's source is parsed (libclang) and compiled
+(g++) only in a confined compile child (this module's main(), started by tiledmm/_sandbox.py:
+Landlock lets it read the toolchain and tiledmm's headers and write one scratch folder; seccomp
+lets it start the compiler's passes but reach no network and trace nothing), with time and
+memory limits. The caller checks the child's reply against a fixed schema (compile_reply),
+reads the shared object it left (a plain file, bounded), and alone writes the disk cache. The
+shared object is loaded only where the kernel runs (tiledmm's worker process, or the caller's
+process with isolate=False), never by the compile itself.
 """
 import ctypes
 import glob
 import hashlib
+import json
 import os
+import re
+import shutil
+import signal
+import stat
 import subprocess
+import sys
 import tempfile
 import threading
 from types import SimpleNamespace
 
 from . import _kernel_cache as cache
+from . import _sandbox
 from ._check_mode import checked_shared, checked_source, checked_type
-from ._kernel_diagnostics import compile_error, parse_warnings
-from ._kernel_source import full_source, split_defines
+from ._kernel_diagnostics import CompileError, compile_error, parse_warnings
+from ._kernel_source import (_ELEMENTS, _SCALARS, _VECTORS, Param, full_source,
+                             kernel_signature, split_defines)
 from ._profile_build import PROFILE_HOOK_FLAGS, PROFILE_KERNEL_FLAGS, PROFILE_WRAPPED
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -90,9 +103,20 @@ def _cxx():
     return os.environ.get("CXX", "g++")
 
 
-def _run_compiler(cmd, what):
+def _run_compiler(cmd, what, scratch=None):
+    """The compiler on `cmd`: confined in `scratch` when given (tiledmm's own runtime, built by
+    the caller), else as a plain child (inside the compile child, which is confined already)."""
+    if scratch is not None:
+        done = _sandbox.run(cmd, _sandbox.compile_policy(scratch), cwd=scratch,
+                            timeout=COMPILE_SECONDS)
+        if done.timed_out:
+            raise RuntimeError(f"{what}: the compiler ran for more than {COMPILE_SECONDS} s")
+        return SimpleNamespace(returncode=done.returncode,
+                               stderr=(done.stderr or b"").decode(errors="replace"))
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}   # as _sandbox.run
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_SECONDS)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_SECONDS,
+                              env=env)
     except FileNotFoundError:
         raise RuntimeError(f"{what}: the C++ compiler '{cmd[0]}' was not found; install g++ or "
                            "set CXX") from None
@@ -124,7 +148,7 @@ def _runtime_objects(includes, sources, build_dir, key):
             data = cache.read_verified(cache.entry_path(name))
         if data is None:
             cmd = [_cxx(), *_build_flags(), *[f"-I{d}" for d in includes], "-c", src, "-o", path]
-            proc = _run_compiler(cmd, "building the emulator runtime for user kernels")
+            proc = _run_compiler(cmd, "building the emulator runtime for user kernels", build_dir)
             if proc.returncode != 0:
                 raise RuntimeError("building the emulator runtime for user kernels failed:\n"
                                    + proc.stderr[-4000:])
@@ -221,71 +245,259 @@ def _profile_hooks_source(includes):
                        "emu_profile.cpp), which this installation lacks; reinstall tiledmm")
 
 
-def compile_emu(source, name, params, options, check, profile=False):
-    """Compile (or find in the disk cache) the kernel `name` of `source` for the emulator.
-    Returns an artifact: SimpleNamespace(backend='emu', key, name, image, digest, warnings,
-    origin: 'compiled' or 'disk_hits', for the caller's cache_info), `image`
-    being the shared object's bytes (verified when read from the cache): it is loaded from
-    them, so the cache entry may vanish (clear_cache) or change after this returns."""
+def compile_emu(source, name, options, check, profile=False, *, seconds=None,
+                memory_bytes=None):
+    """Compile (or find in the disk cache) kernel `name` (None: the only one) of `source` for
+    the emulator. Returns (name, params, artifact). The source is parsed (libclang) and compiled
+    (g++) only in a confined compile child (tiledmm/_sandbox.py: it reads the toolchain and
+    tiledmm's headers, writes one scratch folder, reaches no network); this process checks what
+    comes back (compile_reply) and writes the cache. The artifact: SimpleNamespace(
+    backend='emu', key, name, image, digest, warnings, origin: 'compiled' or 'disk_hits'),
+    `image` being the shared object's bytes (verified when read from the cache)."""
     includes, rt_sources = _headers()
-    user_src = checked_shared(checked_source(source, params)) if check else source
-    defines, options = split_defines(options)
+    defines, rest = split_defines(options)
     runtime = _runtime_key(includes, rt_sources)
     # profile=True: the kernel instrumented as tiledmm._emu_profile's kernels are, the hooks
     # linked in, the emulator's entry points wrapped (tiledmm/_profile_build.py).
     hooks = _profile_hooks_source(includes) if profile else None
     profiling = (PROFILE_KERNEL_FLAGS, PROFILE_HOOK_FLAGS, PROFILE_WRAPPED,
                  open(hooks, "rb").read(), "linked apart") if profile else None
-    key = cache.key("emu", user_src, name, defines, options, check, _cxx(), _FLAGS, _USER_FLAGS,
+    key = cache.key("emu", source, name, defines, rest, check, _cxx(), _FLAGS, _USER_FLAGS,
                     _DIALECT, prelude_text(), runtime, profiling)
     so = cache.entry_path(f"user-{key}.so")
-    image = cache.read_verified(so)
-    log = ""
-    if image is not None:
-        origin = "disk_hits"
-        log = (cache.read_verified(so[:-3] + ".log") or b"").decode(errors="replace")
-    else:
-        with tempfile.TemporaryDirectory(dir=os.path.dirname(so), prefix=".build-") as tmp:
-            rt_objs = _runtime_objects(includes, rt_sources, tmp, runtime)
+    image, meta = cache.read_verified(so), cache.read_verified(so[:-3] + ".json")
+    reply = None
+    if image is not None and meta is not None:
+        try:
+            reply = compile_reply(json.loads(meta))
+            origin = "disk_hits"
+        except (ValueError, CompileProtocolError):
+            reply = None
+    if reply is None:
+        scratch = tempfile.mkdtemp(prefix="tiledmm-compile-")
+        try:
+            rt_objs = _runtime_objects(includes, rt_sources, scratch, runtime)
             if profile:
-                rt_objs.append(_profile_hooks_object(includes, hooks, tmp))
-            text = full_source(user_src, _launcher(name, params, check), defines, "emu")
-            src_path = os.path.join(tmp, "kernel.cpp")
-            with open(src_path, "w") as f:
-                f.write(text)
-            out = os.path.join(tmp, "kernel.so")
-            compile_flags = [*_build_flags(), *(["-DTM_CHECK"] if check else []),
-                             *(PROFILE_KERNEL_FLAGS if profile else []), *_USER_FLAGS,
-                             *[f"-isystem{d}" for d in includes + [_stand_ins()]], *options]
-            link_flags = [*rt_objs, *_link_flags(),
-                          *(f"-Wl,--wrap={sym}" for sym in PROFILE_WRAPPED if profile)]
-            if not profile:
-                cmd = [_cxx(), *compile_flags, "-shared", "-o", out, src_path, "-x", "none",
-                       *link_flags]
-                proc = _run_compiler(cmd, f"compiling kernel '{name}'")
-            else:
-                # Compiled, then linked apart: -fsanitize=thread on the link line would bring
-                # libtsan, whose hooks are tiledmm's own here (emu_profile.o).
-                obj = os.path.join(tmp, "kernel.o")
-                proc = _run_compiler([_cxx(), *compile_flags, "-c", "-o", obj, src_path],
-                                     f"compiling kernel '{name}'")
-                if proc.returncode == 0:
-                    linked = _run_compiler([_cxx(), *_build_flags(), "-shared", "-o", out, "-x", "none", obj,
-                                            *link_flags], f"linking kernel '{name}'")
-                    if linked.returncode != 0:
-                        raise RuntimeError(f"linking kernel '{name}' for profile mode failed:"
-                                           "\n" + linked.stderr[-4000:])
-            if proc.returncode != 0:
-                raise compile_error(name, "emu", proc.stderr.replace(src_path, "kernel.cpp"))
-            with open(out, "rb") as f:
-                image = f.read()
-            log = proc.stderr.replace(src_path, "kernel.cpp")
-            cache.store_bytes(log.encode(), so[:-3] + ".log")   # the warnings, for cache hits
-            cache.store_bytes(image, so)
+                rt_objs.append(_profile_hooks_object(includes, hooks, scratch))
+            request = {"op": "compile", "source": source, "name": name, "options": list(options),
+                       "check": bool(check), "profile": bool(profile), "rt_objs": rt_objs,
+                       "includes": includes, "build_flags": _build_flags(),
+                       "link_flags": _link_flags()}   # probed here once, not per child
+            reply = run_compile_child(request, scratch, seconds, memory_bytes)
+            image = _read_output(os.path.join(scratch, "kernel.so"))
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        cache.store_bytes(_reply_json(reply), so[:-3] + ".json")
+        cache.store_bytes(image, so)
         origin = "compiled"
-    return SimpleNamespace(backend="emu", key=key, name=name, image=image,
-                           digest=hashlib.sha256(image).hexdigest(),
-                           warnings=parse_warnings(log, "emu"), origin=origin)
+    artifact = SimpleNamespace(backend="emu", key=key, name=reply["name"], image=image,
+                               digest=hashlib.sha256(image).hexdigest(),
+                               warnings=parse_warnings(reply["log"], "emu"), origin=origin)
+    return reply["name"], reply["params"], artifact
+
+
+def kernel_signature_confined(source, name, options, *, seconds=None):
+    """(name, [Param]) of the kernel to launch, read by libclang in a confined child (the cuda
+    backend's path: NVRTC then runs in the confined worker). Cached on disk by the source."""
+    key = cache.key("signature", source, name, list(options), _DIALECT)
+    path = cache.entry_path(f"user-{key}.sig.json")
+    meta = cache.read_verified(path)
+    if meta is not None:
+        try:
+            reply = compile_reply(json.loads(meta))
+            return reply["name"], reply["params"]
+        except (ValueError, CompileProtocolError):
+            pass
+    scratch = tempfile.mkdtemp(prefix="tiledmm-parse-")
+    try:
+        reply = run_compile_child({"op": "parse", "source": source, "name": name,
+                                   "options": list(options)}, scratch, seconds, None)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    cache.store_bytes(_reply_json(reply), path)
+    return reply["name"], reply["params"]
+
+
+class CompileProtocolError(RuntimeError):
+    """The compile child answered outside its schema (it is confined, yet parses hostile text)."""
+
+
+class CompileTimeout(RuntimeError):
+    """The compile child ran past its time or memory limit."""
+
+
+_REPLY_MARKER = b"\n@@tiledmm-compile@@"
+MAX_IMAGE_BYTES = 512 << 20
+MAX_LOG = 64 << 10
+_IDENT_RE = re.compile(r"[A-Za-z_]\w{0,255}\Z")
+_KINDS = ("scalar", "pointer", "vector", "array", "rows")
+# a kernel's name as the caller may show it: an identifier, template arguments of a `name<...>`
+_NAME_RE = re.compile(r"[A-Za-z_][\w:<>,()\[\] .+\-*/&|!~^%=?']{0,1023}")
+
+
+def run_compile_child(request, scratch, seconds=None, memory_bytes=None):
+    """Run this module's main() confined in `scratch` with `request` on its stdin; the checked
+    reply (raising CompileError, ValueError, CompileTimeout or RuntimeError for its failures)."""
+    seconds = seconds or COMPILE_SECONDS
+    policy = _sandbox.compile_policy(scratch, memory_bytes=memory_bytes or 4 << 30,
+                                     cpu_seconds=int(seconds) + 5)
+    _sandbox.warn_if_unconfined("the compiler of tm.compile's kernels")
+    done = _sandbox.run_python("_compile_emu", [], policy, cwd=scratch,
+                               stdin=json.dumps(request).encode(), timeout=seconds)
+    out = done.stdout or b""
+    if done.timed_out:
+        raise CompileTimeout(f"compiling took more than {seconds:g} s and was stopped")
+    if _REPLY_MARKER not in out[-(8 << 20):]:
+        err = (done.stderr or b"")[-2000:].decode(errors="replace").strip()
+        if done.returncode in (-signal.SIGKILL, -signal.SIGXCPU):
+            raise CompileTimeout(f"compiling ran past its CPU-time or memory limit "
+                                 f"(signal {-done.returncode})")
+        raise RuntimeError(f"the compile step failed (exit code {done.returncode}): {err}")
+    try:
+        raw = json.loads(out.rsplit(_REPLY_MARKER, 1)[1][:8 << 20].decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CompileProtocolError(f"the compile child's reply is not JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise CompileProtocolError("the compile child's reply is not an object")
+    if raw.get("ok") is not True:
+        message = _bounded(raw.get("message"), MAX_LOG)
+        log = _bounded(raw.get("log"), MAX_LOG)
+        kind = raw.get("error")
+        if kind == "CompileError":
+            raise CompileError(message, log)
+        if kind in ("ValueError", "TypeError"):
+            raise ValueError(message)
+        raise RuntimeError(f"compiling failed: {_bounded(kind, 100)}: {message}")
+    return compile_reply(raw)
+
+
+def _bounded(v, limit):
+    v = v if isinstance(v, str) else ""
+    return v if len(v) <= limit else v[:limit] + f"\n[... {len(v) - limit} characters cut]"
+
+
+def compile_reply(raw):
+    """The compile child's reply checked: {"name", "params": [Param], "log"} (CompileProtocol-
+    Error for anything outside the schema). The caller builds Params from plain values only."""
+    if not isinstance(raw, dict) or set(raw) - {"ok", "name", "params", "log"}:
+        raise CompileProtocolError("the compile child's reply has fields outside the schema")
+    name = raw.get("name")
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
+        raise CompileProtocolError("the kernel's name is outside the schema")
+    plist = raw.get("params")
+    if not isinstance(plist, list) or len(plist) > 256:
+        raise CompileProtocolError("the parameters are outside the schema")
+    params = []
+    for d in plist:
+        if not isinstance(d, dict) or set(d) != {"name", "ctype", "kind", "const", "lanes",
+                                                 "inner", "decl_text", "vector", "span"}:
+            raise CompileProtocolError("a parameter is outside the schema")
+        kind, ctype = d["kind"], d["ctype"]
+        ok = (isinstance(d["name"], str) and _IDENT_RE.match(d["name"]) and kind in _KINDS and
+              isinstance(ctype, str) and (ctype in _SCALARS if kind == "scalar" else
+                                          ctype in _ELEMENTS) and
+              isinstance(d["const"], bool) and type(d["lanes"]) is int and
+              1 <= d["lanes"] <= 4 and isinstance(d["inner"], list) and len(d["inner"]) <= 8 and
+              all(type(x) is int and 0 < x < 2**31 for x in d["inner"]) and
+              isinstance(d["decl_text"], str) and len(d["decl_text"]) <= 1000 and
+              (d["vector"] is None or d["vector"] in _VECTORS) and
+              isinstance(d["span"], list) and len(d["span"]) == 2 and
+              all(type(x) is int and 0 <= x < 2**31 for x in d["span"]))
+        if not ok:
+            raise CompileProtocolError("a parameter is outside the schema")
+        params.append(Param(d["name"], ctype, kind == "pointer", d["const"], tuple(d["span"]),
+                            kind, lanes=d["lanes"], inner=d["inner"], decl_text=d["decl_text"],
+                            vector=d["vector"]))
+    return {"ok": True, "name": name, "params": params, "log": _bounded(raw.get("log"), MAX_LOG)}
+
+
+def _reply_json(reply):
+    return json.dumps({"ok": True, "name": reply["name"], "log": reply["log"],
+                       "params": [_param_dict(p) for p in reply["params"]]}).encode()
+
+
+def _param_dict(p):
+    return {"name": p.name, "ctype": p.ctype, "kind": p.kind, "const": bool(p.const),
+            "lanes": p.lanes, "inner": list(p.inner), "decl_text": p.decl_text or "",
+            "vector": p.vector, "span": list(p.span)}
+
+
+def _read_output(path):
+    """The shared object the compile child built: a regular file (not a link it planted), of a
+    bounded size."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_IMAGE_BYTES:
+            raise RuntimeError("the compile child's output is not a plain file of at most "
+                               f"{MAX_IMAGE_BYTES >> 20} MiB")
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)[:MAX_IMAGE_BYTES]
+    finally:
+        os.close(fd)
+
+
+def main(args):
+    """The confined compile child: a JSON request on stdin, the reply after a marker on stdout.
+    op 'parse': the kernel's signature (libclang); op 'compile': that, then g++ builds
+    kernel.so in the current (scratch) folder."""
+    request = json.loads(sys.stdin.read())
+    try:
+        name, params = kernel_signature(request["source"], request["name"], request["options"])
+        reply = {"ok": True, "name": name, "params": [_param_dict(p) for p in params], "log": ""}
+        if request["op"] == "compile":
+            reply["log"] = _compile_here(request, name, params)
+    except CompileError as exc:
+        reply = {"ok": False, "error": "CompileError", "message": str(exc), "log": exc.log}
+    except Exception as exc:   # every failure is a reply
+        reply = {"ok": False, "error": type(exc).__name__, "message": str(exc)}
+    sys.stdout.flush()
+    os.write(1, _REPLY_MARKER + json.dumps(reply).encode())
+    return 0
+
+
+def _compile_here(request, name, params):
+    """g++ on the user's source in the scratch folder (the compile child's): kernel.so."""
+    check, profile = request["check"], request["profile"]
+    source = request["source"]
+    user_src = checked_shared(checked_source(source, params)) if check else source
+    defines, options = split_defines(request["options"])
+    includes = request["includes"]
+    tmp = os.getcwd()
+    text = full_source(user_src, _launcher(name, params, check), defines, "emu")
+    src_path = os.path.join(tmp, "kernel.cpp")
+    with open(src_path, "w") as f:
+        f.write(text)
+    out = os.path.join(tmp, "kernel.so")
+    build_flags = request["build_flags"]
+    compile_flags = [*build_flags, *(["-DTM_CHECK"] if check else []),
+                     *(PROFILE_KERNEL_FLAGS if profile else []), *_USER_FLAGS,
+                     *[f"-isystem{d}" for d in includes + [_stand_ins()]], *options]
+    link_flags = [*request["rt_objs"], *request["link_flags"],
+                  *(f"-Wl,--wrap={sym}" for sym in PROFILE_WRAPPED if profile)]
+    if not profile:
+        cmd = [_cxx(), *compile_flags, "-shared", "-o", out, src_path, "-x", "none", *link_flags]
+        proc = _run_compiler(cmd, f"compiling kernel '{name}'")
+    else:
+        # Compiled, then linked apart: -fsanitize=thread on the link line would bring libtsan,
+        # whose hooks are tiledmm's own here (emu_profile.o).
+        obj = os.path.join(tmp, "kernel.o")
+        proc = _run_compiler([_cxx(), *compile_flags, "-c", "-o", obj, src_path],
+                             f"compiling kernel '{name}'")
+        if proc.returncode == 0:
+            linked = _run_compiler([_cxx(), *build_flags, "-shared", "-o", out, "-x", "none",
+                                    obj, *link_flags], f"linking kernel '{name}'")
+            if linked.returncode != 0:
+                raise RuntimeError(f"linking kernel '{name}' for profile mode failed:\n"
+                                   + linked.stderr[-4000:])
+    if proc.returncode != 0:
+        raise compile_error(name, "emu", proc.stderr.replace(src_path, "kernel.cpp"))
+    return proc.stderr.replace(src_path, "kernel.cpp")
 
 
 def _profile_hooks_object(includes, hooks, build_dir):
@@ -294,7 +506,7 @@ def _profile_hooks_object(includes, hooks, build_dir):
     obj = os.path.join(build_dir, "emu_profile.o")
     cmd = [_cxx(), *_build_flags(), *PROFILE_HOOK_FLAGS, *[f"-I{d}" for d in includes],
            "-c", hooks, "-o", obj]
-    proc = _run_compiler(cmd, "building the profiling hooks for a user kernel")
+    proc = _run_compiler(cmd, "building the profiling hooks for a user kernel", build_dir)
     if proc.returncode != 0:
         raise RuntimeError("building the profiling hooks failed:\n" + proc.stderr[-4000:])
     return obj
@@ -326,6 +538,45 @@ def load_emu(artifact, report_faults):
             lib = ctypes.CDLL(path)
         finally:
             os.unlink(path)
+    lib.tm_loaded_from_fd = fd
+    if report_faults:
+        lib.tm_user_fault_setup()
+    return SimpleNamespace(handle=ctypes.cast(lib.tm_user_launch, ctypes.c_void_p).value, keep=lib)
+
+
+def image_memfd(artifact):
+    """A memfd holding the compiled kernel, made by the caller for the worker (which may not make
+    one: tiledmm/_sandbox.py), sealed against changes."""
+    fd = os.memfd_create(f"tiledmm-{artifact.name}"[:200],
+                         os.MFD_CLOEXEC | getattr(os, "MFD_ALLOW_SEALING", 2))
+    try:
+        os.write(fd, artifact.image)
+        try:
+            import fcntl
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW |
+                        fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SEAL)
+        except (AttributeError, OSError):
+            pass
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def load_emu_fd(fd, name, digest, report_faults):
+    """The worker's load_emu: the kernel from a memfd the caller passed, checked against its
+    digest, then opened through /proc/self/fd (which Landlock lets through: the file is the
+    process's own anonymous memory). The descriptor must stay open while the library is."""
+    h, offset = hashlib.sha256(), 0
+    while True:
+        chunk = os.pread(fd, 1 << 20, offset)
+        if not chunk:
+            break
+        h.update(chunk)
+        offset += len(chunk)
+    if h.hexdigest() != digest:
+        raise RuntimeError(f"kernel '{name}': the compiled code does not match its digest")
+    lib = ctypes.CDLL(f"/proc/self/fd/{fd}")
     lib.tm_loaded_from_fd = fd
     if report_faults:
         lib.tm_user_fault_setup()

@@ -7,8 +7,14 @@ whole process group; the worker must not die behind tiledmm's back), and is star
 a fault. It alone loads the user's compiled code and, on `cuda`, owns a CUDA context of its own,
 so an illegal address poisons only the worker's context.
 
+The worker is confined (tiledmm/_sandbox.py: Landlock, seccomp, rlimits) before it imports
+anything, gets an allow-listed environment, and a scratch folder of its own for its life (removed
+when it ends). The caller trusts nothing that comes back.
+
 What crosses:
-- requests and replies: length-prefixed pickles over a Unix socket pair;
+- requests and replies: length-prefixed JSON over a Unix socket pair; replies are checked
+  against a fixed schema with bounded sizes (check_reply), never unpickled;
+- compiled emu kernels: a memfd the caller fills and passes (the worker may not make one);
 - arrays: one shared-memory file per launch (memfd_create: not /dev/shm, which containers
   limit to 64 MiB and whose overrun kills with SIGBUS). The caller copies each argument into it
   once and the outputs out of it once; on `emu` the kernel works in it directly. The worker maps
@@ -25,11 +31,15 @@ Timeouts and Ctrl-C: the caller waits in short steps; on KeyboardInterrupt or wh
 seconds pass, it kills the worker (the next call starts a new one).
 """
 import atexit
+import base64
+import binascii
 import collections
 import ctypes
+import json
 import mmap
 import os
-import pickle
+import queue
+import shutil
 import signal
 import socket
 import struct
@@ -39,6 +49,7 @@ import tempfile
 import threading
 import time
 
+from . import _sandbox
 from ._kernel_diagnostics import KernelError
 
 PAGE = mmap.PAGESIZE
@@ -49,7 +60,7 @@ _MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0)   # map all pages at once, not 
 DEFAULT_TIMEOUT = 60.0          # seconds: a runaway `while (1) {}` ends here
 _END_OF_OUTPUT = b"\0tiledmm-end-of-launch\0"
 _SIGNALS = {getattr(signal, n): n for n in ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT",
-                                           "SIGKILL", "SIGTERM", "SIGTRAP")}
+                                           "SIGKILL", "SIGTERM", "SIGTRAP", "SIGSYS")}
 
 
 def default_timeout():
@@ -62,11 +73,60 @@ def default_timeout():
 
 
 # ---------------------------------------------------------------------------------------------
-# messages
+# messages: JSON both ways, never pickle. The caller trusts nothing the worker sends: a reply is
+# parsed as JSON (no object the worker names is ever built), bounded in size, and checked field
+# by field against the schema below before anything reads it (check_reply). File descriptors
+# travel only from the caller to the worker; the caller reads replies with a plain recv, so any
+# descriptor the worker sends is dropped by the kernel.
+
+MAX_REPLY_BYTES = 1 << 20           # a reply: timings, counters, a message
+MAX_COMPILE_REPLY_BYTES = 64 << 20  # compile_cuda's reply carries the cubin
+MAX_TEXT = 64 << 10                 # characters of a message or log shown to the caller
+
+
+class ProtocolError(RuntimeError):
+    """The worker sent something outside the schema: it is not trusted again (killed)."""
+
+
+def _json_default(obj):
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        return {"$bytes": base64.b64encode(bytes(obj)).decode("ascii")}
+    if isinstance(obj, (np_integer_types())):
+        return int(obj)
+    if isinstance(obj, np_floating_types()):
+        return float(obj)
+    raise TypeError(f"cannot send a {type(obj).__name__} to tiledmm's worker")
+
+
+def np_integer_types():
+    import numpy as np
+    return (np.integer,)
+
+
+def np_floating_types():
+    import numpy as np
+    return (np.floating,)
+
+
+def _bytes_hook(d):
+    if len(d) == 1 and "$bytes" in d and isinstance(d["$bytes"], str):
+        return base64.b64decode(d["$bytes"], validate=True)
+    return d
+
+
+def encode(obj):
+    return json.dumps(obj, default=_json_default, allow_nan=True).encode()
+
+
+def decode(data):
+    """JSON with bytes as {"$bytes": base64}; nothing else is built from it."""
+    return json.loads(data.decode("utf-8"), object_hook=_bytes_hook)
+
 
 def send_message(sock, obj, fds=()):
-    """Send one pickled message; `fds` (open file descriptors) ride along with its header."""
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    """Send one JSON message; `fds` (open file descriptors) ride along with its header (the
+    caller to the worker only)."""
+    data = encode(obj)
     header = struct.pack("=Q", len(data))
     if fds:
         socket.send_fds(sock, [header], list(fds))
@@ -91,10 +151,128 @@ def _recv_exact(sock, n, fds):
 
 
 def recv_message(sock):
-    """(message, file descriptors received with it)."""
+    """The worker's side: (request, file descriptors received with it). The caller is trusted."""
     fds = []
     (n,) = struct.unpack("=Q", _recv_exact(sock, 8, fds))
-    return pickle.loads(_recv_exact(sock, n, None)), fds
+    return decode(_recv_exact(sock, n, None)), fds
+
+
+REPLY_SECONDS = 30.0   # a reply once begun must end within this (a worker may stop halfway)
+
+
+def recv_reply(sock, limit=MAX_REPLY_BYTES):
+    """The caller's side: one reply of at most `limit` bytes, parsed as JSON (ProtocolError
+    otherwise), read within REPLY_SECONDS once it has begun. No descriptor is accepted."""
+    previous = sock.gettimeout()
+    sock.settimeout(REPLY_SECONDS)
+    try:
+        (n,) = struct.unpack("=Q", _recv_exact(sock, 8, None))
+        if n > limit:
+            raise ProtocolError(f"the worker sent a reply of {n} bytes (at most {limit})")
+        data = _recv_exact(sock, n, None)
+    except socket.timeout:
+        raise ProtocolError("the worker stopped in the middle of a reply") from None
+    finally:
+        sock.settimeout(previous)
+    try:
+        reply = decode(data)
+    except (ValueError, UnicodeDecodeError, binascii.Error) as exc:
+        raise ProtocolError(f"the worker sent a reply that is not JSON ({exc})") from None
+    if not isinstance(reply, dict):
+        raise ProtocolError("the worker's reply is not an object")
+    return reply
+
+
+def _text(v, what, limit=MAX_TEXT):
+    if not isinstance(v, str):
+        raise ProtocolError(f"{what} is not text")
+    return v if len(v) <= limit else v[:limit] + f"\n[... {len(v) - limit} characters cut]"
+
+
+def _number(v, what, integer=False):
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or \
+            (integer and not isinstance(v, int)):
+        raise ProtocolError(f"{what} is not a{'n integer' if integer else ' number'}")
+    if integer and not -2**63 <= v < 2**64:
+        raise ProtocolError(f"{what} is out of range")
+    return v
+
+
+def _dim3(v, what):
+    if not isinstance(v, list) or len(v) != 3:
+        raise ProtocolError(f"{what} is not three integers")
+    return tuple(_number(x, what, True) for x in v)
+
+
+# the fields of a launch's raw result: name -> kind
+_RAW_FIELDS = {"samples_ms": "samples", "h2d_ms": "number", "d2h_ms": "number",
+               "h2d_bytes": "int", "d2h_bytes": "int", "grid": "dim3", "block": "dim3",
+               "shared_bytes": "int", "static_shared_bytes": "int", "registers": "int",
+               "launches": "int", "blocks_per_sm": "int", "occupancy": "number",
+               "model_bytes": "number", "profile_counts": "counters"}
+_ERROR_KINDS = {"MemoryError", "KernelError", "CompileError", "RuntimeError", "ValueError",
+                "TypeError", "LookupError", "OSError", "ProtocolError"}
+
+
+def _check_raw(raw):
+    if not isinstance(raw, dict) or set(raw) - set(_RAW_FIELDS):
+        raise ProtocolError("the launch's result has fields outside the schema")
+    out = {}
+    for k, v in raw.items():
+        kind = _RAW_FIELDS[k]
+        if kind == "samples":
+            if not isinstance(v, list) or len(v) > 1_000_000:
+                raise ProtocolError("samples_ms is not a list of numbers")
+            out[k] = [float(_number(x, k)) for x in v]
+        elif kind == "number":
+            out[k] = float(_number(v, k))
+        elif kind == "int":
+            out[k] = _number(v, k, True)
+        elif kind == "dim3":
+            out[k] = _dim3(v, k)
+        else:
+            if not isinstance(v, dict) or len(v) > 256:
+                raise ProtocolError("profile_counts is not a table of counters")
+            out[k] = {_text(n, "a counter's name", 64): float(_number(x, n)) for n, x in v.items()}
+    missing = {"samples_ms", "h2d_ms", "d2h_ms", "grid", "block"} - set(out)
+    if missing:
+        raise ProtocolError(f"the launch's result lacks {sorted(missing)}")
+    return out
+
+
+def check_reply(reply, op):
+    """The reply to request `op`, every field checked (types, sizes): ProtocolError otherwise."""
+    if set(reply) - {"ok", "error", "message", "log", "traceback", "exit", "raw", "artifact",
+                     "pid", "confined"}:
+        raise ProtocolError("the worker's reply has fields outside the schema")
+    out = {}
+    if reply.get("ok") is True:
+        out["ok"] = True
+        if op == "launch":
+            out["raw"] = _check_raw(reply.get("raw"))
+        elif op == "compile_cuda":
+            a = reply.get("artifact")
+            if not isinstance(a, dict) or set(a) != {"key", "name", "image", "lowered", "log",
+                                                     "origin"}:
+                raise ProtocolError("compile_cuda's artifact is outside the schema")
+            if not isinstance(a["image"], bytes) or a["origin"] not in ("compiled", "disk_hits"):
+                raise ProtocolError("compile_cuda's artifact is outside the schema")
+            out["artifact"] = {"key": _text(a["key"], "key", 256), "name": _text(a["name"], "name", 4096),
+                               "image": a["image"], "lowered": _text(a["lowered"], "lowered", 4096),
+                               "log": _text(a["log"], "log"), "origin": a["origin"]}
+        elif op == "ping":
+            out["pid"] = _number(reply.get("pid"), "pid", True)
+            out["confined"] = bool(reply.get("confined"))
+    else:
+        kind = reply.get("error")
+        if kind not in _ERROR_KINDS:
+            kind = "RuntimeError"
+        out.update(error=kind, message=_text(reply.get("message", ""), "message"),
+                   log=_text(reply.get("log", ""), "log"),
+                   traceback=_text(reply.get("traceback", ""), "traceback", 8192))
+    if reply.get("exit") is True:
+        out["exit"] = True
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -291,6 +469,41 @@ class _Pipe:
             return bytes(self.data)
 
 
+class _Starter:
+    """One long-lived daemon thread that starts worker processes (see Worker._start)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.jobs = None
+        self.owner = None
+
+    def run(self, fn):
+        with self.lock:
+            if self.jobs is None or self.owner != os.getpid():   # first use, or forked
+                self.jobs, self.owner = queue.Queue(), os.getpid()
+                threading.Thread(target=self._serve, args=(self.jobs,), daemon=True,
+                                 name="tiledmm-worker-starter").start()
+            done, box = threading.Event(), []
+            self.jobs.put((fn, box, done))
+            done.wait()
+        if isinstance(box[0], BaseException):
+            raise box[0]
+        return box[0]
+
+    @staticmethod
+    def _serve(jobs):
+        while True:
+            fn, box, done = jobs.get()
+            try:
+                box.append(fn())
+            except BaseException as exc:   # handed to the caller
+                box.append(exc)
+            done.set()
+
+
+_STARTER = _Starter()
+
+
 class Worker:
     """The worker process: started on first use, started again after a fault or a kill."""
     STDOUT_KEEP = 4 << 20       # bytes of the kernel's printf output kept for one call
@@ -298,6 +511,7 @@ class Worker:
     def __init__(self):
         self.lock = threading.RLock()
         self.proc = self.sock = self.stdout = self.stderr = None
+        self.scratch = None
         self.loaded = set()       # artifact keys the current worker has loaded
         self.starts = 0
         self.last_stderr = ""
@@ -312,16 +526,27 @@ class Worker:
         return self.proc is not None and self.proc.poll() is None
 
     def _start(self):
+        """A fresh interpreter that confines itself (run_policy: its scratch folder writable, no
+        exec, no processes, no network; /dev/nvidia* where a GPU is) before it imports tiledmm
+        or starts a thread, then serves requests (tiledmm/_worker.py)."""
+        _sandbox.warn_if_unconfined("tm.compile's kernels")
+        self.scratch = tempfile.mkdtemp(prefix="tiledmm-worker-")
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        code = (f"import sys; sys.path.insert(0, {package_parent!r}); "
-                f"from tiledmm._worker import main; main({theirs.fileno()})")
-        env = dict(os.environ, TILEDMM_WORKER="1", PYTHONUNBUFFERED="1")
+        policy = _sandbox.run_policy(self.scratch, devices=_has_gpu_devices())
+        # PR_SET_PDEATHSIG fires when the *thread* that started the worker ends, and a call may
+        # come from any thread: the worker is started from one long-lived thread (_STARTER),
+        # and its parent watch (tiledmm/_worker.py) stays for the rest
+        argv = _sandbox.python_argv("_worker", policy, call=f"main({theirs.fileno()})",
+                                    die_with_parent=True)
+        env = _sandbox.minimal_env({"TILEDMM_WORKER": "1", "TMPDIR": self.scratch})
         try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", code], pass_fds=[theirs.fileno()], env=env,
+            self.proc = _STARTER.run(lambda: subprocess.Popen(
+                argv, pass_fds=[theirs.fileno()], env=env, cwd=self.scratch,
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                start_new_session=True)
+                start_new_session=True))
+        except BaseException:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            raise
         finally:
             theirs.close()
         self.sock = ours
@@ -354,6 +579,9 @@ class Worker:
                 pass
         self.proc = self.sock = None
         self.loaded = set()
+        if self.scratch:   # the worker's scratch folder lives as long as the worker
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None
 
     def call(self, request, fds=(), timeout=None, what="the kernel"):
         """Send `request`, wait for the reply (at most `timeout` s; None: no limit), show the
@@ -370,18 +598,24 @@ class Worker:
                 self._start()
             try:
                 send_message(self.sock, request, fds)
-                reply = self._wait(timeout, what)
+                reply = check_reply(self._wait(timeout, what, request["op"]), request["op"])
             except KeyboardInterrupt:
                 self._show_output(0.2)
                 self._kill()
                 raise
+            except ProtocolError as exc:   # a worker that breaks the schema is not heard again
+                self._show_output(0.2)
+                self._kill()
+                raise KernelError(f"{what}: tiledmm's worker sent a reply outside its schema "
+                                  f"({exc}); it was stopped (the worker is started again for "
+                                  "the next call)") from None
             self._show_output(5.0)
             if isinstance(reply, dict) and reply.get("exit"):
                 self.proc.wait(10)   # the worker ends itself (a CUDA error may have poisoned it)
                 self._forget()
             return reply
 
-    def _wait(self, timeout, what):
+    def _wait(self, timeout, what, op):
         start = time.monotonic()
         while True:
             left = None if timeout is None else timeout - (time.monotonic() - start)
@@ -400,7 +634,8 @@ class Worker:
             try:
                 ready = self._readable(0.1 if left is None else min(0.1, left))
                 if ready:
-                    return recv_message(self.sock)[0]
+                    return recv_reply(self.sock, MAX_COMPILE_REPLY_BYTES if op == "compile_cuda"
+                                      else MAX_REPLY_BYTES)
             except (EOFError, ConnectionError):
                 pass
             else:
@@ -429,6 +664,10 @@ class Worker:
                    not ln.startswith("tiledmm-fault: ")][-12:]
         if reports:
             text = reports[0]
+        elif code == -signal.SIGSYS:   # the seccomp trap, with signals blocked (posix_spawn)
+            text = (f"sandbox: {what} made a system call the sandbox refuses (SIGSYS: a "
+                    "program, a process, a network socket or another process's memory); "
+                    "student code may only compute on its arrays")
         elif code is not None and code < 0:
             text = f"{what} ended tiledmm's worker process with {_SIGNALS.get(-code, -code)}"
         else:
@@ -451,6 +690,10 @@ class Worker:
             sys.stdout.write(text.decode(errors="replace"))
             sys.stdout.flush()
         self.last_stderr = self.stderr.take_until(_END_OF_OUTPUT, wait).decode(errors="replace")
+
+
+def _has_gpu_devices():
+    return os.path.exists("/dev/nvidiactl")
 
 
 _WORKER = Worker()

@@ -280,7 +280,9 @@ class KernelDecl:
 
 def _parse(ci, source, define_lines, probe=""):
     # #include lines are blanked (same length): the parse needs no headers, and a missing one
-    # would stop it. The prelude gives the CUDA keywords and types a signature may use.
+    # would stop it. The prelude gives the CUDA keywords and types a signature may use. This is
+    # no security filter (`#/**/include` gets through it): the parse runs only in the confined
+    # compile child (tiledmm/_compile_emu.py), where the sandbox refuses what may not be read.
     text = _INCLUDE_RE.sub(lambda m: " " * len(m.group(0)), source)
     prelude = _PARSE_PRELUDE + "\n".join(define_lines) + "\n"
     index = ci.Index.create()

@@ -1,18 +1,44 @@
 """The sandbox: every process that compiles or runs student code is confined (Landlock for files
 and signals, seccomp-bpf for system calls, rlimits for resources); the caller never is.
 
-INTERFACE STUB (session 7): the functions below are the contract that tm.compile's worker, the
-grader and whole programs (tm.run) call. This first version runs children unconfined; the
-sandbox issue replaces the bodies, not the signatures.
+A confined child confines ITSELF, first thing, before any other thread exists (Landlock cannot
+reach threads that already run; seccomp is loaded with TSYNC all the same): `run_python` and the
+worker start a fresh interpreter whose first statements load this file on its own (it imports
+only the standard library, so no NumPy/OpenBLAS thread exists yet), call `confine(policy)`, and
+only then import tiledmm. `run` (a compiler: g++, nvcc) goes through the same interpreter, which
+confines itself and then execs the program: Landlock and seccomp are inherited across exec.
+
+What each rule is for is said beside it. The rules are facts checked on Linux 6.18 (Landlock ABI
+7) in a root Docker container and as an unprivileged user:
+- Landlock: read only what the run needs, write one scratch folder, TCP neither bound nor
+  connected (ABI 4), signals and abstract Unix sockets only inside the sandbox (ABI 6).
+- seccomp: an allow-list; the refusals worth a message are SECCOMP_RET_TRAP (the SIGSYS reaches
+  tiledmm_fault.h in the worker, which names the call); the rest answer ENOSYS.
+- rlimits: memory (RLIMIT_DATA: private mappings, thread stacks included, so it bounds a thread
+  bomb where RLIMIT_NPROC, which root ignores, cannot), file size, CPU time, no core files;
+  oom_score_adj 1000 so that a memory bomb takes the child, not the notebook or the grader.
 """
+import ctypes
 import dataclasses
+import errno
+import glob
+import json
 import os
+import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
+import warnings
 
-PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+PACKAGE_PARENT = os.path.dirname(PACKAGE_DIR)
+GiB = 1 << 30
+
+
+class SandboxWarning(UserWarning):
+    """Student code runs unconfined here (Landlock or seccomp is missing); said once."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +62,17 @@ class Policy:
     memory_bytes: int = None
     file_bytes: int = None
     cpu_seconds: int = None
+    exec_program: bool = False   # set by run(): the one execve of argv[0] (see run)
+
+    def to_json(self):
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text):
+        d = json.loads(text)
+        for k in ("read", "execute", "write"):
+            d[k] = tuple(d[k])
+        return cls(**d)
 
 
 @dataclasses.dataclass
@@ -49,56 +86,738 @@ class Completed:
     confined: bool
 
 
+# ---------------------------------------------------------------------------------------------
+# the environment
+
+_ENV_KEEP = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ", "CUDA_HOME",
+             "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_MODULE_LOADING",
+             "CUDA_CACHE_DISABLE", "NVIDIA_VISIBLE_DEVICES", "CXX", "OMP_NUM_THREADS",
+             "OMP_STACKSIZE", "OMP_PROC_BIND", "OMP_PLACES", "OPENBLAS_NUM_THREADS",
+             "MKL_NUM_THREADS", "LD_LIBRARY_PATH", "LD_PRELOAD", "ASAN_OPTIONS",
+             "UBSAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS")
+
+
 def minimal_env(extra=None):
-    """The allow-listed environment every confined child gets: never the caller's whole one."""
-    keep = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES",
-            "CXX")
+    """The allow-listed environment every confined child gets: never the caller's whole one (a
+    notebook's tokens and keys stay in the notebook). Kept: PATH, the locale, the CUDA and
+    OpenMP settings, the dynamic loader's paths and preloads (the CUDA libraries, a sanitizer's
+    runtime), $CXX, and tiledmm's own TILEDMM_* variables."""
     env = {k: v for k, v in os.environ.items()
-           if k in keep or k.startswith("TILEDMM_")}
+           if k in _ENV_KEEP or (k.startswith("TILEDMM_") and k != "TILEDMM_CACHE_DIR")}
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env.update(extra or {})
     return env
 
 
-def compile_policy(scratch, read=()):
+# ---------------------------------------------------------------------------------------------
+# policies
+
+def _python_paths():
+    """What an interpreter needs to read: its prefixes (the standard library, the venv and its
+    site-packages: NumPy, libclang) and tiledmm's package folder, never the folder above it (a
+    source checkout: tests, notes, an instructor's files)."""
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, PACKAGE_DIR}
+    for p in sys.path:   # site-packages outside the prefixes (pip install --user, a .pth)
+        if p and os.path.isdir(p) and "site-packages" in p:
+            paths.add(p)
+    # what the dynamic loader is told to load from ($LD_LIBRARY_PATH, $LD_PRELOAD)
+    for p in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
+        if p and os.path.isabs(p):
+            paths.add(p)
+    for p in os.environ.get("LD_PRELOAD", "").replace(" ", ":").split(":"):
+        if p and os.path.isabs(p):
+            paths.add(p)
+    return tuple(sorted(paths))
+
+
+# Read by every child: the shared libraries and the toolchain (/usr, /lib*), the loader's cache,
+# the time zone. /etc as a whole is not granted (/etc/shadow, an instructor's config); nor /tmp,
+# /home, /root, /work or the caller's working folder.
+_SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin", "/opt",
+                "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
+                "/etc/alternatives", "/dev/null", "/dev/zero", "/dev/urandom", "/dev/random",
+                "/proc/meminfo", "/proc/cpuinfo", "/proc/stat", "/sys/fs/cgroup",
+                "/sys/devices/system/cpu", "/sys/devices/system/node")
+
+
+def _tiledmm_headers():
+    """tiledmm's headers and the emulator runtime's sources (the source tree's csrc/ and cuda/
+    when tiledmm runs from a checkout)."""
+    return tuple(p for p in (os.path.join(PACKAGE_PARENT, "csrc"),
+                             os.path.join(PACKAGE_PARENT, "cuda")) if os.path.isdir(p))
+
+
+def compile_policy(scratch, read=(), *, memory_bytes=4 * GiB, cpu_seconds=600):
     """A compile child: the toolchain and system headers, tiledmm's headers, `read` (the
     student's sources) readable; `scratch` writable (TMPDIR points there); exec allowed."""
-    return Policy(read=tuple(read), write=(scratch,), allow_exec=True)
+    return Policy(read=tuple(read) + _python_paths() + _tiledmm_headers(),
+                  execute=_SYSTEM_READ[:8] + _python_paths(), write=(scratch,), allow_exec=True,
+                  memory_bytes=memory_bytes, cpu_seconds=cpu_seconds)
 
 
-def run_policy(scratch, read=(), devices=False):
+def run_policy(scratch, read=(), devices=False, *, memory_bytes=None):
     """A child that runs student code: what it loads readable, `scratch` writable, no exec."""
-    return Policy(read=tuple(read), write=(scratch,), devices=devices)
+    return Policy(read=tuple(read) + _python_paths(), write=(scratch,), devices=devices,
+                  memory_bytes=memory_bytes)
+
+
+def _default_memory():
+    """RLIMIT_DATA when the policy names none: half the machine's memory, at least 2 GiB (the
+    arguments' shared file is the caller's and is not counted). $TILEDMM_SANDBOX_MEMORY (bytes)
+    overrides it."""
+    if os.environ.get("TILEDMM_SANDBOX_MEMORY", "").isdigit():
+        return int(os.environ["TILEDMM_SANDBOX_MEMORY"])
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        total = 8 * GiB
+    return max(2 * GiB, total // 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Landlock (linux/landlock.h)
+
+_SYS_LANDLOCK_CREATE_RULESET, _SYS_LANDLOCK_ADD_RULE, _SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
+_LANDLOCK_CREATE_RULESET_VERSION = 1
+_LANDLOCK_RULE_PATH_BENEATH = 1
+_FS = {name: 1 << i for i, name in enumerate((
+    "EXECUTE", "WRITE_FILE", "READ_FILE", "READ_DIR", "REMOVE_DIR", "REMOVE_FILE", "MAKE_CHAR",
+    "MAKE_DIR", "MAKE_REG", "MAKE_SOCK", "MAKE_FIFO", "MAKE_BLOCK", "MAKE_SYM", "REFER",
+    "TRUNCATE", "IOCTL_DEV"))}
+_FILE_ONLY = _FS["EXECUTE"] | _FS["WRITE_FILE"] | _FS["READ_FILE"] | _FS["TRUNCATE"] | \
+    _FS["IOCTL_DEV"]     # the rights a rule on a file (not a folder) may carry
+_NET_BIND_TCP, _NET_CONNECT_TCP = 1, 2
+_SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1, 2
+_PR_SET_NO_NEW_PRIVS = 38
+_O_PATH = getattr(os, "O_PATH", 0o10000000)
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+
+
+def _landlock_abi():
+    """(ABI version or None, why not). EPERM (an older Docker seccomp profile), ENOSYS (no
+    Landlock in the kernel) and EOPNOTSUPP (disabled at boot) all mean unavailable."""
+    if not sys.platform.startswith("linux") or os.uname().machine not in ("x86_64", "aarch64"):
+        return None, f"Landlock needs Linux on x86-64 or aarch64 (this is {sys.platform})"
+    abi = _libc.syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), None, ctypes.c_size_t(0),
+                        ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION))
+    if abi < 0:
+        err = ctypes.get_errno()
+        return None, f"Landlock is unavailable ({errno.errorcode.get(err, err)}: " \
+                     f"{os.strerror(err)})"
+    return int(abi), ""
+
+
+def _landlock(policy, abi):
+    """Restrict this process (and what it execs) to the policy's paths."""
+    handled = 0
+    for name, bit in _FS.items():   # the rights this ABI knows, all handled: denied by default
+        if name == "REFER" and abi < 2 or name == "TRUNCATE" and abi < 3 or \
+                name == "IOCTL_DEV" and abi < 5:
+            continue
+        handled |= bit
+    attr = _RulesetAttr(handled_access_fs=handled)
+    size = 8
+    if abi >= 4:   # no TCP: neither bind nor connect (seccomp refuses the sockets too)
+        attr.handled_access_net, size = _NET_BIND_TCP | _NET_CONNECT_TCP, 16
+    if abi >= 6:   # signals only to processes of this sandbox; no abstract sockets outside it
+        attr.scoped, size = _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL, 24
+    fd = _libc.syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), ctypes.byref(attr),
+                       ctypes.c_size_t(size), ctypes.c_uint32(0))
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
+    read = _FS["READ_FILE"] | _FS["READ_DIR"]
+    # writing the scratch folder: every right but making device nodes (root could mknod a disk)
+    write = handled & ~(_FS["MAKE_CHAR"] | _FS["MAKE_BLOCK"] | _FS["EXECUTE"])
+    rules = [(p, read) for p in policy.read + _SYSTEM_READ]
+    rules += [(p, read | _FS["EXECUTE"]) for p in policy.execute]
+    rules += [(p, write) for p in policy.write]
+    # its own /proc/<pid>, never /proc as a whole (root would read /proc/<parent>/environ);
+    # write and truncate where the CUDA driver needs them (devices), else read only (it could
+    # otherwise lower its own oom_score_adj again)
+    proc_access = read | ((_FS["WRITE_FILE"] | (handled & _FS["TRUNCATE"])) if policy.devices
+                          else 0)
+    rules.append((f"/proc/{os.getpid()}", proc_access))
+    if policy.devices:   # the GPU: its device files with ioctl, and what the driver reads
+        dev = _FS["READ_FILE"] | _FS["WRITE_FILE"] | (handled & _FS["IOCTL_DEV"])
+        rules += [(os.path.join("/dev", n), dev) for n in sorted(os.listdir("/dev"))
+                  if n.startswith("nvidia")]
+        rules += [(p, read) for p in ("/proc/driver/nvidia", "/sys", "/proc/sys/vm",
+                                      "/proc/devices", "/proc/modules", "/dev/shm",
+                                      "/etc/nvidia")]
+    try:
+        for path, access in rules:
+            _landlock_rule(fd, path, access & handled)
+        if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+        if _libc.syscall(ctypes.c_long(_SYS_LANDLOCK_RESTRICT_SELF), ctypes.c_int(fd),
+                         ctypes.c_uint32(0)) != 0:
+            raise OSError(ctypes.get_errno(), "landlock_restrict_self")
+    finally:
+        os.close(fd)
+
+
+def _landlock_rule(ruleset, path, access):
+    try:
+        fd = os.open(path, _O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return   # not on this system: nothing to grant
+    try:
+        if not os.path.isdir(path):
+            access &= _FILE_ONLY
+        attr = _PathBeneath(allowed_access=access, parent_fd=fd)
+        if _libc.syscall(ctypes.c_long(_SYS_LANDLOCK_ADD_RULE), ctypes.c_int(ruleset),
+                         ctypes.c_int(_LANDLOCK_RULE_PATH_BENEATH), ctypes.byref(attr),
+                         ctypes.c_uint32(0)) != 0:
+            raise OSError(ctypes.get_errno(), f"landlock_add_rule {path}")
+    finally:
+        os.close(fd)
+
+
+# ---------------------------------------------------------------------------------------------
+# seccomp-bpf through libseccomp.so.2 (a small ctypes layer: the pyseccomp package declares
+# Python <= 3.8 and costs 20-38 ms to import)
+
+_ACT_ALLOW, _ACT_TRAP = 0x7fff0000, 0x00030000
+_ACT_ERRNO = lambda e: 0x00050000 | (e & 0xffff)   # noqa: E731
+_FLTATR_CTL_TSYNC = 4
+_CMP_NE, _CMP_EQ, _CMP_MASKED_EQ = 1, 4, 7
+_CLONE_THREAD = 0x00010000
+_MAP_TYPE, _MAP_PRIVATE, _MAP_ANONYMOUS = 0x0f, 0x02, 0x20
+_AF_UNIX = 1
+
+
+class _ArgCmp(ctypes.Structure):
+    _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("datum_a", ctypes.c_uint64),
+                ("datum_b", ctypes.c_uint64)]
+
+
+_seccomp_lib = None
+
+
+def _libseccomp():
+    """libseccomp.so.2, or None."""
+    global _seccomp_lib
+    if _seccomp_lib is None:
+        for name in ("libseccomp.so.2", "libseccomp.so"):
+            try:
+                lib = ctypes.CDLL(name, use_errno=True)
+                break
+            except OSError:
+                continue
+        else:
+            _seccomp_lib = False
+            return None
+        lib.seccomp_init.restype = ctypes.c_void_p
+        lib.seccomp_init.argtypes = [ctypes.c_uint32]
+        lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int,
+                                               ctypes.c_uint, ctypes.POINTER(_ArgCmp)]
+        lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+        lib.seccomp_attr_set.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32]
+        lib.seccomp_load.argtypes = [ctypes.c_void_p]
+        lib.seccomp_release.argtypes = [ctypes.c_void_p]
+        lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        _seccomp_lib = lib
+    return _seccomp_lib or None
+
+
+# Allowed as they are: what the worker used serving emu kernels (plain, check and profile mode,
+# a fault) by `strace -f`, Python's start-up and imports, libgomp, g++'s passes, and the CUDA
+# driver's reported needs. Files are Landlock's to judge, so the file calls are all here.
+_ALLOW = """
+read write readv writev pread64 pwrite64 preadv pwritev preadv2 pwritev2 close close_range
+open openat openat2 creat lseek stat fstat lstat newfstatat statx fstatfs statfs access
+faccessat faccessat2 readlink readlinkat getdents getdents64 getcwd chdir fchdir fcntl flock
+fsync fdatasync ftruncate truncate dup dup2 dup3 pipe pipe2 poll ppoll select pselect6
+epoll_create epoll_create1 epoll_ctl epoll_wait epoll_pwait epoll_pwait2 eventfd eventfd2
+timerfd_create timerfd_settime timerfd_gettime signalfd signalfd4 rename renameat renameat2
+unlink unlinkat mkdir mkdirat rmdir link linkat symlink symlinkat umask fallocate sendfile
+copy_file_range splice tee fadvise64 readahead getxattr lgetxattr fgetxattr listxattr llistxattr
+flistxattr munmap mprotect mremap madvise mlock munlock mlock2 mincore msync brk
+rt_sigaction rt_sigprocmask rt_sigreturn rt_sigsuspend rt_sigpending rt_sigtimedwait sigaltstack
+futex futex_waitv get_robust_list set_robust_list set_tid_address rseq restart_syscall
+nanosleep clock_nanosleep clock_gettime clock_getres gettimeofday time times getrusage sysinfo
+uname getpid getppid gettid getuid geteuid getgid getegid getresuid getresgid getgroups getpgid
+getpgrp getsid setsid setpgid getcpu getpriority sched_yield sched_getaffinity
+sched_setaffinity sched_getparam sched_getscheduler sched_get_priority_max
+sched_get_priority_min getrandom membarrier arch_prctl prctl exit exit_group capget
+socketpair sendto recvfrom sendmsg recvmsg sendmmsg recvmmsg shutdown bind listen accept accept4
+getsockname getpeername getsockopt setsockopt mbind get_mempolicy set_mempolicy
+inotify_init inotify_init1 inotify_add_watch inotify_rm_watch
+""".split()
+# Signals: Landlock's signal scope (ABI 6) keeps them inside the sandbox; without it, only to
+# this process's own pid (seccomp cannot express "outside the process group").
+_SIGNALS = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
+# A compile child runs the compiler's passes.
+_ALLOW_EXEC = ("execve", "execveat", "fork", "vfork", "wait4", "waitid", "clone")
+# Refused with SIGSYS (RET_TRAP): the worker's tiledmm_fault.h names the call in its report.
+_TRAP = ("execve", "execveat", "fork", "vfork", "ptrace", "process_vm_readv",
+         "process_vm_writev", "connect", "io_uring_setup", "io_uring_enter",
+         "io_uring_register", "mount", "umount2", "unshare", "setns", "pidfd_getfd",
+         "pidfd_open", "open_by_handle_at", "bpf", "userfaultfd", "perf_event_open")
+# Harmless TTY ioctls (isatty's TCGETS, the window size, FIONREAD, FIONBIO, FIOCLEX): every other
+# ioctl in the terminal range 0x54xx is refused (TIOCSTI types into the terminal, TIOCLINUX too)
+_TTY_IOCTLS = (0x5401, 0x5413, 0x541B, 0x5421, 0x5450, 0x5451)
+_TIOCSTI = 0x5412
+
+
+def _seccomp(policy, lib, scoped_signals, export=False):
+    """Load the allow-list for every thread of this process (TSYNC); with `export`, return the
+    BPF program instead (the caller builds it once per kind of policy and the child loads it
+    with one system call: libseccomp's compiler costs milliseconds, the load microseconds)."""
+    # the rest: "no such call" (TILEDMM_SANDBOX_TRAP_ALL=1: SIGSYS, naming it, to find a call
+    # that a new driver or library needs)
+    default = _ACT_TRAP if os.environ.get("TILEDMM_SANDBOX_TRAP_ALL") == "1" else \
+        _ACT_ERRNO(errno.ENOSYS)
+    ctx = lib.seccomp_init(default)
+    if not ctx:
+        raise OSError(errno.ENOMEM, "seccomp_init")
+
+    def nr(name):
+        return lib.seccomp_syscall_resolve_name(name.encode())
+
+    def rule(action, name, *cmps):
+        n = nr(name)
+        if n < 0 or action == default:
+            return   # not a call of this architecture (open, stat... on aarch64); the default
+        arr = (_ArgCmp * len(cmps))(*[_ArgCmp(*c) for c in cmps]) if cmps else None
+        rc = lib.seccomp_rule_add_array(ctx, action, n, len(cmps), arr)
+        if rc < 0:
+            raise OSError(-rc, f"seccomp_rule_add {name}")
+
+    try:
+        allowed = set(_ALLOW)
+        if policy.allow_exec:
+            allowed.update(_ALLOW_EXEC)
+        elif policy.exec_program:   # run() execs the program: Landlock lets only it be executed
+            allowed.update(("execve", "execveat"))
+        if policy.devices:   # the CUDA driver makes its own shared memory
+            allowed.update(("memfd_create", "mmap"))
+        for name in sorted(allowed):
+            rule(_ACT_ALLOW, name)
+        for name in _TRAP:
+            if name not in allowed:
+                rule(_ACT_TRAP, name)
+        # clone3 answers ENOSYS so that glibc falls back to clone, whose flags seccomp can see
+        # (on EPERM Python could not start a thread, and libgomp would exit the process)
+        rule(_ACT_ERRNO(errno.ENOSYS), "clone3")
+        if not policy.allow_exec:   # threads yes, processes no
+            rule(_ACT_ALLOW, "clone", (0, _CMP_MASKED_EQ, _CLONE_THREAD, _CLONE_THREAD))
+            rule(_ACT_TRAP, "clone", (0, _CMP_MASKED_EQ, _CLONE_THREAD, 0))
+        if not policy.devices:
+            # mappings: of files, or private anonymous memory (counted by RLIMIT_DATA); a
+            # shared anonymous mapping of its own would escape the limit
+            rule(_ACT_ALLOW, "mmap", (3, _CMP_MASKED_EQ, _MAP_ANONYMOUS, 0))
+            rule(_ACT_ALLOW, "mmap", (3, _CMP_MASKED_EQ, _MAP_ANONYMOUS | _MAP_TYPE,
+                                      _MAP_ANONYMOUS | _MAP_PRIVATE))
+            rule(_ACT_ERRNO(errno.EPERM), "memfd_create")
+        # sockets: AF_UNIX only (the CUDA driver makes and binds one); no network
+        rule(_ACT_ALLOW, "socket", (0, _CMP_EQ, _AF_UNIX, 0))
+        rule(_ACT_TRAP, "socket", (0, _CMP_NE, _AF_UNIX, 0))
+        # ioctl: everything outside the terminal range 0x54xx (one rule per bit of the command
+        # that differs from 0x54__: the kernel reads the command as 32 bits), the harmless
+        # terminal queries, and TIOCSTI refused with a message
+        for bit in range(8, 32):
+            rule(_ACT_ALLOW, "ioctl", (1, _CMP_MASKED_EQ, 1 << bit, ~0x5400 & (1 << bit)))
+        for cmd in _TTY_IOCTLS:
+            rule(_ACT_ALLOW, "ioctl", (1, _CMP_MASKED_EQ, 0xffffffff, cmd))
+        rule(_ACT_TRAP, "ioctl", (1, _CMP_MASKED_EQ, 0xffffffff, _TIOCSTI))
+        # its own rlimits may be read and lowered (a sanitizer's runtime sets RLIMIT_CORE);
+        # never raised past the hard limits, which _limits set and CAP_SYS_RESOURCE, dropped
+        # there, alone could pass; never another process's
+        rule(_ACT_ALLOW, "prlimit64", (0, _CMP_EQ, 0, 0))
+        rule(_ACT_ALLOW, "getrlimit")
+        rule(_ACT_ALLOW, "setrlimit")
+        for name in _SIGNALS:
+            if scoped_signals:
+                rule(_ACT_ALLOW, name)
+            elif name != "tkill":
+                rule(_ACT_ALLOW, name, (0, _CMP_EQ, os.getpid(), 0))
+        if export:
+            r, w = os.pipe()
+            try:
+                rc = lib.seccomp_export_bpf(ctx, w)
+                os.close(w)
+                w = -1
+                if rc < 0:
+                    raise OSError(-rc, "seccomp_export_bpf")
+                chunks = []
+                while True:
+                    chunk = os.read(r, 65536)
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                return b"".join(chunks)
+            finally:
+                os.close(r)
+                if w >= 0:
+                    os.close(w)
+        rc = lib.seccomp_attr_set(ctx, _FLTATR_CTL_TSYNC, 1)
+        if rc < 0:
+            raise OSError(-rc, "seccomp TSYNC")
+        rc = lib.seccomp_load(ctx)
+        if rc < 0:
+            raise OSError(-rc, "seccomp_load")
+    finally:
+        lib.seccomp_release(ctx)
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+_SYS_SECCOMP = {"x86_64": 317, "aarch64": 277}
+_SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_TSYNC = 1, 1
+_BPF_CACHE = {}
+
+
+def _precompiled(policy):
+    """The policy's BPF program, built here (once per kind of policy) for a child to load; None
+    where it depends on the child's pid (no Landlock signal scope) or libseccomp is missing."""
+    abi, _ = _landlock_abi()
+    lib = _libseccomp()
+    if abi is None or abi < 6 or lib is None or os.uname().machine not in _SYS_SECCOMP:
+        return None
+    kind = (policy.allow_exec, policy.exec_program, policy.devices,
+            os.environ.get("TILEDMM_SANDBOX_TRAP_ALL") == "1")
+    if kind not in _BPF_CACHE:
+        try:
+            _BPF_CACHE[kind] = _seccomp(policy, lib, True, export=True)
+        except OSError:
+            _BPF_CACHE[kind] = None
+    return _BPF_CACHE[kind]
+
+
+def _load_bpf(program):
+    """seccomp(SECCOMP_SET_MODE_FILTER, TSYNC, program): what seccomp_load does, without
+    libseccomp (no_new_privs is already set by the Landlock step)."""
+    if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+    buf = ctypes.create_string_buffer(program, len(program))
+    prog = _SockFprog(len(program) // 8, ctypes.addressof(buf))
+    rc = _libc.syscall(ctypes.c_long(_SYS_SECCOMP[os.uname().machine]),
+                       ctypes.c_uint(_SECCOMP_SET_MODE_FILTER),
+                       ctypes.c_uint(_SECCOMP_FILTER_FLAG_TSYNC), ctypes.byref(prog))
+    if rc != 0:
+        err = ctypes.get_errno() if rc < 0 else errno.EBUSY   # > 0: a thread that cannot sync
+        raise OSError(err, "seccomp(SECCOMP_SET_MODE_FILTER)")
+
+
+# ---------------------------------------------------------------------------------------------
+# resources
+
+def _limits(policy):
+    import resource
+    # no core files: a crash must not write the process's memory (the arguments) anywhere
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    memory = policy.memory_bytes or _default_memory()
+    # the CUDA driver's private mappings are its own to size; a sanitizer's runtime preloaded
+    # (tests/test_asan.py) reserves terabytes of shadow memory as private writable mappings
+    sanitized = any(t in os.path.basename(p) for p in
+                    os.environ.get("LD_PRELOAD", "").replace(" ", ":").split(":")
+                    for t in ("libasan", "libtsan", "libmsan", "libhwasan"))
+    if (not policy.devices or policy.memory_bytes) and not sanitized:
+        resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
+    size = policy.file_bytes or 2 * GiB
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+    if policy.cpu_seconds:
+        resource.setrlimit(resource.RLIMIT_CPU, (int(policy.cpu_seconds),
+                                                 int(policy.cpu_seconds) + 5))
+    try:   # a memory bomb takes this process, not the notebook or the grader
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+    except OSError:
+        pass
+    _drop_sys_resource()
+
+
+_CAP_SYS_RESOURCE = 24
+_SYS_CAPGET = {"x86_64": 125, "aarch64": 90}
+_SYS_CAPSET = {"x86_64": 126, "aarch64": 91}
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]
+
+
+def _drop_sys_resource():
+    """Drop CAP_SYS_RESOURCE (root has it): without it the hard rlimits and oom_score_adj set
+    here cannot be undone, and with no_new_privs an exec does not give it back."""
+    machine = os.uname().machine
+    if machine not in _SYS_CAPGET:
+        return
+    hdr = _CapHeader(0x20080522, 0)   # _LINUX_CAPABILITY_VERSION_3
+    data = (_CapData * 2)()
+    if _libc.syscall(ctypes.c_long(_SYS_CAPGET[machine]), ctypes.byref(hdr), data) != 0:
+        return
+    bit = ~(1 << _CAP_SYS_RESOURCE) & 0xffffffff
+    for field in ("effective", "permitted", "inheritable"):
+        setattr(data[0], field, getattr(data[0], field) & bit)
+    _libc.prctl(47, 4, 0, 0, 0)   # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL
+    _libc.prctl(24, _CAP_SYS_RESOURCE, 0, 0, 0)   # PR_CAPBSET_DROP (needs CAP_SETPCAP)
+    if _libc.syscall(ctypes.c_long(_SYS_CAPSET[machine]), ctypes.byref(hdr), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset (dropping CAP_SYS_RESOURCE)")
+
+
+# ---------------------------------------------------------------------------------------------
+# what is in force
+
+_STATUS = None
 
 
 def status():
     """What confinement is available here: {"landlock": ABI or None, "seccomp": bool,
-    "reason": text for what is missing}."""
-    return {"landlock": None, "seccomp": False, "reason": "not implemented yet (stub)"}
+    "confined": both, "reason": text for what is missing}. Tried for real once per process in
+    a throw-away child (qemu-user answers PR_SET_SECCOMP with EINVAL only when a filter loads)."""
+    global _STATUS
+    if _STATUS is None:
+        if os.environ.get("TILEDMM_SANDBOX") == "off":
+            _STATUS = {"landlock": None, "seccomp": False, "confined": False,
+                       "reason": "switched off by TILEDMM_SANDBOX=off"}
+            return dict(_STATUS)
+        code = (f"import importlib.util as u, json, sys; s = u.spec_from_file_location("
+                f"'_tiledmm_sandbox_probe', {os.path.abspath(__file__)!r}); m = "
+                "u.module_from_spec(s); s.loader.exec_module(m); print(json.dumps(m._probe()))")
+        try:
+            out = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True,
+                                 timeout=60, env=minimal_env(), stdin=subprocess.DEVNULL)
+            _STATUS = json.loads(out.stdout.decode().strip().splitlines()[-1])
+        except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as exc:
+            _STATUS = {"landlock": None, "seccomp": False, "confined": False,
+                       "reason": f"the confinement probe failed ({exc})"}
+    return dict(_STATUS)
 
 
-def confine(policy):
+def _probe():
+    abi, why = _landlock_abi()
+    reasons = [why] if why else []
+    if abi is not None:
+        try:
+            _landlock(Policy(), abi)
+        except OSError as exc:
+            abi, _ = None, reasons.append(f"Landlock is unavailable ({exc})")
+    seccomp = False
+    lib = _libseccomp()
+    if lib is None:
+        reasons.append("libseccomp.so.2 is not installed (apt-get install libseccomp2)")
+    else:
+        try:
+            _seccomp(Policy(allow_exec=True), lib, abi is not None and abi >= 6)
+            seccomp = True
+        except OSError as exc:
+            reasons.append(f"seccomp is unavailable ({exc})")
+    return {"landlock": abi, "seccomp": seccomp, "confined": bool(abi and seccomp),
+            "reason": "; ".join(reasons)}
+
+
+def describe():
+    """One line: what confinement is in force for student code (python -m tiledmm info)."""
+    s = status()
+    if s["confined"]:
+        scope = "files, TCP and signals" if s["landlock"] >= 6 else "files"
+        return (f"sandbox: confined (Landlock ABI {s['landlock']}: {scope}; seccomp-bpf "
+                "allow-list: no exec, no processes, no sockets but AF_UNIX, no ptrace; rlimits)")
+    have = [w for w, ok in (("Landlock", s["landlock"]), ("seccomp", s["seccomp"])) if ok]
+    return (f"sandbox: NOT confined{' (only ' + ', '.join(have) + ')' if have else ''}: "
+            f"{s['reason']}. Student code runs with this account's rights.")
+
+
+_WARNED = False
+
+
+def available():
+    """Whether this system has what confinement needs (Landlock answers, libseccomp loads):
+    checked in this process, without the child status() starts (worker start-up stays fast).
+    status() also finds the rarer case of a seccomp that refuses to load (qemu-user)."""
+    if os.environ.get("TILEDMM_SANDBOX") == "off":
+        return False
+    if _STATUS is not None:
+        return _STATUS["confined"]
+    return _landlock_abi()[0] is not None and _libseccomp() is not None
+
+
+def warn_if_unconfined(what="student code"):
+    """A SandboxWarning, once per process, where confinement is missing (tm.compile, tm.run go
+    on; `grade` refuses unless told --allow-unconfined)."""
+    global _WARNED
+    ok = available()
+    if not ok and not _WARNED:
+        _WARNED = True
+        warnings.warn(f"tiledmm: {what} runs unconfined here: {status()['reason']}",
+                      SandboxWarning, stacklevel=3)
+    return ok
+
+
+def confine(policy, bpf=None):
     """Confine the calling process for the rest of its life. Call it before any thread exists.
-    Returns True when confined, False when this system cannot (status() says why)."""
-    return False
+    Returns True when confined (Landlock and seccomp both), False when this system cannot
+    (status() says why; what it can is applied all the same), or with TILEDMM_SANDBOX=off.
+    `bpf`: the policy's seccomp program, built by the caller (_precompiled). Raises OSError
+    when a step that this system supports fails."""
+    if os.environ.get("TILEDMM_SANDBOX") == "off":
+        return False
+    _limits(policy)
+    abi, _ = _landlock_abi()
+    lib = None if bpf else _libseccomp()
+    if abi is not None:
+        _landlock(policy, abi)   # first: the seccomp filter does not let landlock_* through
+    filtered = False
+    if bpf or lib is not None:
+        try:
+            if bpf:
+                _load_bpf(bpf)
+            else:
+                _seccomp(policy, lib, abi is not None and abi >= 6)
+            filtered = True
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:   # EINVAL: qemu-user does not emulate PR_SET_SECCOMP
+                raise
+    return abi is not None and filtered
+
+
+# ---------------------------------------------------------------------------------------------
+# starting confined children
+
+def _bootstrap(policy, then, required):
+    """The `python -c` text of a child that loads this file on its own, confines itself by
+    `policy` (exiting with code 120 where `required` and confinement fails), then does `then`."""
+    bpf = _precompiled(policy) if required else None
+    return (
+        "import importlib.util as _u, sys, os\n"
+        f"_s = _u.spec_from_file_location('_tiledmm_sandbox_boot', {os.path.abspath(__file__)!r})\n"
+        "_m = _u.module_from_spec(_s); _s.loader.exec_module(_m)\n"
+        f"_ok = _m._confine_or_exit({policy.to_json()!r}, {bool(required)!r}, {bpf!r})\n"
+        f"{then}\n")
+
+
+def _confine_or_exit(policy_json, required, bpf=None):
+    """confine(); where the caller found the sandbox available (`required`), a step that fails
+    ends this process (exit code 120) rather than let it run unconfined."""
+    try:
+        return confine(Policy.from_json(policy_json), bpf)
+    except OSError as exc:
+        if required:
+            os.write(2, f"tiledmm sandbox: cannot confine this process ({exc}); stopped\n"
+                     .encode())
+            os._exit(120)
+        return False
+
+
+def _load_package():
+    """Import tiledmm from its own folder without listing the folder above it (Landlock lets
+    the child read tiledmm/, not the checkout around it)."""
+    import importlib.util
+    if "tiledmm" in sys.modules:
+        return sys.modules["tiledmm"]
+    spec = importlib.util.spec_from_file_location(
+        "tiledmm", os.path.join(PACKAGE_DIR, "__init__.py"),
+        submodule_search_locations=[PACKAGE_DIR])
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["tiledmm"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def python_argv(module, policy, *, call="main(sys.argv[1:])", die_with_parent=False):
+    """argv of a fresh interpreter that confines itself by `policy`, imports tiledmm.<module>
+    and exits with `<module>.<call>`'s value (isolated mode: no PYTHON* variables, no user
+    site, no .pyc written). die_with_parent: SIGKILL when the thread that started it ends
+    (PR_SET_PDEATHSIG: start it from a thread that lives as long as the caller)."""
+    then = (f"_m._load_package(); import importlib; _t = importlib.import_module("
+            f"'tiledmm.' + {module!r}); sys.exit(_t.{call})")
+    text = _bootstrap(policy, then, available())
+    if die_with_parent:
+        text = _DIE_WITH_PARENT % os.getpid() + text
+    return [sys.executable, "-I", "-B", "-u", "-c", text]
+
+
+# PR_SET_PDEATHSIG(SIGKILL), then a check that the parent did not end before it was set
+_DIE_WITH_PARENT = ("import ctypes as _c, os as _o\n"
+                    "_c.CDLL(None).prctl(1, 9, 0, 0, 0)\n"
+                    "_o.getppid() == %d or _o._exit(0)\n")
+
+
+def _exec_argv(argv, policy):
+    then = f"os.execvp({argv[0]!r}, {list(argv)!r})"
+    return [sys.executable, "-I", "-S", "-B", "-c", _bootstrap(policy, then, available())]
 
 
 def run(argv, policy, *, cwd, stdin=b"", timeout=None, env=None, capture=True):
     """Run `argv` confined by `policy`, in a session of its own; its whole process group is
     ended before this returns. stdin: bytes fed to it (b"" an empty stdin), or None to inherit
     the caller's (with capture=False: a terminal program). timeout: seconds, None for no limit;
-    on timeout the group gets SIGKILL and returncode is -9."""
-    return _run(argv, cwd=cwd, stdin=stdin, timeout=timeout,
-                env=minimal_env() if env is None else env, capture=capture)
+    on timeout the group gets SIGKILL and returncode is -9. TMPDIR is the first folder of
+    `policy.write` (g++ writes its temporary files there, not in /tmp)."""
+    env = minimal_env() if env is None else dict(env)
+    if policy.write:
+        env["TMPDIR"] = policy.write[0]
+    if policy.allow_exec:   # a compiler: not the caller's preloads (a sanitizer's runtime would
+        env.pop("LD_PRELOAD", None)   # look for its children's /proc/<pid>, which it may not)
+    else:
+        # a program that runs student code (a whole program): execve is let through seccomp for
+        # the exec that starts it, and Landlock lets nothing be executed but it and the ELF
+        # loader: it cannot start /bin/sh or anything else (and fork stays refused)
+        program = shutil.which(argv[0], path=env.get("PATH")) or argv[0]
+        _make_executable(program, policy.write)
+        policy = dataclasses.replace(policy, exec_program=True, execute=policy.execute + (
+            os.path.realpath(program), *_elf_loaders()))
+    return _run(_exec_argv(argv, policy), cwd=cwd, stdin=stdin, timeout=timeout, env=env,
+                capture=capture)
+
+
+def _make_executable(program, folders):
+    """A program the compile child built in a scratch folder is not executable: the sandbox
+    refuses chmod (Landlock does not cover it, and root could chmod any file it names). The
+    caller sets the owner's execute bit, on the file itself, never through a link."""
+    path = os.path.realpath(os.path.dirname(os.path.abspath(program)))
+    if not any(path == os.path.realpath(f) or path.startswith(os.path.realpath(f) + os.sep)
+               for f in folders):
+        return
+    try:
+        fd = os.open(program, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode):
+            os.fchmod(fd, stat.S_IMODE(st.st_mode) | stat.S_IXUSR)
+    finally:
+        os.close(fd)
+
+
+def _elf_loaders():
+    found = set()
+    for pattern in ("/lib64/ld-linux*.so*", "/lib/ld-linux*.so*", "/lib/*-linux-gnu/ld-linux*.so*",
+                    "/usr/lib/*-linux-gnu/ld-linux*.so*", "/lib/ld-musl-*.so*"):
+        found.update(os.path.realpath(p) for p in glob.glob(pattern))
+    return tuple(sorted(found))
 
 
 def run_python(module, args, policy, *, cwd, stdin=b"", timeout=None, env=None, capture=True):
     """A fresh interpreter that confines itself by `policy` first, then calls
     `tiledmm.<module>.main(list(args))`; `main`'s return value is the exit code."""
-    code = (f"import sys; sys.path.insert(0, {PACKAGE_PARENT!r}); "
-            f"import importlib; m = importlib.import_module('tiledmm.' + {module!r}); "
-            "sys.exit(m.main(sys.argv[1:]))")
-    return run([sys.executable, "-c", code, *args], policy, cwd=cwd, stdin=stdin,
-               timeout=timeout, env=env, capture=capture)
+    env = minimal_env() if env is None else dict(env)
+    if policy.write:
+        env["TMPDIR"] = policy.write[0]
+    return _run([*python_argv(module, policy), *args], cwd=cwd, stdin=stdin, timeout=timeout,
+                env=env, capture=capture)
 
 
 def _run(argv, *, cwd, stdin, timeout, env, capture):
@@ -111,19 +830,20 @@ def _run(argv, *, cwd, stdin, timeout, env, capture):
         out, err = proc.communicate(stdin, timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
-        _kill_group(proc)
+        kill_group(proc.pid)
         out, err = proc.communicate()
     except BaseException:
-        _kill_group(proc)
+        kill_group(proc.pid)
         proc.wait()
         raise
-    _kill_group(proc)
-    return Completed(-9 if timed_out else proc.returncode, out, err, timed_out, False)
+    kill_group(proc.pid)   # whatever it left behind, before anyone reads its results
+    return Completed(-9 if timed_out else proc.returncode, out, err, timed_out, available())
 
 
-def _kill_group(proc):
+def kill_group(pid):
+    """SIGKILL the process group `pid` leads (a confined child's session)."""
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(pid, signal.SIGKILL)
     except OSError:
         pass
     time.sleep(0)

@@ -8,6 +8,11 @@ it and explains why). It serves one request at a time from the caller:
 
 A kernel that faults ends this process with a one-line report on stderr (tiledmm_fault.h). After
 a CUDA error the worker replies, then exits: the error may have poisoned its context.
+
+The worker is confined before this module is imported (tiledmm/_sandbox.py's bootstrap: Landlock,
+seccomp, rlimits, while no other thread exists); its replies are JSON that the caller checks
+field by field (tiledmm/_isolation.py, check_reply). A compiled emu kernel arrives as a memfd the
+caller made (this process may not make one) and is loaded from /proc/self/fd/N.
 """
 import ctypes
 import os
@@ -39,6 +44,13 @@ def _line_buffered_stdout():
     return libc
 
 
+def _threads():
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 0
+
+
 class Server:
     def __init__(self, sock):
         self.sock = sock
@@ -53,6 +65,7 @@ class Server:
                 request, fds = recv_message(self.sock)
             except (EOFError, ConnectionError):
                 return
+            self.keep_fds = set()
             try:
                 reply = self.handle(request, fds)
             except Exception as exc:   # every failure becomes a reply; the worker lives on
@@ -60,7 +73,8 @@ class Server:
                          "log": getattr(exc, "log", ""), "traceback": traceback.format_exc(limit=4)}
             finally:
                 for fd in fds:
-                    os.close(fd)
+                    if fd not in self.keep_fds:   # a loaded kernel's memfd stays open
+                        os.close(fd)
             self.libc.fflush(None)
             os.write(1, marker)
             os.write(2, marker)
@@ -71,37 +85,45 @@ class Server:
     def handle(self, request, fds):
         op = request["op"]
         if op == "ping":
-            return {"ok": True, "pid": os.getpid()}
+            return {"ok": True, "pid": os.getpid(), "confined": CONFINED}
         if op == "compile_cuda":
             from ._compile_nvrtc import compile_cuda
-            return {"ok": True, "artifact": compile_cuda(request["source"], request["name"],
-                                                         request["options"])}
+            a = compile_cuda(request["source"], request["name"], request["options"])
+            return {"ok": True, "artifact": {"key": a.key, "name": a.name, "image": a.image,
+                                             "lowered": a.lowered, "log": a.log,
+                                             "origin": a.origin}}
         if op == "launch":
-            return self.launch(request, fds[0] if fds else -1)
+            at = request.get("args_fd")
+            return self.launch(request, fds, fds[at] if at is not None else -1)
         raise ValueError(f"unknown request {op!r}")
 
-    def _kernel(self, request):
+    def _kernel(self, request, fds):
         key = request["key"]
         if key not in self.kernels:
             artifact = request.get("artifact")
             if artifact is None:
                 raise LookupError("not loaded")
-            if artifact.backend == "emu":
-                from ._compile_emu import load_emu
-                self.kernels[key] = load_emu(artifact, report_faults=True)
+            if artifact["backend"] == "emu":
+                from ._compile_emu import load_emu_fd
+                fd = fds[request["image_fd"]]
+                self.kernels[key] = load_emu_fd(fd, artifact["name"], artifact["digest"],
+                                                report_faults=True)
+                self.keep_fds.add(fd)
             else:
+                from types import SimpleNamespace
+
                 from ._compile_nvrtc import load_cuda
-                self.kernels[key] = load_cuda(artifact)
+                self.kernels[key] = load_cuda(SimpleNamespace(**artifact))
         return self.kernels[key]
 
-    def launch(self, request, fd):
+    def launch(self, request, fds, fd):
         import numpy as np
 
         from . import _backend
         from ._isolation import map_regions, unmap_regions
         backend = request["backend"]
         mod = _backend.module(backend)
-        kernel = self._kernel(request)
+        kernel = self._kernel(request, fds)
         if backend == "emu" and request.get("emu_threads"):
             mod.threads(request["emu_threads"])
         base = total = None
@@ -110,6 +132,7 @@ class Server:
         try:
             packed, keep, after = [], [], []
             for arg in request["args"]:
+                arg = tuple(arg)
                 if arg[0] == "s":
                     packed.append(arg)
                     continue
@@ -130,7 +153,7 @@ class Server:
                     packed.append(("p", host, 0, nbytes, copy_back))
             try:
                 from ._compile_emu import counted_launch
-                raw = counted_launch(mod, kernel, request["grid"], request["block"],
+                raw = counted_launch(mod, kernel, tuple(request["grid"]), tuple(request["block"]),
                                      request["shared"], tuple(packed), request["warmup"],
                                      request["repeat"], request.get("profile"))
             except MemoryError as exc:
@@ -139,13 +162,24 @@ class Server:
                 return {"error": "KernelError", "message": str(exc), "exit": backend == "cuda"}
             for fn in after:   # cuda: a `T **` parameter's rows back from the device
                 fn()
-            return {"ok": True, "raw": raw}
+            # a kernel that left threads behind (a thread bomb: bounded by RLIMIT_DATA) leaves
+            # this worker spent: reply, then end, so the next call gets a fresh one
+            spent = _threads() > 2 * (os.cpu_count() or 1) + 16
+            return {"ok": True, "raw": raw, **({"exit": True} if spent else {})}
         finally:
             if base is not None:
                 unmap_regions(base, total)
 
 
+CONFINED = False
+
+
 def main(fd):
+    """Serve requests on socket `fd`. Called by tiledmm/_sandbox.py's bootstrap, after it has
+    confined this process (its `_ok`): the parent-watch thread starts only now."""
+    global CONFINED
+    boot = sys.modules.get("__main__")
+    CONFINED = bool(getattr(boot, "_ok", False))
     os.environ["TILEDMM_WORKER"] = "1"
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
     Server(socket.socket(fileno=fd)).serve()

@@ -42,7 +42,11 @@ Isolation (the default, `isolate=True`): the kernel runs in tiledmm's worker pro
 (tiledmm/_isolation.py), so that nothing it does can kill, hang or corrupt the caller: a fault is
 a KernelError and the next call works; Ctrl-C stops a running kernel (KeyboardInterrupt), and
 `timeout=` seconds (default 60, $TILEDMM_KERNEL_TIMEOUT; None for no limit) end a runaway one.
-`isolate=False` runs it in the caller's process: faster to launch, with none of these promises.
+The worker is confined (tiledmm/_sandbox.py): it reads only what it loads, writes one scratch
+folder, starts no program or process, opens no network socket and reaches no other process; its
+replies are JSON checked against a fixed schema. The source is parsed and compiled only in a
+confined compile child. `isolate=False` runs the kernel in the caller's process, UNCONFINED:
+faster to launch, with none of these promises, for trusted code only.
 
 Check mode (`check=True`, emulator only), per launch (threads may check one kernel at once):
 pointer, array (`float A[][N]`), `float **` and vector pointer parameters are bounds-checked: the
@@ -60,6 +64,7 @@ shared array (`float *q = s`); `reinterpret_cast`/`const_cast` of a parameter st
 launch stopped by its timeout reports the timeout and the first problem check mode had found. Barriers that not all threads of a block reach are reported on the emulator in every mode, with the call sites.
 """
 
+import os
 import struct
 import threading
 import time
@@ -69,13 +74,14 @@ import numpy as np
 
 from . import _backend
 from . import _kernel_cache
-from ._compile_emu import compile_emu, counted_launch, load_emu
+from ._compile_emu import (compile_emu, counted_launch, image_memfd, kernel_signature_confined,
+                           load_emu)
 from ._compile_nvrtc import compile_cuda, load_cuda
 from ._core import DEFAULT_RUNS, MAX_RUNS, Result
 from ._device_array import DeviceArray, as_device_input, to_device
 from ._isolation import Segment, default_timeout, worker
-from ._kernel_diagnostics import CompileError, CompileWarning, KernelError, emit_warnings
-from ._kernel_source import kernel_signature
+from ._kernel_diagnostics import (CompileError, CompileWarning, KernelError, emit_warnings,
+                                  parse_warnings)
 from ._row_tables import row_table
 
 __all__ = ["compile", "Kernel", "CompileError", "CompileWarning", "KernelError", "cache_dir",
@@ -86,6 +92,7 @@ cache_info = _kernel_cache.cache_info
 _LOCK = threading.Lock()
 _ARTIFACTS = {}     # (backend, source, name, options, check) -> compiled artifact
 _IN_PROCESS = {}    # artifact key -> kernel loaded in this process (isolate=False)
+_SIGNATURES = {}    # (backend, source, name asked, options, check) -> (name, params, artifact)
 MAX_SHARED_BYTES = 2**31 - 1
 
 
@@ -94,6 +101,7 @@ def clear_cache(disk=False):
     elsewhere is not disturbed."""
     with _LOCK:
         _ARTIFACTS.clear()
+        _SIGNATURES.clear()
     if disk:
         _kernel_cache.clear_disk()
 
@@ -144,15 +152,18 @@ class Kernel:
         options = [str(o) for o in options]
         for k, v in (defines or {}).items():
             options.append(f"-D{k}" if v is None else f"-D{k}={v}")
-        name, params = kernel_signature(source, name, options)
-        self.source, self.name, self.options = source, name, tuple(options)
-        self.params = tuple(params)
+        self.source, self.options = source, tuple(options)
         self.check = bool(check)
         self.isolate = bool(isolate)
         self._backend = backend
         backend_name = _backend.resolve(backend)[1]
-        artifact = self._compiled(backend_name, self.check)   # errors now, not at launch
-        emit_warnings(getattr(artifact, "warnings", None) or [], name, backend_name)
+        # the source is read (libclang) and compiled only in a confined child (_compile_emu)
+        self.name, params, artifact = _signature_and_artifact(source, name, self.options,
+                                                              backend_name, self.check)
+        self.params = tuple(params)
+        if artifact is None:
+            artifact = self._compiled(backend_name, self.check)   # errors now, not at launch
+        emit_warnings(getattr(artifact, "warnings", None) or [], self.name, backend_name)
 
     @property
     def signature(self):
@@ -175,13 +186,14 @@ class Kernel:
             _kernel_cache.count("memory_hits")
             return artifact
         if backend == "emu":
-            artifact = compile_emu(self.source, self.name, self.params, list(self.options), check,
-                                   profile)
+            artifact = compile_emu(self.source, self.name, list(self.options), check, profile)[2]
         elif self.isolate:   # NVRTC runs in the worker, with a time limit
             reply = worker().call({"op": "compile_cuda", "source": self.source, "name": self.name,
                                    "options": list(self.options)}, timeout=600,
                                   what=f"compiling kernel '{self.name}'")
-            artifact = _reply_value(reply, "artifact")
+            a = _reply_value(reply, "artifact")   # checked by _isolation.check_reply
+            artifact = SimpleNamespace(backend="cuda", **a,
+                                       warnings=parse_warnings(a["log"], "cuda"))
         else:
             artifact = compile_cuda(self.source, self.name, list(self.options))
         _kernel_cache.count(artifact.origin)   # counted here: NVRTC may have run in the worker
@@ -414,8 +426,19 @@ class Kernel:
         artifact = self._compiled(launch.backend, launch.check, launch.profile)
         with w.lock:   # the worker's pid and what it has loaded belong together
             loaded = w.pid is not None and artifact.key in w.loaded
-            request.update(key=artifact.key, artifact=None if loaded else artifact)
-            reply = w.call(request, fds=[segment.fd] if segment.size else [], timeout=launch.timeout, what=what)
+            fds, image_fd = [segment.fd] if segment.size else [], -1
+            request.update(key=artifact.key, artifact=None, args_fd=0 if fds else None)
+            try:
+                if not loaded:
+                    request["artifact"] = _artifact_message(artifact)
+                    if artifact.backend == "emu":   # the kernel's code: a memfd made here
+                        image_fd = image_memfd(artifact)
+                        request["image_fd"] = len(fds)
+                        fds.append(image_fd)
+                reply = w.call(request, fds=fds, timeout=launch.timeout, what=what)
+            finally:
+                if image_fd >= 0:
+                    os.close(image_fd)
             if reply.get("ok") and w.alive():
                 w.loaded.add(artifact.key)
         if reply.get("ok"):
@@ -433,6 +456,37 @@ class Kernel:
     def launch(self, grid, block, *args, **kwargs):
         """The same as calling the kernel."""
         return self(grid, block, *args, **kwargs)
+
+
+def _signature_and_artifact(source, name, options, backend, check):
+    """(name, params, emu artifact or None), from memory when this process has seen the source:
+    on emu one confined compile child reads the signature and builds the kernel; on cuda it
+    reads the signature (NVRTC runs in the worker)."""
+    request = (backend, source, name, tuple(options), check)
+    with _LOCK:
+        known = _SIGNATURES.get(request)
+    if known is not None:
+        _kernel_cache.count("memory_hits")
+        return known
+    if backend == "emu":
+        found = compile_emu(source, name, list(options), check)
+        _kernel_cache.count(found[2].origin)
+        with _LOCK:   # the build is the Kernel's own too
+            _ARTIFACTS[(backend, source, found[0], tuple(options), check, False)] = found[2]
+    else:
+        found = (*kernel_signature_confined(source, name, list(options)), None)
+    with _LOCK:
+        _SIGNATURES[request] = found
+    return found
+
+
+def _artifact_message(artifact):
+    """What the worker needs to load a compiled kernel (emu: its code comes as a memfd)."""
+    if artifact.backend == "emu":
+        return {"backend": "emu", "key": artifact.key, "name": artifact.name,
+                "digest": artifact.digest}
+    return {"backend": "cuda", "key": artifact.key, "name": artifact.name,
+            "image": artifact.image, "lowered": artifact.lowered}
 
 
 def _aligned_copy(array):
@@ -533,8 +587,10 @@ def compile(source, name=None, options=(), *, defines=None, backend=None, check=
     backend: compile for this backend now ('cuda' or 'emu'; a call may still pick the other).
     check: launch in check mode by default (emu: bounds-checked pointer parameters and
     race-checked shared memory).
-    isolate: run launches in tiledmm's worker process (default), where a fault, a hang or a wild
-    write cannot reach this process; False runs them here (less overhead, no protection).
+    isolate: run launches in tiledmm's confined worker process (default), where a fault, a hang,
+    a wild write or a hostile kernel cannot reach this process or this account's files; False
+    runs them here, UNCONFINED, with this process's rights (less overhead, no protection: for
+    trusted code only; the compile is confined either way).
     Raises CompileError (a ValueError) with the compiler's diagnostics, line numbers as in
     `source`. Compiled code is cached (memory and disk), so compiling again costs nothing."""
     return Kernel(source, name, options, defines, backend, check, isolate)

@@ -29,6 +29,9 @@ def add_grade_parser(sub):
     g.add_argument("--json", default=None, help="write the whole report as JSON")
     g.add_argument("--junit", default=None, help="write JUnit XML, one testcase per case")
     g.add_argument("--gradescope", default=None, help="write Gradescope's results.json")
+    g.add_argument("--allow-unconfined", action="store_true",
+                   help="grade even where the sandbox (Landlock, seccomp) is unavailable; the "
+                        "report then says the submission ran unconfined")
     g.add_argument("-q", "--quiet", action="store_true", help="print only the score line")
     g.set_defaults(fn=cmd_grade)
     return g
@@ -37,7 +40,7 @@ def add_grade_parser(sub):
 def cmd_grade(args):
     from .assignment import load_assignment
     from .compile_limits import COMPILE_SECONDS
-    from .runner import grade
+    from .runner import UnconfinedError, grade
     try:
         assignment = load_assignment(args.assignment)
     except (ValueError, OSError, SyntaxError) as exc:
@@ -47,7 +50,11 @@ def cmd_grade(args):
         report = grade(args.submission, assignment, backend=getattr(args, "backend", None),
                        seed=args.seed, kernel=args.kernel, timeout=args.timeout,
                        check=not args.no_check, speed=not args.no_speed,
-                       compile_timeout=args.compile_timeout or COMPILE_SECONDS)
+                       compile_timeout=args.compile_timeout or COMPILE_SECONDS,
+                       allow_unconfined=args.allow_unconfined)
+    except UnconfinedError as exc:
+        print(f"python -m tiledmm grade: {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:
         print(f"python -m tiledmm grade: cannot read {args.submission}: {exc.strerror or exc}",
               file=sys.stderr)

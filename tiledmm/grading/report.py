@@ -23,6 +23,7 @@ class GradeReport:
         self.seed, self.seed_secret = seed, seed_secret
         self.kernel = self.signature = None
         self.compile_error = None
+        self.confinement = ""   # tiledmm/_sandbox.py's describe(): what held the submission
         self.warnings = []
         self.mapping = self.launch = ""
         self.cases = []
@@ -63,7 +64,7 @@ class GradeReport:
                 "warnings": list(self.warnings), "arguments": self.mapping,
                 "launch": self.launch, "score": self.score, "max_score": self.max_score,
                 "passed": self.passed, "cases": [dict(c) for c in self.cases],
-                "speed": dict(self.speed)}
+                "speed": dict(self.speed), "confinement": self.confinement}
 
     def headline(self):
         """One line: points, cases passed, the kernel and the backend."""
@@ -82,6 +83,8 @@ class GradeReport:
         if self.launch:
             lines.append(f"launch: {self.launch}")
         lines.append(f"seed: {self.seed_text}")
+        if self.confinement:
+            lines.append(self.confinement)
         if self.compile_error:
             lines.append("compile error:\n  " + self.compile_error.replace("\n", "\n  "))
         for w in self.warnings:

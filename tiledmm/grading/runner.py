@@ -18,7 +18,8 @@ import secrets
 
 import numpy as np
 
-from .. import _backend, testing
+from .. import _backend, _sandbox, testing
+from .._isolation import worker
 from ..user_kernels import CompileError, KernelError
 from .assignment import load_assignment
 from .compare import compare, output_array, tolerance
@@ -49,8 +50,12 @@ def _read_submission(submission):
     return submission, "<source>", None
 
 
+class UnconfinedError(RuntimeError):
+    """grade() refuses to run a submission where the sandbox is not available."""
+
+
 def grade(submission, assignment, *, backend=None, seed=None, kernel=None, timeout=None,
-          check=True, compile_timeout=COMPILE_SECONDS, speed=True):
+          check=True, compile_timeout=COMPILE_SECONDS, speed=True, allow_unconfined=False):
     """Grade a CUDA C submission (a .cu path or its source text) against an assignment (a
     built-in name: matmul, matmul_square, reduce, vec_add, mat_add; the path of an instructor's
     assignment file; or an Assignment). Returns a GradeReport.
@@ -59,13 +64,35 @@ def grade(submission, assignment, *, backend=None, seed=None, kernel=None, timeo
     secret random one). kernel: the `__global__` function to grade when the file has several
     (else its `// tiledmm-grade: kernel` line, else the only one). timeout: seconds per case
     (default: the assignment's, 20). check: run the small cases in check mode on emu.
-    compile_timeout: seconds the compiler may take. speed: grade the speed part (cuda only)."""
+    compile_timeout: seconds the compiler may take. speed: grade the speed part (cuda only).
+    allow_unconfined: grade even where Landlock or seccomp is missing (the submission then runs
+    with this account's rights; the report says so); otherwise that raises UnconfinedError.
+
+    The submission is compiled and run only in confined processes (tiledmm/_sandbox.py), and
+    tiledmm's worker (its process group) is ended before this returns, so nothing it started
+    can touch the files the caller writes next."""
+    if not _sandbox.status()["confined"] and not allow_unconfined:
+        raise UnconfinedError(
+            f"{_sandbox.describe()}\nThe grader refuses to run submissions unconfined: run it "
+            "where Landlock and seccomp work (Linux >= 5.13 with libseccomp2; Docker's default "
+            "profile from 20.10.9), or pass --allow-unconfined (allow_unconfined=True) to grade "
+            "anyway, which the report then states.")
+    try:
+        return _grade(submission, assignment, backend, seed, kernel, timeout, check,
+                      compile_timeout, speed)
+    finally:
+        worker().stop()   # its whole process group, before any result is written
+
+
+def _grade(submission, assignment, backend, seed, kernel, timeout, check, compile_timeout,
+           speed):
     assignment = load_assignment(assignment)
     source, shown, path = _read_submission(submission)
     backend = _backend.resolve(backend)[1]
     seed_secret = seed is None
     seed = secrets.randbits(63) if seed_secret else int(seed)
     report = GradeReport(shown, assignment.name, backend, seed, seed_secret)
+    report.confinement = _sandbox.describe()
     cases = [dict(c) for c in assignment.cases]
     if assignment.random_cases is not None:
         cases += [dict(c) for c in assignment.random_cases(np.random.default_rng([seed, 0]))]

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 struct tm_fault_arg_t {
@@ -60,6 +61,60 @@ static inline const char *tm_fault_signal_text(int sig, int code)
     case SIGTRAP: return "trap (SIGTRAP: __trap() or __builtin_trap())";
     default: return "fatal signal";
     }
+}
+
+// SIGSYS: the sandbox (tiledmm/_sandbox.py's seccomp filter, SECCOMP_RET_TRAP) refused a system
+// call worth naming. What the call would have done, in words.
+static inline void tm_fault_sandbox_text(char *buf, size_t n, int nr)
+{
+    const char *name = "a system call", *what = "do what student code may not do";
+    switch (nr) {
+#ifdef SYS_execve
+    case SYS_execve: name = "execve"; what = "start a program"; break;
+#endif
+#ifdef SYS_execveat
+    case SYS_execveat: name = "execveat"; what = "start a program"; break;
+#endif
+#ifdef SYS_fork
+    case SYS_fork: name = "fork"; what = "start a process"; break;
+#endif
+#ifdef SYS_vfork
+    case SYS_vfork: name = "vfork"; what = "start a process"; break;
+#endif
+#ifdef SYS_clone
+    case SYS_clone: name = "clone"; what = "start a process"; break;
+#endif
+#ifdef SYS_socket
+    case SYS_socket: name = "socket"; what = "open a network socket"; break;
+#endif
+#ifdef SYS_connect
+    case SYS_connect: name = "connect"; what = "connect to a socket"; break;
+#endif
+#ifdef SYS_ptrace
+    case SYS_ptrace: name = "ptrace"; what = "trace another process"; break;
+#endif
+#ifdef SYS_process_vm_readv
+    case SYS_process_vm_readv: name = "process_vm_readv"; what = "read another process's memory"; break;
+#endif
+#ifdef SYS_process_vm_writev
+    case SYS_process_vm_writev: name = "process_vm_writev"; what = "write another process's memory"; break;
+#endif
+#ifdef SYS_ioctl
+    case SYS_ioctl: name = "ioctl TIOCSTI"; what = "type into a terminal"; break;
+#endif
+#ifdef SYS_io_uring_setup
+    case SYS_io_uring_setup: name = "io_uring_setup"; what = "use io_uring"; break;
+#endif
+#ifdef SYS_mount
+    case SYS_mount: name = "mount"; what = "mount a file system"; break;
+#endif
+#ifdef SYS_unshare
+    case SYS_unshare: name = "unshare"; what = "leave its namespaces"; break;
+#endif
+    default: break;
+    }
+    snprintf(buf, n, "sandbox: the kernel tried to %s (%s, system call %d); student code may "
+             "only compute on its arrays", what, name, nr);
 }
 
 // Where the faulting address lies: past the end or before the start of an argument's buffer
@@ -122,7 +177,11 @@ static void tm_fault_handler(int sig, siginfo_t *si, void *uctx)
     }
     char where[512] = "", line[1024];
     if ((sig == SIGSEGV || sig == SIGBUS) && si) tm_fault_where(where, sizeof where, (uintptr_t)si->si_addr);
-    if (tm_emu_tls.worker) {
+    if (sig == SIGSYS) {   // the sandbox's refusal: named, whichever thread made the call
+        char text[400];
+        tm_fault_sandbox_text(text, sizeof text, si ? si->si_syscall : -1);
+        snprintf(line, sizeof line, "\ntiledmm-fault: %s (in kernel '%s')\n", text, tm_fault_kernel_);
+    } else if (tm_emu_tls.worker) {
         const uint3 t = tm_emu_tls.thread_idx, b = tm_emu_tls.block_idx;
         snprintf(line, sizeof line, "\ntiledmm-fault: %s%s in kernel '%s', by thread (%u,%u,%u) of "
                  "block (%u,%u,%u)\n", tm_fault_signal_text(sig, si ? si->si_code : 0), where,
@@ -141,7 +200,7 @@ static void tm_fault_handler(int sig, siginfo_t *si, void *uctx)
 // Called once by the worker after loading the library.
 extern "C" __attribute__((visibility("default"))) int tm_user_fault_setup(void)
 {
-    static const int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP};
+    static const int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS};
     for (int sig : sigs) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
