@@ -27,6 +27,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -184,9 +185,22 @@ inline bool region_init()
     const size_t most = (size_t)16 << 30;
     if (cap > most) cap = most;
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    cap = cap / page * page;
     int fd = memfd_create("tiledmm-device-memory", MFD_CLOEXEC);
-    if (fd < 0) return false;
+    if (fd < 0) {
+        // tiledmm's sandbox refuses memfd_create on emu: an unlinked file of the scratch folder
+        // ($TMPDIR) instead, no larger than the file-size limit (ftruncate past it would raise
+        // SIGXFSZ)
+        const char *dir = getenv("TMPDIR");
+        std::string path = std::string(dir && *dir ? dir : "/tmp") + "/tiledmm-device-XXXXXX";
+        fd = mkostemp(&path[0], O_CLOEXEC);
+        if (fd < 0) return false;
+        unlink(path.c_str());
+        struct rlimit fsize;
+        if (getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY &&
+            cap > (size_t)fsize.rlim_cur / 2)
+            cap = (size_t)fsize.rlim_cur / 2;   // room left for the program's own files
+    }
+    cap = cap / page * page;
     for (; cap >= ((size_t)64 << 20); cap /= 2) {
         if (ftruncate(fd, (off_t)cap) != 0) continue;
         void *rt = mmap(nullptr, cap, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
