@@ -209,3 +209,13 @@ def test_compute_sanitizer_log_becomes_problems_with_lines():
 def test_compute_sanitizer_finds_the_same_on_cuda(mode, kind):
     r = check(mode, backend="cuda")
     assert any(kind in p["message"] for p in r.problems), r.stderr
+
+
+def test_the_sanitizer_runs_confined_with_exec_and_the_gpu(tmp_path):
+    tool = tmp_path / "cuda" / "bin" / "compute-sanitizer"
+    tool.parent.mkdir(parents=True)
+    tool.write_text("#!/bin/sh\n")
+    policy = programs._sanitizer_policy(str(tool), str(tmp_path / "scratch"), "/x/program.so")
+    assert policy.allow_exec and policy.devices
+    assert str(tmp_path / "cuda") in policy.execute and str(tmp_path / "cuda") in policy.read
+    assert policy.write == (str(tmp_path / "scratch"),) and "/x/program.so" in policy.read

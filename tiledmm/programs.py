@@ -663,6 +663,16 @@ def _sanitizer_problems(log, tool):
     return problems
 
 
+def _sanitizer_policy(sanitizer, scratch, so):
+    """The run policy of a program on cuda, plus what compute-sanitizer needs: its toolkit
+    folder read and executed, and exec (the tool starts the program under it)."""
+    toolkit = os.path.dirname(os.path.dirname(os.path.realpath(sanitizer)))
+    base = _sandbox.run_policy(scratch, read=(so, os.getcwd(), HERE, toolkit), devices=True)
+    return dataclasses.replace(base, allow_exec=True,
+                               execute=tuple(base.execute) + (toolkit, sys.executable,
+                                                                os.path.realpath(sys.executable)))
+
+
 def _run_sanitized(image, source_name, args, stdin, timeout, capture=True):
     """The program run under compute-sanitizer's memcheck, then its initcheck (cuda, check=True):
     the program's output is memcheck's run; each tool's findings follow as tiledmm: lines."""
@@ -679,10 +689,7 @@ def _run_sanitized(image, source_name, args, stdin, timeout, capture=True):
                     "sys.exit(_program_main.main(sys.argv[1:]))")
             argv = [sanitizer, "--tool", tool, *options, "--log-file", log, sys.executable, "-c",
                     code, so, report, "cuda", source_name, "--", *[str(a) for a in args]]
-            # the tool starts the program (exec); student code runs in it as on the GPU
-            policy = _sandbox.Policy(read=(so, os.getcwd(), HERE, os.path.dirname(sanitizer)),
-                                     execute=(os.path.dirname(sanitizer), sys.executable),
-                                     write=(scratch,), allow_exec=True, devices=True)
+            policy = _sanitizer_policy(sanitizer, scratch, so)
             feed = (stdin.encode() if isinstance(stdin, str) else stdin) if stdin is not None \
                 else (b"" if capture or first is not None else None)
             done = _sandbox.run(argv, policy, cwd=os.getcwd(), stdin=feed,
