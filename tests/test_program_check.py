@@ -219,3 +219,12 @@ def test_the_sanitizer_runs_confined_with_exec_and_the_gpu(tmp_path):
     assert policy.allow_exec and policy.devices
     assert str(tmp_path / "cuda") in policy.execute and str(tmp_path / "cuda") in policy.read
     assert policy.write == (str(tmp_path / "scratch"),) and "/x/program.so" in policy.read
+
+
+def test_error_checking_idioms_compile_and_a_correct_program_gets_no_report():
+    path = os.path.join(HERE, "programs", "check", "idioms.cu")
+    r = tm.run(path, backend="emu", check=True, timeout=RUN_S)
+    plain = tm.run(path, backend="emu", timeout=RUN_S)
+    assert r.returncode == 0 and r.problems == [] and r.stderr == "", r.stderr
+    assert r.stdout == plain.stdout == ("in[0] = 1.500000, out[0] = 3.000000\n"
+                                        "rc 0 ok 1 h[299] = 3.0 last 0\nno error\n")

@@ -1420,6 +1420,7 @@ template <typename X>
 inline decltype(auto) plain_arg(const X &x) { return tm_sh_value(x); }
 template <typename T>
 inline T *plain_arg(const tm_checked_ptr<T> &p) { return static_cast<T *>(p); }
+inline cudaError_t plain_arg(const Result &r) { return r; }   // printf("%d", cudaGetLastError())
 template <typename... A>
 inline int printf_checked(const char *fmt, const A &...a) { return printf_(fmt, plain_arg(a)...); }
 }
