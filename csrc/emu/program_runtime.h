@@ -205,7 +205,17 @@ inline bool region_init()
         if (ftruncate(fd, (off_t)cap) != 0) continue;
         void *rt = mmap(nullptr, cap, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
         if (rt == MAP_FAILED) continue;
-        void *dev = mmap(nullptr, cap, PROT_NONE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+        // the program's view inside a reservation of `most` bytes that nothing else is mapped
+        // into: a wild access beyond the region (a smaller one in the sandbox) still faults
+        // rather than landing in the runtime's view or elsewhere
+        void *dev = MAP_FAILED;
+        void *hold = mmap(nullptr, most, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (hold != MAP_FAILED) {
+            dev = mmap(hold, cap, PROT_NONE, MAP_SHARED | MAP_NORESERVE | MAP_FIXED, fd, 0);
+            if (dev == MAP_FAILED) munmap(hold, most);
+        } else {
+            dev = mmap(nullptr, cap, PROT_NONE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+        }
         if (dev == MAP_FAILED) {
             munmap(rt, cap);
             continue;
