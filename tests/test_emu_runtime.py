@@ -27,7 +27,8 @@ pytestmark = pytest.mark.skipif(shutil.which(CXX) is None or not sys.platform.st
                                 reason="needs g++ on Linux")
 
 TESTS = ["barrier", "reduce_stride", "divergent", "early_exit", "warp", "warp_exited",
-         "shfl_reduce_atomic", "atomics", "dynamic_shared", "syncthreads_ops", "launch_config",
+         "shfl_reduce_atomic", "atomics", "dynamic_shared", "syncthreads_ops", "varying_loop",
+         "ops_and_shuffles", "deep_stack", "launch_config",
          "memory", "events_device", "vector_types", "concurrent_hosts", "local_array", "stack_overflow",
          "segv_chain"]
 

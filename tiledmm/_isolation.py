@@ -508,7 +508,8 @@ class Worker:
     """The worker process: started on first use, started again after a fault or a kill."""
     STDOUT_KEEP = 4 << 20       # bytes of the kernel's printf output kept for one call
 
-    def __init__(self):
+    def __init__(self, devices=False):
+        self.devices = devices    # the cuda worker: /dev/nvidia* in its sandbox policy
         self.lock = threading.RLock()
         self.proc = self.sock = self.stdout = self.stderr = None
         self.scratch = None
@@ -532,7 +533,7 @@ class Worker:
         _sandbox.warn_if_unconfined("tm.compile's kernels")
         self.scratch = tempfile.mkdtemp(prefix="tiledmm-worker-")
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        policy = _sandbox.run_policy(self.scratch, devices=_has_gpu_devices())
+        policy = _sandbox.run_policy(self.scratch, devices=self.devices)
         # PR_SET_PDEATHSIG fires when the *thread* that started the worker ends, and a call may
         # come from any thread: the worker is started from one long-lived thread (_STARTER),
         # and its parent watch (tiledmm/_worker.py) stays for the rest
@@ -696,16 +697,26 @@ def _has_gpu_devices():
     return os.path.exists("/dev/nvidiactl")
 
 
-_WORKER = Worker()
+# One worker per backend: the cuda worker's policy opens /dev/nvidia* and lets the driver make
+# shared memory and go without RLIMIT_DATA; an emu kernel never runs under that policy, so on a
+# GPU machine too it stays bounded and cannot map shared memory of its own.
+_WORKERS = {"emu": Worker(devices=False), "cuda": Worker(devices=_has_gpu_devices())}
 
 
-def worker():
-    """The process-wide worker (one at a time; calls from several threads take turns)."""
-    return _WORKER
+def worker(backend="emu"):
+    """The process-wide worker of `backend` (one at a time; calls from several threads take
+    turns)."""
+    return _WORKERS[backend]
+
+
+def stop_workers():
+    """End every worker (their process groups), e.g. before a grader writes its results."""
+    for w in _WORKERS.values():
+        w.stop()
 
 
 def end_of_output_marker():
     return _END_OF_OUTPUT
 
 
-atexit.register(_WORKER.stop)
+atexit.register(stop_workers)

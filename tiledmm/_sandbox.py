@@ -21,6 +21,7 @@ What each rule is for is said beside it. The rules are facts checked on Linux 6.
 import ctypes
 import dataclasses
 import errno
+import fcntl
 import glob
 import json
 import os
@@ -408,7 +409,14 @@ def _seccomp(policy, lib, scoped_signals, export=False):
         for name in sorted(allowed):
             rule(_ACT_ALLOW, name)
         for name in _TRAP:
-            if name not in allowed:
+            if name in allowed:
+                continue
+            if name == "connect" and policy.devices:
+                # The CUDA driver tries a UNIX socket at start (the persistence daemon's, MPS's;
+                # seen on the H200) and goes on without it: it gets a plain refusal, not a trap.
+                # Sockets themselves stay AF_UNIX-only, so no network either way.
+                rule(_ACT_ERRNO(errno.EACCES), name)
+            else:
                 rule(_ACT_TRAP, name)
         # clone3 answers ENOSYS so that glibc falls back to clone, whose flags seccomp can see
         # (on EPERM Python could not start a thread, and libgomp would exit the process)
@@ -810,21 +818,38 @@ def _elf_loaders():
     return tuple(sorted(found))
 
 
-def run_python(module, args, policy, *, cwd, stdin=b"", timeout=None, env=None, capture=True):
+def run_python(module, args, policy, *, cwd, stdin=b"", timeout=None, env=None, capture=True,
+               pass_fds=()):
     """A fresh interpreter that confines itself by `policy` first, then calls
-    `tiledmm.<module>.main(list(args))`; `main`'s return value is the exit code."""
+    `tiledmm.<module>.main(list(args))`; `main`'s return value is the exit code. pass_fds: open
+    file descriptors the child inherits (memory the caller made and sealed: the child may not
+    make shared memory of its own)."""
     env = minimal_env() if env is None else dict(env)
     if policy.write:
         env["TMPDIR"] = policy.write[0]
     return _run([*python_argv(module, policy), *args], cwd=cwd, stdin=stdin, timeout=timeout,
-                env=env, capture=capture)
+                env=env, capture=capture, pass_fds=pass_fds)
 
 
-def _run(argv, *, cwd, stdin, timeout, env, capture):
+def sealed_memory(name, size):
+    """A memfd of `size` bytes that can be neither grown nor shrunk (sealed), for a confined
+    child's shared memory: the child may map it, never make more (the caller owns the bound)."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        os.ftruncate(fd, size)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS,
+                    fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _run(argv, *, cwd, stdin, timeout, env, capture, pass_fds=()):
     pipe = subprocess.PIPE if capture else None
     proc = subprocess.Popen(argv, cwd=cwd, env=env, start_new_session=True,
                             stdin=None if stdin is None else subprocess.PIPE,
-                            stdout=pipe, stderr=pipe)
+                            stdout=pipe, stderr=pipe, pass_fds=tuple(pass_fds))
     timed_out = False
     try:
         out, err = proc.communicate(stdin, timeout=timeout)

@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import html
 import json
+import mmap
 import os
 import re
 import shutil
@@ -19,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 
-from . import _compile_emu, _kernel_cache as cache, _sandbox
+from . import _backend, _compile_emu, _kernel_cache as cache, _sandbox
 from ._backend import get_backend
 from ._isolation import default_timeout
 from ._kernel_diagnostics import CompileError
@@ -33,7 +34,11 @@ _DIALECT = 1   # bumped when the text tiledmm makes of a program changes (cache 
 _UNSET = object()
 _SIGNAL_NAMES = {signal.SIGSEGV: "segmentation fault", signal.SIGBUS: "bus error",
                  signal.SIGFPE: "floating-point exception", signal.SIGILL: "illegal instruction",
-                 signal.SIGABRT: "aborted", signal.SIGKILL: "killed", signal.SIGTERM: "terminated"}
+                 signal.SIGABRT: "aborted", signal.SIGKILL: "killed", signal.SIGTERM: "terminated",
+                 # the sandbox's refusal (tiledmm/_sandbox.py): exec, fork, a socket, ptrace...
+                 signal.SIGSYS: "the sandbox refused a system call: a program may compute and "
+                                "print, not start programs, open sockets or reach other "
+                                "processes"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -486,6 +491,20 @@ def _signal_line(returncode):
     return f"tiledmm: the program was ended by {name}{' (' + what + ')' if what else ''}"
 
 
+# The most device memory an emulated program gets (csrc/emu/program_runtime.h maps it twice).
+DEVICE_MEMORY_MOST = 16 << 30
+
+
+def _device_memory_file():
+    """The emulated program's device memory: a sealed memfd the caller makes, since the sandbox
+    lets a program make no shared memory of its own (csrc/emu/program_runtime.h maps it twice:
+    the program's view, closed while host code runs, and the runtime's). Sparse: pages are
+    allocated as the program touches them, up to this process's host-memory limit."""
+    limit = _backend.module("emu").host_memory()[0] or DEVICE_MEMORY_MOST
+    size = min(DEVICE_MEMORY_MOST, limit) // mmap.PAGESIZE * mmap.PAGESIZE
+    return _sandbox.sealed_memory("tiledmm-device-memory", size)
+
+
 def execute(image, source_name, backend, args=(), stdin=None, timeout=None, capture=True,
             cwd=None):
     """Run a built program. Returns (Completed, report records, the tiledmm: lines to add)."""
@@ -499,9 +518,17 @@ def execute(image, source_name, backend, args=(), stdin=None, timeout=None, capt
         feed = b"" if stdin is None and capture else stdin
         if isinstance(feed, str):
             feed = feed.encode()
-        done = _sandbox.run_python("_program_main", [so, report, backend, source_name, "--",
-                                                     *[str(a) for a in args]],
-                                   policy, cwd=cwd, stdin=feed, timeout=timeout, capture=capture)
+        memory_fd = _device_memory_file() if backend == "emu" else None
+        try:
+            done = _sandbox.run_python(
+                "_program_main", [so, report, backend, source_name, "--", *[str(a) for a in args]],
+                policy, cwd=cwd, stdin=feed, timeout=timeout, capture=capture,
+                env=_sandbox.minimal_env(
+                    {} if memory_fd is None else {"TILEDMM_DEVICE_MEMORY_FD": str(memory_fd)}),
+                pass_fds=() if memory_fd is None else (memory_fd,))
+        finally:
+            if memory_fd is not None:
+                os.close(memory_fd)
         records = _read_report(report)
         extra = _diagnostics(records, so, scratch, source_name)
     if done.timed_out:

@@ -188,7 +188,7 @@ class Kernel:
         if backend == "emu":
             artifact = compile_emu(self.source, self.name, list(self.options), check, profile)[2]
         elif self.isolate:   # NVRTC runs in the worker, with a time limit
-            reply = worker().call({"op": "compile_cuda", "source": self.source, "name": self.name,
+            reply = worker("cuda").call({"op": "compile_cuda", "source": self.source, "name": self.name,
                                    "options": list(self.options)}, timeout=600,
                                   what=f"compiling kernel '{self.name}'")
             a = _reply_value(reply, "artifact")   # checked by _isolation.check_reply
@@ -359,7 +359,7 @@ class Kernel:
         # a `T **` parameter's table of row pointers gets a region of its own, filled where the
         # kernel runs (tiledmm/_row_tables.py)
         tables = [(i, _shape(c)[0]) for i, c in pointers if c[1].kind == "rows"]
-        w = worker()
+        w = worker(launch.backend)
         with w.lock:   # the shared file is the worker's: one call at a time fills it
             try:
                 segment = Segment([_nbytes(c) for _, c in pointers] +
@@ -415,7 +415,7 @@ class Kernel:
         return raw, copy_in_ms, copy_out_ms
 
     def _worker_launch(self, launch, request_args, segment):
-        w = worker()
+        w = worker(launch.backend)
         request = {"op": "launch", "backend": launch.backend, "grid": launch.grid,
                    "block": launch.block, "shared": launch.shared, "args": request_args,
                    "regions": segment.regions, "warmup": launch.warmup, "repeat": launch.repeat,

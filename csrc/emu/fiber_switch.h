@@ -8,6 +8,8 @@
 //                                  stack [lo, lo + size); fn never returns
 //   void context_switch(FiberContext &from, FiberContext &to)
 //                                  save the running context in `from`, resume `to`
+//   void context_prefetch(const FiberContext &c)
+//                                  hint the cache to load what switching to c will read
 //   kSwitchKind                    what tm_emu_switch_kind() reports
 //
 // The hand-written switches save only what the calling convention says a callee preserves,

@@ -27,7 +27,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
+#include <sys/stat.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -35,6 +35,7 @@
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -185,24 +186,20 @@ inline bool region_init()
     const size_t most = (size_t)16 << 30;
     if (cap > most) cap = most;
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    int fd = memfd_create("tiledmm-device-memory", MFD_CLOEXEC);
-    if (fd < 0) {
-        // tiledmm's sandbox refuses memfd_create on emu: an unlinked file of the scratch folder
-        // ($TMPDIR) instead, no larger than the file-size limit (ftruncate past it would raise
-        // SIGXFSZ)
-        const char *dir = getenv("TMPDIR");
-        std::string path = std::string(dir && *dir ? dir : "/tmp") + "/tiledmm-device-XXXXXX";
-        fd = mkostemp(&path[0], O_CLOEXEC);
-        if (fd < 0) return false;
-        unlink(path.c_str());
-        struct rlimit fsize;
-        if (getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY &&
-            cap > (size_t)fsize.rlim_cur / 2)
-            cap = (size_t)fsize.rlim_cur / 2;   // room left for the program's own files
-    }
     cap = cap / page * page;
+    // Under tm.run the caller made the memory (a sealed memfd, TILEDMM_DEVICE_MEMORY_FD): the
+    // sandbox lets a program make no shared memory of its own. Elsewhere (a program run by
+    // hand) it is made here.
+    const char *inherited = getenv("TILEDMM_DEVICE_MEMORY_FD");
+    int fd = inherited ? atoi(inherited) : memfd_create("tiledmm-device-memory", MFD_CLOEXEC);
+    if (fd < 0) return false;
+    if (inherited) {
+        struct stat sb;
+        if (fstat(fd, &sb) != 0 || sb.st_size <= 0) return false;
+        if ((size_t)sb.st_size < cap) cap = (size_t)sb.st_size / page * page;
+    }
     for (; cap >= ((size_t)64 << 20); cap /= 2) {
-        if (ftruncate(fd, (off_t)cap) != 0) continue;
+        if (!inherited && ftruncate(fd, (off_t)cap) != 0) continue;
         void *rt = mmap(nullptr, cap, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
         if (rt == MAP_FAILED) continue;
         // the program's view inside a reservation of `most` bytes that nothing else is mapped

@@ -85,7 +85,7 @@ struct Fiber {
     char *lo = nullptr;     // usable stack [lo, lo + size)
     size_t size = 0;
     int thread = -1;        // the CUDA thread (linear id) it runs, -1 when free
-    size_t color = 0;       // bytes left unused at the top of the stack
+    size_t color = 0;       // bytes left unused at the top of the stack (under a page)
 #ifdef TM_EMU_TSAN
     void *tsan = nullptr;   // ThreadSanitizer's fiber
 #endif
@@ -96,11 +96,17 @@ void fiber_free(Fiber *f)
 #ifdef TM_EMU_TSAN
     if (f->tsan) __tsan_destroy_fiber(f->tsan);
 #endif
+#ifdef TM_EMU_ASAN
+    // A suspended fiber's frames leave their redzones poisoned in ASan's shadow, and munmap does
+    // not clear it: whatever is mapped here next (a thread's stack and TLS, an allocation)
+    // would report false overflows.
+    ASAN_UNPOISON_MEMORY_REGION(f->lo, f->size);
+#endif
     munmap(f->map, f->map_size);
     delete f;
 }
 
-struct Thr {
+struct alignas(64) Thr {   // one cache line each: resuming a thread reads one line
     State st;
     unsigned char wop;
     short wwidth;
@@ -150,11 +156,21 @@ struct Block {
     int next_new;       // next thread never started
     int done;           // threads that returned
     int bar_wait;       // threads waiting at the block barrier
+    int bar_need;       // arrivals that open it (INT_MAX: it cannot open); see update_bar_need
     int bar_line;
     const char *bar_file;
     bool bar_mismatch;
-    bool bar_op;        // a __syncthreads_count/and/or is pending
     bool abort;         // e.g. no stack could be allocated
+    // __syncthreads_count/and/or: the predicates of the threads waiting now, folded as they
+    // arrive, and the results of the barrier that opened last. A thread released by that
+    // barrier reads them when it resumes, before the next barrier can open (which needs it).
+    int op_count, op_all, op_any;
+    int res_count, res_all, res_any;
+    // Runnable threads, in the order they run: first the sweep, the threads that the last
+    // barrier released (every thread from index sweep_pos up whose state is still S_BAR,
+    // except sweep_self, which kept running), then the ring rq (released warp lanes). An open
+    // barrier costs O(1): it starts a sweep instead of queueing each waiter.
+    int sweep_pos, sweep_self;
     int *rq;            // ring of runnable thread ids (each at most once)
     int rq_head, rq_count;
     unsigned *warp_arrived;
@@ -168,6 +184,13 @@ size_t page_size() { static size_t p = (size_t)sysconf(_SC_PAGESIZE); return p; 
 // Inaccessible bytes below each fiber stack: an overflow faults there, and a frame that is
 // larger than a page is less likely to jump over the guard into a neighbouring stack.
 constexpr size_t kGuardBytes = 64 * 1024;
+// Address space in each fiber's mapping (never touched, so never committed) that lets the stack
+// tops start at different offsets modulo 64 KiB (see fiber_new). Without it every top sits at
+// the same offset modulo the stacks' spacing (a power of two), so the few cache lines that each
+// waiting fiber keeps hot (its frames and saved registers) all fall into the same handful of L2
+// sets: with 256 fibers a block's barrier evicted them to L3 on every switch (tiled 16 at 256^3
+// went from 86 to 70 ms with this alone; benchmarks/emu_notes.md).
+constexpr size_t kColorBytes = 64 * 1024;
 
 struct Worker {
     FiberContext sched;             // the scheduler's own context while a fiber runs
@@ -254,11 +277,19 @@ Fiber *fiber_new(Worker &w)
     size_t pg = page_size();
     size_t size = (w.fiber_stack + pg - 1) / pg * pg;
     size_t guard = kGuardBytes > pg ? kGuardBytes : pg;   // address space only
-    size_t map_size = size + guard;
+    // Colour: steps of 65 cache lines, so consecutive fibers differ by one L1 set (64 sets) and
+    // cover the L2 sets of 64 KiB before repeating (1024 fibers); a 16-byte shift for the next
+    // 1024. Its whole pages move the stack down inside the mapping (the guard moves with it,
+    // so the usable stack keeps its size); the rest, under a page, is left unused at the top.
+    size_t k = w.fibers.size();
+    size_t color = (k * 65 * 64) % kColorBytes + (k / 1024 % 4) * 16;
+    size_t color_pages = color / pg * pg;
+    size_t map_size = guard + kColorBytes + size;
     void *m = mmap(nullptr, map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK,
                    -1, 0);
     if (m == MAP_FAILED) return nullptr;
-    if (mprotect(m, guard, PROT_NONE) != 0) {   // guard region below the stack
+    char *lo = (char *)m + map_size - color_pages - size;
+    if (mprotect(m, (size_t)(lo - (char *)m), PROT_NONE) != 0) {   // guard region below the stack
         munmap(m, map_size);
         return nullptr;
     }
@@ -269,9 +300,9 @@ Fiber *fiber_new(Worker &w)
     }
     f->map = (char *)m;
     f->map_size = map_size;
-    f->lo = (char *)m + guard;
+    f->lo = lo;
     f->size = size;
-    f->color = (w.fibers.size() % 61) * 64 + (w.fibers.size() / 61 % 4) * 16;
+    f->color = color - color_pages;
 #ifdef TM_EMU_TSAN
     f->tsan = __tsan_create_fiber(0);
 #endif
@@ -311,15 +342,50 @@ inline void rq_push(Block *b, int t)
     b->rq_count++;
 }
 
-// The next fiber to run: a released thread, else a fresh thread on a free fiber, else nullptr.
-Fiber *pick_next(Worker &w, Block *b)
+Fiber *pick_new(Worker &w, Block *b);
+
+// Thread t is about to be switched to: its state and threadIdx are set here, by the switching
+// side, so that a waiting thread has nothing left to do after its switch returns (its
+// __syncthreads() then ends in a tail call to the switch; see tm_emu_syncthreads).
+inline Fiber *resume_as(Block *b, int t, tm_emu_tls_t *tls)
 {
+    Thr &x = b->t[t];
+    x.st = S_RUN;   // a barrier's release leaves its waiters' states to be set here (O(1))
+    tls->thread_idx = x.tid;
+    tls->linear_tid = t;
+    return x.fiber;
+}
+
+// The next fiber to run: a released thread, else a fresh thread on a free fiber, else nullptr.
+// tls is &tm_emu_tls, looked up once by the caller (in a shared object each lookup is a call to
+// __tls_get_addr); a block's fibers never leave their OS thread, so it stays valid.
+inline Fiber *pick_next(Worker &w, Block *b, tm_emu_tls_t *tls)
+{
+    while (b->sweep_pos < b->n) {
+        int t = b->sweep_pos++;
+        if (b->t[t].st == S_BAR && t != b->sweep_self) {
+            // With hundreds of fibers their frames do not fit in L1, and resuming one is a chain
+            // of dependent misses (its Thr, its Fiber, its saved frame, its callers' frames).
+            // Run the chain ahead as a pipeline while this thread works: the Thr three ahead,
+            // the Fiber two ahead, the stack one ahead (emu_notes.md).
+            if (t + 3 < b->n) __builtin_prefetch(&b->t[t + 3]);
+            if (t + 2 < b->n && b->t[t + 2].fiber) __builtin_prefetch(&b->t[t + 2].fiber->ctx);
+            if (t + 1 < b->n && b->t[t + 1].fiber) context_prefetch(b->t[t + 1].fiber->ctx);
+            return resume_as(b, t, tls);
+        }
+    }
     if (b->rq_count) {
         int t = b->rq[b->rq_head];
         if (++b->rq_head == b->n) b->rq_head = 0;
         b->rq_count--;
-        return b->t[t].fiber;
+        return resume_as(b, t, tls);
     }
+    return pick_new(w, b);   // fiber_entry sets threadIdx
+}
+
+// A thread that never ran, on a free (or new) fiber; nullptr when there is none.
+Fiber *pick_new(Worker &w, Block *b)
+{
     if (b->next_new < b->n && !b->abort) {
         Fiber *f;
         if (!w.free_fibers.empty()) {
@@ -347,53 +413,53 @@ Fiber *pick_next(Worker &w, Block *b)
     return nullptr;
 }
 
-// Called by a waiting thread t: run something else until t is released.
-inline void block_wait(Worker &w, Block *b, int t)
+// Called by a waiting thread: run something else until it is released (whoever switches back
+// to it sets its state and threadIdx: resume_as).
+inline void block_wait(Worker &w, Block *b, tm_emu_tls_t *tls)
 {
     Fiber *f = w.cur;
-    Fiber *nx = pick_next(w, b);
+    Fiber *nx = pick_next(w, b, tls);
     jump(w, f, nx);
-    set_tls(w.b, t);
 }
 
-inline bool barrier_ready(Block *b)
+// The barrier opens when every live thread waits at it: all n threads in strict mode (a thread
+// that returned keeps it closed for good, as CUDA leaves that undefined), else the n - done
+// threads that have not returned. Threads waiting at different call sites keep it closed for
+// good (the stuck report names the sites). Kept as one number so an arrival compares once.
+inline void update_bar_need(Block *b)
 {
-    if (b->bar_mismatch || b->bar_wait == 0) return false;
-    if (b->L->strict) return b->done == 0 && b->bar_wait == b->n;
-    return b->bar_wait == b->n - b->done;
+    b->bar_need = b->bar_mismatch ? INT_MAX : b->L->strict ? (b->done ? INT_MAX : b->n) : b->n - b->done;
 }
 
-// Opens the block barrier: every waiting thread except `self` becomes runnable.
-void barrier_release(Block *b, int self)
+inline bool barrier_ready(Block *b) { return b->bar_wait != 0 && b->bar_wait == b->bar_need; }
+
+// Opens the block barrier: every waiting thread except `self` becomes runnable, in index order,
+// through the sweep. No thread is runnable when a barrier opens (every live thread waits at
+// it), so the sweep comes before anything queued later, as a FIFO of the waiters would.
+inline void barrier_release(Block *b, int self)
 {
-    int count = 0, all = 1, any = 0;
-    if (b->bar_op) {
-        for (int i = 0; i < b->n; ++i)
-            if (b->t[i].st == S_BAR) {
-                int p = b->t[i].wval != 0;
-                count += p;
-                all &= p;
-                any |= p;
-            }
-    }
-    for (int i = 0; i < b->n; ++i) {
-        Thr &x = b->t[i];
-        if (x.st != S_BAR) continue;
-        if (b->bar_op) x.wres = x.wop == 0 ? (unsigned long long)count : x.wop == 1 ? all : any;
-        x.st = S_RUN;
-        if (i != self) rq_push(b, i);
-    }
+    b->res_count = b->op_count;
+    b->res_all = b->op_all;
+    b->res_any = b->op_any;
+    b->op_count = 0;
+    b->op_all = 1;
+    b->op_any = 0;
+    if (self >= 0) b->t[self].st = S_RUN;
+    b->sweep_pos = 0;
+    b->sweep_self = self;
     b->bar_wait = 0;
-    b->bar_op = false;
     ++tm_emu_epoch;   // a barrier interval ends
 }
+
+inline bool has_runnable(Block *b) { return b->sweep_pos < b->n || b->rq_count; }
 
 void thread_exit(Worker &w, Block *b, Fiber *f, int t)
 {
     b->t[t].st = S_DONE;
     b->done++;
+    update_bar_need(b);
     if (!b->L->strict && barrier_ready(b)) barrier_release(b, -1);
-    if (b->rq_count == 0 && b->next_new < b->n && !b->abort) {   // plain loop: reuse this stack
+    if (!has_runnable(b) && b->next_new < b->n && !b->abort) {   // plain loop: reuse this stack
         int nt = b->next_new++;
         f->thread = nt;
         b->t[nt].fiber = f;
@@ -402,7 +468,7 @@ void thread_exit(Worker &w, Block *b, Fiber *f, int t)
     }
     f->thread = -1;
     w.free_fibers.push_back(f);
-    Fiber *nx = pick_next(w, b);
+    Fiber *nx = pick_next(w, b, &tm_emu_tls);
     if (nx == f) return;
     jump(w, f, nx);   // resumed when the scheduler hands this fiber a new thread
 }
@@ -661,8 +727,14 @@ bool run_block(Worker &w, Launch *L, uint3 bid, long long index)
     b->bar_line = 0;
     b->bar_file = nullptr;
     b->bar_mismatch = false;
-    b->bar_op = false;
+    update_bar_need(b);
     b->abort = false;
+    b->op_count = b->op_any = 0;
+    b->op_all = 1;
+    b->res_count = b->res_any = 0;
+    b->res_all = 1;
+    b->sweep_pos = n;
+    b->sweep_self = -1;
     b->overflow = false;
     b->overflow_thread = -1;
     b->rq = w.rq_buf.data();
@@ -681,7 +753,7 @@ bool run_block(Worker &w, Launch *L, uint3 bid, long long index)
     tm_emu_tls.block_dim = L->block;
     tm_emu_tls.grid_dim = L->grid;
     w.b = b;
-    for (Fiber *nx; (nx = pick_next(w, b));) jump(w, nullptr, nx);
+    for (Fiber *nx; (nx = pick_next(w, b, &tm_emu_tls));) jump(w, nullptr, nx);
     bool ok = b->done == n;
     if (!ok) {
         if (b->overflow) {
@@ -779,7 +851,7 @@ unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int 
         for (unsigned m = g; m; m &= m - 1) g |= b->t[base + __builtin_ctz(m)].wmask;
     }
     if ((arrived & g) != g) {
-        block_wait(w, b, t);
+        block_wait(w, b, &tm_emu_tls);
         return me.wres;
     }
     // Last lane of the group: compute every lane's result, release the others.
@@ -947,29 +1019,56 @@ extern "C" void *tm_emu_dynamic_shared(void)
 
 extern "C" unsigned long long tm_emu_barrier_epoch(void) { return tm_emu_epoch; }
 
+// The hot path of barrier-heavy kernels (2 million arrivals for tiled 16 at 256^3): one TLS
+// lookup, a site check, one compare to know whether the barrier opens, and a switch that the
+// function ends in (emu_notes.md has what each step saved).
 extern "C" void tm_emu_syncthreads(const char *file, int line)
 {
     using namespace tm_emu;
-    Worker &w = worker();
-    Block *b = w.b;
+    tm_emu_tls_t *tls = &tm_emu_tls;
+    // Keep the address in a register: gcc would otherwise compute it again after the switch,
+    // with a second __tls_get_addr call in a shared object.
+    __asm__("" : "+r"(tls));
+    Worker *w = static_cast<Worker *>(tls->worker);
+    Block *b = w ? w->b : nullptr;   // no worker yet: no block runs on this thread
     if (!b || b->n == 1) return;
-    int t = tm_emu_tls.linear_tid;
+    int t = tls->linear_tid;
     Thr &me = b->t[t];
     if (b->bar_wait == 0) {
         b->bar_file = file;
         b->bar_line = line;
     } else if (line != b->bar_line || (file != b->bar_file && strcmp(file, b->bar_file) != 0)) {
         b->bar_mismatch = true;
+        update_bar_need(b);
     }
     me.file = file;
     me.line = line;
     me.st = S_BAR;
-    b->bar_wait++;
-    if (barrier_ready(b)) {
+    if (++b->bar_wait == b->bar_need) {
         barrier_release(b, t);
         return;
     }
-    block_wait(w, b, t);
+#if defined(TM_EMU_ASAN) || defined(TM_EMU_TSAN)
+    block_wait(*w, b, tls);   // the sanitizers' hooks run after the switch
+#else
+    // The switch is this function's last act (a tail call): the kernel's frame is the only one
+    // between the fiber's saved registers and its resumption, which returns into the kernel.
+    Fiber *f = w->cur;
+    Fiber *nx = pick_next(*w, b, tls);
+    w->cur = nx;
+    context_switch(f->ctx, nx ? nx->ctx : w->sched);
+#endif
+}
+
+// A block barrier that also folds a predicate over the waiting threads (op 0 count, 1 and, 2 or).
+static int syncthreads_fold(tm_emu::Block *b, int op, int pred, const char *file, int line)
+{
+    int p = pred != 0;
+    b->op_count += p;
+    b->op_all &= p;
+    b->op_any |= p;
+    tm_emu_syncthreads(file, line);
+    return op == 0 ? b->res_count : op == 1 ? b->res_all : b->res_any;
 }
 
 extern "C" int tm_emu_syncthreads_op(int op, int pred, const char *file, int line)
@@ -978,14 +1077,8 @@ extern "C" int tm_emu_syncthreads_op(int op, int pred, const char *file, int lin
     Worker &w = worker();
     Block *b = w.b;
     if (!b) return op == 0 ? (pred != 0) : (pred != 0);
-    int t = tm_emu_tls.linear_tid;
-    Thr &me = b->t[t];
-    me.wop = (unsigned char)op;
-    me.wval = pred != 0;
-    b->bar_op = true;
     if (b->n == 1) return op == 0 ? (int)(pred != 0) : (pred != 0);
-    tm_emu_syncthreads(file, line);
-    return (int)me.wres;
+    return syncthreads_fold(b, op, pred, file, line);
 }
 
 extern "C" int tm_emu_threads(void)

@@ -206,6 +206,49 @@ __global__ void k_vector_types(float4 *out, const float4 *in)
 
 __global__ void k_noop(int *) {}
 
+// A barrier in a loop whose trip count differs between threads (0, 1 or 2 by threadIdx.x % 3):
+// in strict mode the threads with none return while the others wait (reported, with the line);
+// with TILEDMM_EMU_STRICT_EXIT=0 each exit leaves the count and every barrier opens.
+static constexpr int k_varying_loop_line = __LINE__ + 4;
+__global__ void k_varying_loop(int *out)
+{
+    int n = threadIdx.x % 3;
+    for (int i = 0; i < n; ++i) __syncthreads();
+    out[threadIdx.x] = n;
+}
+
+// __syncthreads_count/and/or, warp shuffles and plain barriers interleaved over many rounds:
+// each op's result must belong to its own barrier although the last thread to arrive runs on
+// into the next one before the others have read theirs.
+__global__ void k_ops_and_shuffles(int *out, int rounds)
+{
+    __shared__ int s[1024];
+    int t = threadIdx.x, n = blockDim.x, acc = 0;
+    for (int r = 0; r < rounds; ++r) {
+        int c = __syncthreads_count((t + r) % 5 == 0);
+        int v = t * (r + 1);
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        s[t] = v;
+        __syncthreads();
+        int a = __syncthreads_and(s[(t + 32) % n] > r);
+        int any = __syncthreads_or(t == (r * 7) % n);
+        acc += c + (s[(t + 32) % n] & 1023) + a * 2 + any * 3;
+        __syncthreads();
+    }
+    out[blockIdx.x * n + t] = acc;
+}
+
+// A local array that fills nearly all of a 64 KiB fiber stack, in every thread of a 1024-thread
+// block: the stacks' colouring (offsets up to 64 KiB, for the caches) must not shrink them.
+__global__ void k_deep_stack(int *out)
+{
+    volatile char big[56 * 1024];
+    big[0] = (char)threadIdx.x;
+    big[sizeof big - 1] = 1;
+    __syncthreads();
+    out[threadIdx.x] = big[0] + big[sizeof big - 1];
+}
+
 // ---------------------------------------------------------------- tests
 
 static int *dev_ints(size_t n)
@@ -526,6 +569,68 @@ static bool test_syncthreads_ops()
     return true;
 }
 
+static bool test_varying_loop()
+{
+    int *d = dev_ints(96);
+    std::string at = std::string(__FILE__) + ":" + std::to_string(k_varying_loop_line);
+    if (!expect_failure(tm_launch(k_varying_loop, dim3(2), dim3(96), 0, d),
+                        {"k_varying_loop", "64 threads wait at __syncthreads() at " + at, "32 threads have exited",
+                         "TILEDMM_EMU_STRICT_EXIT=0"}))
+        return false;
+    tm_emu_set_strict_exit(0);
+    cudaError_t e = tm_launch(k_varying_loop, dim3(2), dim3(96), 0, d);
+    tm_emu_set_strict_exit(1);
+    CHECK_CUDA(e);
+    std::vector<int> h(96);
+    CHECK_CUDA(cudaMemcpy(h.data(), d, 96 * 4, cudaMemcpyDeviceToHost));
+    for (int t = 0; t < 96; ++t) CHECK_EQ(h[t], t % 3);
+    cudaFree(d);
+    return true;
+}
+
+static bool test_ops_and_shuffles()
+{
+    const int blocks = 3, rounds = 40;
+    for (int n : {32, 128, 1024}) {
+        int *d = dev_ints((size_t)blocks * n);
+        CHECK_CUDA(tm_launch(k_ops_and_shuffles, dim3(blocks), dim3(n), 0, d, rounds));
+        std::vector<int> h((size_t)blocks * n);
+        CHECK_CUDA(cudaMemcpy(h.data(), d, h.size() * 4, cudaMemcpyDeviceToHost));
+        for (int t = 0; t < n; ++t) {
+            long long want = 0;
+            int u = (t + 32) % n, w0 = u & ~31;   // the warp whose sum thread t reads
+            for (int r = 0; r < rounds; ++r) {
+                int c = 0;
+                for (int q = 0; q < n; ++q) c += (q + r) % 5 == 0;
+                int warp_sum = 0;
+                for (int l = 0; l < 32; ++l) warp_sum += (w0 + l) * (r + 1);
+                bool all = true;
+                for (int q = 0; q < n; ++q) {
+                    int wq = ((q + 32) % n) & ~31, sq = 0;
+                    for (int l = 0; l < 32; ++l) sq += (wq + l) * (r + 1);
+                    all = all && sq > r;
+                }
+                want += c + (warp_sum & 1023) + (all ? 2 : 0) + 3;
+            }
+            for (int b = 0; b < blocks; ++b) CHECK_EQ(h[(size_t)b * n + t], want);
+        }
+        cudaFree(d);
+    }
+    return true;
+}
+
+static bool test_deep_stack()
+{
+    if (tm_emu_stack_bytes() < 64 * 1024) return true;
+    int *d = dev_ints(1024);
+    CHECK_CUDA(tm_launch(k_deep_stack, dim3(2), dim3(1024), 0, d));
+    std::vector<int> h(1024);
+    CHECK_CUDA(cudaMemcpy(h.data(), d, 1024 * 4, cudaMemcpyDeviceToHost));
+    for (int t = 0; t < 1024; ++t) CHECK_EQ(h[t], (int)(signed char)(char)t + 1);
+    cudaFree(d);
+    return true;
+}
+
 static bool test_launch_config()
 {
     int *d = dev_ints(4);
@@ -796,6 +901,9 @@ int main(int argc, char **argv)
         {"atomics", test_atomics},
         {"dynamic_shared", test_dynamic_shared},
         {"syncthreads_ops", test_syncthreads_ops},
+        {"varying_loop", test_varying_loop},
+        {"ops_and_shuffles", test_ops_and_shuffles},
+        {"deep_stack", test_deep_stack},
         {"launch_config", test_launch_config},
         {"memory", test_memory},
         {"events_device", test_events_and_device},

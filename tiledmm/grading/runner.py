@@ -19,7 +19,7 @@ import secrets
 import numpy as np
 
 from .. import _backend, _sandbox, testing
-from .._isolation import worker
+from .._isolation import stop_workers
 from ..user_kernels import CompileError, KernelError
 from .assignment import load_assignment
 from .compare import compare, output_array, tolerance
@@ -81,7 +81,7 @@ def grade(submission, assignment, *, backend=None, seed=None, kernel=None, timeo
         return _grade(submission, assignment, backend, seed, kernel, timeout, check,
                       compile_timeout, speed)
     finally:
-        worker().stop()   # its whole process group, before any result is written
+        stop_workers()   # their whole process groups, before any result is written
 
 
 def _grade(submission, assignment, backend, seed, kernel, timeout, check, compile_timeout,
