@@ -144,3 +144,31 @@ def test_host_mistakes_validated():
     with pytest.raises(ValueError, match="host_mistakes"):
         ProgramAssignment("x", [{"n": 1}], lambda s, seed: ([], ""), lambda s, seed: [0.0],
                           host_mistakes={"leaks": "pass"})
+
+
+# ---- the program's kernel, launched with the program's own <<<>>> -------------------------------
+
+def test_program_kernel_source_declares_the_programs_own_launch():
+    from tiledmm.grading.programs import program_kernel_source
+    text, name = program_kernel_source(SOURCE)
+    assert name == "vecAddKernel" and "int main" not in text and "<<<" not in text
+    assert text.count("\n") >= SOURCE.count("\n")   # the kernel keeps its lines
+    assert "// tiledmm-grade: grid (n + 255) // 256\n// tiledmm-grade: block 256" in text
+    # lecture 003: dim3 variables, a host variable passed as the kernel's Width
+    with open(os.path.join(HERE, "lectures", "programs", "003_matmul_host.cu")) as f:
+        text, name = program_kernel_source(f.read())
+    assert name == "MatrixMulKernel"
+    assert "grid (1, 1)" in text and "block (Width, Width)" in text
+    with pytest.raises(ValueError, match="no kernel 'other'"):
+        program_kernel_source(SOURCE, kernel="other")
+
+
+def test_a_programs_kernel_graded_with_its_own_launch():
+    from tiledmm.grading.programs import grade_program_kernel
+    r = grade_program_kernel(CORRECT, "vec_add", backend="emu", seed=SEED, speed=False)
+    assert r.passed and r.score == r.max_score > 0, str(r)
+    assert "grid (n + 255) // 256, block 256" in r.launch
+    # too few blocks: the program's own launch is what is graded, so the big cases fail
+    short = variant("<<<(n + 255) / 256, 256>>>", "<<<n / 256, 256>>>")
+    r = grade_program_kernel(short, "vec_add", backend="emu", seed=SEED, speed=False)
+    assert not r.passed and 0 < r.score < r.max_score, str(r)

@@ -26,8 +26,8 @@ from .._kernel_diagnostics import CompileError
 from ..programs import run as run_program
 from .report import GradeReport
 
-__all__ = ["ProgramAssignment", "grade_program", "load_program_assignment", "vec_add_program",
-           "PROGRAM_BUILTIN"]
+__all__ = ["ProgramAssignment", "grade_program", "grade_program_kernel", "load_program_assignment",
+           "program_kernel_source", "vec_add_program", "PROGRAM_BUILTIN"]
 
 PROBLEM_KINDS = ("kernel", "initcheck", "api_error", "unchecked", "leak", "sanitizer")
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)", re.I)
@@ -220,6 +220,120 @@ def grade_program(submission, assignment, *, backend=None, seed=None, timeout=No
                              "not run: the program did not compile") for c in assignment.cases]
     report.speed = {"graded": False, "note": "programs are graded by their output"}
     return report
+
+
+# ---- grading the program's kernel, launched as its own <<<>>> launches it ------------------------
+
+_LAUNCH = re.compile(r"\b([A-Za-z_]\w*)\s*(?:<[^<>;]*>)?\s*<<<(.*?)>>>\s*\(([^;]*)\)\s*;", re.S)
+_IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
+
+
+def _split_top(text):
+    """text split at its commas outside brackets, each part stripped."""
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    parts.append(text[start:].strip())
+    return [p for p in parts if p]
+
+
+def _kernel_params(blank, kernel):
+    """The parameter names of `__global__ ... kernel(...)`, in order."""
+    m = re.search(r"__global__[^;{]*?\b" + re.escape(kernel) + r"\s*\(([^)]*)\)", blank)
+    if not m:
+        return []
+    return [(_IDENT.findall(p.split("=")[0]) or [""])[-1] for p in _split_top(m.group(1))]
+
+
+def _host_values(blank):
+    """Simple host definitions a launch configuration may name: `dim3 g(a, b)`, `dim3 g = dim3(a,
+    b)`, `int x = expr;` (const, unsigned, size_t ... too) and `#define X expr`; first one wins."""
+    values = {}
+    for m in re.finditer(r"\bdim3\s+([A-Za-z_]\w*)\s*(?:\(([^;]*)\)|=\s*dim3\s*\(([^;]*)\))\s*;",
+                         blank):
+        values.setdefault(m.group(1), "(" + (m.group(2) or m.group(3)) + ")")
+    for m in re.finditer(r"\b(?:const\s+)?(?:unsigned\s+|signed\s+)?(?:int|long|size_t|unsigned)\s+"
+                         r"([A-Za-z_]\w*)\s*=\s*([^;,{}]+);", blank):
+        values.setdefault(m.group(1), "(" + m.group(2).strip() + ")")
+    for m in re.finditer(r"^\s*#\s*define\s+([A-Za-z_]\w*)\s+(.+)$", blank, re.M):
+        values.setdefault(m.group(1), "(" + m.group(2).strip() + ")")
+    return values
+
+
+def _resolve(expr, names, values):
+    """expr with host names replaced: a kernel argument by its parameter's name (`names`), a
+    simple definition by its value (a few rounds); `sizeof(float)` as 4, integer casts dropped,
+    `/` as the integer division it is in C (the grader's `//`)."""
+    for _ in range(4):
+        expr = _IDENT.sub(lambda m: names.get(m.group(0), values.get(m.group(0), m.group(0))), expr)
+    expr = re.sub(r"sizeof\s*\(\s*(?:float|int|unsigned)\s*\)", "4", expr)
+    expr = re.sub(r"sizeof\s*\(\s*double\s*\)", "8", expr)
+    expr = re.sub(r"\(\s*(?:int|unsigned|size_t|long)\s*\)", "", expr)
+    return re.sub(r"(?<!/)/(?!/)", "//", expr)   # C's integer division
+
+
+def program_kernel_source(source, kernel=None):
+    """(the program's device code with its launch of `kernel` declared for tm.grade, the kernel's
+    name): every function whose body launches a kernel (main too) removed, and `// tiledmm-grade:`
+    lines giving the grid, block and shared bytes of its own `<<<>>>`, written in the kernel's
+    parameter names (docs/grading.md, A submission's own launch). Raises ValueError when the
+    program launches no such kernel."""
+    from .._kernel_source import blank_source
+    blank = blank_source(source)
+    launches = [(m.group(1), m.group(2), m.group(3)) for m in _LAUNCH.finditer(blank)]
+    if kernel is not None:
+        launches = [ln for ln in launches if ln[0] == kernel]
+    if not launches:
+        raise ValueError("the program launches " + (f"no kernel {kernel!r}" if kernel else
+                                                   "no kernel") + " with <<<...>>>")
+    name, config, call = launches[0]
+    params = _kernel_params(blank, name)
+    names = {}
+    for arg, param in zip(_split_top(call), params):
+        if re.fullmatch(r"[A-Za-z_]\w*", arg) and param:
+            names[arg] = param   # (the same name too: a parameter's name is never resolved)
+    values = _host_values(blank)
+    parts = [_resolve(p, names, values) for p in _split_top(config)]
+    lines = [f"// tiledmm-grade: kernel {name}", f"// tiledmm-grade: grid {parts[0]}",
+             f"// tiledmm-grade: block {parts[1]}"]
+    if len(parts) > 2:
+        lines.append(f"// tiledmm-grade: shared {parts[2]}")
+    # remove main and every function definition whose body holds a launch
+    out, cut = source, []
+    for m in re.finditer(r"^[^\n;{}#]*\b([A-Za-z_]\w*)\s*\([^;{}]*\)\s*\{", blank, re.M):
+        depth, i = 0, m.end() - 1
+        while i < len(blank):
+            depth += {"{": 1, "}": -1}.get(blank[i], 0)
+            if depth == 0:
+                break
+            i += 1
+        body = blank[m.start():i + 1]
+        if ("<<<" in body or m.group(1) == "main") and "__global__" not in blank[m.start():m.end()]:
+            cut.append((m.start(), i + 1))
+    for start, end in reversed(cut):
+        out = out[:start] + "\n" * source.count("\n", start, end) + out[end:]
+    return out + "\n" + "\n".join(lines) + "\n", name
+
+
+def grade_program_kernel(submission, assignment, *, kernel=None, **grade_kw):
+    """Grade the kernel a whole program holds against a kernel assignment (as tm.grade does),
+    launched with the program's own `<<<>>>` configuration (its names mapped to the kernel's
+    parameters and to the program's simple definitions). Returns tm.grade's GradeReport."""
+    from .runner import grade
+    if isinstance(submission, os.PathLike) or (isinstance(submission, str) and
+                                               "\n" not in submission):
+        with open(os.fspath(submission), encoding="utf-8", errors="replace") as f:
+            source = f.read()
+    else:
+        source = submission
+    text, name = program_kernel_source(source, kernel)
+    return grade(text, assignment, kernel=name, **grade_kw)
 
 
 def main(argv=None):
