@@ -172,3 +172,20 @@ def test_a_programs_kernel_graded_with_its_own_launch():
     short = variant("<<<(n + 255) / 256, 256>>>", "<<<n / 256, 256>>>")
     r = grade_program_kernel(short, "vec_add", backend="emu", seed=SEED, speed=False)
     assert not r.passed and 0 < r.score < r.max_score, str(r)
+
+
+def test_the_command_line_writes_gradescope_output(tmp_path):
+    import subprocess
+    import sys
+    out = tmp_path / "results.json"
+    done = subprocess.run([sys.executable, "-m", "tiledmm.grading.programs", CORRECT, "-a",
+                           "vec_add_program", "--backend", "emu", "--gradescope", str(out)],
+                          capture_output=True, text=True, timeout=600,
+                          cwd=os.path.dirname(HERE))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "vec_add_program: 4 / 4 points" in done.stdout
+    assert json.loads(out.read_text())["score"] == 4
+    bad = subprocess.run([sys.executable, "-m", "tiledmm.grading.programs", CORRECT, "-a",
+                          "no_such_assignment"], capture_output=True, text=True, timeout=120,
+                         cwd=os.path.dirname(HERE))
+    assert bad.returncode == 2 and "vec_add_program" in bad.stderr

@@ -352,17 +352,25 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--timeout", type=float, default=None, help="seconds per case")
     ap.add_argument("--no-check", action="store_true", help="no check mode on emu")
+    ap.add_argument("--by-kernel", action="store_true",
+                    help="grade the program's kernel against a kernel assignment (vec_add, ...), "
+                         "launched as the program's own <<<>>> launches it")
     ap.add_argument("--json", default=None)
     ap.add_argument("--junit", default=None)
     ap.add_argument("--gradescope", default=None)
     args = ap.parse_args(argv)
     try:
-        assignment = load_program_assignment(args.assignment)
+        if args.by_kernel:
+            report = grade_program_kernel(args.submission, args.assignment, backend=args.backend,
+                                          seed=args.seed, timeout=args.timeout,
+                                          check=not args.no_check)
+        else:
+            report = grade_program(args.submission, load_program_assignment(args.assignment),
+                                   backend=args.backend, seed=args.seed, timeout=args.timeout,
+                                   check=not args.no_check)
     except (ValueError, OSError, SyntaxError) as exc:
         print(f"{ap.prog}: {exc}", file=sys.stderr)
         return 2
-    report = grade_program(args.submission, assignment, backend=args.backend, seed=args.seed,
-                           timeout=args.timeout, check=not args.no_check)
     print(report)
     for path, write in ((args.json, report.write_json), (args.junit, report.write_junit),
                         (args.gradescope, report.write_gradescope)):
