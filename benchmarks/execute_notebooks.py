@@ -37,6 +37,7 @@ def execute(source, timeout, backend):
     nb = jupytext.read(source)
     nb.metadata["kernelspec"] = KERNELSPEC
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=False,
+                            record_timing=False,   # no per-cell timings in the committed cells
                             resources={"metadata": {"path": os.path.dirname(source)}})
     start, errors = time.time(), 0
     try:

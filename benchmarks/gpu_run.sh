@@ -19,6 +19,8 @@
 #   progcheck: tm.run(check=True): each mistake of tests/programs/check/mistakes.cu on emu and
 #          under compute-sanitizer on cuda, side by side (benchmarks/program_check_gpu.py), then
 #          tests/test_program_check.py (its cuda tests need the GPU and compute-sanitizer)
+#   magics: the %%cuda magics on cuda through IPython's InteractiveShell, ncu/nsys included
+#          (benchmarks/magics_gpu.py; needs IPython, and ncu/nsys on PATH for --profile)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}; mkdir -p "$OUT"
@@ -135,4 +137,9 @@ if [ "$stage" = all ] || [ "$stage" = progcheck ]; then
     python3 benchmarks/program_check_gpu.py --out "$OUT" 2>&1 | tee "$OUT/program_check_run.txt" | tail -40
     python3 -m pytest -q -p no:cacheprovider tests/test_program_check.py tests/test_grade_programs.py 2>&1 \
         | tee "$OUT/program_check_pytest.log" | tail -8
+fi
+
+if [ "$stage" = all ] || [ "$stage" = magics ]; then
+    echo "== %%cuda magics (tests/magics/cells.py, the nvcc4jupyter-style notebook) on cuda"
+    python3 benchmarks/magics_gpu.py --backend cuda --out "$OUT" 2>&1 | tee "$OUT/magics.txt" | tail -40
 fi

@@ -111,8 +111,20 @@ def _strip_magics(source):
     return "\n".join(out)
 
 
+def _cuda_cell(source):
+    """A `%%cuda` cell (tiledmm's magic, which needs IPython) as the Python that runs it: the
+    cell's program through tm.run, its stdout and stderr printed, its result (the launches) the
+    cell's value. The magic's options are not read here."""
+    head, _, body = source.lstrip().partition("\n")
+    return ("import sys as _sys, tiledmm as _tm\n"
+            f"_r = _tm.run({('// ' + head + chr(10) + body)!r})\n"
+            "print(_r.stdout, end='')\nprint(_r.stderr, end='', file=_sys.stderr)\n_r\n")
+
+
 def run_cell(source, namespace, filename, plt, shown):
     """Run one cell's source; returns (outputs, error or None)."""
+    if source.lstrip().startswith("%%cuda"):
+        source = _cuda_cell(source)
     out_stream, err_stream = _Tee(), _Tee()
     outputs = []
     value = None

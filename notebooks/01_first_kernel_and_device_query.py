@@ -12,9 +12,11 @@
 # }
 # ```
 #
-# tiledmm does the host part for you, times every step separately, and tells you how it
-# launched the kernel. This notebook runs on the GPU when there is one and on tiledmm's CPU
-# emulator otherwise (same kernel source; sizes are smaller there and times are CPU times).
+# This notebook starts from the lecture's whole program, run as it is in a `%%cuda` cell, then
+# runs the same kernel on NumPy arrays with `tm.compile` and `tm.vec_add`, where tiledmm does
+# the host part for you, times every step separately, and tells you how it launched the kernel.
+# It runs on the GPU when there is one and on tiledmm's CPU emulator otherwise (same kernel
+# source; sizes are smaller there and times are CPU times).
 
 # %%
 import math
@@ -54,6 +56,91 @@ print(f"backend: {BACKEND}: " + ("the GPU, full sizes" if ON_GPU else
 N_VEC = [1 << 20, 1 << 22, 1 << 24, 1 << 26] if ON_GPU else [1 << 12, 1 << 14, 1 << 16, 1 << 18]
 
 # %% [markdown]
+# ## The lecture's program, in a `%%cuda` cell
+#
+# `%load_ext tiledmm` gives Jupyter nvcc4jupyter's magics: a cell that begins `%%cuda` is
+# compiled and run as a whole program — nvcc and the GPU where there is one, the emulator
+# otherwise. Under the program's output comes a table of its kernel launches.
+
+# %%
+# %load_ext tiledmm
+
+# %%
+# %%cuda
+#include <cstdio>
+#include <cstdlib>
+
+__global__ void vecAddKernel(float* A, float* B, float* C, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) C[i] = A[i] + B[i];
+}
+
+void vecAdd(float* A_h, float* B_h, float* C_h, int n) {
+    int size = n * sizeof(float);
+    float *A_d, *B_d, *C_d;
+    cudaMalloc((void**)&A_d, size);
+    cudaMalloc((void**)&B_d, size);
+    cudaMalloc((void**)&C_d, size);
+    cudaMemcpy(A_d, A_h, size, cudaMemcpyHostToDevice);
+    cudaMemcpy(B_d, B_h, size, cudaMemcpyHostToDevice);
+    vecAddKernel<<<(n + 255) / 256, 256>>>(A_d, B_d, C_d, n);
+    cudaMemcpy(C_h, C_d, size, cudaMemcpyDeviceToHost);
+    cudaFree(A_d);
+    cudaFree(B_d);
+    cudaFree(C_d);
+}
+
+int main() {
+    int n = 1000;
+    float *A = (float*)malloc(n * sizeof(float));
+    float *B = (float*)malloc(n * sizeof(float));
+    float *C = (float*)malloc(n * sizeof(float));
+    for (int i = 0; i < n; ++i) { A[i] = 0.5f * i; B[i] = (float)(n - i); }
+    vecAdd(A, B, C, n);
+    printf("C[0] = %.1f, C[%d] = %.1f\n", C[0], n - 1, C[n - 1]);
+    free(A); free(B); free(C);
+    return 0;
+}
+
+# %% [markdown]
+# ## The same kernel on NumPy arrays: `tm.compile`
+#
+# The host half of that program — allocate, copy in, launch `ceil(n/256)` blocks, copy out,
+# free — is what `tm.compile` does for you. Give it the kernel alone; call it on NumPy arrays
+# with the grid and block; it returns the outputs and the kernel's time, and with
+# `check=True` it runs under check mode, which reports out-of-bounds accesses and races.
+
+# %%
+VEC_ADD_SOURCE = r"""
+__global__ void vecAddKernel(const float* A, const float* B, float* C, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) C[i] = A[i] + B[i];
+}
+"""
+vec_add_kernel = tm.compile(VEC_ADD_SOURCE)
+n = 1000
+A_np = 0.5 * np.arange(n, dtype=np.float32)
+B_np = (n - np.arange(n)).astype(np.float32)
+C_np = np.zeros(n, dtype=np.float32)
+run = vec_add_kernel((math.ceil(n / 256),), (256,), A_np, B_np, C_np, n)
+print(run)
+assert np.array_equal(C_np, A_np + B_np)
+print(f"C[0] = {C_np[0]:.1f}, C[{n - 1}] = {C_np[n - 1]:.1f}: as the program printed")
+
+# %% [markdown]
+# Check mode (on the emulator) watches every access. Drop the `if (i < n)` guard and the last
+# block's extra threads read and write past the ends of the arrays: on a GPU that often goes
+# unnoticed; check mode names the access, the argument, the index and the thread.
+
+# %%
+UNGUARDED = VEC_ADD_SOURCE.replace("if (i < n) C[i]", "C[i]")
+unguarded = tm.compile(UNGUARDED, check=True, backend="emu")
+try:
+    unguarded((math.ceil(n / 256),), (256,), A_np, B_np, C_np, n)
+except tm.KernelError as exc:
+    print(exc)
+
+# %% [markdown]
 # ## The device query
 #
 # The lecture's device query calls `cudaGetDeviceCount` and `cudaGetDeviceProperties` and
@@ -76,7 +163,7 @@ print(f"one multiprocessor holds up to {info['max_threads_per_multiprocessor']} 
 # %% [markdown]
 # ## vecAdd
 #
-# `tm.vec_add(a, b)` runs the kernel above. The result unpacks as `(output, timing)` and also
+# `tm.vec_add(a, b)` runs tiledmm's own copy of that kernel. The result unpacks as `(output, timing)` and also
 # carries the launch: with 256 threads per block the grid must have `ceil(n/256)` blocks, and
 # the `if (i < n)` guard keeps the extra threads of the last block from writing past the end.
 

@@ -273,7 +273,8 @@ def test_interrupting_a_notebook_kernel_stops_the_user_kernel_and_keeps_the_note
     pytest.importorskip("ipykernel")
     package_parent = str(Path(tm.__file__).resolve().parents[1])
     km = jupyter_client.KernelManager(kernel_name="python3")
-    km.start_kernel(env=dict(os.environ, PYTHONPATH=package_parent))
+    km.start_kernel(env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [package_parent, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])))
     client = km.client()
     client.start_channels()
     try:

@@ -161,6 +161,39 @@ def test_run_python_confines_itself_before_calling_main(tmp_path):
     assert b"AttributeError" in done.stderr and b"main" in done.stderr, done.stderr[-500:]
 
 
+@needs_sandbox
+def test_packages_on_pythonpath_reach_a_confined_child_but_not_the_checkout(tmp_path,
+                                                                           monkeypatch):
+    # pip install --target puts libclang on $PYTHONPATH (a GPU machine without it installed):
+    # the compile child, in isolated mode, must still import it; the folder holding tiledmm
+    # (a checkout, with its tests and notes) stays unreadable
+    site = tmp_path / "site"
+    (site / "tm_probe_pkg").mkdir(parents=True)
+    (site / "tm_probe_pkg" / "__init__.py").write_text("VALUE = 17\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), _sandbox.PACKAGE_PARENT]))
+    assert _sandbox._import_dirs() == (str(site),)
+    code = ("import tm_probe_pkg, os\n"
+            "try:\n"
+            f"    os.listdir({_sandbox.PACKAGE_PARENT!r}); seen = 'listed'\n"
+            "except PermissionError:\n"
+            "    seen = 'refused'\n"
+            "print(tm_probe_pkg.VALUE, seen)")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    argv = [sys.executable, "-I", "-c", _sandbox._bootstrap(_sandbox.run_policy(str(scratch)),
+                                                           code, True)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120,
+                          env=_sandbox.minimal_env())
+    assert done.returncode == 0 and done.stdout.split() == ["17", "refused"], done.stderr[-800:]
+
+
+def test_each_backend_has_its_own_worker_and_only_cuda_gets_the_devices():
+    from tiledmm import _isolation
+    assert _isolation.worker("emu") is not _isolation.worker("cuda")
+    assert _isolation.worker("emu").devices is False
+    assert _isolation.worker() is _isolation.worker("emu")
+
+
 def test_status_and_describe_are_consistent():
     s = _sandbox.status()
     line = _sandbox.describe()

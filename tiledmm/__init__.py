@@ -24,6 +24,13 @@ from .grading import GradeReport, grade
 from .programs import ProgramLaunch, ProgramResult, run
 
 __version__ = "0.1.0"
+
+
+def load_ipython_extension(shell):
+    """`%load_ext tiledmm` in Jupyter: the %%cuda magics (tiledmm/magics.py, nvcc4jupyter's)."""
+    from . import magics   # IPython is needed only here, in a notebook's kernel
+    magics.load_ipython_extension(shell)
+
 __all__ = ["matmul", "reduce", "vec_add", "mat_add", "kernels", "device_info", "mem_info",
            "to_device", "DeviceArray",
            "set_backend", "get_backend", "Result", "Timing", "Launch", "KernelSpec",

@@ -309,6 +309,8 @@ def build(req):
     with open(src, "w") as f:
         f.write(full)
     out = os.path.join(scratch, "program.so")
+    if req.get("extra_sources"):   # a program of several files: each compiled, then linked
+        return _build_several(req, src, launches, out)
     if req.get("link_cmd"):   # compiled, then linked apart (profile mode: see _compile_emu)
         obj = os.path.join(scratch, "program.o")
         returncode, log = _compile([*req["compile"], src, "-o", obj], scratch)
@@ -318,6 +320,57 @@ def build(req):
             log += link_log
     else:
         returncode, log = _compile([*req["compile"], src, "-o", out, *req["link"]], scratch)
+    if returncode != 0 or not os.path.exists(out):
+        raise BuildError(_unsupported_note(log) + log)
+    return {"ok": True, "log": log, "launches": launches, "so": out}
+
+
+def _translation_unit(text, name, backend, define_lines, first):
+    """The text the compiler sees for one of the program's files (its launches rewritten)."""
+    once = "" if first else "#define TM_PROG_NOT_FIRST_FILE 1\n"
+    if backend == "emu":
+        return (once + '#include "tiledmm_kernel.h"\n#include "emu/program_runtime.h"\n' +
+                define_lines + f'#line 1 "{name}"\n{emu_dialect(text)}\n')
+    return (once + '#include "tiledmm_program_cuda.h"\n' + define_lines +
+            f'#line 1 "{name}"\n{text}\n')
+
+
+def _build_several(req, first_src, launches, out):
+    """A program of several .cu files (tm.run of a list or a folder, %cuda_group_run): every
+    file's launches rewritten, each compiled to an object with the program's compile command,
+    and the objects linked into one shared object (the runner's entry points in the first)."""
+    scratch, backend = req["scratch"], req["backend"]
+    define_lines = "".join(d + "\n" for d in req["define_lines"])
+    sources = [first_src]
+    for i, (path, name) in enumerate(req["extra_sources"]):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            checked = bool(req.get("check")) and backend == "emu"
+            text, found = rewrite_launches(f.read(), name, scratch, req["parse_includes"],
+                                           req["defines"], req["user_includes"], check=checked)
+            if checked:   # as the first file's (build)
+                text = checked_shared(checked_casts(text))
+        launches += [dict(ln, file=name) for ln in found]
+        src = os.path.join(scratch, f"program_{i + 1}" + os.path.splitext(first_src)[1])
+        with open(src, "w") as f:
+            f.write(_translation_unit(text, name, backend, define_lines, first=False))
+        sources.append(src)
+    log, objects = "", []
+    compile_cmd = [a for a in req["compile"] if a != "-shared"]
+    for src in sources:
+        obj = os.path.splitext(src)[0] + ".o"
+        returncode, step = _compile([*compile_cmd, "-c", src, "-o", obj], scratch)
+        log += step
+        if returncode != 0:
+            raise BuildError(_unsupported_note(log) + log)
+        objects.append(obj)
+    link_cmd = req.get("link_cmd") or req["compile"]
+    if backend == "cuda":   # nvcc links objects: not "-x cu" (that reads them as CUDA source)
+        link_cmd = [a for i, a in enumerate(link_cmd)
+                    if not (a == "-x" or (i and link_cmd[i - 1] == "-x"))]
+    else:                   # g++: the objects as objects, not C++ (the compile's "-x c++")
+        objects = ["-x", "none", *objects]
+    returncode, step = _compile([*link_cmd, "-o", out, *objects, *req["link"]], scratch)
+    log += step
     if returncode != 0 or not os.path.exists(out):
         raise BuildError(_unsupported_note(log) + log)
     return {"ok": True, "log": log, "launches": launches, "so": out}

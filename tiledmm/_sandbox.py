@@ -113,11 +113,21 @@ def minimal_env(extra=None):
 # ---------------------------------------------------------------------------------------------
 # policies
 
+def _import_dirs():
+    """Folders on $PYTHONPATH (which a child's isolated mode ignores) other than the one that
+    holds tiledmm (a source checkout): packages installed there with `pip install --target`,
+    libclang say. The child puts them on its sys.path and may read them."""
+    parent = os.path.realpath(PACKAGE_PARENT)
+    return tuple(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                 if p and os.path.isabs(p) and os.path.isdir(p) and os.path.realpath(p) != parent)
+
+
 def _python_paths():
     """What an interpreter needs to read: its prefixes (the standard library, the venv and its
     site-packages: NumPy, libclang) and tiledmm's package folder, never the folder above it (a
     source checkout: tests, notes, an instructor's files)."""
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, PACKAGE_DIR}
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, PACKAGE_DIR,
+             *_import_dirs()}
     for p in sys.path:   # site-packages outside the prefixes (pip install --user, a .pth)
         if p and os.path.isdir(p) and "site-packages" in p:
             paths.add(p)
@@ -709,6 +719,7 @@ def _bootstrap(policy, then, required):
     bpf = _precompiled(policy) if required else None
     return (
         "import importlib.util as _u, sys, os\n"
+        f"sys.path.extend({list(_import_dirs())!r})\n"
         f"_s = _u.spec_from_file_location('_tiledmm_sandbox_boot', {os.path.abspath(__file__)!r})\n"
         "_m = _u.module_from_spec(_s); _s.loader.exec_module(_m)\n"
         f"_ok = _m._confine_or_exit({policy.to_json()!r}, {bool(required)!r}, {bpf!r})\n"

@@ -205,6 +205,87 @@ def _define_lines(defines):
 
 
 # ---------------------------------------------------------------------------------------------
+# a program of several files (a list of paths, or a folder: %cuda_group_run)
+
+_HEADER_ENDINGS = (".h", ".cuh", ".hpp", ".hh", ".inl")
+
+
+def _read_sources(program, compiler_args):
+    """(first file's text, its name, its folder, the other .cu files as (text, name) pairs, the
+    compiler_args with -I for every folder the files are in) for tm.run's `program`: one file
+    or source text as _read_program reads it, a list of paths (.cu files compiled, headers
+    found by their folders), or a folder (its .cu files, in name order)."""
+    if isinstance(program, (str, os.PathLike)) and os.path.isdir(program):
+        folder = os.fspath(program)
+        program = sorted(os.path.join(folder, n) for n in os.listdir(folder)
+                         if n.endswith(".cu") and os.path.isfile(os.path.join(folder, n)))
+        if not program:
+            raise FileNotFoundError(f"tm.run: the folder {folder!r} has no .cu file")
+    if not isinstance(program, (list, tuple)):
+        return (*_read_program(program), [], list(compiler_args))
+    paths = [os.fspath(p) for p in program]
+    for p in paths:
+        if not os.path.isfile(p):
+            raise FileNotFoundError(f"tm.run: no program file {p!r}")
+    units = [p for p in paths if not p.endswith(_HEADER_ENDINGS)]
+    if not units:
+        raise ValueError("tm.run: the program's files include no .cu source, only headers")
+    names = [os.path.basename(p) for p in units]
+    if len(set(names)) != len(names):
+        raise ValueError(f"tm.run: two of the program's files have one name ({names}); each "
+                         "file of a program needs a name of its own")
+    dirs = list(dict.fromkeys(os.path.dirname(os.path.abspath(p)) for p in paths))
+    source, name, folder = _read_program(units[0])
+    others = [_read_program(p)[:2] for p in units[1:]]
+    return source, name, folder, others, [*compiler_args, *[f"-I{d}" for d in dirs[1:]]]
+
+
+def _include_dirs(compiler_args):
+    """The folders compiler_args names with -I (the compile child reads them)."""
+    args, dirs = [str(a) for a in compiler_args], []
+    for i, a in enumerate(args):
+        if a == "-I" and i + 1 < len(args):
+            dirs.append(args[i + 1])
+        elif a.startswith("-I") and len(a) > 2:
+            dirs.append(a[2:])
+    return [d for d in dirs if os.path.isdir(d)]
+
+
+def _group_key_parts(extra_sources, source_dir, compiler_args):
+    """What else the cache key holds: the other files, and the headers next to the program
+    and in its -I folders (an edited header is a new program)."""
+    parts = [list(map(list, extra_sources))]
+    for d in [source_dir, *_include_dirs(compiler_args)]:
+        try:
+            names = sorted(n for n in os.listdir(d) if n.endswith(_HEADER_ENDINGS))[:200]
+        except OSError:
+            continue
+        for n in names:
+            try:
+                with open(os.path.join(d, n), "rb") as f:
+                    parts.append((d, n, f.read(1 << 20)))
+            except OSError:
+                continue
+    return parts
+
+
+def _write_extra_sources(extra_sources, scratch):
+    """The other files written into the compile child's scratch folder: [path, name] pairs."""
+    out = []
+    for i, (text, name) in enumerate(extra_sources):
+        path = os.path.join(scratch, f"extra_{i + 1}.cu")
+        with open(path, "w") as f:
+            f.write(text)
+        out.append([path, name])
+    return out
+
+
+def _built_names(extra_sources):
+    return [f"program_{i + 1}{ext}" for i in range(len(extra_sources))
+            for ext in (".cpp", ".cu")] + [n for _t, n in extra_sources]
+
+
+# ---------------------------------------------------------------------------------------------
 # building (cached)
 
 def _nvcc():
@@ -269,10 +350,11 @@ def _headers_text(includes):
 
 
 def build(source, source_name, backend, compiler_args=(), source_dir=None, profile=False,
-          check=False):
+          extra_sources=(), check=False):
     """The program's shared object (bytes) and what the build found, from the cache or built
     in a confined compile child. Raises tm.CompileError with the compiler's messages.
-    profile (emu): the kernels instrumented and linked with profile mode's counters."""
+    profile (emu): the kernels instrumented and linked with profile mode's counters.
+    extra_sources: the program's other files, (text, name) pairs, compiled apart and linked."""
     source_dir = source_dir or os.getcwd()
     link_cmd = None
     if backend == "emu":
@@ -298,7 +380,8 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
     key = cache.key("program", backend, source, source_name, list(compiler_args), compile_cmd,
                     link_cmd, hooks and open(hooks, "rb").read(), PROFILE_HOOK_FLAGS,
                     PROFILE_WRAPPED, _headers_text(_compile_emu._headers()[0]), runtime, _DIALECT,
-                    open(os.path.join(HERE, "_program_build.py"), "rb").read())
+                    open(os.path.join(HERE, "_program_build.py"), "rb").read(),
+                    *_group_key_parts(extra_sources, source_dir, compiler_args))
     so_entry = cache.entry_path(f"user-program-{key}.so")
     meta_entry = cache.entry_path(f"user-program-{key}.json")
     image = cache.read_verified(so_entry)
@@ -326,13 +409,15 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
                    "defines": [d for d in defines], "define_lines": _define_lines(defines),
                    "user_includes": user_inc,
                    "compile": [*compile_cmd, *([f"-I{source_dir}"])], "link": link,
-                   "link_cmd": link_cmd, "check": bool(check)}
+                   "link_cmd": link_cmd, "check": bool(check),
+                   "extra_sources": _write_extra_sources(extra_sources, scratch)}
         req_path = os.path.join(scratch, "request.json")
         with open(req_path, "w") as f:
             json.dump(request, f)
         # the child reads the source, its folder (its own #includes) and tiledmm's headers
         policy = _sandbox.compile_policy(scratch, read=(src_path, source_dir, HERE,
-                                                        *_compile_emu._headers()[0]))
+                                                        *_compile_emu._headers()[0],
+                                                        *_include_dirs(compiler_args)))
         done = _sandbox.run_python("_program_build", [req_path], policy, cwd=scratch,
                                    timeout=600)
         try:
@@ -344,7 +429,8 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
                                f"{(done.stderr or b'').decode(errors='replace')[-3000:]}") from None
         if not result.get("ok"):
             log = str(result.get("log", ""))
-            for built in ("program.cpp", "program_build.cu", source_name):
+            for built in ("program.cpp", "program_build.cu", source_name,
+                          *_built_names(extra_sources)):
                 log = log.replace(os.path.join(scratch, built), source_name)
             first = next((ln for ln in log.splitlines() if "error" in ln), log[:200])
             raise CompileError(f"the program {source_name} does not compile ({backend}): {first}"
@@ -568,9 +654,9 @@ def run(program, *, args=(), stdin=None, backend=None, check=False, profile=Fals
         raise ValueError(f"tm.run: timeout={timeout!r}; give seconds > 0, or None for no limit")
     if stdin is not None and not isinstance(stdin, (str, bytes)):
         raise TypeError("tm.run: stdin is None, str or bytes")
-    source, name, folder = _read_program(program)
+    source, name, folder, others, compiler_args = _read_sources(program, compiler_args)
     image, _meta, _origin = build(source, name, backend, compiler_args, folder, profile=profile,
-                                  check=check and backend == "emu")
+                                  extra_sources=others, check=check and backend == "emu")
     if check and backend == "cuda":
         return _run_sanitized(image, name, args, stdin, timeout)
     done, records, extra = execute(image, name, backend, args, stdin, timeout)

@@ -188,9 +188,10 @@ class Kernel:
         if backend == "emu":
             artifact = compile_emu(self.source, self.name, list(self.options), check, profile)[2]
         elif self.isolate:   # NVRTC runs in the worker, with a time limit
-            reply = worker("cuda").call({"op": "compile_cuda", "source": self.source, "name": self.name,
-                                   "options": list(self.options)}, timeout=600,
-                                  what=f"compiling kernel '{self.name}'")
+            reply = worker("cuda").call(
+                {"op": "compile_cuda", "source": self.source, "name": self.name,
+                 "options": list(self.options)}, timeout=600,
+                what=f"compiling kernel '{self.name}'")
             a = _reply_value(reply, "artifact")   # checked by _isolation.check_reply
             artifact = SimpleNamespace(backend="cuda", **a,
                                        warnings=parse_warnings(a["log"], "cuda"))
@@ -466,7 +467,8 @@ def _signature_and_artifact(source, name, options, backend, check):
     with _LOCK:
         known = _SIGNATURES.get(request)
     if known is not None:
-        _kernel_cache.count("memory_hits")
+        if known[2] is not None:   # on cuda the artifact's own lookup counts the hit
+            _kernel_cache.count("memory_hits")
         return known
     if backend == "emu":
         found = compile_emu(source, name, list(options), check)

@@ -1085,6 +1085,8 @@ inline void **as_void(T **p) { return reinterpret_cast<void **>(p); }
 }  // namespace tm_prog
 
 // ---- what tiledmm's program runner calls (tiledmm/_program_main.py) ----
+// once per program: a program of several files (tm.run of a group) defines them in its first
+#ifndef TM_PROG_NOT_FIRST_FILE
 extern "C" __attribute__((visibility("default"), used)) int tm_prog_setup(int report_fd)
 {
     tm_prog::State &s = tm_prog::st();
@@ -1112,6 +1114,7 @@ extern "C" __attribute__((visibility("default"), used)) void tm_prog_exit(int co
     fflush(stdout);
     exit(code);
 }
+#endif
 
 // ---- the program's calls, routed to the functions above (file and line for allocations) ----
 #define cudaMalloc(p, size) tm_prog::device_malloc(tm_prog::as_void(p), (size), __FILE__, __LINE__, #p)
@@ -1379,10 +1382,12 @@ inline void check_at_exit()
 
 }  // namespace tm_prog
 
+#ifndef TM_PROG_NOT_FIRST_FILE   // a program of several files: defined once, in the first
 extern "C" __attribute__((visibility("default"), used)) int tm_prog_check_setup(void)
 {
     return atexit(tm_prog::check_at_exit);
 }
+#endif
 
 #define TM_PROG_R(what, ...) tm_prog::Result((__VA_ARGS__), what, __FILE__, __LINE__)
 #undef cudaMalloc

@@ -77,6 +77,15 @@ inline void drain(bool wait)
 
 inline void at_exit() { drain(true); }
 
+// cudaDeviceReset destroys the context and every event in it: the launches still waiting for
+// their stop event are read first (at exit their events would be dangling; the H200 ended such a
+// program with SIGSEGV after its last line).
+inline cudaError_t device_reset()
+{
+    drain(true);
+    return ::cudaDeviceReset();
+}
+
 inline void json_str(std::string &out, const char *s)
 {
     out += '"';
@@ -145,7 +154,12 @@ inline Launcher<P...> config(const char *kernel_name, const char *params, const 
 
 }  // namespace tm_prog
 
+// The program's own calls (after cuda_runtime.h's declaration, which this leaves alone).
+#define cudaDeviceReset() tm_prog::device_reset()
+
 // ---- what tiledmm's program runner calls (tiledmm/_program_main.py) ----
+// once per program: a program of several files (tm.run of a group) defines them in its first
+#ifndef TM_PROG_NOT_FIRST_FILE
 extern "C" __attribute__((visibility("default"), used)) int tm_prog_setup(int report_fd)
 {
     tm_prog::st().report_fd = report_fd;
@@ -157,3 +171,4 @@ extern "C" __attribute__((visibility("default"), used)) void tm_prog_exit(int co
     fflush(stdout);
     exit(code);   // the atexit handler writes the launches' times
 }
+#endif
