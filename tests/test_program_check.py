@@ -228,3 +228,26 @@ def test_error_checking_idioms_compile_and_a_correct_program_gets_no_report():
     assert r.returncode == 0 and r.problems == [] and r.stderr == "", r.stderr
     assert r.stdout == plain.stdout == ("in[0] = 1.500000, out[0] = 3.000000\n"
                                         "rc 0 ok 1 h[299] = 3.0 last 0\nno error\n")
+
+
+def test_a_program_of_two_files_is_checked_in_both(tmp_path):
+    (tmp_path / "kernels.cu").write_text(
+        "__global__ void shift(const float *in, float *out, int n)\n"
+        "{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (i < n) out[i] = in[i + 1];\n}\n")
+    (tmp_path / "main.cu").write_text(
+        "#include <cstdio>\n__global__ void shift(const float *in, float *out, int n);\n"
+        "int main()\n{\n    float h[64], *d_in, *d_out;\n"
+        "    for (int i = 0; i < 64; ++i) h[i] = i;\n"
+        "    cudaMalloc(&d_in, sizeof h);\n    cudaMalloc(&d_out, sizeof h);\n"
+        "    cudaMemcpy(d_in, h, sizeof h, cudaMemcpyHostToDevice);\n"
+        "    shift<<<2, 32>>>(d_in, d_out, 64);\n"
+        "    cudaMemcpy(h, d_out, sizeof h, cudaMemcpyDeviceToHost);\n"
+        "    printf(\"%g\\n\", h[10]);\n    cudaFree(d_in);\n    cudaFree(d_out);\n    return 0;\n}\n")
+    r = tm.run([str(tmp_path / "main.cu"), str(tmp_path / "kernels.cu")], backend="emu",
+               check=True, timeout=RUN_S)
+    assert r.returncode == 0 and r.stdout == "11\n", r.stderr
+    assert kinds(r) == ["kernel"], r.stderr
+    assert r.problems[0]["file"] == "main.cu" and r.problems[0]["line"] == 10
+    assert "out-of-bounds read of in[64]" in r.problems[0]["message"]
+    assert "given d_in: 256 bytes from cudaMalloc at main.cu:7" in r.problems[0]["message"]

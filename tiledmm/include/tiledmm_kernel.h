@@ -84,10 +84,13 @@ struct tm_check_launch_t {
     char uninit[1024] = {0};
     explicit tm_check_launch_t(size_t shared_bytes) : dyn_bytes(shared_bytes) {}
 };
-static thread_local tm_check_launch_t *tm_check_cur = nullptr;
+// (inline, hidden: one variable for every translation unit of one shared object, as in a whole
+// program of several files, whose launch and kernel may be compiled apart)
+#define TM_CHECK_ONE __attribute__((visibility("hidden"))) inline thread_local
+TM_CHECK_ONE tm_check_launch_t *tm_check_cur = nullptr;
 // The barrier epoch at which the block running on this OS thread started: shared memory whose
 // last write is older was never written by this block.
-static thread_local unsigned long long tm_check_block_epoch = 0;
+TM_CHECK_ONE unsigned long long tm_check_block_epoch = 0;
 
 static inline long long tm_check_block_linear()
 {
@@ -164,7 +167,7 @@ struct tm_sw_t {
     unsigned long long epoch;
     unsigned count;
 };
-static thread_local tm_sw_t tm_sw_state[1024];
+TM_CHECK_ONE tm_sw_t tm_sw_state[1024];
 static inline unsigned tm_sw_count(int t, unsigned long long e)
 {
     return tm_sw_state[t].epoch == e ? tm_sw_state[t].count : 0u;
