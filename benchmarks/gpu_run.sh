@@ -3,7 +3,7 @@
 # backends, compute-sanitizer over every kernel, the demo, the benchmarks (kernels against
 # cuBLAS and a device copy; NumPy round trips against pinned copies and numpy.matmul), and the
 # notebooks with their outputs. Logs go to $OUT (or ./out); short tables come last.
-#   usage: bash benchmarks/gpu_run.sh [all|test|bench|lessons|cutlass|profile] [extra bench args]
+#   usage: bash benchmarks/gpu_run.sh [all|test|bench|lessons|cutlass|profile|programs|progcheck] [extra bench args]
 #   test:  build, pytest (both backends), compute-sanitizer (memcheck, racecheck, synccheck,
 #          initcheck) over every kernel
 #   bench: build (kept from `test` on the same machine), demo, bench, notebooks
@@ -16,6 +16,9 @@
 #          (benchmarks/profile_vs_ncu.py), profile=True on cuda (tests/test_profile_ncu.py), and
 #          bench --profile: measured H100 time beside the time predicted from counted traffic
 #   programs: whole programs (tm.run) on both backends, stdout compared (benchmarks/programs_gpu.py)
+#   progcheck: tm.run(check=True): each mistake of tests/programs/check/mistakes.cu on emu and
+#          under compute-sanitizer on cuda, side by side (benchmarks/program_check_gpu.py), then
+#          tests/test_program_check.py (its cuda tests need the GPU and compute-sanitizer)
 #   magics: the %%cuda magics on cuda through IPython's InteractiveShell, ncu/nsys included
 #          (benchmarks/magics_gpu.py; needs IPython, and ncu/nsys on PATH for --profile)
 set -uo pipefail
@@ -127,6 +130,13 @@ fi
 if [ "$stage" = all ] || [ "$stage" = programs ]; then
     echo "== whole programs (tm.run) on emu and cuda: the same stdout"
     python3 benchmarks/programs_gpu.py --out "$OUT" 2>&1 | tee "$OUT/programs.txt" | tail -20
+fi
+
+if [ "$stage" = all ] || [ "$stage" = progcheck ]; then
+    echo "== check mode for programs: emu's findings beside compute-sanitizer's"
+    python3 benchmarks/program_check_gpu.py --out "$OUT" 2>&1 | tee "$OUT/program_check_run.txt" | tail -40
+    python3 -m pytest -q -p no:cacheprovider tests/test_program_check.py tests/test_grade_programs.py 2>&1 \
+        | tee "$OUT/program_check_pytest.log" | tail -8
 fi
 
 if [ "$stage" = all ] || [ "$stage" = magics ]; then

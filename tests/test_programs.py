@@ -300,9 +300,10 @@ def test_compiler_args_on_emu():
         run(src, compiler_args=["-DN=1", "-fsanitize=address"])
 
 
-def test_check_says_it_is_not_available():
-    with pytest.raises(NotImplementedError):
-        run(EXITS, check=True)
+def test_check_runs_the_program_too():
+    # check mode itself is tested in tests/test_program_check.py (issue 32)
+    r = run(EXITS, check=True)
+    assert r.returncode == run(EXITS).returncode and r.stdout == run(EXITS).stdout
 
 
 def test_program_argument_validation(tmp_path):

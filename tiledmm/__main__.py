@@ -92,11 +92,8 @@ def cmd_bench(args):
 def cmd_run(args):
     """A whole CUDA program on the terminal: its stdin and stdout, its exit code."""
     from tiledmm.programs import run_cli
-    if args.check:
-        print("tiledmm: run --check is not available yet for whole programs", file=sys.stderr)
-        return 2
     return run_cli(args.file, backend=args.backend or args.run_backend, timeout=args.timeout,
-                   args=args.program_args, profile=args.profile)
+                   args=args.program_args, profile=args.profile, check=args.check)
 
 
 def _timeout(text):
@@ -143,11 +140,14 @@ def main(argv=None):
     add_grade_parser(sub)
     r = sub.add_parser("run", help="build and run a whole CUDA program (FILE.cu); the exit code "
                                    "is the program's",
-                       usage="python -m tiledmm run FILE.cu [--backend emu|cuda] [--profile] "
-                             "[--timeout S] [-- ARGS...]")
+                       usage="python -m tiledmm run FILE.cu [--backend emu|cuda] [--check] "
+                             "[--profile] [--timeout S] [-- ARGS...]")
     r.add_argument("file")
     r.add_argument("--backend", dest="run_backend", choices=["cuda", "emu"], default=None)
-    r.add_argument("--check", action="store_true")
+    r.add_argument("--check", action="store_true",
+                   help="check mode: every launch checked (out-of-bounds, races, uninitialised "
+                        "reads) and the host-side mistakes compute-sanitizer reports; on cuda, "
+                        "under compute-sanitizer")
     r.add_argument("--profile", action="store_true",
                    help="emu: count each launch's traffic and predict its H100 time (stderr)")
     r.add_argument("--timeout", type=_timeout, default=None,

@@ -20,6 +20,7 @@ import os
 import re
 import subprocess
 
+from ._check_mode import checked_casts, checked_shared
 from ._kernel_source import emu_dialect
 
 SOURCE_NAME_DEFAULT = "program.cu"
@@ -91,7 +92,8 @@ def _parse_args(scratch, includes, defines, user_includes):
     return args + ["-include", prelude]
 
 
-def rewrite_launches(source, source_name, scratch, includes, defines=(), user_includes=()):
+def rewrite_launches(source, source_name, scratch, includes, defines=(), user_includes=(),
+                     check=False):
     """(the source with every launch rewritten on its own lines, the launches found: a list of
     {"kernel", "params", "line"}). Raises BuildError for a `<<<` the parse could not read."""
     import clang.cindex as ci
@@ -145,6 +147,8 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
 
     visit(tu.cursor)
     edits.extend(_renamed_builtins(ci, tu, path, data))
+    if check:
+        edits.extend(_checked_param_edits(ci, tu, path, data))
     # every `<<<` of the file must have been a launch the parse read
     for tok in tu.get_tokens(extent=tu.cursor.extent):
         if tok.spelling == "<<<" and tok.location.file is not None and \
@@ -196,6 +200,38 @@ def _renamed_builtins(ci, tu, path, data):
         if start not in done:
             done.add(start)
             edits.append((start, len(name), b"tm_user_" + name))
+    return edits
+
+
+_NOT_CHECKED = ("VOID", "POINTER", "FUNCTIONPROTO", "FUNCTIONNOPROTO", "LVALUEREFERENCE",
+                "CONSTANTARRAY", "INCOMPLETEARRAY")
+
+
+def _checked_param_edits(ci, tu, path, data):
+    """Check mode (tm.run(..., check=True)): every pointer parameter of every kernel (its
+    declarations too, so that they still match) becomes a tm_checked_ptr<T> of the same name,
+    on the same lines (tiledmm_kernel.h): the launch (csrc/emu/program_runtime.h) gives it the
+    allocation the program passed. Pointers to pointers, void and functions stay as they are."""
+    edits = []
+    for c in tu.cursor.walk_preorder():
+        if c.kind not in (ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE) or \
+                c.location.file is None or c.location.file.name != path or \
+                not any(k.kind == ci.CursorKind.CUDAGLOBAL_ATTR for k in c.get_children()):
+            continue
+        for p in c.get_children():
+            if p.kind != ci.CursorKind.PARM_DECL or p.type.kind != ci.TypeKind.POINTER:
+                continue
+            pointee = p.type.get_pointee()
+            if pointee.get_canonical().kind.name in _NOT_CHECKED:
+                continue
+            start, end = p.extent.start.offset, p.extent.end.offset
+            text = data[start:end]
+            if b"=" in text or b"[" in text or b"(" in text or p.extent.start.file is None or \
+                    p.extent.start.file.name != path:
+                continue   # a default argument, an array or a macro: left as written
+            lines = b"\n" * text.count(b"\n")
+            edits.append((start, end - start, f" tm_checked_ptr<{pointee.spelling}> "
+                                              f"{p.spelling}".encode() + lines))
     return edits
 
 
@@ -253,11 +289,15 @@ def build(req):
     with open(req["source_path"], encoding="utf-8", errors="replace") as f:
         source = f.read()
     name = req["source_name"]
+    check = bool(req.get("check"))
     text, launches = rewrite_launches(source, name, scratch, req["parse_includes"],
-                                      req["defines"], req["user_includes"])
+                                      req["defines"], req["user_includes"],
+                                      check=check and req["backend"] == "emu")
     backend = req["backend"]
     define_lines = "".join(d + "\n" for d in req["define_lines"])
     if backend == "emu":
+        if check:   # shared arrays race-checked, casts of checked pointers kept checked
+            text = checked_shared(checked_casts(text))
         text = emu_dialect(text)
         full = ('#include "tiledmm_kernel.h"\n#include "emu/program_runtime.h"\n' + define_lines +
                 f'#line 1 "{name}"\n{text}\n')
@@ -304,8 +344,11 @@ def _build_several(req, first_src, launches, out):
     sources = [first_src]
     for i, (path, name) in enumerate(req["extra_sources"]):
         with open(path, encoding="utf-8", errors="replace") as f:
+            checked = bool(req.get("check")) and backend == "emu"
             text, found = rewrite_launches(f.read(), name, scratch, req["parse_includes"],
-                                           req["defines"], req["user_includes"])
+                                           req["defines"], req["user_includes"], check=checked)
+            if checked:   # as the first file's (build)
+                text = checked_shared(checked_casts(text))
         launches += [dict(ln, file=name) for ln in found]
         src = os.path.join(scratch, f"program_{i + 1}" + os.path.splitext(first_src)[1])
         with open(src, "w") as f:

@@ -25,6 +25,8 @@ def main(args):
     lib = ctypes.CDLL(os.path.abspath(so), mode=os.RTLD_NOW | os.RTLD_LOCAL)
     lib.tm_prog_setup.argtypes = [ctypes.c_int]
     lib.tm_prog_setup(fd)
+    if hasattr(lib, "tm_prog_check_setup"):   # built for check mode: its reports at exit
+        lib.tm_prog_check_setup()
     c_argv = (ctypes.c_char_p * (len(argv) + 1))(*[os.fsencode(a) for a in argv], None)
     entry = lib.main
     entry.restype = ctypes.c_int

@@ -13,6 +13,7 @@ import html
 import json
 import mmap
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -69,6 +70,9 @@ class ProgramResult:
     timed_out: bool
     launches: list
     backend: str = "emu"
+    # check=True: what check mode found (each also a `tiledmm:` line of stderr), as dicts with
+    # kind ("kernel", "api_error", "unchecked", "leak", "sanitizer"), file, line and message
+    problems: list = dataclasses.field(default_factory=list)
 
     def _headers(self):
         head = ("kernel", "grid", "block", "shared", "ms")
@@ -346,7 +350,7 @@ def _headers_text(includes):
 
 
 def build(source, source_name, backend, compiler_args=(), source_dir=None, profile=False,
-          extra_sources=()):
+          extra_sources=(), check=False):
     """The program's shared object (bytes) and what the build found, from the cache or built
     in a confined compile child. Raises tm.CompileError with the compiler's messages.
     profile (emu): the kernels instrumented and linked with profile mode's counters.
@@ -356,6 +360,7 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
     if backend == "emu":
         includes, rt_sources, defines, user_includes, compile_cmd, link_cmd = \
             _emu_build_plan(compiler_args, profile)
+        compile_cmd = _with_check_flags(compile_cmd, check)
         runtime = _compile_emu._runtime_key(includes, rt_sources)
         parse_includes = includes + [_compile_emu._stand_ins()]
     else:
@@ -404,7 +409,7 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
                    "defines": [d for d in defines], "define_lines": _define_lines(defines),
                    "user_includes": user_inc,
                    "compile": [*compile_cmd, *([f"-I{source_dir}"])], "link": link,
-                   "link_cmd": link_cmd,
+                   "link_cmd": link_cmd, "check": bool(check),
                    "extra_sources": _write_extra_sources(extra_sources, scratch)}
         req_path = os.path.join(scratch, "request.json")
         with open(req_path, "w") as f:
@@ -636,11 +641,8 @@ def run(program, *, args=(), stdin=None, backend=None, check=False, profile=Fals
     signal, -9 after the timeout) with stderr saying why; one that does not compile raises
     tm.CompileError with the compiler's messages at the program's own lines.
     """
-    if check:
-        raise NotImplementedError("tm.run: check=True for whole programs is not available yet; "
-                                  "run the program without it, or its kernels with "
-                                  "tm.compile(..., check=True)")
     backend = backend or get_backend()
+    _check_options(check, profile, backend)
     if backend not in ("emu", "cuda"):
         raise ValueError(f"tm.run: unknown backend {backend!r}; choose 'emu' or 'cuda'")
     if profile and backend != "emu":
@@ -654,7 +656,9 @@ def run(program, *, args=(), stdin=None, backend=None, check=False, profile=Fals
         raise TypeError("tm.run: stdin is None, str or bytes")
     source, name, folder, others, compiler_args = _read_sources(program, compiler_args)
     image, _meta, _origin = build(source, name, backend, compiler_args, folder, profile=profile,
-                                  extra_sources=others)
+                                  extra_sources=others, check=check and backend == "emu")
+    if check and backend == "cuda":
+        return _run_sanitized(image, name, args, stdin, timeout)
     done, records, extra = execute(image, name, backend, args, stdin, timeout)
     stderr = (done.stderr or b"").decode(errors="replace")
     if extra:
@@ -662,10 +666,12 @@ def run(program, *, args=(), stdin=None, backend=None, check=False, profile=Fals
             stderr += "\n"
         stderr += "\n".join(extra) + "\n"
     return ProgramResult((done.stdout or b"").decode(errors="replace"), stderr, done.returncode,
-                         done.timed_out, _launches(records, backend), backend)
+                         done.timed_out, _launches(records, backend), backend,
+                         _problems(records))
 
 
-def run_cli(path, backend=None, timeout=None, args=(), compiler_args=(), profile=False):
+def run_cli(path, backend=None, timeout=None, args=(), compiler_args=(), profile=False,
+            check=False):
     """`python -m tiledmm run`: the program on the terminal's stdin, stdout and stderr; returns
     the exit code a shell would give (128 + the signal for a signal). With profile (emu), the
     launches' counted traffic and predicted H100 times follow on stderr."""
@@ -678,9 +684,10 @@ def run_cli(path, backend=None, timeout=None, args=(), compiler_args=(), profile
         print(f"tiledmm: no program file {path!r}", file=sys.stderr)
         return 2
     try:
+        _check_options(check, profile, backend)
         source, name, folder = _read_program(os.path.abspath(path))
         image, _meta, _origin = build(source, name, backend, compiler_args, folder,
-                                      profile=profile)
+                                      profile=profile, check=check and backend == "emu")
     except CompileError as exc:
         print(exc.log or str(exc), file=sys.stderr)
         return 1
@@ -688,6 +695,10 @@ def run_cli(path, backend=None, timeout=None, args=(), compiler_args=(), profile
         print(f"tiledmm: {exc}", file=sys.stderr)
         return 2
     sys.stdout.flush()
+    if check and backend == "cuda":
+        res = _run_sanitized(image, name, args, None, timeout, capture=False)
+        sys.stderr.write(res.stderr)
+        return res.returncode if res.returncode >= 0 else 128 - res.returncode
     done, records, extra = execute(image, name, backend, args, None, timeout, capture=False)
     for line in extra:
         print(line, file=sys.stderr)
@@ -696,3 +707,121 @@ def run_cli(path, backend=None, timeout=None, args=(), compiler_args=(), profile
                               _launches(records, backend), backend)
         print(repr(table).split("\n", 1)[-1], file=sys.stderr)
     return done.returncode if done.returncode >= 0 else 128 - done.returncode
+
+
+# ---------------------------------------------------------------------------------------------
+# check mode (check=True): on emu the program built with check mode's kernels and runtime
+# (csrc/emu/program_runtime.h, TM_PROG_CHECK); on cuda run under compute-sanitizer
+
+def _check_options(check, profile, backend):
+    if check and profile:
+        raise ValueError("tm.run: check=True and profile=True do not go together (check mode's "
+                         "checked accesses would be counted); run the program once with each")
+    if check and backend == "cuda" and _compute_sanitizer() is None:
+        raise RuntimeError("tm.run(check=True) on the cuda backend runs the program under "
+                           "compute-sanitizer, which was not found (it ships with the CUDA "
+                           "toolkit: put it on PATH or set CUDA_HOME); to check the program on "
+                           "the CPU emulator instead, pass backend=\"emu\" (--backend emu)")
+
+
+def _with_check_flags(compile_cmd, check):
+    """The emulator's compile command for check mode: the kernels' pointer parameters checked
+    (tiledmm_kernel.h, TM_CHECK), the runtime's host-side checks on (TM_PROG_CHECK)."""
+    return [*compile_cmd, "-DTM_CHECK", "-DTM_PROG_CHECK"] if check else compile_cmd
+
+
+def _problems(records):
+    """check mode's findings from the report file (numbers and text only)."""
+    out = []
+    for r in records:
+        if r.get("event") == "check" and isinstance(r.get("message"), str):
+            line = r.get("line")
+            out.append({"kind": str(r.get("kind", "")), "file": str(r.get("file", "")),
+                        "line": line if isinstance(line, int) else 0,
+                        "message": r["message"][:4000]})
+    return out
+
+
+def _compute_sanitizer():
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    cands = [shutil.which("compute-sanitizer") or ""]
+    for root in ([home] if home else []) + ["/usr/local/cuda"]:
+        cands += [os.path.join(root, "bin", "compute-sanitizer"),
+                  os.path.join(root, "compute-sanitizer", "compute-sanitizer")]
+    return next((c for c in cands if c and os.path.isfile(c) and os.access(c, os.X_OK)), None)
+
+
+# compute-sanitizer's tools, in order, and the options that make each report what check mode
+# reports on emu (leaks at exit; every failed API call)
+_SANITIZER_TOOLS = (("memcheck", ("--leak-check", "full", "--report-api-errors", "all")),
+                    ("initcheck", ()))
+
+
+def _sanitizer_problems(log, tool):
+    """compute-sanitizer's log as tiledmm: problems: each error's first line with the program's
+    own frame (file:line) where the log gives one."""
+    problems, current = [], None
+    for raw in log.splitlines():
+        line = raw.lstrip("=").strip()
+        if not line or line.startswith(("COMPUTE-SANITIZER", "ERROR SUMMARY", "LEAK SUMMARY")):
+            continue
+        if raw.startswith("========= ") and not raw.startswith("=========     "):
+            current = {"kind": "sanitizer", "file": "", "line": 0,
+                       "message": f"compute-sanitizer {tool}: {line}"}
+            problems.append(current)
+        elif current is not None and not current["file"]:
+            m = re.search(r"([\w./-]+\.(?:cu|cuh|cpp|h)):(\d+)", line)
+            if m:
+                current["file"], current["line"] = os.path.basename(m.group(1)), int(m.group(2))
+    return problems
+
+
+def _sanitizer_policy(sanitizer, scratch, so):
+    """The run policy of a program on cuda, plus what compute-sanitizer needs: its toolkit
+    folder read and executed, and exec (the tool starts the program under it)."""
+    toolkit = os.path.dirname(os.path.dirname(os.path.realpath(sanitizer)))
+    base = _sandbox.run_policy(scratch, read=(so, os.getcwd(), HERE, toolkit), devices=True)
+    return dataclasses.replace(base, allow_exec=True,
+                               execute=tuple(base.execute) + (toolkit, sys.executable,
+                                                                os.path.realpath(sys.executable)))
+
+
+def _run_sanitized(image, source_name, args, stdin, timeout, capture=True):
+    """The program run under compute-sanitizer's memcheck, then its initcheck (cuda, check=True):
+    the program's output is memcheck's run; each tool's findings follow as tiledmm: lines."""
+    sanitizer = _compute_sanitizer()
+    first, problems, lines = None, [], []
+    for tool, options in _SANITIZER_TOOLS:
+        with tempfile.TemporaryDirectory(prefix="tiledmm-program-check-") as scratch:
+            so = os.path.join(scratch, "program.so")
+            with open(os.open(so, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o700), "wb") as f:
+                f.write(image)
+            report, log = os.path.join(scratch, "report.jsonl"), os.path.join(scratch, "tool.log")
+            code = (f"import sys; sys.path.insert(0, {PACKAGE_PARENT!r}); "
+                    "from tiledmm import _program_main; "
+                    "sys.exit(_program_main.main(sys.argv[1:]))")
+            argv = [sanitizer, "--tool", tool, *options, "--log-file", log, sys.executable, "-c",
+                    code, so, report, "cuda", source_name, "--", *[str(a) for a in args]]
+            policy = _sanitizer_policy(sanitizer, scratch, so)
+            feed = (stdin.encode() if isinstance(stdin, str) else stdin) if stdin is not None \
+                else (b"" if capture or first is not None else None)
+            done = _sandbox.run(argv, policy, cwd=os.getcwd(), stdin=feed,
+                                timeout=None if timeout is None else timeout * 20,
+                                capture=capture or first is not None)
+            try:
+                with open(log, errors="replace") as f:
+                    found = _sanitizer_problems(f.read(1 << 20), tool)
+            except OSError:
+                found = []
+            records = _read_report(report)
+        problems += found
+        lines += [f"tiledmm: {p['file']}:{p['line']}: {p['message']}" if p["file"] else
+                  f"tiledmm: {p['message']}" for p in found]
+        if first is None:
+            first = (done, records)
+    done, records = first
+    stderr = (done.stderr or b"").decode(errors="replace")
+    if lines:
+        stderr += ("" if not stderr or stderr.endswith("\n") else "\n") + "\n".join(lines) + "\n"
+    return ProgramResult((done.stdout or b"").decode(errors="replace"), stderr, done.returncode,
+                         done.timed_out, _launches(records, "cuda"), "cuda", problems)

@@ -31,12 +31,15 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <memory>
+#include <utility>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -55,13 +58,46 @@ namespace tm_prog {
 
 enum Kind { DEVICE = 0, MANAGED = 1, PINNED = 2, HOST = 3 };
 
+// Check mode's record of which bytes of a device allocation were ever written (by a copy, a
+// memset or a kernel's checked write): compute-sanitizer's initcheck. `untracked` once a kernel
+// reached the allocation through a plain pointer (its writes unseen): no reports after that.
+struct InitShadow {
+    unsigned char *bytes;
+    std::atomic<bool> untracked{false};
+};
+
 struct Alloc {
     size_t size;      // as requested (copies are checked against it)
     const char *file;
     int line;
     const char *by;   // "cudaMalloc", "cudaMallocManaged", ...
     size_t span;      // the region's bytes it holds (size rounded up to 256)
+    const char *expr = "";          // the pointer as the program wrote it: "&d_a", "(void **)&d_a"
+    InitShadow *shadow = nullptr;   // check mode, cudaMalloc memory only
 };
+
+// The variable an allocation went to, from the expression given to cudaMalloc ("(void**)&d_a"
+// gives "d_a"); "" where it is not a plain name.
+inline std::string alloc_name(const char *expr)
+{
+    std::string e = expr ? expr : "";
+    size_t close = e.rfind(')');
+    if (e.find("void") != std::string::npos && close != std::string::npos) e = e.substr(close + 1);
+    std::string out;
+    for (char c : e)
+        if (c != '&' && c != ' ' && c != '(' && c != ')') out += c;
+    return out;
+}
+
+// "d_a (4000 bytes from cudaMalloc at vec.cu:20)": an allocation in the program's words.
+inline std::string alloc_text(const Alloc &a)
+{
+    const std::string name = alloc_name(a.expr);
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s%s%zu bytes from %s at %s:%d%s", name.c_str(), name.empty() ? "(" : " (",
+             a.size, a.by, a.file ? a.file : "?", a.line, ")");
+    return buf;
+}
 
 struct State {
     std::recursive_mutex mu;
@@ -84,6 +120,14 @@ struct State {
     struct sigaction prev_segv;
     uintptr_t program_base = 0;              // the program's shared object, for fault reports
     std::vector<cudaStream_t> streams;
+    // check mode: failed calls and launches whose error the program has not looked at yet
+    struct Unchecked {
+        std::string what;
+        const char *file;
+        int line;
+        cudaError_t err;
+    };
+    std::vector<Unchecked> unchecked;
 };
 
 inline State &st()
@@ -158,7 +202,17 @@ inline bool region_init()
         if (!inherited && ftruncate(fd, (off_t)cap) != 0) continue;
         void *rt = mmap(nullptr, cap, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
         if (rt == MAP_FAILED) continue;
-        void *dev = mmap(nullptr, cap, PROT_NONE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+        // the program's view inside a reservation of `most` bytes that nothing else is mapped
+        // into: a wild access beyond the region (a smaller one in the sandbox) still faults
+        // rather than landing in the runtime's view or elsewhere
+        void *dev = MAP_FAILED;
+        void *hold = mmap(nullptr, most, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (hold != MAP_FAILED) {
+            dev = mmap(hold, cap, PROT_NONE, MAP_SHARED | MAP_NORESERVE | MAP_FIXED, fd, 0);
+            if (dev == MAP_FAILED) munmap(hold, most);
+        } else {
+            dev = mmap(nullptr, cap, PROT_NONE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+        }
         if (dev == MAP_FAILED) {
             munmap(rt, cap);
             continue;
@@ -348,7 +402,7 @@ inline void kernel_signal(int sig, siginfo_t *, void *)
 }
 
 // ---- memory ----
-inline cudaError_t device_malloc(void **p, size_t size, const char *file, int line)
+inline cudaError_t device_malloc(void **p, size_t size, const char *file, int line, const char *expr = "")
 {
     TM_PROG_STICKY();
     if (!p) return tm_emu::set_error(cudaErrorInvalidValue, "cudaMalloc: devPtr is NULL");
@@ -376,7 +430,14 @@ inline cudaError_t device_malloc(void **p, size_t size, const char *file, int li
         s.top += want;
         if (s.open) set_open(true);   // (never: host code allocates between launches)
     }
-    s.device[off] = Alloc{size, file, line, "cudaMalloc", want};
+    Alloc a{size, file, line, "cudaMalloc", want};
+    a.expr = expr;
+#ifdef TM_PROG_CHECK
+    a.shadow = new InitShadow();
+    a.shadow->bytes = static_cast<unsigned char *>(calloc(size, 1));
+    if (!a.shadow->bytes) a.shadow->untracked = true;
+#endif
+    s.device[off] = a;
     *p = s.dev + off;
     return cudaSuccess;
 }
@@ -394,6 +455,10 @@ inline cudaError_t device_free(void *p)
         if (it == s.device.end())
             return tm_emu::set_error(cudaErrorInvalidValue, "cudaFree: not a pointer cudaMalloc returned, or freed twice");
         size_t start = off, len = it->second.span;
+        if (it->second.shadow) {
+            free(it->second.shadow->bytes);
+            delete it->second.shadow;
+        }
         s.device.erase(it);
         auto nx = s.free_blocks.find(start + len);
         if (nx != s.free_blocks.end()) {
@@ -471,7 +536,49 @@ inline int range_kind(const void *p, size_t n)
     return k;
 }
 
-inline cudaError_t copy(void *dst, const void *src, size_t count, cudaMemcpyKind kind, const char *what)
+// One end of a copy in the program's words: "d_a, device memory: 4000 bytes from cudaMalloc at
+// vec.cu:20", "h_a, host memory".
+inline std::string end_text(const void *p, const char *expr)
+{
+    uintptr_t start;
+    const Alloc *rec;
+    const Kind k = classify(p, &start, &rec);
+    std::string out = expr && *expr ? std::string(expr) + ": " : std::string();
+    const char *kind = k == DEVICE ? "device memory" : k == MANAGED ? "managed memory"
+                       : k == PINNED ? "pinned host memory" : "host memory";
+    if (rec) {
+        out += std::to_string(rec->size) + " bytes of " + kind + " from " + rec->by + " at " +
+               (rec->file ? rec->file : "?") + ":" + std::to_string(rec->line);
+        if ((uintptr_t)p != start) out += ", from byte " + std::to_string((uintptr_t)p - start) + " of it";
+    } else {
+        out += kind;
+    }
+    if (!rec && k == DEVICE) {
+        out += " that no live allocation holds (freed, or never allocated)";
+    }
+    return out;
+}
+
+// Check mode: the bytes [p, p + n) of a device allocation were written (src: copied from there).
+inline void mark_written(void *dst, const void *src, size_t n)
+{
+#ifdef TM_PROG_CHECK
+    uintptr_t ds, ss;
+    const Alloc *dr, *sr;
+    if (classify(dst, &ds, &dr) != DEVICE || !dr || !dr->shadow || !dr->shadow->bytes) return;
+    unsigned char *to = dr->shadow->bytes + ((uintptr_t)dst - ds);
+    if (src && classify(src, &ss, &sr) == DEVICE && sr && sr->shadow && sr->shadow->bytes &&
+        !sr->shadow->untracked.load())
+        memmove(to, sr->shadow->bytes + ((uintptr_t)src - ss), n);
+    else
+        memset(to, 1, n);
+#else
+    (void)dst; (void)src; (void)n;
+#endif
+}
+
+inline cudaError_t copy(void *dst, const void *src, size_t count, cudaMemcpyKind kind, const char *what,
+                        const char *dexpr = "", const char *sexpr = "")
 {
     TM_PROG_STICKY();
     if ((int)kind < 0 || (int)kind > 4) return tm_emu::set_error(cudaErrorInvalidMemcpyDirection);
@@ -480,10 +587,11 @@ inline cudaError_t copy(void *dst, const void *src, size_t count, cudaMemcpyKind
     State &s = st();
     std::lock_guard<std::recursive_mutex> g(s.mu);
     const int dk = range_kind(dst, count), sk = range_kind(src, count);
-    char buf[256];
+    char buf[1400];
     if (dk < 0 || sk < 0) {
-        snprintf(buf, sizeof buf, "%s of %zu bytes runs past the end of a device allocation (or "
-                 "starts outside one); nothing was copied", what, count);
+        snprintf(buf, sizeof buf, "%s of %zu bytes runs past the end of the %s (%s); nothing was copied",
+                 what, count, dk < 0 ? "destination" : "source",
+                 dk < 0 ? end_text(dst, dexpr).c_str() : end_text(src, sexpr).c_str());
         return tm_emu::set_error(cudaErrorInvalidValue, buf);
     }
     // a kind that names device memory where a pointer is host memory, or the reverse
@@ -498,12 +606,16 @@ inline cudaError_t copy(void *dst, const void *src, size_t count, cudaMemcpyKind
     default: break;
     }
     if (bad) {
-        snprintf(buf, sizeof buf, "%s: the copy's kind does not match its pointers (the destination "
-                 "is %s memory, the source %s memory)", what, dst_dev ? "device" : "host",
-                 src_dev ? "device" : "host");
+        static const char *const kinds[] = {"cudaMemcpyHostToHost", "cudaMemcpyHostToDevice",
+                                            "cudaMemcpyDeviceToHost", "cudaMemcpyDeviceToDevice",
+                                            "cudaMemcpyDefault"};
+        snprintf(buf, sizeof buf, "%s with %s: the copy's kind does not match its pointers (the destination "
+                 "is %s, the source %s); nothing was copied", what, kinds[(int)kind],
+                 end_text(dst, dexpr).c_str(), end_text(src, sexpr).c_str());
         return tm_emu::set_error(cudaErrorInvalidValue, buf);
     }
     memmove(rt_view(dst), rt_view(src), count);
+    mark_written(dst, src, count);
     return cudaSuccess;
 }
 
@@ -518,6 +630,7 @@ inline cudaError_t set(void *p, int value, size_t count)
     if (k < 0 || k == HOST || k == PINNED)
         return tm_emu::set_error(cudaErrorInvalidValue, "cudaMemset: not device memory, or past the end of its allocation");
     memset(rt_view(p), value, count);
+    mark_written(p, nullptr, count);
     return cudaSuccess;
 }
 
@@ -753,6 +866,13 @@ inline void record_launch(const LaunchSite &site, dim3 g, dim3 b, size_t shm, do
     line += buf;
     if (!profile.empty()) line.insert(line.size() - 1, ", \"profile\": " + profile);
     report(line);
+#ifdef TM_PROG_CHECK
+    if (err) {   // a launch that failed: its error is the program's to check (cudaGetLastError)
+        std::lock_guard<std::recursive_mutex> g(st().mu);
+        st().unchecked.push_back({"the launch of kernel '" + std::string(site.kernel) + "'", site.file,
+                                  site.line, (cudaError_t)err});
+    }
+#endif
 }
 
 inline std::string param_name(const char *params, size_t i)
@@ -769,6 +889,78 @@ inline std::string param_name(const char *params, size_t i)
     return name.empty() ? "#" + std::to_string(i + 1) : name;
 }
 
+// A launch's argument as the host passes it: the kernel's own parameter type, or, for a
+// parameter check mode declared tm_checked_ptr<T>, the T * the program gives.
+template <typename P> struct host_param { typedef P type; };
+
+// ---- check mode (tm.run(..., check=True)) ----
+inline void check_event(const char *kind, const char *file, int line, const std::string &message)
+{
+    std::string ev = "{\"event\": \"check\", \"kind\": ";
+    json_str(ev, kind);
+    ev += ", \"file\": ";
+    json_str(ev, file ? file : "");
+    ev += ", \"line\": " + std::to_string(line) + ", \"message\": ";
+    json_str(ev, message.c_str());
+    report(ev + "}");
+    diag("%s:%d: %s", file ? file : "?", line, message.c_str());
+}
+
+#ifdef TM_PROG_CHECK
+template <typename T> struct host_param<tm_checked_ptr<T>> { typedef T *type; };
+
+// What one checked launch keeps alive: the buffers' records and the text reports quote.
+struct CheckArgs {
+    std::vector<std::unique_ptr<tm_check_buf>> bufs;
+    std::vector<std::unique_ptr<std::string>> texts;
+};
+
+template <typename P>
+struct arg_maker {
+    static P make(P v, const LaunchSite &, size_t, CheckArgs &) { return v; }
+};
+template <typename T>
+struct arg_maker<tm_checked_ptr<T>> {
+    // The checked pointer over the whole allocation the argument points into (its index counted
+    // from the allocation's start), named as the kernel's parameter, with the allocation's line.
+    static tm_checked_ptr<T> make(T *p, const LaunchSite &site, size_t i, CheckArgs &ca)
+    {
+        uintptr_t start = 0;
+        const Alloc *rec = nullptr;
+        if (p) classify((const void *)p, &start, &rec);
+        T *base = p;
+        long long count = 0, offset = 0;
+        if (rec && ((uintptr_t)p - start) % sizeof(T) == 0) {
+            base = reinterpret_cast<T *>(start);
+            count = (long long)(rec->size / sizeof(T));
+            offset = (long long)(((uintptr_t)p - start) / sizeof(T));
+        } else if (rec) {
+            count = (long long)((start + rec->size - (uintptr_t)p) / sizeof(T));
+        }
+        ca.texts.emplace_back(new std::string(param_name(site.params, i)));
+        const char *name = ca.texts.back()->c_str();
+        std::string type = std::string(tm_type_name<T>::get()) + " *";
+        if (rec) {
+            const std::string var = alloc_name(rec->expr);
+            type += ", given " + (var.empty() ? std::string() : var + ": ") + std::to_string(rec->size) +
+                    " bytes from " + rec->by + " at " + (rec->file ? rec->file : "?") + ":" +
+                    std::to_string(rec->line);
+        } else if (!p) {
+            type += ", given a null pointer";
+        }
+        ca.texts.emplace_back(new std::string(type));
+        const bool record = !std::is_const<T>::value && std::is_arithmetic<T>::value;
+        ca.bufs.emplace_back(new tm_check_buf(name, ca.texts.back()->c_str(), count, sizeof(T), record));
+        tm_check_buf *buf = ca.bufs.back().get();
+        if (rec && rec->shadow && rec->shadow->bytes && (uintptr_t)base == start) {
+            buf->init = rec->shadow->bytes;
+            buf->untracked = &rec->shadow->untracked;
+        }
+        return tm_checked_ptr<T>(base, count, buf, offset, nullptr);
+    }
+};
+#endif
+
 template <typename... P>
 struct Launcher {
     void (*kernel)(P...);
@@ -777,7 +969,37 @@ struct Launcher {
     size_t shared;
     cudaStream_t stream;
 
-    void operator()(P... args) const
+#ifdef TM_PROG_CHECK
+    // The launch in check mode: its problems (the first of the lowest block) reported here,
+    // with the launch's line; the program goes on (accesses outside a buffer were not made).
+    template <size_t... I>
+    cudaError_t checked(std::index_sequence<I...>, typename host_param<P>::type... args) const
+    {
+        CheckArgs ca;
+        tm_check_launch_t state(shared);
+        cudaError_t err = tm_check_launch(&state, kernel, grid, block, shared,
+                                          arg_maker<P>::make(args, site, I, ca)...);
+        tm_check_cur = nullptr;
+        const long long hits = state.hits.load(), uninit = state.uninit_hits.load();
+        if (uninit) {   // initcheck's finding, apart from the first of the others
+            tm_check_plain_types(state.uninit, sizeof state.uninit);
+            std::string msg = "kernel '" + std::string(site.kernel) + "' launched here: " + state.uninit;
+            if (uninit > 1) msg += " (and " + std::to_string(uninit - 1) + " more such read" +
+                                   (uninit > 2 ? "s" : "") + " in this launch)";
+            check_event("initcheck", site.file, site.line, msg);
+        }
+        if (hits) {
+            tm_check_plain_types(state.message, sizeof state.message);
+            std::string msg = "kernel '" + std::string(site.kernel) + "' launched here: " + state.message;
+            if (hits > 1) msg += " (and " + std::to_string(hits - 1) + " more problem" + (hits > 2 ? "s" : "") +
+                                 " in this launch)";
+            check_event("kernel", site.file, site.line, msg);
+        }
+        return err;
+    }
+#endif
+
+    void operator()(typename host_param<P>::type... args) const
     {
         State &s = st();
         if (s.sticky != cudaSuccess || s.pending != cudaSuccess) {
@@ -822,7 +1044,11 @@ struct Launcher {
 #endif
         s.launching.store(1);
         set_open(true);
+#ifdef TM_PROG_CHECK
+        cudaError_t err = checked(std::index_sequence_for<P...>{}, args...);
+#else
         cudaError_t err = tm_emu_launch(kernel, grid, block, shared, args...);
+#endif
         set_open(false);
         s.launching.store(0);
 #ifdef TM_PROG_PROFILE
@@ -891,7 +1117,7 @@ extern "C" __attribute__((visibility("default"), used)) void tm_prog_exit(int co
 #endif
 
 // ---- the program's calls, routed to the functions above (file and line for allocations) ----
-#define cudaMalloc(p, size) tm_prog::device_malloc(tm_prog::as_void(p), (size), __FILE__, __LINE__)
+#define cudaMalloc(p, size) tm_prog::device_malloc(tm_prog::as_void(p), (size), __FILE__, __LINE__, #p)
 #define cudaMallocManaged(p, size, ...) \
     tm_prog::host_side_malloc(tm_prog::as_void(p), (size), tm_prog::MANAGED, "cudaMallocManaged", __FILE__, __LINE__)
 #define cudaMallocHost(p, size) \
@@ -901,11 +1127,12 @@ extern "C" __attribute__((visibility("default"), used)) void tm_prog_exit(int co
 #define cudaFree(p) tm_prog::device_free((void *)(p))
 #define cudaFreeHost(p) tm_prog::free_host((void *)(p))
 
-static inline cudaError_t tm_prog_cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind k)
+static inline cudaError_t tm_prog_cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind k,
+                                             const char *dexpr = "", const char *sexpr = "")
 {
     cudaError_t e = tm_prog::sync_point();
     if (e != cudaSuccess) return e;
-    return tm_prog::copy(d, s, n, k, "cudaMemcpy");
+    return tm_prog::copy(d, s, n, k, "cudaMemcpy", dexpr, sexpr);
 }
 static inline cudaError_t tm_prog_cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k,
                                                   cudaStream_t st = 0)
@@ -1029,7 +1256,7 @@ static inline cudaError_t tm_prog_cudaStreamWaitEvent(cudaStream_t s, cudaEvent_
 #define cudaMemcpy2D(...) tm_prog_cudaMemcpy2D(__VA_ARGS__)
 #define cudaStreamQuery(s) tm_prog_cudaStreamQuery(s)
 #define cudaStreamWaitEvent(...) tm_prog_cudaStreamWaitEvent(__VA_ARGS__)
-#define cudaMemcpy(...) tm_prog_cudaMemcpy(__VA_ARGS__)
+#define cudaMemcpy(d, s, n, k) tm_prog_cudaMemcpy((d), (s), (n), (k), #d, #s)
 #define cudaMemcpyAsync(...) tm_prog_cudaMemcpyAsync(__VA_ARGS__)
 #define cudaMemset(...) tm_prog_cudaMemset(__VA_ARGS__)
 #define cudaMemsetAsync(...) tm_prog_cudaMemsetAsync(__VA_ARGS__)
@@ -1053,3 +1280,162 @@ static inline cudaError_t tm_prog_cudaStreamWaitEvent(cudaStream_t s, cudaEvent_
 // device printf (host printf passes straight through); std::printf too
 namespace std { namespace tm_prog = ::tm_prog; }
 #define printf(...) tm_prog::printf_(__VA_ARGS__)
+
+
+// ---- check mode: the errors a program never checked, device memory it never freed ----
+#ifdef TM_PROG_CHECK
+namespace tm_prog {
+
+// What a runtime call returns in check mode: its cudaError_t, which notes whether the program
+// looked at it (converted or compared it). A failed call is reported when it happens (as
+// compute-sanitizer reports an API error); one whose error the program never looked at, here or
+// through cudaGetLastError, is reported again at the program's end.
+struct Result {
+    cudaError_t err;
+    const char *what, *file;
+    int line;
+    bool clears;            // cudaGetLastError / cudaPeekAtLastError: looking at it checks earlier errors
+    mutable bool seen = false;
+
+    Result(cudaError_t e, const char *w, const char *f, int l, bool c = false)
+        : err(e), what(w), file(f), line(l), clears(c)
+    {
+        if (e != cudaSuccess && !clears) {
+            const char *d = tm_emu_last_error_detail();
+            std::string msg = std::string(what) + " failed with " + cudaGetErrorName(e) + " (" +
+                              cudaGetErrorString(e) + ")";
+            if (d && *d) msg += ": " + std::string(d);
+            check_event("api_error", file, line, msg);
+        }
+    }
+    Result(const Result &o) : err(o.err), what(o.what), file(o.file), line(o.line), clears(o.clears)
+    {
+        o.seen = true;   // the copy answers for it now
+    }
+    Result &operator=(const Result &) = delete;
+    operator cudaError_t() const
+    {
+        if (!seen) {
+            seen = true;
+            if (err != cudaSuccess) looked_at(err, clears);
+        }
+        return err;
+    }
+    ~Result()
+    {
+        if (!seen && err != cudaSuccess && !clears) {
+            std::lock_guard<std::recursive_mutex> g(st().mu);
+            st().unchecked.push_back({what, file, line, err});
+        }
+    }
+    // The program looked at an error: earlier failures with it (any, for cudaGetLastError) are checked.
+    static void looked_at(cudaError_t e, bool all)
+    {
+        std::lock_guard<std::recursive_mutex> g(st().mu);
+        auto &u = st().unchecked;
+        for (size_t i = u.size(); i-- > 0;)
+            if (all || u[i].err == e) u.erase(u.begin() + (long)i);
+    }
+    friend bool operator==(const Result &r, cudaError_t e) { return (cudaError_t)r == e; }
+    friend bool operator!=(const Result &r, cudaError_t e) { return (cudaError_t)r != e; }
+    friend bool operator==(cudaError_t e, const Result &r) { return (cudaError_t)r == e; }
+    friend bool operator!=(cudaError_t e, const Result &r) { return (cudaError_t)r != e; }
+};
+
+// At the program's end: each failure never checked (once per line), then each device allocation
+// never freed, with its line.
+inline void check_at_exit()
+{
+    State &s = st();
+    std::lock_guard<std::recursive_mutex> g(s.mu);
+    std::vector<std::pair<std::string, int>> told;
+    for (const auto &u : s.unchecked) {
+        const std::pair<std::string, int> where(u.file ? u.file : "", u.line);
+        bool again = false;
+        for (const auto &t : told) again |= t == where;
+        if (again) continue;
+        told.push_back(where);
+        check_event("unchecked", u.file, u.line,
+                    u.what + " failed with " + cudaGetErrorName(u.err) + " and the program never checked "
+                    "the error" + (u.what.compare(0, 10, "the launch") == 0
+                                       ? " (call cudaGetLastError() after the launch and compare it with cudaSuccess)"
+                                       : " (compare what it returns with cudaSuccess)"));
+    }
+    s.unchecked.clear();
+    for (const auto &kv : s.device) {
+        const Alloc &a = kv.second;
+        const std::string name = alloc_name(a.expr);
+        check_event("leak", a.file, a.line,
+                    std::to_string(a.size) + " bytes of device memory from cudaMalloc" +
+                    (name.empty() ? "" : " (" + name + ")") + " were never freed; call cudaFree(" +
+                    (name.empty() ? "..." : name) + ") when the program is done with it");
+    }
+    for (const auto &kv : s.host) {
+        if (s.host_kind[kv.first] != MANAGED) continue;
+        const Alloc &a = kv.second;
+        const std::string name = alloc_name(a.expr);
+        check_event("leak", a.file, a.line,
+                    std::to_string(a.size) + " bytes of managed memory from cudaMallocManaged were never freed; "
+                    "call cudaFree when the program is done with it");
+    }
+}
+
+}  // namespace tm_prog
+
+#ifndef TM_PROG_NOT_FIRST_FILE   // a program of several files: defined once, in the first
+extern "C" __attribute__((visibility("default"), used)) int tm_prog_check_setup(void)
+{
+    return atexit(tm_prog::check_at_exit);
+}
+#endif
+
+#define TM_PROG_R(what, ...) tm_prog::Result((__VA_ARGS__), what, __FILE__, __LINE__)
+#undef cudaMalloc
+#define cudaMalloc(p, size) \
+    TM_PROG_R("cudaMalloc", tm_prog::device_malloc(tm_prog::as_void(p), (size), __FILE__, __LINE__, #p))
+#undef cudaMallocManaged
+#define cudaMallocManaged(p, size, ...)                                                                 \
+    TM_PROG_R("cudaMallocManaged", tm_prog::host_side_malloc(tm_prog::as_void(p), (size), tm_prog::MANAGED, \
+                                                             "cudaMallocManaged", __FILE__, __LINE__))
+#undef cudaMallocHost
+#define cudaMallocHost(p, size)                                                                     \
+    TM_PROG_R("cudaMallocHost", tm_prog::host_side_malloc(tm_prog::as_void(p), (size), tm_prog::PINNED, \
+                                                          "cudaMallocHost", __FILE__, __LINE__))
+#undef cudaFree
+#define cudaFree(p) TM_PROG_R("cudaFree", tm_prog::device_free((void *)(p)))
+#undef cudaFreeHost
+#define cudaFreeHost(p) TM_PROG_R("cudaFreeHost", tm_prog::free_host((void *)(p)))
+#undef cudaMemcpy
+#define cudaMemcpy(d, s, n, k) TM_PROG_R("cudaMemcpy", tm_prog_cudaMemcpy((d), (s), (n), (k), #d, #s))
+#undef cudaMemcpyAsync
+#define cudaMemcpyAsync(...) TM_PROG_R("cudaMemcpyAsync", tm_prog_cudaMemcpyAsync(__VA_ARGS__))
+#undef cudaMemset
+#define cudaMemset(...) TM_PROG_R("cudaMemset", tm_prog_cudaMemset(__VA_ARGS__))
+#undef cudaDeviceSynchronize
+#define cudaDeviceSynchronize() TM_PROG_R("cudaDeviceSynchronize", tm_prog_cudaDeviceSynchronize())
+#undef cudaGetLastError
+#define cudaGetLastError() tm_prog::Result(tm_prog_cudaGetLastError(), "cudaGetLastError", __FILE__, __LINE__, true)
+#undef cudaPeekAtLastError
+#define cudaPeekAtLastError() \
+    tm_prog::Result(tm_prog_cudaPeekAtLastError(), "cudaPeekAtLastError", __FILE__, __LINE__, true)
+#undef cudaMemcpyToSymbol
+#define cudaMemcpyToSymbol(...) TM_PROG_R("cudaMemcpyToSymbol", tm_prog_cudaMemcpyToSymbol(__VA_ARGS__))
+#undef cudaMemcpyFromSymbol
+#define cudaMemcpyFromSymbol(...) TM_PROG_R("cudaMemcpyFromSymbol", tm_prog_cudaMemcpyFromSymbol(__VA_ARGS__))
+#define cudaEventCreate(...) TM_PROG_R("cudaEventCreate", ::cudaEventCreate(__VA_ARGS__))
+#define cudaEventElapsedTime(...) TM_PROG_R("cudaEventElapsedTime", ::cudaEventElapsedTime(__VA_ARGS__))
+#define cudaSetDevice(...) TM_PROG_R("cudaSetDevice", ::cudaSetDevice(__VA_ARGS__))
+
+// device printf of a checked element (printf("%f", C[i])): its value
+namespace tm_prog {
+template <typename X>
+inline decltype(auto) plain_arg(const X &x) { return tm_sh_value(x); }
+template <typename T>
+inline T *plain_arg(const tm_checked_ptr<T> &p) { return static_cast<T *>(p); }
+inline cudaError_t plain_arg(const Result &r) { return r; }   // printf("%d", cudaGetLastError())
+template <typename... A>
+inline int printf_checked(const char *fmt, const A &...a) { return printf_(fmt, plain_arg(a)...); }
+}
+#undef printf
+#define printf(...) tm_prog::printf_checked(__VA_ARGS__)
+#endif

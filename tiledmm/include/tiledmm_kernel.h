@@ -78,12 +78,19 @@ struct tm_check_launch_t {
     size_t dyn_bytes;       // the launch's shared_bytes
     std::atomic<bool> fenced{false};   // a thread called __threadfence() (tm_gl_fenced)
     bool told = false;      // the first report was written to stderr (tm_check_report_at)
+    // whole programs: the first read of uninitialised device memory (lowest block), kept apart
+    std::atomic<long long> uninit_hits{0};
+    long long uninit_block = -1;
+    char uninit[1024] = {0};
     explicit tm_check_launch_t(size_t shared_bytes) : dyn_bytes(shared_bytes) {}
 };
-static thread_local tm_check_launch_t *tm_check_cur = nullptr;
+// (inline, hidden: one variable for every translation unit of one shared object, as in a whole
+// program of several files, whose launch and kernel may be compiled apart)
+#define TM_CHECK_ONE __attribute__((visibility("hidden"))) inline thread_local
+TM_CHECK_ONE tm_check_launch_t *tm_check_cur = nullptr;
 // The barrier epoch at which the block running on this OS thread started: shared memory whose
 // last write is older was never written by this block.
-static thread_local unsigned long long tm_check_block_epoch = 0;
+TM_CHECK_ONE unsigned long long tm_check_block_epoch = 0;
 
 static inline long long tm_check_block_linear()
 {
@@ -160,7 +167,7 @@ struct tm_sw_t {
     unsigned long long epoch;
     unsigned count;
 };
-static thread_local tm_sw_t tm_sw_state[1024];
+TM_CHECK_ONE tm_sw_t tm_sw_state[1024];
 static inline unsigned tm_sw_count(int t, unsigned long long e)
 {
     return tm_sw_state[t].epoch == e ? tm_sw_state[t].count : 0u;
@@ -217,6 +224,11 @@ struct tm_check_buf {
     tm_gl_cell *cells;         // one per element for non-const pointers (null: not recorded)
     int ndim;
     long long dims[5];
+    // Whole programs (tm.run, check=True): the bytes of the device allocation written so far,
+    // from `base` (null: not tracked, as for tm.compile's kernels), and the flag that ends the
+    // tracking once the kernel reaches the buffer through a plain pointer (writes unseen).
+    unsigned char *init = nullptr;
+    std::atomic<bool> *untracked = nullptr;
 
     tm_check_buf(const char *n, const char *t, long long c, size_t es, bool record, int nd = 1,
                  const long long *d = nullptr)
@@ -304,6 +316,52 @@ __attribute__((noinline)) static void tm_check_fail_nd(const tm_check_buf *buf, 
     tm_check_report("out-of-bounds %s of %s (the array passed for '%s' (%s) is %s: %s) by thread "
                     "(%u,%u,%u) of block (%u,%u,%u)",
                     what, elem, buf->name, buf->type, shape, why, t.x, t.y, t.z, b.x, b.y, b.z);
+}
+
+// Whole programs: device memory that nothing wrote (no copy, memset, or kernel), read by a kernel
+// (compute-sanitizer's initcheck); reading marks nothing, writing marks the element's bytes.
+__attribute__((noinline)) static void tm_gl_uninit(const tm_check_buf *buf, long long index)
+{
+    const uint3 t = tm_emu_tls.thread_idx, b = tm_emu_tls.block_idx;
+    char elem[160];
+    tm_check_elem_str(elem, sizeof elem, buf, index);
+    tm_check_launch_t *s = tm_check_cur;
+    if (!s) return;
+    s->uninit_hits.fetch_add(1);
+    const long long block = tm_check_block_linear();
+    std::lock_guard<std::mutex> lock(s->mu);
+    if (s->uninit_block >= 0 && s->uninit_block <= block) return;
+    s->uninit_block = block;
+    snprintf(s->uninit, sizeof s->uninit,
+             "read of uninitialised device memory: %s (the buffer passed for '%s' (%s)) by thread "
+             "(%u,%u,%u) of block (%u,%u,%u): no cudaMemcpy, cudaMemset or earlier write of a "
+             "kernel set it",
+             elem, buf->name, buf->type, t.x, t.y, t.z, b.x, b.y, b.z);
+}
+static inline bool tm_gl_tracked(const tm_check_buf *buf)
+{
+    return buf && buf->init && !buf->untracked->load(std::memory_order_relaxed);
+}
+static inline void tm_gl_init_read(const tm_check_buf *buf, long long index, size_t size)
+{
+    if (!tm_gl_tracked(buf)) return;
+    const unsigned char *p = buf->init + (size_t)index * size;
+    for (size_t k = 0; k < size; ++k)
+        if (!__atomic_load_n(p + k, __ATOMIC_RELAXED)) {
+            tm_gl_uninit(buf, index);
+            return;
+        }
+}
+static inline void tm_gl_init_write(const tm_check_buf *buf, long long index, size_t size)
+{
+    if (!buf || !buf->init) return;
+    unsigned char *p = buf->init + (size_t)index * size;
+    for (size_t k = 0; k < size; ++k) __atomic_store_n(p + k, (unsigned char)1, __ATOMIC_RELAXED);
+}
+// The buffer reached through a plain pointer: its writes from here are not seen.
+static inline void tm_gl_escape(const tm_check_buf *buf)
+{
+    if (buf && buf->untracked) buf->untracked->store(true, std::memory_order_relaxed);
 }
 
 // Races in global memory. `kind`: what this thread does and what the other one did:
@@ -840,11 +898,13 @@ struct tm_gl_ref {
     V load() const
     {
         if (recorded()) tm_gl_on_read(buf, index);
+        if (buf->init) tm_gl_init_read(buf, index, sizeof(V));
         return base[index];
     }
     void store(V v) const
     {
         if (recorded()) tm_gl_on_write(buf, index);
+        if (buf->init) tm_gl_init_write(buf, index, sizeof(V));
         base[index] = v;
     }
     V get() const { return inside("read") ? load() : V(); }
@@ -911,6 +971,7 @@ struct tm_checked_ptr {
     }
     T &element(long long j, std::false_type) const
     {
+        tm_gl_escape(buf);
         if (j < 0 || j >= count) {
             tm_check_fail(buf, as ? as : tm_type_name<std::remove_const_t<T>>::get(), j, count, "access");
             return tm_check_scratch<T>();
@@ -925,16 +986,25 @@ struct tm_checked_ptr {
     Ref operator*() const { return at(0); }
     T *operator->() const
     {
+        tm_gl_escape(buf);
         if (offset < 0 || offset >= count) {
             tm_check_fail(buf, as ? as : tm_type_name<std::remove_const_t<T>>::get(), offset, count, "access");
             return &tm_check_scratch<T>();
         }
         return base + offset;
     }
-    operator T *() const { return base + offset; }   // for helpers taking T*: unchecked there
+    operator T *() const   // for helpers taking T*: unchecked there
+    {
+        tm_gl_escape(buf);
+        return base + offset;
+    }
     // (float (*)[N])p, (float4 *)p, static_cast<void *>(p): a plain pointer, unchecked from here
     template <typename U>
-    explicit operator U *() const { return (U *)(base + offset); }
+    explicit operator U *() const
+    {
+        tm_gl_escape(buf);
+        return (U *)(base + offset);
+    }
 
     template <typename I, typename = typename std::enable_if<std::is_integral<I>::value>::type>
     tm_checked_ptr operator+(I i) const { return tm_checked_ptr(base, count, buf, offset + (long long)i, as); }
@@ -1124,6 +1194,7 @@ static inline tm_checked_ptr<std::remove_pointer_t<P>> tm_check_const_cast(const
             tm_check_fail(p.buf, p.as, j, p.count, "atomic");                                 \
             return decltype(FN(static_cast<T *>(p), tm_sh_value(a)...))();                    \
         }                                                                                     \
+        tm_gl_init_write(p.buf, j, sizeof(T));                                                \
         return FN(p.base + j, tm_sh_value(a)...);                                             \
     }
 TM_CHECK_ATOMIC(atomicAdd) TM_CHECK_ATOMIC(atomicSub) TM_CHECK_ATOMIC(atomicExch)
