@@ -178,14 +178,30 @@ def test_the_command_line_writes_gradescope_output(tmp_path):
     import subprocess
     import sys
     out = tmp_path / "results.json"
-    done = subprocess.run([sys.executable, "-m", "tiledmm.grading.programs", CORRECT, "-a",
+    done = subprocess.run([sys.executable, "-m", "tiledmm", "grade", CORRECT, "-a",
                            "vec_add_program", "--backend", "emu", "--gradescope", str(out)],
                           capture_output=True, text=True, timeout=600,
                           cwd=os.path.dirname(HERE))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "vec_add_program: 4 / 4 points" in done.stdout
+    assert "sandbox: confined" in done.stdout or not tm_sandbox_confined()
     assert json.loads(out.read_text())["score"] == 4
-    bad = subprocess.run([sys.executable, "-m", "tiledmm.grading.programs", CORRECT, "-a",
+    bad = subprocess.run([sys.executable, "-m", "tiledmm", "grade", CORRECT, "-a",
                           "no_such_assignment"], capture_output=True, text=True, timeout=120,
                          cwd=os.path.dirname(HERE))
-    assert bad.returncode == 2 and "vec_add_program" in bad.stderr
+    assert bad.returncode == 2 and "vec_add" in bad.stderr
+
+
+def test_tm_grade_takes_either_kind_of_assignment():
+    import tiledmm as tm
+    r = tm.grade(CORRECT, "vec_add_program", backend="emu", seed=SEED)
+    assert r.passed and r.assignment == "vec_add_program", str(r)
+    r = tm.grade(CORRECT, "vec_add", backend="emu", seed=SEED, speed=False, by_kernel=True)
+    assert r.passed and "grid (n + 255) // 256, block 256" in r.launch, str(r)
+    with pytest.raises(ValueError, match="program assignment"):
+        tm.grade(CORRECT, "vec_add_program", backend="emu", by_kernel=True)
+
+
+def tm_sandbox_confined():
+    from tiledmm import _sandbox
+    return _sandbox.status()["confined"]

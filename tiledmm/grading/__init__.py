@@ -5,14 +5,17 @@ Modules, one job each: assignment (the Assignment / Arg / Speed format and loadi
 instructor's file), builtin (matmul, matmul_square, reduce, vec_add, mat_add), launch_spec (the
 launch a submission may declare, safe size expressions), matching (parameters to arguments, by
 name or by position), compile_limits (the compile step in a limited child process), compare
-(outputs against the reference), speed (the cuda speed part), runner (tm.grade itself), report (the
-table and HTML), outputs (JSON, JUnit XML, Gradescope), cli (the `grade` subcommand).
+(outputs against the reference), speed (the cuda speed part), runner (grading a kernel), programs
+(grading a whole program by its output, or its kernel), entry (tm.grade: either kind), report
+(the table and HTML), outputs (JSON, JUnit XML, Gradescope), cli (the `grade` subcommand).
 """
 from .assignment import Arg, Assignment, Speed, load_assignment
 from .builtin import BUILTIN
-from .runner import grade
+from .entry import grade
 from .launch_spec import LaunchSpec
+from .programs import PROGRAM_BUILTIN, ProgramAssignment, grade_program, grade_program_kernel
 from .report import GradeReport
 
 __all__ = ["grade", "GradeReport", "Assignment", "Arg", "Speed", "LaunchSpec",
-           "load_assignment", "BUILTIN"]
+           "load_assignment", "BUILTIN", "ProgramAssignment", "PROGRAM_BUILTIN",
+           "grade_program", "grade_program_kernel"]

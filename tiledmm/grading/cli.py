@@ -11,12 +11,17 @@ def add_grade_parser(sub):
     """Add the `grade` subcommand to __main__'s subparsers."""
     g = sub.add_parser("grade", help="grade a student's kernel file against an assignment",
                        description="Grade SUBMISSION (a CUDA C file) against an assignment: a "
-                                   "built-in one (matmul, matmul_square, reduce, vec_add, "
-                                   "mat_add) or an instructor's assignment file (.py). See "
-                                   "docs/grading.md.")
+                                   "built-in kernel assignment (matmul, matmul_square, reduce, "
+                                   "vec_add, mat_add), a built-in program assignment "
+                                   "(vec_add_program: a whole program graded by its output), or "
+                                   "an instructor's assignment file (.py). See docs/grading.md.")
     g.add_argument("submission", help="the student's .cu file")
     g.add_argument("--assignment", "-a", required=True,
-                   help="matmul, matmul_square, reduce, vec_add, mat_add, or a file.py")
+                   help="matmul, matmul_square, reduce, vec_add, mat_add, vec_add_program, "
+                        "or a file.py")
+    g.add_argument("--by-kernel", action="store_true",
+                   help="SUBMISSION is a whole program: grade its kernel against a kernel "
+                        "assignment, launched as the program's own <<<>>> launches it")
     g.add_argument("--backend", choices=["cuda", "emu"], default=argparse.SUPPRESS)
     g.add_argument("--kernel", default=None, help="the __global__ function to grade")
     g.add_argument("--seed", type=int, default=None,
@@ -38,11 +43,11 @@ def add_grade_parser(sub):
 
 
 def cmd_grade(args):
-    from .assignment import load_assignment
     from .compile_limits import COMPILE_SECONDS
-    from .runner import UnconfinedError, grade
+    from .entry import grade, load_any_assignment
+    from .runner import UnconfinedError
     try:
-        assignment = load_assignment(args.assignment)
+        assignment = load_any_assignment(args.assignment)
     except (ValueError, OSError, SyntaxError) as exc:
         print(f"python -m tiledmm grade: {exc}", file=sys.stderr)
         return 2
@@ -51,8 +56,8 @@ def cmd_grade(args):
                        seed=args.seed, kernel=args.kernel, timeout=args.timeout,
                        check=not args.no_check, speed=not args.no_speed,
                        compile_timeout=args.compile_timeout or COMPILE_SECONDS,
-                       allow_unconfined=args.allow_unconfined)
-    except UnconfinedError as exc:
+                       allow_unconfined=args.allow_unconfined, by_kernel=args.by_kernel)
+    except (UnconfinedError, ValueError) as exc:   # ValueError: --by-kernel with a program one
         print(f"python -m tiledmm grade: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:

@@ -25,6 +25,7 @@ from .. import _backend
 from .._kernel_diagnostics import CompileError
 from ..programs import run as run_program
 from .report import GradeReport
+from .runner import grade as grade_kernel
 
 __all__ = ["ProgramAssignment", "grade_program", "grade_program_kernel", "load_program_assignment",
            "program_kernel_source", "vec_add_program", "PROGRAM_BUILTIN"]
@@ -325,7 +326,6 @@ def grade_program_kernel(submission, assignment, *, kernel=None, **grade_kw):
     """Grade the kernel a whole program holds against a kernel assignment (as tm.grade does),
     launched with the program's own `<<<>>>` configuration (its names mapped to the kernel's
     parameters and to the program's simple definitions). Returns tm.grade's GradeReport."""
-    from .runner import grade
     if isinstance(submission, os.PathLike) or (isinstance(submission, str) and
                                                "\n" not in submission):
         with open(os.fspath(submission), encoding="utf-8", errors="replace") as f:
@@ -333,51 +333,4 @@ def grade_program_kernel(submission, assignment, *, kernel=None, **grade_kw):
     else:
         source = submission
     text, name = program_kernel_source(source, kernel)
-    return grade(text, assignment, kernel=name, **grade_kw)
-
-
-def main(argv=None):
-    """`python -m tiledmm.grading.programs SUBMISSION.cu --assignment NAME|FILE.py [...]`: the
-    table on stdout, the optional files; exit code 0 when every case passed, 1 when one failed,
-    2 for a wrong command line or assignment (until `python -m tiledmm grade` takes program
-    assignments itself)."""
-    import argparse
-    import sys
-    ap = argparse.ArgumentParser(prog="python -m tiledmm.grading.programs",
-                                 description="Grade a whole CUDA program by its output.")
-    ap.add_argument("submission")
-    ap.add_argument("--assignment", "-a", required=True,
-                    help=f"{', '.join(PROGRAM_BUILTIN)}, or a file.py defining ASSIGNMENT")
-    ap.add_argument("--backend", choices=["cuda", "emu"], default=None)
-    ap.add_argument("--seed", type=int, default=None)
-    ap.add_argument("--timeout", type=float, default=None, help="seconds per case")
-    ap.add_argument("--no-check", action="store_true", help="no check mode on emu")
-    ap.add_argument("--by-kernel", action="store_true",
-                    help="grade the program's kernel against a kernel assignment (vec_add, ...), "
-                         "launched as the program's own <<<>>> launches it")
-    ap.add_argument("--json", default=None)
-    ap.add_argument("--junit", default=None)
-    ap.add_argument("--gradescope", default=None)
-    args = ap.parse_args(argv)
-    try:
-        if args.by_kernel:
-            report = grade_program_kernel(args.submission, args.assignment, backend=args.backend,
-                                          seed=args.seed, timeout=args.timeout,
-                                          check=not args.no_check)
-        else:
-            report = grade_program(args.submission, load_program_assignment(args.assignment),
-                                   backend=args.backend, seed=args.seed, timeout=args.timeout,
-                                   check=not args.no_check)
-    except (ValueError, OSError, SyntaxError) as exc:
-        print(f"{ap.prog}: {exc}", file=sys.stderr)
-        return 2
-    print(report)
-    for path, write in ((args.json, report.write_json), (args.junit, report.write_junit),
-                        (args.gradescope, report.write_gradescope)):
-        if path:
-            write(path)
-    return 0 if report.passed else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return grade_kernel(text, assignment, kernel=name, **grade_kw)
