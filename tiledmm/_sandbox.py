@@ -796,7 +796,7 @@ def run(argv, policy, *, cwd, stdin=b"", timeout=None, env=None, capture=True):
         program = shutil.which(argv[0], path=env.get("PATH")) or argv[0]
         _make_executable(program, policy.write)
         policy = dataclasses.replace(policy, exec_program=True, execute=policy.execute + (
-            os.path.realpath(program), *_elf_loaders()))
+            os.path.realpath(program), *elf_loaders()))
     return _run(_exec_argv(argv, policy), cwd=cwd, stdin=stdin, timeout=timeout, env=env,
                 capture=capture)
 
@@ -821,7 +821,8 @@ def _make_executable(program, folders):
         os.close(fd)
 
 
-def _elf_loaders():
+def elf_loaders():
+    """The dynamic loaders (ld-linux...): what Landlock must let execute for any ELF program."""
     found = set()
     for pattern in ("/lib64/ld-linux*.so*", "/lib/ld-linux*.so*", "/lib/*-linux-gnu/ld-linux*.so*",
                     "/usr/lib/*-linux-gnu/ld-linux*.so*", "/lib/ld-musl-*.so*"):

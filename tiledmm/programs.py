@@ -781,9 +781,11 @@ def _sanitizer_policy(sanitizer, scratch, so):
     folder read and executed, and exec (the tool starts the program under it)."""
     toolkit = os.path.dirname(os.path.dirname(os.path.realpath(sanitizer)))
     base = _sandbox.run_policy(scratch, read=(so, os.getcwd(), HERE, toolkit), devices=True)
+    # the ELF loader too: without it Landlock refuses the exec itself (EACCES, seen on the H200)
     return dataclasses.replace(base, allow_exec=True,
                                execute=tuple(base.execute) + (toolkit, sys.executable,
-                                                                os.path.realpath(sys.executable)))
+                                                                os.path.realpath(sys.executable),
+                                                                *_sandbox.elf_loaders()))
 
 
 def _run_sanitized(image, source_name, args, stdin, timeout, capture=True):
