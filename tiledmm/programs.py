@@ -748,7 +748,21 @@ def _compute_sanitizer():
     for root in ([home] if home else []) + ["/usr/local/cuda"]:
         cands += [os.path.join(root, "bin", "compute-sanitizer"),
                   os.path.join(root, "compute-sanitizer", "compute-sanitizer")]
-    return next((c for c in cands if c and os.path.isfile(c) and os.access(c, os.X_OK)), None)
+    for c in cands:
+        if not (c and os.path.isfile(c) and os.access(c, os.X_OK)):
+            continue
+        real = os.path.realpath(c)
+        with open(real, "rb") as f:
+            script = f.read(2) == b"#!"
+        if not script:
+            return real
+        # the toolkit's bin/compute-sanitizer is a shell script: the sandbox lets no shell run,
+        # so the binary it starts is what runs (<toolkit>/compute-sanitizer/compute-sanitizer)
+        binary = os.path.join(os.path.dirname(os.path.dirname(real)), "compute-sanitizer",
+                              "compute-sanitizer")
+        if os.path.isfile(binary) and os.access(binary, os.X_OK):
+            return binary
+    return None
 
 
 # compute-sanitizer's tools, in order, and the options that make each report what check mode
