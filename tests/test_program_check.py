@@ -203,7 +203,7 @@ def test_compute_sanitizer_log_becomes_problems_with_lines():
 
 @pytest.mark.skipif(programs._compute_sanitizer() is None or not programs._gpu_arch(),
                     reason="needs a GPU and compute-sanitizer")
-@pytest.mark.parametrize("mode,kind", [("past_end", "cudaMemcpy"), ("leak", "Leaked 4000 bytes"),
+@pytest.mark.parametrize("mode,kind", [("past_end", "cudaMemcpy"), ("leak", "Leaked 4,000 bytes"),
                                        ("oob", "Invalid __global__ read"),
                                        ("uninit", "Uninitialized __global__ memory read")])
 def test_compute_sanitizer_finds_the_same_on_cuda(mode, kind):
@@ -211,14 +211,19 @@ def test_compute_sanitizer_finds_the_same_on_cuda(mode, kind):
     assert any(kind in p["message"] for p in r.problems), r.stderr
 
 
-def test_the_sanitizer_runs_confined_with_exec_and_the_gpu(tmp_path):
-    tool = tmp_path / "cuda" / "bin" / "compute-sanitizer"
-    tool.parent.mkdir(parents=True)
-    tool.write_text("#!/bin/sh\n")
-    policy = programs._sanitizer_policy(str(tool), str(tmp_path / "scratch"), "/x/program.so")
-    assert policy.allow_exec and policy.devices
-    assert str(tmp_path / "cuda") in policy.execute and str(tmp_path / "cuda") in policy.read
-    assert policy.write == (str(tmp_path / "scratch"),) and "/x/program.so" in policy.read
+def test_the_sanitizer_runs_its_binary_not_the_toolkits_shell_wrapper(tmp_path, monkeypatch):
+    # CUDA's bin/compute-sanitizer is a #!/bin/sh wrapper of <toolkit>/compute-sanitizer/...
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "compute-sanitizer").mkdir()
+    wrapper = tmp_path / "bin" / "compute-sanitizer"
+    binary = tmp_path / "compute-sanitizer" / "compute-sanitizer"
+    wrapper.write_text('#!/bin/sh\nexec "$(dirname "$0")/../compute-sanitizer/compute-sanitizer"\n')
+    binary.write_bytes(b"\x7fELF")
+    for f in (wrapper, binary):
+        f.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path))
+    assert programs._compute_sanitizer() == str(binary)
 
 
 def test_error_checking_idioms_compile_and_a_correct_program_gets_no_report():

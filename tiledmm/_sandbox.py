@@ -857,6 +857,16 @@ def sealed_memory(name, size):
     return fd
 
 
+def run_unconfined(argv, *, cwd, stdin=b"", timeout=None, env=None, capture=True):
+    """`argv` NOT confined, for NVIDIA's tools that cannot work in the sandbox (compute-sanitizer
+    starts and instruments its target: under seccomp and Landlock it cannot launch it, as the
+    H200 showed). Still in a session of its own, with the allow-listed environment, its whole
+    process group ended before this returns. Only tm.run(check=True) and profile runs on cuda
+    use it; the grader never does."""
+    return _run(argv, cwd=cwd, stdin=stdin, timeout=timeout,
+                env=minimal_env() if env is None else dict(env), capture=capture)
+
+
 def _run(argv, *, cwd, stdin, timeout, env, capture, pass_fds=()):
     pipe = subprocess.PIPE if capture else None
     proc = subprocess.Popen(argv, cwd=cwd, env=env, start_new_session=True,
