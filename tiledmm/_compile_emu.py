@@ -118,8 +118,9 @@ def _run_compiler(cmd, what, scratch=None):
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_SECONDS,
                               env=env)
     except FileNotFoundError:
-        raise RuntimeError(f"{what}: the C++ compiler '{cmd[0]}' was not found; install g++ or "
-                           "set CXX") from None
+        raise RuntimeError(f"{what}: the C++ compiler '{cmd[0]}' was not found; install it "
+                           "(Debian/Ubuntu: apt-get install g++; Fedora: dnf install gcc-c++) "
+                           "or set CXX") from None
     except subprocess.TimeoutExpired:
         raise RuntimeError(f"{what}: the compiler ran for more than {COMPILE_SECONDS} s") from None
     return proc
