@@ -42,6 +42,19 @@ def _nvrtc_candidates():
     return out
 
 
+def toolkit_includes():
+    """-I options for the CUDA toolkit's own headers (cooperative_groups.h and the CCCL headers it
+    includes), which NVRTC does not search by itself: $CUDA_HOME/$CUDA_PATH, else
+    /usr/local/cuda, where they exist."""
+    roots = [os.environ.get(v) for v in ("CUDA_HOME", "CUDA_PATH")] + ["/usr/local/cuda"]
+    for root in filter(None, roots):
+        include = os.path.join(root, "include")
+        if os.path.isfile(os.path.join(include, "cooperative_groups.h")):
+            return [f"-I{d}" for d in (include, os.path.join(include, "cccl"))
+                    if os.path.isdir(d)]
+    return []
+
+
 def _load_nvrtc():
     global _nvrtc
     if _nvrtc is not None:
@@ -105,7 +118,8 @@ def compile_cuda(source, name, options):
             target, cubin = f"--gpu-architecture=compute_{max(a for a in supported if a <= arch)}", False
         text = full_source(source, "", defines, "cuda")
         image, lowered, log = _nvrtc_compile(lib, text, name, header,
-                                             [target, "-std=c++17", "-lineinfo", *options], cubin)
+                                             [target, "-std=c++17", "-lineinfo", *options,
+                                              *toolkit_includes()], cubin)
         meta = {"lowered": lowered, "log": log}
         cache.store_bytes(image, path)
         cache.store_bytes(json.dumps(meta).encode(), path[:-4] + ".json")
