@@ -176,3 +176,40 @@ def test_info_says_what_confinement_is_in_force(world):
     proc = subprocess.run([sys.executable, "-m", "tiledmm", "--backend", "emu", "info"],
                           capture_output=True, text=True, timeout=120, env=world["env"])
     assert "sandbox: confined (Landlock ABI" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_every_attack_fails_through_tm_compile_in_a_notebook_kernel(world, tmp_path):
+    # The same attacks from a real Jupyter kernel (nbclient + ipykernel): what a student's
+    # notebook does. Nothing leaks into the cell's output and nothing outside changes.
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    names = ["read_instructor_file", "include_comment_spelling", "environment",
+             "parent_environ", "system", "write_outside", "tcp_connect"]
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"names": names, "fill": {k: str(v) for k, v in
+                                                          world["fill"].items()}}))
+    script = os.path.join(HERE, "attacks", "attacks.py")
+    cell = (f"import sys\nsys.argv = ['attacks.py', {str(config)!r}]\n"
+            f"exec(compile(open({script!r}).read(), {script!r}, 'exec'), "
+            "{'__name__': '__main__'})")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell)])
+    client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
+                                     resources={"metadata": {"path": str(world["cwd"])}})
+    old_env = dict(os.environ)
+    os.environ.update(world["env"])   # the kernel inherits this process's environment
+    try:
+        client.execute()
+    finally:
+        os.environ.clear()
+        os.environ.update(old_env)
+    text = "".join(out.get("text", "") for out in nb.cells[0].outputs)
+    assert "@@attacks@@" in text, text[-3000:]
+    out = json.loads(text.rsplit("@@attacks@@", 1)[1])
+    assert set(out) == set(names), out
+    _no_leak(text)
+    _untouched(world)
+    assert "Permission denied" in out["include_comment_spelling"]["error"]
+    assert "sandbox: " in out["system"]["error"] and "sandbox: " in out["tcp_connect"]["error"]
+    for name in ("read_instructor_file", "environment", "parent_environ", "write_outside"):
+        assert out[name]["correct"], (name, out[name])
