@@ -75,7 +75,21 @@ class Speed:
         return 1.0 - (1.0 - self.floor) * slope
 
 
-class Assignment:
+class CaseSizes:
+    """What every kind of assignment (a kernel's, a program's) says of one of its cases."""
+    CASE_KEYS = ("name", "points", "big", "timeout")   # a case's entries that are not sizes
+
+    def sizes_of(self, case):
+        """The case's sizes (its entries other than name, points, big, timeout)."""
+        return {k: v for k, v in case.items() if k not in self.CASE_KEYS}
+
+    def label(self, case):
+        if "name" in case:
+            return str(case["name"])
+        return "x".join(str(v) for v in self.sizes_of(case).values())
+
+
+class Assignment(CaseSizes):
     """An assignment: what the kernel takes, what it must compute and how it is launched.
 
     name, description: shown in the report.
@@ -116,14 +130,6 @@ class Assignment:
     def outputs(self):
         return [a for a in self.args if a.kind in ("out", "inout")]
 
-    def sizes_of(self, case):
-        """The case's sizes (its entries other than name, points, big, timeout)."""
-        return {k: v for k, v in case.items() if k not in ("name", "points", "big", "timeout")}
-
-    def label(self, case):
-        if "name" in case:
-            return str(case["name"])
-        return "x".join(str(v) for v in self.sizes_of(case).values())
 
     def shape(self, arg, names):
         return tuple(int(evaluate(s, names)) if isinstance(s, str) else int(s) for s in arg.shape)

@@ -24,6 +24,7 @@ import numpy as np
 from .. import _backend
 from .._kernel_diagnostics import CompileError
 from ..programs import run as run_program
+from .assignment import CaseSizes
 from .report import GradeReport
 from .runner import grade as grade_kernel
 
@@ -34,7 +35,7 @@ PROBLEM_KINDS = ("kernel", "initcheck", "api_error", "unchecked", "leak", "sanit
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)", re.I)
 
 
-class ProgramAssignment:
+class ProgramAssignment(CaseSizes):
     """An assignment graded by a whole program's output.
 
     name, description: shown in the report.
@@ -62,14 +63,6 @@ class ProgramAssignment:
                                  f"'pass'}} with kind one of {', '.join(PROBLEM_KINDS)}; got "
                                  f"{kind!r}: {verdict!r}")
             self.host_mistakes[kind] = verdict
-
-    def sizes_of(self, case):
-        return {k: v for k, v in case.items() if k not in ("name", "points", "big", "timeout")}
-
-    def label(self, case):
-        if "name" in case:
-            return str(case["name"])
-        return "x".join(str(v) for v in self.sizes_of(case).values())
 
     def __repr__(self):
         return f"<tiledmm ProgramAssignment {self.name}: {len(self.cases)} cases>"
