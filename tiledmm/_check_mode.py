@@ -5,7 +5,7 @@ race-checked `tm_sh_array` / `tm_sh_scalar` (tiledmm/include/tiledmm_kernel.h), 
 lines so that diagnostics keep the user's line numbers."""
 import re
 
-from ._kernel_source import blank_source
+from ._kernel_source import blank_source, split_top_level
 
 
 def checked_source(source, params):
@@ -64,21 +64,6 @@ _SHARED_RE = re.compile(
 _DECLARATOR_RE = re.compile(r"\s*([A-Za-z_]\w*)\s*((?:\[[^\[\]]+\]\s*)*)")
 
 
-def _split_top(text):
-    """text split at the commas outside brackets and parentheses."""
-    parts, depth, start = [], 0, 0
-    for i, c in enumerate(text):
-        if c in "([":
-            depth += 1
-        elif c in ")]":
-            depth -= 1
-        elif c == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return parts
-
-
 def checked_shared(source):
     """Check mode: `__shared__ T name[D1][D2]...;` (T a number type; several declarators too)
     becomes a race-checked tm_sh_array (tiledmm_kernel.h), `__shared__ T name;` a tm_sh_scalar,
@@ -92,7 +77,7 @@ def checked_shared(source):
         ctype = " ".join(m.group("type").split())
         quals = " ".join(q for q in m.group("quals").split() if q != "volatile")
         pieces = []
-        for decl in _split_top(m.group("decls")):
+        for decl in split_top_level(m.group("decls")):
             d = _DECLARATOR_RE.fullmatch(decl)
             if not d:
                 pieces = None

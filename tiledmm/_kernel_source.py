@@ -128,6 +128,22 @@ class Param:
 # ---------------------------------------------------------------------------------------------
 # the text itself
 
+def split_top_level(text):
+    """`text` split at the commas outside (), [] and {}, each part stripped: a declarator list,
+    a launch configuration, an argument list."""
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    parts.append(text[start:].strip())
+    return parts
+
+
 def blank_source(source):
     """The source with comments and string/char literals replaced by spaces (newlines kept), so
     positions found in it are positions in the source."""

@@ -23,6 +23,7 @@ import numpy as np
 
 from .. import _backend
 from .._kernel_diagnostics import CompileError
+from .._kernel_source import split_top_level
 from ..programs import run as run_program
 from .assignment import CaseSizes
 from .report import GradeReport
@@ -223,18 +224,8 @@ _IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
 
 
 def _split_top(text):
-    """text split at its commas outside brackets, each part stripped."""
-    parts, depth, start = [], 0, 0
-    for i, c in enumerate(text):
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        elif c == "," and depth == 0:
-            parts.append(text[start:i].strip())
-            start = i + 1
-    parts.append(text[start:].strip())
-    return [p for p in parts if p]
+    """text split at its commas outside brackets, each part stripped, empty parts dropped."""
+    return [p for p in split_top_level(text) if p]
 
 
 def _kernel_params(blank, kernel):
