@@ -123,9 +123,10 @@ static int shape_elementwise(tm_job *job, const char *fn, PyArrayObject *a[],
     return 0;
 }
 
-static int parse_params(tm_job *job, const char *fn, PyObject *params)
+/* The kernel's parameters from a tuple of ints, each one of its registry row's values, into
+ * `values` (TM_MAX_PARAMS); ValueError and -1 otherwise. */
+int tm_parse_params(const tm_kernel_spec *spec, const char *fn, PyObject *params, int *values)
 {
-    const tm_kernel_spec *spec = job->spec;
     if (!PyTuple_Check(params) || PyTuple_GET_SIZE(params) != spec->n_params) {
         PyErr_Format(PyExc_ValueError, "%s: kernel '%s' takes %d parameter(s)", fn, spec->name,
                      spec->n_params);
@@ -142,7 +143,7 @@ static int parse_params(tm_job *job, const char *fn, PyObject *params)
                          spec->params[i].name, v, spec->name);
             return -1;
         }
-        job->problem.params[i] = (int)v;
+        values[i] = (int)v;
     }
     return 0;
 }
@@ -258,7 +259,7 @@ int tm_prepare_job(tm_job *job, const char *fn, PyObject *inputs, PyObject *devi
         if (ptr != Py_None && (device_ptr[i] = PyLong_AsVoidPtr(ptr)) == NULL && PyErr_Occurred())
             return -1;
     }
-    if (parse_params(job, fn, params) < 0) return -1;
+    if (tm_parse_params(job->spec, fn, params, job->problem.params) < 0) return -1;
     /* First as they are (no copy), to check dtypes and shapes before converting anything. */
     for (int i = 0; i < n; ++i) {
         PyObject *obj = PyTuple_GET_ITEM(inputs, i);

@@ -45,6 +45,7 @@ typedef struct {
 
 /* arrays.c */
 const tm_kernel_spec *tm_find_kernel(const char *name);
+int tm_parse_params(const tm_kernel_spec *spec, const char *fn, PyObject *params, int *values);
 int tm_prepare_job(tm_job *job, const char *fn, PyObject *inputs, PyObject *device_ptrs,
                    PyObject *params, PyArrayObject *arrays[TM_MAX_INPUTS], PyArrayObject **out);
 
@@ -100,4 +101,7 @@ PyObject *tm_user_load_py(PyObject *self, PyObject *args);
 /* result.c */
 PyObject *tm_result_dict(const tm_job *job, PyObject *out);
 PyObject *tm_device_properties(void);
+/* The current device's multiprocessors (the emulator's: its worker threads), what the launch
+ * choices of a call assume (tm_problem.sm_count). */
+cudaError_t tm_current_sm_count(int *count);
 PyObject *tm_registry_list(void);

@@ -55,6 +55,16 @@ fail:
     return NULL;
 }
 
+cudaError_t tm_current_sm_count(int *count)
+{
+    int device = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(count, cudaDevAttrMultiProcessorCount, device);
+    if (err == cudaSuccess && *count <= 0) err = cudaErrorInvalidDevice;
+    return err;
+}
+
 /* The lecture's device query, as raw runtime fields. Called with the GIL held: these are
  * quick host-side queries. */
 PyObject *tm_device_properties(void)

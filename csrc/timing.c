@@ -158,6 +158,10 @@ int tm_execute(tm_job *job)
     }
     TRY("cudaEventCreate", cudaEventCreate(&start));
     TRY("cudaEventCreate", cudaEventCreate(&stop));
+    /* The launcher's choices and the byte model (res.model_bytes) read this one count. */
+    if (job->problem.sm_count <= 0)
+        TRY("cudaDeviceGetAttribute (multiprocessors)", tm_current_sm_count(&job->problem.sm_count));
+    device_problem.sm_count = job->problem.sm_count;
 
     for (int i = 0; i < job->n_inputs; ++i)
         if (!job->in_on_device[i] &&

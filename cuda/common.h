@@ -10,6 +10,7 @@
 #endif
 
 #include <stddef.h>
+#include <type_traits>
 #include "registry.h"
 
 // Dynamic shared memory. `extern __shared__ T name[]` cannot be expressed on the emulator,
@@ -83,4 +84,16 @@ static inline int tm_launch_row_chunks(const void *func, dim3 grid, dim3 block, 
     tm_facts_set(facts, func, dim3(grid.x, grid.y < TM_MAX_GRID_YZ ? grid.y : TM_MAX_GRID_YZ, grid.z),
                  block, shared_bytes, 0, launches);
     return cudaSuccess;
+}
+
+// A launcher's switch over a parameter's allowed values, written once: tm_dispatch<TM_VALUES_X>
+// (value, f) calls f(std::integral_constant<int, V>{}) for the V equal to `value` (so f can
+// instantiate a template on it) and returns its result, or cudaErrorInvalidValue for a value
+// not in the list (the glue refuses those first, from the registry row's copy of the same list).
+template <int... Values, typename F>
+static inline int tm_dispatch(int value, F f)
+{
+    int rc = cudaErrorInvalidValue;
+    (void)((value == Values ? (rc = f(std::integral_constant<int, Values>{}), true) : false) || ...);
+    return rc;
 }

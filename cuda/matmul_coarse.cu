@@ -89,24 +89,17 @@ static int launch_coarse(const tm_problem *p, tm_launch_facts *facts)
 template <typename T, int TILE>
 static int launch_coarse_tile(const tm_problem *p, tm_launch_facts *facts)
 {
-    switch (p->params[0]) {  // coarsen
-    case 1: return launch_coarse<T, TILE, 1>(p, facts);
-    case 2: return launch_coarse<T, TILE, 2>(p, facts);
-    case 4: return launch_coarse<T, TILE, 4>(p, facts);
-    case 8: return launch_coarse<T, TILE, 8>(p, facts);
-    default: return cudaErrorInvalidValue;
-    }
+    return tm_dispatch<TM_VALUES_COARSEN>(p->params[0], [&](auto coarsen) {
+        return launch_coarse<T, TILE, coarsen>(p, facts);
+    });
 }
 
 template <typename T>
 static int launch_coarse_dtype(const tm_problem *p, tm_launch_facts *facts)
 {
-    switch (p->params[1]) {  // tile
-    case 8: return launch_coarse_tile<T, 8>(p, facts);
-    case 16: return launch_coarse_tile<T, 16>(p, facts);
-    case 32: return launch_coarse_tile<T, 32>(p, facts);
-    default: return cudaErrorInvalidValue;
-    }
+    return tm_dispatch<TM_VALUES_TILE>(p->params[1], [&](auto tile) {
+        return launch_coarse_tile<T, tile>(p, facts);
+    });
 }
 
 int tm_matmul_coarse_launch(const tm_problem *p, tm_launch_facts *facts)

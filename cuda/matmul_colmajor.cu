@@ -134,13 +134,12 @@ static int launch_colmajor(const tm_problem *p, tm_launch_facts *facts, bool tur
 template <typename T>
 static int launch_colmajor_dtype(const tm_problem *p, tm_launch_facts *facts)
 {
-    const bool turned = p->params[0] != 0;
-    switch (p->params[1]) {  // tile: the block edge of both variants
-    case 8: return launch_colmajor<T, 8>(p, facts, turned);
-    case 16: return launch_colmajor<T, 16>(p, facts, turned);
-    case 32: return launch_colmajor<T, 32>(p, facts, turned);
-    default: return cudaErrorInvalidValue;
-    }
+    // corner picks the kernel at run time; tile (the block edge of both) is a template argument
+    return tm_dispatch<TM_VALUES_CORNER>(p->params[0], [&](auto corner) {
+        return tm_dispatch<TM_VALUES_TILE>(p->params[1], [&](auto tile) {
+            return launch_colmajor<T, tile>(p, facts, corner != 0);
+        });
+    });
 }
 
 int tm_matmul_colmajor_b_launch(const tm_problem *p, tm_launch_facts *facts)

@@ -706,61 +706,63 @@ static int launch_fast(const tm_problem *p, tm_launch_facts *facts)
                                      : launch_fast_index<Cfg, S_B, long long>(p, facts);
 }
 
-// Multiprocessors of the current device, asked once (0 when it cannot be asked).
-static int multiprocessor_count()
-{
-    static int cached = -1;
-    if (cached < 0) {
-        int device = 0, n = 0;
-        if (cudaGetDevice(&device) != cudaSuccess ||
-            cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-            (void)cudaGetLastError();
-            n = 0;
-        }
-        cached = n;
-    }
-    return cached;
-}
-
 // config 0: CUTLASS's structure (config 7, 128 x 256 tiles) when there are at least half as many
 // such tiles as multiprocessors, else 128 x 128 tiles (config 1) when there are at least as many
 // of those as multiprocessors, else 64 x 64 tiles (config 3, 4x the blocks) so that small
 // problems still fill the device. Measured on an H200 (fast_notes.md v8): config 7 against the
 // others at 2048^3, 4096^3, 8192^3 and 5000 x 3000 x 4000; earlier, on an H100, 64 x 64 gave 85%
-// of cuBLAS at 1024^3 against 58% for 128 x 128.
+// of cuBLAS at 1024^3 against 58% for 128 x 128. The multiprocessors are the problem's sm_count
+// (the glue sets the device's; tm.model passes its own), 132 (an H100's) where it is unset.
 static int choose_fast_config(const tm_problem *p)
 {
-    const int sms = multiprocessor_count() > 0 ? multiprocessor_count() : 132;
+    const int sms = p->sm_count > 0 ? p->sm_count : 132;
     const long long wide_blocks = (long long)tm_ceil_div(p->M, 128) * tm_ceil_div(p->N, 256);
     const long long large_blocks = (long long)tm_ceil_div(p->M, 128) * tm_ceil_div(p->N, 128);
     if (2 * wide_blocks >= sms) return 7;
     return large_blocks >= sms ? 1 : 3;
 }
 
+// What each `config` value (TM_VALUES_FAST_CONFIG) launches: its tile shape (Shape::BM, BN,
+// which the traffic model reads too) and its launcher. A value in the list without an entry
+// here fails to compile.
+template <int CONFIG> struct FastConfigOf;
+template <> struct FastConfigOf<0> { typedef void Shape; };   // chosen by choose_fast_config
+template <> struct FastConfigOf<1> { typedef FastLarge Shape; static int launch(const tm_problem *p, tm_launch_facts *f) { return launch_fast<FastLarge>(p, f); } };
+template <> struct FastConfigOf<2> { typedef FastLargeK8 Shape; static int launch(const tm_problem *p, tm_launch_facts *f) { return launch_fast<FastLargeK8>(p, f); } };
+template <> struct FastConfigOf<3> { typedef FastSmall Shape; static int launch(const tm_problem *p, tm_launch_facts *f) { return launch_fast<FastSmall>(p, f); } };
+template <> struct FastConfigOf<4> { typedef FastWide Shape; static int launch(const tm_problem *p, tm_launch_facts *f) { return launch_fast<FastWide>(p, f); } };
+template <> struct FastConfigOf<5> { typedef FastWideK16 Shape; static int launch(const tm_problem *p, tm_launch_facts *f) { return launch_fast<FastWideK16>(p, f); } };
+template <> struct FastConfigOf<6> { typedef FastWide Shape; static int launch(const tm_problem *p, tm_launch_facts *f) { return launch_fast<FastWide, 2>(p, f); } };
+template <> struct FastConfigOf<7> { typedef SimtShape Shape; static int launch(const tm_problem *p, tm_launch_facts *f) { return launch_simt<4>(p, f); } };
+
+// The configuration a problem runs: its own, or choose_fast_config's for 0.
+static int fast_config(const tm_problem *p)
+{
+    return p->params[0] == 0 ? choose_fast_config(p) : p->params[0];
+}
+
 int tm_matmul_fast_launch(const tm_problem *p, tm_launch_facts *facts)
 {
     if (p->dtype != TM_F32) return cudaErrorInvalidValue;  // the glue refuses float64 first
-    int config = p->params[0];
-    if (config == 0) config = choose_fast_config(p);
-    switch (config) {
-    case 1: return launch_fast<FastLarge>(p, facts);
-    case 2: return launch_fast<FastLargeK8>(p, facts);
-    case 3: return launch_fast<FastSmall>(p, facts);
-    case 4: return launch_fast<FastWide>(p, facts);
-    case 5: return launch_fast<FastWideK16>(p, facts);
-    case 6: return launch_fast<FastWide, 2>(p, facts);
-    case 7: return launch_simt<4>(p, facts);
-    default: return cudaErrorInvalidValue;
-    }
+    return tm_dispatch<TM_VALUES_FAST_CONFIG>(fast_config(p), [&](auto config) -> int {
+        if constexpr (config == 0) return cudaErrorInvalidValue;  // fast_config never gives 0
+        else return FastConfigOf<config>::launch(p, facts);
+    });
 }
 
+// A is read once per block-column of C, B once per block-row, C written once (float32), with
+// the block tile of the configuration the launcher runs for this problem and sm_count.
 double tm_matmul_fast_bytes(const tm_problem *p)
 {
-    int config = p->params[0];
-    if (config == 0) config = choose_fast_config(p);
-    long long bm = 128, bn = 128;
-    if (config == 3) bm = bn = 64;
-    if (config >= 4) bn = 256;
+    long long bm = 0, bn = 0;
+    tm_dispatch<TM_VALUES_FAST_CONFIG>(fast_config(p), [&](auto config) {
+        if constexpr (config != 0) {
+            bm = FastConfigOf<config>::Shape::BM;
+            bn = FastConfigOf<config>::Shape::BN;
+        }
+        return 0;
+    });
+    if (bm == 0) return 0.0;   // not a configuration (the glue refuses those first)
     return 4.0 * ((double)p->M * p->K * tm_ceil_div(p->N, bn) +
                   (double)p->K * p->N * tm_ceil_div(p->M, bm) + (double)p->M * p->N);
 }

@@ -91,21 +91,19 @@ static int launch_regtile(const tm_problem *p, tm_launch_facts *facts)
     });
 }
 
-// Block tiles per variant (BM, BN): also used by the traffic model.
-static void regtile_block_tile(int dims, long long *bm, long long *bn)
-{
-    *bm = dims == 1 ? 64 : 128;
-    *bn = dims == 1 ? 64 : 128;
-}
+// The variants by `dims` (TM_VALUES_REGTILE_DIMS): block tile BM x BN, K step BK, and TM x TN
+// outputs per thread. The launcher and the traffic model both read BM and BN from here.
+template <int DIMS> struct RegtileShape;
+template <> struct RegtileShape<1> { static const int BM = 64, BN = 64, BK = 8, TM = 8, TN = 1; };
+template <> struct RegtileShape<2> { static const int BM = 128, BN = 128, BK = 8, TM = 8, TN = 8; };
 
 template <typename T>
 static int launch_regtile_dtype(const tm_problem *p, tm_launch_facts *facts)
 {
-    switch (p->params[0]) {  // dims
-    case 1: return launch_regtile<T, 64, 64, 8, 8, 1>(p, facts);
-    case 2: return launch_regtile<T, 128, 128, 8, 8, 8>(p, facts);
-    default: return cudaErrorInvalidValue;
-    }
+    return tm_dispatch<TM_VALUES_REGTILE_DIMS>(p->params[0], [&](auto dims) {
+        typedef RegtileShape<dims> S;
+        return launch_regtile<T, S::BM, S::BN, S::BK, S::TM, S::TN>(p, facts);
+    });
 }
 
 int tm_matmul_regtile_launch(const tm_problem *p, tm_launch_facts *facts)
@@ -117,8 +115,12 @@ int tm_matmul_regtile_launch(const tm_problem *p, tm_launch_facts *facts)
 double tm_matmul_regtile_bytes(const tm_problem *p)
 {
     const double elem = p->dtype == TM_F32 ? 4.0 : 8.0;
-    long long bm, bn;
-    regtile_block_tile(p->params[0], &bm, &bn);
+    long long bm = 0, bn = 0;
+    tm_dispatch<TM_VALUES_REGTILE_DIMS>(p->params[0], [&](auto dims) {
+        bm = RegtileShape<dims>::BM, bn = RegtileShape<dims>::BN;
+        return 0;
+    });
+    if (bm == 0) return 0.0;   // not a variant (the glue refuses those first)
     return elem * ((double)p->M * p->K * tm_ceil_div(p->N, bn) +
                    (double)p->K * p->N * tm_ceil_div(p->M, bm) + (double)p->M * p->N);
 }

@@ -61,12 +61,9 @@ static int launch_tiled_index(const tm_problem *p, tm_launch_facts *facts)
 template <typename T>
 static int launch_tiled_dtype(const tm_problem *p, tm_launch_facts *facts)
 {
-    switch (p->params[0]) {
-    case 8: return launch_tiled_index<T, 8>(p, facts);
-    case 16: return launch_tiled_index<T, 16>(p, facts);
-    case 32: return launch_tiled_index<T, 32>(p, facts);
-    default: return cudaErrorInvalidValue;
-    }
+    return tm_dispatch<TM_VALUES_TILE>(p->params[0], [&](auto tile) {
+        return launch_tiled_index<T, tile>(p, facts);
+    });
 }
 
 int tm_matmul_tiled_launch(const tm_problem *p, tm_launch_facts *facts)

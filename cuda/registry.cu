@@ -7,13 +7,20 @@
     int prefix##_launch(const tm_problem *p, tm_launch_facts *facts);     \
     double prefix##_bytes(const tm_problem *p)
 
+// One tunable of a row: its name, default, allowed values (a TM_VALUES_* list of registry.h,
+// which the kernel file dispatches on too) and what it means.
+template <typename... Values>
+constexpr int tm_count_values(Values...) { return (int)sizeof...(Values); }
+#define TM_PARAM(name, default_value, values, doc) \
+    {name, default_value, tm_count_values(values), {values}, doc}
+
 // Parameters shared by several rows.
-#define TM_PARAM_TILE {"tile", 16, 3, {8, 16, 32}, "edge of the square shared-memory tile and of the thread block"}
-#define TM_PARAM_THREADS {"block", 256, 4, {128, 256, 512, 1024}, "threads per block"}
-#define TM_PARAM_BLOCK_EDGE {"block", 16, 3, {8, 16, 32}, "edge of the square thread block"}
+#define TM_PARAM_TILE TM_PARAM("tile", 16, TM_VALUES_TILE, "edge of the square shared-memory tile and of the thread block")
+#define TM_PARAM_THREADS TM_PARAM("block", 256, TM_VALUES_THREADS, "threads per block")
+#define TM_PARAM_BLOCK_EDGE TM_PARAM("block", 16, TM_VALUES_BLOCK_EDGE, "edge of the square thread block")
 // The naive pair defaults to 32x32 blocks: the same block for both mappings, and a full warp
 // along threadIdx.x, so the measured gap is the coalescing lesson alone.
-#define TM_PARAM_NAIVE_BLOCK {"block", 32, 3, {8, 16, 32}, "edge of the square thread block"}
+#define TM_PARAM_NAIVE_BLOCK TM_PARAM("block", 32, TM_VALUES_BLOCK_EDGE, "edge of the square thread block")
 
 // ---- matmul declarations ----
 TM_DECLARE_KERNEL(tm_matmul_naive);
@@ -47,7 +54,7 @@ double tm_reduce_vectorized_scratch(const tm_problem *p);
 double tm_reduce_grid_stride_bytes(const tm_problem *p);
 TM_DECLARE_KERNEL(tm_reduce_atomic);
 TM_DECLARE_KERNEL(tm_reduce_atomic_per_element);
-#define TM_PARAM_PER_THREAD {"per_thread", 8, 5, {2, 4, 8, 16, 32}, "elements each thread adds before the tree"}
+#define TM_PARAM_PER_THREAD TM_PARAM("per_thread", 8, TM_VALUES_PER_THREAD, "elements each thread adds before the tree")
 // ---- elementwise declarations ----
 int tm_vec_add_launch(const tm_problem *p, tm_launch_facts *facts);
 int tm_mat_add_launch(const tm_problem *p, tm_launch_facts *facts);
@@ -68,24 +75,24 @@ extern "C" const tm_kernel_spec tm_registry[] = {
      "000 CS133: Tiled Matrix Multiplication Kernel; 003: tiled kernel; 001: 2N^3/L",
      "shared-memory tiles cut global loads by the tile edge"},
     {"coarse", "matmul", TM_F32 | TM_F64, 2,
-     {{"coarsen", 4, 4, {1, 2, 4, 8}, "output tiles per block along a row of C, sharing one A tile"},
-      {"tile", 32, 3, {8, 16, 32}, "edge of the square shared-memory tile and of the thread block"}},
+     {TM_PARAM("coarsen", 4, TM_VALUES_COARSEN, "output tiles per block along a row of C, sharing one A tile"),
+      TM_PARAM("tile", 32, TM_VALUES_TILE, "edge of the square shared-memory tile and of the thread block")},
      tm_matmul_coarse_launch, NULL, tm_matmul_coarse_bytes,
      "002 GPU performance basics: thread coarsening (the listing's column and bounds bugs fixed)",
      "tiled, each block computing `coarsen` adjacent output tiles: A loaded once per strip"},
     {"colmajor_b", "matmul", TM_F32 | TM_F64, 2,
-     {{"corner", 1, 2, {0, 1}, "0: naive, B read down its columns (uncoalesced); 1: corner turning through shared memory"},
-      {"tile", 16, 3, {8, 16, 32}, "edge of the square thread block (and shared tile)"}},
+     {TM_PARAM("corner", 1, TM_VALUES_CORNER, "0: naive, B read down its columns (uncoalesced); 1: corner turning through shared memory"),
+      TM_PARAM("tile", 16, TM_VALUES_TILE, "edge of the square thread block (and shared tile)")},
      tm_matmul_colmajor_b_launch, tm_matmul_colmajor_b_scratch, tm_matmul_colmajor_b_bytes,
      "002 GPU performance basics: memory coalescing, B in column-major order, corner turning",
      "B column-major (a transpose into scratch, timed with the call): naive vs corner turning"},
     {"regtile", "matmul", TM_F32 | TM_F64, 1,
-     {{"dims", 2, 2, {1, 2}, "1: a column of 8 outputs per thread (64x64 block tile); 2: 8x8 outputs per thread (128x128)"}},
+     {TM_PARAM("dims", 2, TM_VALUES_REGTILE_DIMS, "1: a column of 8 outputs per thread (64x64 block tile); 2: 8x8 outputs per thread (128x128)")},
      tm_matmul_regtile_launch, NULL, tm_matmul_regtile_bytes,
      "001 CMU 15-418: thread-level register tiling, 2N^3/V; block tiling in shared memory",
      "register tiling: each thread accumulates a column (1-D) or a VxV block (2-D) of C"},
     {"fast", "matmul", TM_F32, 1,
-     {{"config", 0, 8, {0, 1, 2, 3, 4, 5, 6, 7}, "0: choose by size; 1: 128x128 tile, BK 16; 2: 128x128, BK 8; 3: 64x64, BK 16; 4: 128x256, BK 32; 5: 128x256, BK 16; 6: 4 with B by cp.async, 2 stages; 7: CUTLASS's SIMT structure, 128x256x8, both operands by cp.async, 4 stages"}},
+     {TM_PARAM("config", 0, TM_VALUES_FAST_CONFIG, "0: choose by size; 1: 128x128 tile, BK 16; 2: 128x128, BK 8; 3: 64x64, BK 16; 4: 128x256, BK 32; 5: 128x256, BK 16; 6: 4 with B by cp.async, 2 stages; 7: CUTLASS's SIMT structure, 128x256x8, both operands by cp.async, 4 stages")},
      tm_matmul_fast_launch, NULL, tm_matmul_fast_bytes,
      "001 register tiling + 002 coalescing, taken to the hardware: float4, warp tiles, double buffering",
      "float32 only: 128-bit loads, transposed A tile, warp tiling, double-buffered shared stages"},

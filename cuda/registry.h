@@ -12,6 +12,18 @@ enum { TM_F32 = 1, TM_F64 = 2 };
 #define TM_MAX_PARAMS 4
 #define TM_MAX_VALUES 8
 
+/* The allowed values of the kernels' tunables, written once: a registry row lists them
+ * (TM_PARAM in registry.cu) and the kernel file dispatches on the same list (tm_dispatch in
+ * common.h), so a value added here is both accepted and compiled, or fails to compile. */
+#define TM_VALUES_TILE 8, 16, 32                   /* tiled, coarse, colmajor_b: tile edge */
+#define TM_VALUES_BLOCK_EDGE 8, 16, 32             /* naive, mat_add: square block edge */
+#define TM_VALUES_THREADS 128, 256, 512, 1024      /* the reductions, vec_add: threads */
+#define TM_VALUES_COARSEN 1, 2, 4, 8               /* coarse */
+#define TM_VALUES_CORNER 0, 1                      /* colmajor_b */
+#define TM_VALUES_REGTILE_DIMS 1, 2                /* regtile */
+#define TM_VALUES_FAST_CONFIG 0, 1, 2, 3, 4, 5, 6, 7 /* fast (0: chosen by size, see there) */
+#define TM_VALUES_PER_THREAD 2, 4, 8, 16, 32       /* multi_element */
+
 /* One tunable of a kernel (tile, coarsen, block...): its allowed values and default. */
 typedef struct {
     const char *name;
@@ -32,6 +44,9 @@ typedef struct {
     void *out;
     void *scratch;              /* spec->scratch_bytes(problem) bytes of device memory, or NULL */
     int params[TM_MAX_PARAMS];  /* in the order of spec->params */
+    int sm_count;               /* multiprocessors the launch choices assume (fast's config 0):
+                                 * the glue sets the device's before launching; tm.model passes
+                                 * its own. The launcher and the byte model read this one value. */
 } tm_problem;
 
 /* What a launcher reports about the launch it made (the first, when it made several). */
@@ -45,7 +60,9 @@ typedef struct {
 
 /* Launch the kernel on the current device, default stream. Returns a cudaError_t value. */
 typedef int (*tm_launcher)(const tm_problem *problem, tm_launch_facts *facts);
-/* A model evaluated for a problem (bytes of scratch, bytes of global traffic...). */
+/* A model evaluated for a problem (bytes of scratch, bytes of global traffic...). The traffic
+ * model is the one source of tm.model.traffic_bytes too (csrc/module.c's traffic_bytes), so it
+ * reads only M, N, K, dtype, params and sm_count, never the pointers. */
 typedef double (*tm_problem_model)(const tm_problem *problem);
 
 typedef struct {

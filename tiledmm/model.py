@@ -17,11 +17,15 @@ GFLOP/s). Tiles of T reuse each load T times: (150/4)*16 = 600, (150/4)*32 = 1,2
 The roofline (Williams, Waterman and Patterson, 2009) adds the compute ceiling:
 bound = min(peak, intensity x bandwidth).
 
-`traffic_bytes(kernel, M, N, K, **params)` applies these counts to every registered matmul
-kernel (loads plus the M*N stores of C) and agrees with the registry's own model, which a
-call reports as `res.model_bytes`.
+`traffic_bytes(kernel, M, N, K, **params)` is the registry's own model of every registered
+matmul kernel (loads plus the M*N stores of C), the C function a call's `res.model_bytes`
+comes from (cuda/registry.cu's rows, the formulas in each kernel file), asked through the
+extension module: one source, so the two cannot disagree. `fast`'s config 0 picks its tiles
+from the device's multiprocessor count, so the model takes `sm_count=`.
 """
 import math
+
+from . import _backend, _registry
 
 __all__ = ["flops", "loads_naive", "loads_tiled", "loads_regtile", "loads_blocked",
            "traffic_bytes", "arithmetic_intensity", "lecture_intensity",
@@ -76,7 +80,9 @@ def loads_regtile(M, N=None, K=None, V=4):
 
 def block_tile(kernel, M=None, N=None, K=None, multiprocessors=132, **params):
     """(block_m, block_n): the piece of C one block computes sharing its loads, for a
-    registered matmul kernel and its parameters (None for cublas: unknown; cutlass: 128 x 256)."""
+    registered matmul kernel and its parameters (None for cublas: unknown; cutlass: 128 x 256),
+    for tables that show the tile. traffic_bytes does not use it: it asks the kernels' own C
+    model (tests/test_model.py checks the two agree)."""
     if kernel in ("naive", "naive_uncoalesced"):
         return 1, 1
     if kernel in ("tiled",):
@@ -109,30 +115,53 @@ def block_tile(kernel, M=None, N=None, K=None, multiprocessors=132, **params):
     return None
 
 
-def traffic_bytes(kernel, M, N=None, K=None, itemsize=4, stores=True, multiprocessors=132,
-                  **params):
+def traffic_bytes(kernel, M, N=None, K=None, itemsize=4, stores=True, multiprocessors=None,
+                  sm_count=None, backend=None, **params):
     """Modelled global-memory bytes of a registered matmul kernel: loads (as the lectures
     count them) plus, with stores=True, the M*N stores of C. cublas: the minimum (each input
     read once). colmajor_b includes its timed transpose of B (read + write K*N).
+
+    This is the registry's model, the one a call reports as `res.model_bytes` (asked through
+    the extension module of `backend`, default the current one), so for the same problem and
+    parameters the two are equal. Parameters left out take the registry's defaults.
+
+    sm_count: the multiprocessors `fast`'s config 0 chooses its tiles for (cuda/matmul_fast.cu,
+    choose_fast_config), as the launcher does. Default: the running device's (on `emu`, the
+    emulator's worker threads, tm._emu.threads()); give e.g. 132 for an H100 SXM.
+    `multiprocessors` is its older name. itemsize: bytes per element (4: float32, 8: float64).
 
     >>> tm.model.traffic_bytes("tiled", 1024, tile=16)    # 4 * (2 * 1024**3 / 16 + 1024**2)
     541065216
     >>> tm.model.traffic_bytes("naive", 1024) == 4 * (2 * 1024**3 + 1024**2)
     True
+    >>> tm.model.traffic_bytes("fast", 1024, config=4)    # 128 x 256 tiles: 4 * 13 * 1024**2
+    54525952
     """
     M, N, K = _dims(M, N, K)
-    out = M * N if stores else 0
-    if kernel == "cublas":
-        return itemsize * (M * K + K * N + out)
-    tile = block_tile(kernel, M, N, K, multiprocessors=multiprocessors, **params)
-    if tile is None:
-        raise ValueError(f"no traffic model for kernel {kernel!r}")
-    extra = 2 * K * N if kernel == "colmajor_b" else 0
-    return itemsize * (loads_blocked(M, N, K, *tile) + extra + out)
+    if sm_count is None:
+        sm_count = multiprocessors
+    elif multiprocessors is not None and multiprocessors != sm_count:
+        raise ValueError(f"sm_count={sm_count} and multiprocessors={multiprocessors} disagree; "
+                         "give one (multiprocessors is sm_count's older name)")
+    if sm_count is not None and (isinstance(sm_count, bool) or not isinstance(sm_count, int)
+                                 or sm_count < 1):
+        raise ValueError(f"sm_count must be a positive int (multiprocessors), got {sm_count!r}")
+    if isinstance(itemsize, bool) or not isinstance(itemsize, int) or itemsize < 1:
+        raise ValueError(f"itemsize must be a positive int (bytes per element), got {itemsize!r}")
+    spec = _registry.lookup(kernel, "matmul")
+    values = _registry.param_values(spec, params)
+    # The model counts elements times the element size of the dtype it is asked in; ask it in
+    # a dtype the kernel runs and scale to `itemsize`.
+    bits = 32 if "float32" in spec.dtypes else 64
+    mod = _backend.resolve(backend)[0]
+    nbytes = mod.traffic_bytes(kernel, bits, M, N, K, values, sm_count or 0)
+    elements = round(nbytes) // (bits // 8)
+    return itemsize * (elements - (0 if stores else M * N))
 
 
 def arithmetic_intensity(kernel, M, N=None, K=None, itemsize=4, **params):
-    """FLOP per byte of modelled global traffic of a registered matmul kernel."""
+    """FLOP per byte of modelled global traffic of a registered matmul kernel (params as
+    traffic_bytes takes them, sm_count= included)."""
     M, N, K = _dims(M, N, K)
     return flops(M, N, K) / traffic_bytes(kernel, M, N, K, itemsize=itemsize, **params)
 
@@ -206,7 +235,8 @@ def predicted(kernel, M, N=None, K=None, device=None, bandwidth_gbs=None, peak_g
             sms = _occ.device_limits(device, backend)["multiprocessors"]
         except Exception:
             sms = None
-    nbytes = traffic_bytes(kernel, M, N, K, itemsize=itemsize, multiprocessors=sms, **params)
+    nbytes = traffic_bytes(kernel, M, N, K, itemsize=itemsize, sm_count=sms, backend=backend,
+                           **params)
     f = flops(M, N, K)
     ai = f / nbytes if nbytes else math.inf
     row = dict(kernel=kernel, params=dict(params), M=M, N=N, K=K, flops=f, bytes=nbytes,
