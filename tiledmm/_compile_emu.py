@@ -33,7 +33,11 @@ from ._kernel_source import (_ELEMENTS, _SCALARS, _VECTORS, Param, full_source,
 from ._profile_build import PROFILE_HOOK_FLAGS, PROFILE_KERNEL_FLAGS, PROFILE_WRAPPED
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-COMPILE_SECONDS = 300
+# Two limits of different things: one run of the C++ compiler (a runtime object, or one step
+# inside the compile child), and tm.compile's whole confined compile child (parse, compile,
+# link) where the caller gives none; the grader passes its own (grading/compile_limits.py).
+COMPILER_RUN_SECONDS = 300
+COMPILE_CHILD_SECONDS = 300
 # -fstack-clash-protection: a large local array (float buf[1 <<20]) touches its stack pages in
 # order, so it meets the fiber stack's guard page instead of jumping over it.
 _FLAGS = ["-x", "c++", "-std=c++17", "-O2", "-fPIC", "-fopenmp", "-fstack-clash-protection",
@@ -108,21 +112,21 @@ def _run_compiler(cmd, what, scratch=None):
     the caller), else as a plain child (inside the compile child, which is confined already)."""
     if scratch is not None:
         done = _sandbox.run(cmd, _sandbox.compile_policy(scratch), cwd=scratch,
-                            timeout=COMPILE_SECONDS)
+                            timeout=COMPILER_RUN_SECONDS)
         if done.timed_out:
-            raise RuntimeError(f"{what}: the compiler ran for more than {COMPILE_SECONDS} s")
+            raise RuntimeError(f"{what}: the compiler ran for more than {COMPILER_RUN_SECONDS} s")
         return SimpleNamespace(returncode=done.returncode,
                                stderr=(done.stderr or b"").decode(errors="replace"))
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}   # as _sandbox.run
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_SECONDS,
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILER_RUN_SECONDS,
                               env=env)
     except FileNotFoundError:
         raise RuntimeError(f"{what}: the C++ compiler '{cmd[0]}' was not found; install it "
                            "(Debian/Ubuntu: apt-get install g++; Fedora: dnf install gcc-c++) "
                            "or set CXX") from None
     except subprocess.TimeoutExpired:
-        raise RuntimeError(f"{what}: the compiler ran for more than {COMPILE_SECONDS} s") from None
+        raise RuntimeError(f"{what}: the compiler ran for more than {COMPILER_RUN_SECONDS} s") from None
     return proc
 
 
@@ -339,7 +343,7 @@ _NAME_RE = re.compile(r"[A-Za-z_][\w:<>,()\[\] .+\-*/&|!~^%=?']{0,1023}")
 def run_compile_child(request, scratch, seconds=None, memory_bytes=None):
     """Run this module's main() confined in `scratch` with `request` on its stdin; the checked
     reply (raising CompileError, ValueError, CompileTimeout or RuntimeError for its failures)."""
-    seconds = seconds or COMPILE_SECONDS
+    seconds = seconds or COMPILE_CHILD_SECONDS
     policy = _sandbox.compile_policy(scratch, memory_bytes=memory_bytes or 4 << 30,
                                      cpu_seconds=int(seconds) + 5)
     _sandbox.warn_if_unconfined("the compiler of tm.compile's kernels")

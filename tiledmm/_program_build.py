@@ -24,7 +24,7 @@ from ._check_mode import checked_casts, checked_shared
 from ._kernel_source import emu_dialect
 
 SOURCE_NAME_DEFAULT = "program.cu"
-COMPILE_SECONDS = 300
+COMPILER_RUN_SECONDS = 300   # one run of the compiler on a whole program
 
 # What the parse needs in place of a CUDA installation: the qualifiers as clang's CUDA
 # attributes, the launch-configuration functions clang looks for, the built-in variables, and
@@ -275,12 +275,12 @@ def _unsupported_note(log):
 
 def _compile(cmd, cwd):
     try:
-        proc = subprocess.run(cmd, capture_output=True, timeout=COMPILE_SECONDS, cwd=cwd,
+        proc = subprocess.run(cmd, capture_output=True, timeout=COMPILER_RUN_SECONDS, cwd=cwd,
                               env=dict(os.environ, LC_ALL="C"))   # plain quotes in messages
     except FileNotFoundError:
         raise BuildError(f"the compiler '{cmd[0]}' was not found") from None
     except subprocess.TimeoutExpired:
-        raise BuildError(f"the compiler ran for more than {COMPILE_SECONDS} s") from None
+        raise BuildError(f"the compiler ran for more than {COMPILER_RUN_SECONDS} s") from None
     return proc.returncode, (proc.stdout + proc.stderr).decode(errors="replace")
 
 

@@ -43,7 +43,7 @@ def add_grade_parser(sub):
 
 
 def cmd_grade(args):
-    from .compile_limits import COMPILE_SECONDS
+    from .compile_limits import GRADING_COMPILE_CHILD_SECONDS
     from .entry import grade, load_any_assignment
     from .runner import UnconfinedError
     try:
@@ -55,7 +55,7 @@ def cmd_grade(args):
         report = grade(args.submission, assignment, backend=getattr(args, "backend", None),
                        seed=args.seed, kernel=args.kernel, timeout=args.timeout,
                        check=not args.no_check, speed=not args.no_speed,
-                       compile_timeout=args.compile_timeout or COMPILE_SECONDS,
+                       compile_timeout=args.compile_timeout or GRADING_COMPILE_CHILD_SECONDS,
                        allow_unconfined=args.allow_unconfined, by_kernel=args.by_kernel)
     except (UnconfinedError, ValueError) as exc:   # ValueError: --by-kernel with a program one
         print(f"python -m tiledmm grade: {exc}", file=sys.stderr)

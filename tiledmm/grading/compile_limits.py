@@ -15,7 +15,8 @@ from ..user_kernels import CompileError, CompileWarning, compile as tm_compile  
 
 __all__ = ["compile_submission", "CompileLimitError"]
 
-COMPILE_SECONDS = 120.0
+# Each confined compile child of a submission (one per build: plain, check mode), as a whole.
+GRADING_COMPILE_CHILD_SECONDS = 120.0
 COMPILE_MEMORY_MB = 4096
 
 
@@ -23,8 +24,8 @@ class CompileLimitError(RuntimeError):
     """The compile ran past its time or memory limit."""
 
 
-def compile_submission(source, name, options, backend, check, *, seconds=COMPILE_SECONDS,
-                       memory_mb=COMPILE_MEMORY_MB):
+def compile_submission(source, name, options, backend, check, *,
+                       seconds=GRADING_COMPILE_CHILD_SECONDS, memory_mb=COMPILE_MEMORY_MB):
     """(Kernel, [warning lines]): compiled for `backend` (and in check mode too when `check`)
     in the confined compile child with these limits; the Kernel made here finds both builds in
     the disk cache. Raises CompileError, CompileLimitError or ValueError (no such kernel,

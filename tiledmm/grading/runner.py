@@ -23,7 +23,7 @@ from .._isolation import stop_workers
 from ..user_kernels import CompileError, KernelError
 from .assignment import load_assignment
 from .compare import compare, output_array, tolerance
-from .compile_limits import COMPILE_SECONDS, CompileLimitError, compile_submission
+from .compile_limits import GRADING_COMPILE_CHILD_SECONDS, CompileLimitError, compile_submission
 from .launch_spec import evaluate, read_declared
 from .matching import match_arguments
 from .report import GradeReport
@@ -55,7 +55,8 @@ class UnconfinedError(RuntimeError):
 
 
 def grade(submission, assignment, *, backend=None, seed=None, kernel=None, timeout=None,
-          check=True, compile_timeout=COMPILE_SECONDS, speed=True, allow_unconfined=False):
+          check=True, compile_timeout=GRADING_COMPILE_CHILD_SECONDS, speed=True,
+          allow_unconfined=False):
     """Grade a CUDA C submission (a .cu path or its source text) against an assignment (a
     built-in name: matmul, matmul_square, reduce, vec_add, mat_add; the path of an instructor's
     assignment file; or an Assignment). Returns a GradeReport.
