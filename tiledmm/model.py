@@ -154,7 +154,13 @@ def traffic_bytes(kernel, M, N=None, K=None, itemsize=4, stores=True, multiproce
     # a dtype the kernel runs and scale to `itemsize`.
     bits = 32 if "float32" in spec.dtypes else 64
     mod = _backend.resolve(backend)[0]
-    nbytes = mod.traffic_bytes(kernel, bits, M, N, K, values, sm_count or 0)
+    try:
+        nbytes = mod.traffic_bytes(kernel, bits, M, N, K, values, sm_count or 0)
+    except RuntimeError as exc:   # no device to ask its multiprocessor count
+        if sm_count is not None:
+            raise
+        raise RuntimeError(f"{exc}; or give traffic_bytes sm_count= (the multiprocessors to "
+                           "model, e.g. 132 for an H100 SXM)") from exc
     elements = round(nbytes) // (bits // 8)
     return itemsize * (elements - (0 if stores else M * N))
 
