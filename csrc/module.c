@@ -115,11 +115,12 @@ static PyObject *tm_copy_time_py(PyObject *self, PyObject *args)
     return result;
 }
 
-/* traffic_bytes(kernel, dtype_bits, M, N, K, params, sm_count) -> float: the registry's model
- * of the kernel's global-memory traffic (loads + stores), the same function a call's
- * model_bytes comes from; tm.model.traffic_bytes asks this. sm_count <= 0: the current
- * device's (the emulator's worker threads), as a call would use. */
-static PyObject *tm_traffic_bytes_py(PyObject *self, PyObject *args)
+/* traffic_model(kernel, dtype_bits, M, N, K, params, sm_count) -> (bytes, (bm, bn) or None):
+ * the registry's model of the kernel's global-memory traffic (loads + stores), the same
+ * function a call's model_bytes comes from, and its block tile (row's block_tile; None where
+ * the row has none); tm.model.traffic_bytes and block_tile ask this. sm_count <= 0: the
+ * current device's (the emulator's worker threads), as a call would use. */
+static PyObject *tm_traffic_model_py(PyObject *self, PyObject *args)
 {
     const char *name;
     int bits, sm_count;
@@ -136,16 +137,16 @@ static PyObject *tm_traffic_bytes_py(PyObject *self, PyObject *args)
     if (spec->global_bytes == NULL)
         return PyErr_Format(PyExc_ValueError, "kernel '%s' has no traffic model", name);
     if (bits != 32 && bits != 64)
-        return PyErr_Format(PyExc_ValueError, "traffic_bytes: dtype_bits must be 32 or 64, got %d", bits);
+        return PyErr_Format(PyExc_ValueError, "traffic_model: dtype_bits must be 32 or 64, got %d", bits);
     if (!(spec->dtypes & (bits == 32 ? TM_F32 : TM_F64)))
         return PyErr_Format(PyExc_ValueError, "kernel '%s' does not run in float%d", name, bits);
     if (M < 0 || N < 0 || K < 0)
-        return PyErr_Format(PyExc_ValueError, "traffic_bytes: M, N, K must be >= 0, got %lld, %lld, %lld",
+        return PyErr_Format(PyExc_ValueError, "traffic_model: M, N, K must be >= 0, got %lld, %lld, %lld",
                             M, N, K);
     memset(&problem, 0, sizeof problem);
     problem.dtype = bits == 32 ? TM_F32 : TM_F64;
     problem.M = M; problem.N = N; problem.K = K;
-    if (tm_parse_params(spec, "traffic_bytes", params, problem.params) < 0) return NULL;
+    if (tm_parse_params(spec, "traffic_model", params, problem.params) < 0) return NULL;
     if (sm_count <= 0) {
         cudaError_t err = tm_current_sm_count(&sm_count);
         if (err != cudaSuccess) {
@@ -155,7 +156,11 @@ static PyObject *tm_traffic_bytes_py(PyObject *self, PyObject *args)
         }
     }
     problem.sm_count = sm_count;
-    return PyFloat_FromDouble(spec->global_bytes(&problem));
+    const double bytes = spec->global_bytes(&problem);
+    if (spec->block_tile == NULL) return Py_BuildValue("(dO)", bytes, Py_None);
+    long long bm = 0, bn = 0;
+    spec->block_tile(&problem, &bm, &bn);
+    return Py_BuildValue("(d(LL))", bytes, bm, bn);
 }
 
 static PyObject *tm_registry_py(PyObject *self, PyObject *unused)
@@ -225,7 +230,7 @@ static PyObject *tm_emu_threads_py(PyObject *self, PyObject *args)
 static PyMethodDef tm_methods[] = {
     {"run", tm_run, METH_VARARGS, "run(kernel, inputs, device_ptrs, params, warmup, repeat, out_on_device) -> dict"},
     {"registry", tm_registry_py, METH_NOARGS, "registry() -> list of kernel rows"},
-    {"traffic_bytes", tm_traffic_bytes_py, METH_VARARGS, "traffic_bytes(kernel, dtype_bits, M, N, K, params, sm_count) -> modelled bytes"},
+    {"traffic_model", tm_traffic_model_py, METH_VARARGS, "traffic_model(kernel, dtype_bits, M, N, K, params, sm_count) -> (bytes, (bm, bn) or None)"},
     {"device_properties", tm_device_info_py, METH_NOARGS, "the runtime's device query"},
     {"device_count", tm_device_count_py, METH_NOARGS, "device_count() -> (count, error)"},
     {"copy_time", tm_copy_time_py, METH_VARARGS, "copy_time(kind, bytes, warmup, repeat) -> [ms]"},

@@ -86,6 +86,17 @@ static inline int tm_launch_row_chunks(const void *func, dim3 grid, dim3 block, 
     return cudaSuccess;
 }
 
+// Global traffic of a matmul whose blocks each compute a bm x bn piece of C and read the A rows
+// and B columns it needs once: A once per block-column of C, B once per block-row, C written
+// once (lecture 001's 2N^3/L with L = bm = bn; naive is 1 x 1). In bytes of the problem's dtype.
+static inline double tm_blocked_matmul_bytes(const tm_problem *p, long long bm, long long bn)
+{
+    if (bm <= 0 || bn <= 0) return 0.0;   // parameters the kernel does not take
+    const double elem = p->dtype == TM_F32 ? 4.0 : 8.0;
+    return elem * ((double)p->M * p->K * tm_ceil_div(p->N, bn) +
+                   (double)p->K * p->N * tm_ceil_div(p->M, bm) + (double)p->M * p->N);
+}
+
 // A launcher's switch over a parameter's allowed values, written once: tm_dispatch<TM_VALUES_X>
 // (value, f) calls f(std::integral_constant<int, V>{}) for the V equal to `value` (so f can
 // instantiate a template on it) and returns its result, or cudaErrorInvalidValue for a value

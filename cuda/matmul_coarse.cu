@@ -108,13 +108,17 @@ int tm_matmul_coarse_launch(const tm_problem *p, tm_launch_facts *facts)
                               : launch_coarse_dtype<double>(p, facts);
 }
 
-// A is read once per strip (COARSEN tiles) of C, B once per block-row; C is written once.
+// A block computes a strip of COARSEN tiles along a row of C: tile x (tile * coarsen).
+void tm_matmul_coarse_tile(const tm_problem *p, long long *bm, long long *bn)
+{
+    *bm = p->params[1];
+    *bn = (long long)p->params[1] * p->params[0];
+}
+
+// A is read once per strip of C, B once per block-row; C is written once.
 double tm_matmul_coarse_bytes(const tm_problem *p)
 {
-    const double elem = p->dtype == TM_F32 ? 4.0 : 8.0;
-    const long long coarsen = p->params[0], tile = p->params[1];
-    const double strips = (double)tm_ceil_div(p->N, tile * coarsen);
-    const double block_rows = (double)tm_ceil_div(p->M, tile);
-    return elem * ((double)p->M * p->K * strips + (double)p->K * p->N * block_rows +
-                   (double)p->M * p->N);
+    long long bm, bn;
+    tm_matmul_coarse_tile(p, &bm, &bn);
+    return tm_blocked_matmul_bytes(p, bm, bn);
 }

@@ -154,14 +154,18 @@ double tm_matmul_colmajor_b_scratch(const tm_problem *p)
     return (p->dtype == TM_F32 ? 4.0 : 8.0) * (double)p->K * p->N;
 }
 
-// Transpose (read and write B once) plus the matmul: naive 2*M*N*K loads, turned as `tiled`.
+// The matmul's piece of C per block: naive (corner 0) shares nothing, 1 x 1; corner turning
+// shares tile x tile, as `tiled`.
+void tm_matmul_colmajor_b_tile(const tm_problem *p, long long *bm, long long *bn)
+{
+    *bm = *bn = p->params[0] == 0 ? 1 : p->params[1];
+}
+
+// Transpose (read and write B once) plus the matmul.
 double tm_matmul_colmajor_b_bytes(const tm_problem *p)
 {
-    const double elem = p->dtype == TM_F32 ? 4.0 : 8.0;
-    const double transpose = 2.0 * p->K * p->N;
-    const double out = (double)p->M * p->N;
-    if (p->params[0] == 0) return elem * (transpose + 2.0 * p->M * p->N * p->K + out);
-    const long long tile = p->params[1];
-    return elem * (transpose + (double)p->M * p->K * tm_ceil_div(p->N, tile) +
-                   (double)p->K * p->N * tm_ceil_div(p->M, tile) + out);
+    long long bm, bn;
+    tm_matmul_colmajor_b_tile(p, &bm, &bn);
+    const double transpose = (p->dtype == TM_F32 ? 4.0 : 8.0) * 2.0 * p->K * p->N;
+    return transpose + tm_blocked_matmul_bytes(p, bm, bn);
 }

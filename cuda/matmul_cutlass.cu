@@ -92,7 +92,16 @@ int tm_matmul_cutlass_launch(const tm_problem *p, tm_launch_facts *facts)
 
 #endif  // TM_EMU, !TM_HAVE_CUTLASS
 
-// The compulsory traffic: read A and B, write C (CUTLASS's own is ~3n^3/256, as fast's).
+// The piece of C a block computes: the GemmShape<128, 256, 8> block tile instantiated above.
+void tm_matmul_cutlass_tile(const tm_problem *p, long long *bm, long long *bn)
+{
+    (void)p;
+    *bm = 128;
+    *bn = 256;
+}
+
+// The compulsory traffic: read A and B, write C (CUTLASS's own is ~3n^3/256, as fast's; its
+// blocked count would be tm_blocked_matmul_bytes with the tile above).
 double tm_matmul_cutlass_bytes(const tm_problem *p)
 {
     return 4.0 * ((double)p->M * p->K + (double)p->K * p->N + (double)p->M * p->N);

@@ -745,24 +745,28 @@ int tm_matmul_fast_launch(const tm_problem *p, tm_launch_facts *facts)
 {
     if (p->dtype != TM_F32) return cudaErrorInvalidValue;  // the glue refuses float64 first
     return tm_dispatch<TM_VALUES_FAST_CONFIG>(fast_config(p), [&](auto config) -> int {
-        if constexpr (config == 0) return cudaErrorInvalidValue;  // fast_config never gives 0
+        if constexpr (decltype(config)::value == 0) return cudaErrorInvalidValue;  // fast_config never gives 0
         else return FastConfigOf<config>::launch(p, facts);
     });
 }
 
-// A is read once per block-column of C, B once per block-row, C written once (float32), with
-// the block tile of the configuration the launcher runs for this problem and sm_count.
-double tm_matmul_fast_bytes(const tm_problem *p)
+// The block tile of the configuration the launcher runs for this problem and sm_count.
+void tm_matmul_fast_tile(const tm_problem *p, long long *bm, long long *bn)
 {
-    long long bm = 0, bn = 0;
+    *bm = *bn = 0;   // stays 0 x 0 for a value not in the list (the glue refuses those first)
     tm_dispatch<TM_VALUES_FAST_CONFIG>(fast_config(p), [&](auto config) {
-        if constexpr (config != 0) {
-            bm = FastConfigOf<config>::Shape::BM;
-            bn = FastConfigOf<config>::Shape::BN;
+        if constexpr (decltype(config)::value != 0) {
+            *bm = FastConfigOf<config>::Shape::BM;
+            *bn = FastConfigOf<config>::Shape::BN;
         }
         return 0;
     });
-    if (bm == 0) return 0.0;   // not a configuration (the glue refuses those first)
-    return 4.0 * ((double)p->M * p->K * tm_ceil_div(p->N, bn) +
-                  (double)p->K * p->N * tm_ceil_div(p->M, bm) + (double)p->M * p->N);
+}
+
+// A is read once per block-column of C, B once per block-row, C written once (float32).
+double tm_matmul_fast_bytes(const tm_problem *p)
+{
+    long long bm, bn;
+    tm_matmul_fast_tile(p, &bm, &bn);
+    return tm_blocked_matmul_bytes(p, bm, bn);
 }

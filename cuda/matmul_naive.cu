@@ -74,12 +74,14 @@ int tm_matmul_naive_uncoalesced_launch(const tm_problem *p, tm_launch_facts *fac
                               : launch_naive<double>(p, facts, false);
 }
 
-// 2*M*N*K loads and M*N stores, in bytes.
-double tm_matmul_naive_bytes(const tm_problem *p)
+// A thread per element of C, nothing shared: a 1 x 1 piece, so 2*M*N*K loads and M*N stores.
+void tm_matmul_naive_tile(const tm_problem *p, long long *bm, long long *bn)
 {
-    const double elem = p->dtype == TM_F32 ? 4.0 : 8.0;
-    return elem * (2.0 * p->M * p->N * p->K + (double)p->M * p->N);
+    (void)p;
+    *bm = *bn = 1;
 }
+
+double tm_matmul_naive_bytes(const tm_problem *p) { return tm_blocked_matmul_bytes(p, 1, 1); }
 
 // The uncoalesced mapping loads the same elements; only the number of transactions differs.
 double tm_matmul_naive_uncoalesced_bytes(const tm_problem *p) { return tm_matmul_naive_bytes(p); }

@@ -112,15 +112,18 @@ int tm_matmul_regtile_launch(const tm_problem *p, tm_launch_facts *facts)
                               : launch_regtile_dtype<double>(p, facts);
 }
 
-double tm_matmul_regtile_bytes(const tm_problem *p)
+void tm_matmul_regtile_tile(const tm_problem *p, long long *bm, long long *bn)
 {
-    const double elem = p->dtype == TM_F32 ? 4.0 : 8.0;
-    long long bm = 0, bn = 0;
+    *bm = *bn = 0;   // stays 0 x 0 for a value not in the list (the glue refuses those first)
     tm_dispatch<TM_VALUES_REGTILE_DIMS>(p->params[0], [&](auto dims) {
-        bm = RegtileShape<dims>::BM, bn = RegtileShape<dims>::BN;
+        *bm = RegtileShape<dims>::BM, *bn = RegtileShape<dims>::BN;
         return 0;
     });
-    if (bm == 0) return 0.0;   // not a variant (the glue refuses those first)
-    return elem * ((double)p->M * p->K * tm_ceil_div(p->N, bn) +
-                   (double)p->K * p->N * tm_ceil_div(p->M, bm) + (double)p->M * p->N);
+}
+
+double tm_matmul_regtile_bytes(const tm_problem *p)
+{
+    long long bm, bn;
+    tm_matmul_regtile_tile(p, &bm, &bn);
+    return tm_blocked_matmul_bytes(p, bm, bn);
 }

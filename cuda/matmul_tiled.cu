@@ -72,13 +72,16 @@ int tm_matmul_tiled_launch(const tm_problem *p, tm_launch_facts *facts)
                               : launch_tiled_dtype<double>(p, facts);
 }
 
+// A block computes a tile x tile piece of C.
+void tm_matmul_tiled_tile(const tm_problem *p, long long *bm, long long *bn)
+{
+    *bm = *bn = p->params[0];
+}
+
 // A is read once per block-column of C, B once per block-row; C is written once.
 double tm_matmul_tiled_bytes(const tm_problem *p)
 {
-    const double elem = p->dtype == TM_F32 ? 4.0 : 8.0;
-    const double tile = p->params[0];
-    const double block_cols = (double)tm_ceil_div(p->N, (long long)tile);
-    const double block_rows = (double)tm_ceil_div(p->M, (long long)tile);
-    return elem * ((double)p->M * p->K * block_cols + (double)p->K * p->N * block_rows +
-                   (double)p->M * p->N);
+    long long bm, bn;
+    tm_matmul_tiled_tile(p, &bm, &bn);
+    return tm_blocked_matmul_bytes(p, bm, bn);
 }

@@ -6,6 +6,10 @@
 #define TM_DECLARE_KERNEL(prefix)                                          \
     int prefix##_launch(const tm_problem *p, tm_launch_facts *facts);     \
     double prefix##_bytes(const tm_problem *p)
+// A matmul that reports its block tile (the row's block_tile, after its summary).
+#define TM_DECLARE_BLOCKED_KERNEL(prefix) \
+    TM_DECLARE_KERNEL(prefix);            \
+    void prefix##_tile(const tm_problem *p, long long *bm, long long *bn)
 
 // One tunable of a row: its name, default, allowed values (a TM_VALUES_* list of registry.h,
 // which the kernel file dispatches on too) and what it means.
@@ -23,16 +27,16 @@ constexpr int tm_count_values(Values...) { return (int)sizeof...(Values); }
 #define TM_PARAM_NAIVE_BLOCK TM_PARAM("block", 32, TM_VALUES_BLOCK_EDGE, "edge of the square thread block")
 
 // ---- matmul declarations ----
-TM_DECLARE_KERNEL(tm_matmul_naive);
+TM_DECLARE_BLOCKED_KERNEL(tm_matmul_naive);
 TM_DECLARE_KERNEL(tm_matmul_naive_uncoalesced);
-TM_DECLARE_KERNEL(tm_matmul_tiled);
-TM_DECLARE_KERNEL(tm_matmul_coarse);
-TM_DECLARE_KERNEL(tm_matmul_colmajor_b);
+TM_DECLARE_BLOCKED_KERNEL(tm_matmul_tiled);
+TM_DECLARE_BLOCKED_KERNEL(tm_matmul_coarse);
+TM_DECLARE_BLOCKED_KERNEL(tm_matmul_colmajor_b);
 double tm_matmul_colmajor_b_scratch(const tm_problem *p);
-TM_DECLARE_KERNEL(tm_matmul_regtile);
-TM_DECLARE_KERNEL(tm_matmul_fast);
+TM_DECLARE_BLOCKED_KERNEL(tm_matmul_regtile);
+TM_DECLARE_BLOCKED_KERNEL(tm_matmul_fast);
 TM_DECLARE_KERNEL(tm_matmul_cublas);
-TM_DECLARE_KERNEL(tm_matmul_cutlass);
+TM_DECLARE_BLOCKED_KERNEL(tm_matmul_cutlass);
 // ---- reduce declarations ----
 TM_DECLARE_KERNEL(tm_reduce_per_level);
 TM_DECLARE_KERNEL(tm_reduce_wrong_block_sync);
@@ -65,37 +69,44 @@ extern "C" const tm_kernel_spec tm_registry[] = {
     {"naive", "matmul", TM_F32 | TM_F64, 1, {TM_PARAM_NAIVE_BLOCK},
      tm_matmul_naive_launch, NULL, tm_matmul_naive_bytes,
      "000 CS133: A Simple Matrix Multiplication Kernel; 001 CMU 15-418: strawman 2N^3",
-     "one thread per element of C; threads along a row read B coalesced"},
+     "one thread per element of C; threads along a row read B coalesced",
+     tm_matmul_naive_tile},
     {"naive_uncoalesced", "matmul", TM_F32 | TM_F64, 1, {TM_PARAM_NAIVE_BLOCK},
      tm_matmul_naive_uncoalesced_launch, NULL, tm_matmul_naive_uncoalesced_bytes,
      "002 GPU performance basics: memory coalescing",
-     "naive with the thread mapping swapped: a warp's loads of A are K elements apart"},
+     "naive with the thread mapping swapped: a warp's loads of A are K elements apart",
+     tm_matmul_naive_tile},
     {"tiled", "matmul", TM_F32 | TM_F64, 1, {TM_PARAM_TILE},
      tm_matmul_tiled_launch, NULL, tm_matmul_tiled_bytes,
      "000 CS133: Tiled Matrix Multiplication Kernel; 003: tiled kernel; 001: 2N^3/L",
-     "shared-memory tiles cut global loads by the tile edge"},
+     "shared-memory tiles cut global loads by the tile edge",
+     tm_matmul_tiled_tile},
     {"coarse", "matmul", TM_F32 | TM_F64, 2,
      {TM_PARAM("coarsen", 4, TM_VALUES_COARSEN, "output tiles per block along a row of C, sharing one A tile"),
       TM_PARAM("tile", 32, TM_VALUES_TILE, "edge of the square shared-memory tile and of the thread block")},
      tm_matmul_coarse_launch, NULL, tm_matmul_coarse_bytes,
      "002 GPU performance basics: thread coarsening (the listing's column and bounds bugs fixed)",
-     "tiled, each block computing `coarsen` adjacent output tiles: A loaded once per strip"},
+     "tiled, each block computing `coarsen` adjacent output tiles: A loaded once per strip",
+     tm_matmul_coarse_tile},
     {"colmajor_b", "matmul", TM_F32 | TM_F64, 2,
      {TM_PARAM("corner", 1, TM_VALUES_CORNER, "0: naive, B read down its columns (uncoalesced); 1: corner turning through shared memory"),
       TM_PARAM("tile", 16, TM_VALUES_TILE, "edge of the square thread block (and shared tile)")},
      tm_matmul_colmajor_b_launch, tm_matmul_colmajor_b_scratch, tm_matmul_colmajor_b_bytes,
      "002 GPU performance basics: memory coalescing, B in column-major order, corner turning",
-     "B column-major (a transpose into scratch, timed with the call): naive vs corner turning"},
+     "B column-major (a transpose into scratch, timed with the call): naive vs corner turning",
+     tm_matmul_colmajor_b_tile},
     {"regtile", "matmul", TM_F32 | TM_F64, 1,
      {TM_PARAM("dims", 2, TM_VALUES_REGTILE_DIMS, "1: a column of 8 outputs per thread (64x64 block tile); 2: 8x8 outputs per thread (128x128)")},
      tm_matmul_regtile_launch, NULL, tm_matmul_regtile_bytes,
      "001 CMU 15-418: thread-level register tiling, 2N^3/V; block tiling in shared memory",
-     "register tiling: each thread accumulates a column (1-D) or a VxV block (2-D) of C"},
+     "register tiling: each thread accumulates a column (1-D) or a VxV block (2-D) of C",
+     tm_matmul_regtile_tile},
     {"fast", "matmul", TM_F32, 1,
      {TM_PARAM("config", 0, TM_VALUES_FAST_CONFIG, "0: choose by size; 1: 128x128 tile, BK 16; 2: 128x128, BK 8; 3: 64x64, BK 16; 4: 128x256, BK 32; 5: 128x256, BK 16; 6: 4 with B by cp.async, 2 stages; 7: CUTLASS's SIMT structure, 128x256x8, both operands by cp.async, 4 stages")},
      tm_matmul_fast_launch, NULL, tm_matmul_fast_bytes,
      "001 register tiling + 002 coalescing, taken to the hardware: float4, warp tiles, double buffering",
-     "float32 only: 128-bit loads, transposed A tile, warp tiling, double-buffered shared stages"},
+     "float32 only: 128-bit loads, transposed A tile, warp tiling, double-buffered shared stages",
+     tm_matmul_fast_tile},
     {"cublas", "matmul", TM_F32 | TM_F64, 0, {},
      tm_matmul_cublas_launch, NULL, tm_matmul_cublas_bytes,
      "the reference: NVIDIA cuBLAS SGEMM/DGEMM (TF32 off), loaded at run time",
@@ -103,7 +114,8 @@ extern "C" const tm_kernel_spec tm_registry[] = {
     {"cutlass", "matmul", TM_F32, 0, {},
      tm_matmul_cutlass_launch, NULL, tm_matmul_cutlass_bytes,
      "the open reference: CUTLASS's SIMT SGEMM, 128x256x8 blocks, 64x64 warps, 3 cp.async stages",
-     "CUTLASS FP32 FFMA GEMM, source you can read (cuda only, sm_80+, built where its headers are found)"},
+     "CUTLASS FP32 FFMA GEMM, source you can read (cuda only, sm_80+, built where its headers are found)",
+     tm_matmul_cutlass_tile},
     // ---- reduce ----
     {"shuffle", "reduce", TM_F32 | TM_F64, 1, {TM_PARAM_THREADS},
      tm_reduce_shuffle_launch, tm_reduce_shuffle_scratch, tm_reduce_grid_stride_bytes,

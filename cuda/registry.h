@@ -64,6 +64,9 @@ typedef int (*tm_launcher)(const tm_problem *problem, tm_launch_facts *facts);
  * model is the one source of tm.model.traffic_bytes too (csrc/module.c's traffic_bytes), so it
  * reads only M, N, K, dtype, params and sm_count, never the pointers. */
 typedef double (*tm_problem_model)(const tm_problem *problem);
+/* A matmul's block tile for a problem: the bm x bn piece of C one block computes, sharing its
+ * loads of A and B (0 x 0 for parameters the kernel does not take). */
+typedef void (*tm_block_tile)(const tm_problem *problem, long long *bm, long long *bn);
 
 typedef struct {
     const char *name;           /* what users pass as kernel=... */
@@ -76,6 +79,7 @@ typedef struct {
     tm_problem_model global_bytes;    /* modelled global-memory traffic (loads + stores) */
     const char *lecture;        /* where the lesson is taught */
     const char *summary;        /* one line: what the kernel shows */
+    tm_block_tile block_tile;   /* matmul: the piece of C a block computes (NULL: not known) */
 } tm_kernel_spec;
 
 extern const tm_kernel_spec tm_registry[];

@@ -170,21 +170,46 @@ def test_fast_config_0_launch_and_model_pick_by_the_emulators_sm_count(emu_threa
 @pytest.mark.parametrize("shape", [(1024, 1024, 1024), (640, 384, 96), (300, 270, 20),
                                    (129, 257, 9)])
 @pytest.mark.parametrize("sms", [8, 132])
-def test_block_tile_agrees_with_the_c_model(shape, sms):
-    """block_tile (the tile column of tables) against the registry's model, which is the one
-    traffic_bytes uses. The libraries' models are the minimum (each input read once), not a
-    blocked count."""
+def test_block_tile_and_traffic_agree_with_the_lectures_count(shape, sms):
+    """The registry's block tile (the tile column of tables) and its traffic model, against the
+    lecture's count of a blocked matmul (loads_blocked, written here in Python). The libraries'
+    traffic is the minimum (each input read once), not a blocked count."""
     M, N, K = shape
     for spec in tm.kernels("matmul"):
         if spec.name in tm._registry.CUDA_ONLY:
             assert model.traffic_bytes(spec.name, M, N, K) == 4 * (M * K + K * N + M * N)
             continue
         for params in _every_param_combination(spec):
-            tile = model.block_tile(spec.name, M, N, K, multiprocessors=sms, **params)
+            tile = model.block_tile(spec.name, M, N, K, sm_count=sms, **params)
             extra = 2 * K * N if spec.name == "colmajor_b" else 0
             assert 4 * (model.loads_blocked(M, N, K, *tile) + extra + M * N) == \
                 model.traffic_bytes(spec.name, M, N, K, sm_count=sms, **params), \
                 (spec.name, params)
+
+
+@pytest.mark.parametrize("kernel, params, expected", [
+    ("naive", {}, (1, 1)),
+    ("naive_uncoalesced", dict(block=8), (1, 1)),
+    ("tiled", dict(tile=8), (8, 8)),
+    ("coarse", dict(coarsen=4, tile=32), (32, 128)),
+    ("colmajor_b", dict(corner=0, tile=32), (1, 1)),
+    ("colmajor_b", dict(corner=1, tile=32), (32, 32)),
+    ("regtile", dict(dims=1), (64, 64)),
+    ("regtile", dict(dims=2), (128, 128)),
+    ("fast", dict(config=1), (128, 128)),
+    ("fast", dict(config=2), (128, 128)),
+    ("fast", dict(config=3), (64, 64)),
+    ("fast", dict(config=4), (128, 256)),
+    ("fast", dict(config=5), (128, 256)),
+    ("fast", dict(config=6), (128, 256)),
+    ("fast", dict(config=7), (128, 256)),
+    ("fast", dict(config=0, sm_count=132), (64, 64)),     # 1024^3 on an H100: config 3
+    ("fast", dict(config=0, sm_count=64), (128, 256)),    # ... on 64 SMs: config 7
+    ("cutlass", {}, (128, 256)),
+    ("cublas", {}, None),
+])
+def test_block_tile_as_the_kernel_files_launch_it(kernel, params, expected):
+    assert model.block_tile(kernel, 1024, 1024, 1024, **params) == expected
 
 
 def test_traffic_bytes_refuses_what_the_registry_refuses():
@@ -195,13 +220,13 @@ def test_traffic_bytes_refuses_what_the_registry_refuses():
     with pytest.raises(ValueError, match="reduce kernel"):
         model.traffic_bytes("shuffle", 64)
     with pytest.raises(ValueError, match="unknown kernel"):
-        _emu.traffic_bytes("nope", 32, 1, 1, 1, (), 1)
+        _emu.traffic_model("nope", 32, 1, 1, 1, (), 1)
     with pytest.raises(ValueError, match="float64"):
-        _emu.traffic_bytes("fast", 64, 1, 1, 1, (0,), 1)
+        _emu.traffic_model("fast", 64, 1, 1, 1, (0,), 1)
     with pytest.raises(ValueError, match=">= 0"):
-        _emu.traffic_bytes("tiled", 32, -1, 1, 1, (16,), 1)
+        _emu.traffic_model("tiled", 32, -1, 1, 1, (16,), 1)
     with pytest.raises(ValueError, match="parameter"):
-        _emu.traffic_bytes("tiled", 32, 1, 1, 1, (), 1)
+        _emu.traffic_model("tiled", 32, 1, 1, 1, (), 1)
     # itemsize scales, stores=False drops C's M*N stores
     assert model.traffic_bytes("tiled", 100, 70, 33, itemsize=8, tile=16) == \
         2 * model.traffic_bytes("tiled", 100, 70, 33, tile=16)

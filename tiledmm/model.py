@@ -78,48 +78,53 @@ def loads_regtile(M, N=None, K=None, V=4):
     return loads_blocked(M, N, K, V, V)
 
 
-def block_tile(kernel, M=None, N=None, K=None, multiprocessors=132, **params):
+def _sm_count(sm_count, multiprocessors):
+    """sm_count, or its older name multiprocessors; None: the running device's."""
+    if sm_count is None:
+        sm_count = multiprocessors
+    elif multiprocessors is not None and multiprocessors != sm_count:
+        raise ValueError(f"sm_count={sm_count} and multiprocessors={multiprocessors} disagree; "
+                         "give one (multiprocessors is sm_count's older name)")
+    if sm_count is not None and (isinstance(sm_count, bool) or not isinstance(sm_count, int)
+                                 or sm_count < 1):
+        raise ValueError(f"sm_count must be a positive int (multiprocessors), got {sm_count!r}")
+    return sm_count
+
+
+def _registry_model(kernel, M, N, K, sm_count, backend, params):
+    """(elements moved, (bm, bn) or None): the registry's traffic model of a matmul kernel and
+    its block tile, from the C functions of its row (csrc/module.c traffic_model), counted in
+    elements of the dtype the kernel runs."""
+    spec = _registry.lookup(kernel, "matmul")
+    values = _registry.param_values(spec, params)
+    bits = 32 if "float32" in spec.dtypes else 64
+    mod = _backend.resolve(backend)[0]
+    try:
+        nbytes, tile = mod.traffic_model(kernel, bits, M, N, K, values, sm_count or 0)
+    except RuntimeError as exc:   # no device to ask its multiprocessor count
+        if sm_count is not None:
+            raise
+        raise RuntimeError(f"{exc}; or give sm_count= (the multiprocessors to model, e.g. 132 "
+                           "for an H100 SXM)") from exc
+    return round(nbytes) // (bits // 8), tile
+
+
+def block_tile(kernel, M=None, N=None, K=None, multiprocessors=None, sm_count=None,
+               backend=None, **params):
     """(block_m, block_n): the piece of C one block computes sharing its loads, for a
     registered matmul kernel and its parameters (None for cublas: unknown; cutlass: 128 x 256),
-    for tables that show the tile. traffic_bytes does not use it: it asks the kernels' own C
-    model (tests/test_model.py checks the two agree)."""
-    if kernel in ("naive", "naive_uncoalesced"):
-        return 1, 1
-    if kernel in ("tiled",):
-        t = params.get("tile", 16)
-        return t, t
-    if kernel == "coarse":
-        t, c = params.get("tile", 32), params.get("coarsen", 4)
-        return t, t * c
-    if kernel == "colmajor_b":
-        if params.get("corner", 1) == 0:
-            return 1, 1
-        t = params.get("tile", 16)
-        return t, t
-    if kernel == "regtile":
-        e = 64 if params.get("dims", 2) == 1 else 128
-        return e, e
-    if kernel == "fast":
-        config = params.get("config", 0)
-        sms = multiprocessors or 132
-        if config == 0:   # the launcher's choice (choose_fast_config in cuda/matmul_fast.cu)
-            wide = _cdiv(M or 0, 128) * _cdiv(N or 0, 256)
-            large = _cdiv(M or 0, 128) * _cdiv(N or 0, 128)
-            config = 7 if 2 * wide >= sms else 1 if large >= sms else 3
-        if config >= 4:   # 128 x 256 tiles
-            return 128, 256
-        e = 64 if config == 3 else 128
-        return e, e
-    if kernel == "cutlass":   # CUTLASS's SIMT GEMM as cuda/matmul_cutlass.cu instantiates it
-        return 128, 256
-    return None
+    as the kernel's file reports it (the registry row's block_tile). `fast` with config 0 picks
+    by size and sm_count (default: the running device's, as traffic_bytes)."""
+    M, N, K = _dims(M or 0, N, K)
+    sms = _sm_count(sm_count, multiprocessors)
+    return _registry_model(kernel, M, N, K, sms, backend, params)[1]
 
 
 def traffic_bytes(kernel, M, N=None, K=None, itemsize=4, stores=True, multiprocessors=None,
                   sm_count=None, backend=None, **params):
     """Modelled global-memory bytes of a registered matmul kernel: loads (as the lectures
-    count them) plus, with stores=True, the M*N stores of C. cublas: the minimum (each input
-    read once). colmajor_b includes its timed transpose of B (read + write K*N).
+    count them) plus, with stores=True, the M*N stores of C. cublas and cutlass: the minimum
+    (each input read once). colmajor_b includes its timed transpose of B (read + write K*N).
 
     This is the registry's model, the one a call reports as `res.model_bytes` (asked through
     the extension module of `backend`, default the current one), so for the same problem and
@@ -138,30 +143,10 @@ def traffic_bytes(kernel, M, N=None, K=None, itemsize=4, stores=True, multiproce
     54525952
     """
     M, N, K = _dims(M, N, K)
-    if sm_count is None:
-        sm_count = multiprocessors
-    elif multiprocessors is not None and multiprocessors != sm_count:
-        raise ValueError(f"sm_count={sm_count} and multiprocessors={multiprocessors} disagree; "
-                         "give one (multiprocessors is sm_count's older name)")
-    if sm_count is not None and (isinstance(sm_count, bool) or not isinstance(sm_count, int)
-                                 or sm_count < 1):
-        raise ValueError(f"sm_count must be a positive int (multiprocessors), got {sm_count!r}")
+    sms = _sm_count(sm_count, multiprocessors)
     if isinstance(itemsize, bool) or not isinstance(itemsize, int) or itemsize < 1:
         raise ValueError(f"itemsize must be a positive int (bytes per element), got {itemsize!r}")
-    spec = _registry.lookup(kernel, "matmul")
-    values = _registry.param_values(spec, params)
-    # The model counts elements times the element size of the dtype it is asked in; ask it in
-    # a dtype the kernel runs and scale to `itemsize`.
-    bits = 32 if "float32" in spec.dtypes else 64
-    mod = _backend.resolve(backend)[0]
-    try:
-        nbytes = mod.traffic_bytes(kernel, bits, M, N, K, values, sm_count or 0)
-    except RuntimeError as exc:   # no device to ask its multiprocessor count
-        if sm_count is not None:
-            raise
-        raise RuntimeError(f"{exc}; or give traffic_bytes sm_count= (the multiprocessors to "
-                           "model, e.g. 132 for an H100 SXM)") from exc
-    elements = round(nbytes) // (bits // 8)
+    elements = _registry_model(kernel, M, N, K, sms, backend, params)[0]
     return itemsize * (elements - (0 if stores else M * N))
 
 
