@@ -257,3 +257,22 @@ def test_predicted_and_compare():
 
 def test_measure_bandwidth_is_positive():
     assert model.measure_bandwidth(1 << 12, backend="emu") > 0
+
+
+def test_profile_mode_counts_the_launch_the_modelled_device_would_make(emu_threads):
+    """A profiled call on emu counts a second run in which launchers see the modelled GPU's
+    132 multiprocessors (tiledmm/profile.py GRID_SMS): fast's config 0 there takes 64 x 64
+    tiles, and the traffic it counts is the model's at sm_count=132, while the timed call (and
+    its model_bytes) used the emulator's own count (here 2: 128 x 256 tiles)."""
+    M, N, K = 256, 256, 8
+    rng = np.random.default_rng(2)
+    A = rng.standard_normal((M, K)).astype(np.float32)
+    B = rng.standard_normal((K, N)).astype(np.float32)
+    emu_threads(2)
+    res = tm.matmul(A, B, kernel="fast", backend="emu", profile=True)
+    np.testing.assert_allclose(res.out, A.astype(np.float64) @ B, rtol=1e-5, atol=1e-5 * K)
+    assert res.model_bytes == model.traffic_bytes("fast", M, N, K, backend="emu") == \
+        _fast_bytes(M, N, K, 128, 256)                      # 2 x 2 >= 2: config 7
+    counted = res.profile.global_load_bytes + res.profile.global_store_bytes
+    assert counted == model.traffic_bytes("fast", M, N, K, sm_count=132) == \
+        _fast_bytes(M, N, K, 64, 64)                        # 4 < 132: config 3
