@@ -706,6 +706,26 @@ static int launch_fast(const tm_problem *p, tm_launch_facts *facts)
                                      : launch_fast_index<Cfg, S_B, long long>(p, facts);
 }
 
+// What each `config` value (TM_VALUES_FAST_CONFIG) launches: its tile shape (Shape::BM, BN,
+// which config 0's choice and the traffic model read too) and its launcher. A value in the
+// list without an entry here fails to compile.
+template <int CONFIG> struct FastConfigOf;
+template <> struct FastConfigOf<0> { typedef void Shape; };   // chosen by choose_fast_config
+template <typename Cfg, int S_B = 0> struct FastLaunch {
+    typedef Cfg Shape;
+    static int launch(const tm_problem *p, tm_launch_facts *f) { return launch_fast<Cfg, S_B>(p, f); }
+};
+template <> struct FastConfigOf<1> : FastLaunch<FastLarge> {};
+template <> struct FastConfigOf<2> : FastLaunch<FastLargeK8> {};
+template <> struct FastConfigOf<3> : FastLaunch<FastSmall> {};
+template <> struct FastConfigOf<4> : FastLaunch<FastWide> {};
+template <> struct FastConfigOf<5> : FastLaunch<FastWideK16> {};
+template <> struct FastConfigOf<6> : FastLaunch<FastWide, 2> {};
+template <> struct FastConfigOf<7> {
+    typedef SimtShape Shape;
+    static int launch(const tm_problem *p, tm_launch_facts *f) { return launch_simt<4>(p, f); }
+};
+
 // config 0: CUTLASS's structure (config 7, 128 x 256 tiles) when there are at least half as many
 // such tiles as multiprocessors, else 128 x 128 tiles (config 1) when there are at least as many
 // of those as multiprocessors, else 64 x 64 tiles (config 3, 4x the blocks) so that small
@@ -713,27 +733,18 @@ static int launch_fast(const tm_problem *p, tm_launch_facts *facts)
 // others at 2048^3, 4096^3, 8192^3 and 5000 x 3000 x 4000; earlier, on an H100, 64 x 64 gave 85%
 // of cuBLAS at 1024^3 against 58% for 128 x 128. The multiprocessors are the problem's sm_count
 // (the glue sets the device's; tm.model passes its own), 132 (an H100's) where it is unset.
+// (As written config 1 is never taken: there are never more than twice as many 128 x 128 tiles
+// as 128 x 256 ones, so 2 x wide < sms <= large cannot hold.)
 static int choose_fast_config(const tm_problem *p)
 {
+    typedef FastConfigOf<7>::Shape Wide;
+    typedef FastConfigOf<1>::Shape Large;
     const int sms = p->sm_count > 0 ? p->sm_count : 132;
-    const long long wide_blocks = (long long)tm_ceil_div(p->M, 128) * tm_ceil_div(p->N, 256);
-    const long long large_blocks = (long long)tm_ceil_div(p->M, 128) * tm_ceil_div(p->N, 128);
+    const long long wide_blocks = (long long)tm_ceil_div(p->M, Wide::BM) * tm_ceil_div(p->N, Wide::BN);
+    const long long large_blocks = (long long)tm_ceil_div(p->M, Large::BM) * tm_ceil_div(p->N, Large::BN);
     if (2 * wide_blocks >= sms) return 7;
     return large_blocks >= sms ? 1 : 3;
 }
-
-// What each `config` value (TM_VALUES_FAST_CONFIG) launches: its tile shape (Shape::BM, BN,
-// which the traffic model reads too) and its launcher. A value in the list without an entry
-// here fails to compile.
-template <int CONFIG> struct FastConfigOf;
-template <> struct FastConfigOf<0> { typedef void Shape; };   // chosen by choose_fast_config
-template <> struct FastConfigOf<1> { typedef FastLarge Shape; static int launch(const tm_problem *p, tm_launch_facts *f) { return launch_fast<FastLarge>(p, f); } };
-template <> struct FastConfigOf<2> { typedef FastLargeK8 Shape; static int launch(const tm_problem *p, tm_launch_facts *f) { return launch_fast<FastLargeK8>(p, f); } };
-template <> struct FastConfigOf<3> { typedef FastSmall Shape; static int launch(const tm_problem *p, tm_launch_facts *f) { return launch_fast<FastSmall>(p, f); } };
-template <> struct FastConfigOf<4> { typedef FastWide Shape; static int launch(const tm_problem *p, tm_launch_facts *f) { return launch_fast<FastWide>(p, f); } };
-template <> struct FastConfigOf<5> { typedef FastWideK16 Shape; static int launch(const tm_problem *p, tm_launch_facts *f) { return launch_fast<FastWideK16>(p, f); } };
-template <> struct FastConfigOf<6> { typedef FastWide Shape; static int launch(const tm_problem *p, tm_launch_facts *f) { return launch_fast<FastWide, 2>(p, f); } };
-template <> struct FastConfigOf<7> { typedef SimtShape Shape; static int launch(const tm_problem *p, tm_launch_facts *f) { return launch_simt<4>(p, f); } };
 
 // The configuration a problem runs: its own, or choose_fast_config's for 0.
 static int fast_config(const tm_problem *p)
@@ -745,7 +756,7 @@ int tm_matmul_fast_launch(const tm_problem *p, tm_launch_facts *facts)
 {
     if (p->dtype != TM_F32) return cudaErrorInvalidValue;  // the glue refuses float64 first
     return tm_dispatch<TM_VALUES_FAST_CONFIG>(fast_config(p), [&](auto config) -> int {
-        if constexpr (decltype(config)::value == 0) return cudaErrorInvalidValue;  // fast_config never gives 0
+        if constexpr (decltype(config)::value == 0) return cudaErrorInvalidValue;  // never chosen
         else return FastConfigOf<config>::launch(p, facts);
     });
 }
