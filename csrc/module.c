@@ -137,12 +137,13 @@ static PyObject *tm_traffic_model_py(PyObject *self, PyObject *args)
     if (spec->global_bytes == NULL)
         return PyErr_Format(PyExc_ValueError, "kernel '%s' has no traffic model", name);
     if (bits != 32 && bits != 64)
-        return PyErr_Format(PyExc_ValueError, "traffic_model: dtype_bits must be 32 or 64, got %d", bits);
+        return PyErr_Format(PyExc_ValueError, "traffic_model: dtype_bits must be 32 or 64, got %d",
+                            bits);
     if (!(spec->dtypes & (bits == 32 ? TM_F32 : TM_F64)))
         return PyErr_Format(PyExc_ValueError, "kernel '%s' does not run in float%d", name, bits);
     if (M < 0 || N < 0 || K < 0)
-        return PyErr_Format(PyExc_ValueError, "traffic_model: M, N, K must be >= 0, got %lld, %lld, %lld",
-                            M, N, K);
+        return PyErr_Format(PyExc_ValueError,
+                            "traffic_model: M, N, K must be >= 0, got %lld, %lld, %lld", M, N, K);
     memset(&problem, 0, sizeof problem);
     problem.dtype = bits == 32 ? TM_F32 : TM_F64;
     problem.M = M; problem.N = N; problem.K = K;

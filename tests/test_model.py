@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import tiledmm as tm
-from tiledmm import _emu, model
+from tiledmm import _backend, _emu, model
 
 
 def test_lecture_bandwidth_bounds_exactly():
@@ -276,3 +276,17 @@ def test_profile_mode_counts_the_launch_the_modelled_device_would_make(emu_threa
     counted = res.profile.global_load_bytes + res.profile.global_store_bytes
     assert counted == model.traffic_bytes("fast", M, N, K, sm_count=132) == \
         _fast_bytes(M, N, K, 64, 64)                        # 4 < 132: config 3
+
+
+@pytest.mark.skipif(_backend.cuda_device_count() > 0, reason="asks a machine without a GPU")
+def test_cuda_model_without_a_device_needs_an_sm_count():
+    try:
+        _backend.module("cuda")
+    except RuntimeError:
+        pytest.skip("the cuda backend is not built here")
+    # the model itself needs no device: with an SM count it answers as on emu
+    assert model.traffic_bytes("fast", 1024, sm_count=132, backend="cuda") == \
+        model.traffic_bytes("fast", 1024, sm_count=132, backend="emu") == 4 * 33 * 1024**2
+    assert model.traffic_bytes("fast", 1024, sm_count=np.int64(64), backend="cuda") == 54_525_952
+    with pytest.raises(RuntimeError, match="sm_count="):
+        model.traffic_bytes("fast", 1024, backend="cuda")

@@ -24,6 +24,7 @@ extension module: one source, so the two cannot disagree. `fast`'s config 0 pick
 from the device's multiprocessor count, so the model takes `sm_count=`.
 """
 import math
+import operator
 
 from . import _backend, _registry
 
@@ -85,10 +86,15 @@ def _sm_count(sm_count, multiprocessors):
     elif multiprocessors is not None and multiprocessors != sm_count:
         raise ValueError(f"sm_count={sm_count} and multiprocessors={multiprocessors} disagree; "
                          "give one (multiprocessors is sm_count's older name)")
-    if sm_count is not None and (isinstance(sm_count, bool) or not isinstance(sm_count, int)
-                                 or sm_count < 1):
+    if sm_count is None:
+        return None
+    try:
+        count = None if isinstance(sm_count, bool) else operator.index(sm_count)
+    except TypeError:
+        count = None
+    if count is None or count < 1:
         raise ValueError(f"sm_count must be a positive int (multiprocessors), got {sm_count!r}")
-    return sm_count
+    return count
 
 
 def _registry_model(kernel, M, N, K, sm_count, backend, params):
