@@ -12,9 +12,11 @@ enum { TM_F32 = 1, TM_F64 = 2 };
 #define TM_MAX_PARAMS 4
 #define TM_MAX_VALUES 8
 
-/* The allowed values of the kernels' tunables, written once: a registry row lists them
- * (TM_PARAM in registry.cu) and the kernel file dispatches on the same list (tm_dispatch in
- * common.h), so a value added here is both accepted and compiled, or fails to compile. */
+/* The allowed values of the kernels' tunables, written once. A registry row lists them
+ * (TM_PARAM in registry.cu) and the glue accepts only those; a kernel file that instantiates a
+ * template per value dispatches on the same list (tm_dispatch in common.h), so a value added
+ * here is both accepted and compiled, or fails to compile. A kernel whose tunable takes a set
+ * of values of its own adds its list here, beside its file and its registry row. */
 #define TM_VALUES_TILE 8, 16, 32                   /* tiled, coarse, colmajor_b: tile edge */
 #define TM_VALUES_BLOCK_EDGE 8, 16, 32             /* naive, mat_add: square block edge */
 #define TM_VALUES_THREADS 128, 256, 512, 1024      /* the reductions, vec_add: threads */
