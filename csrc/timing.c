@@ -1,6 +1,6 @@
 /* timing.c: one call's device work, run without the GIL: allocate, copy in (timed), launch
- * `warmup` untimed and `repeat` timed times (CUDA events around each launch), copy out
- * (timed), free. One cleanup path frees everything, errors included. */
+ * `warmup` untimed and `repeat` timed times (CUDA events around each launch; the L2 cache
+ * flushed before each unless the caller keeps it warm), copy out (timed), free. One cleanup path frees everything, errors included. */
 #include "glue.h"
 #include <stdint.h>
 #include <stdlib.h>
@@ -58,6 +58,93 @@ void tm_release_pool_memory(void)
         cudaDeviceSynchronize() == cudaSuccess)
         (void)cudaMemPoolTrimTo(pool, 0);
     (void)cudaGetLastError();
+#endif
+}
+
+/* The L2 flush. A small problem's inputs stay in L2 from one timed launch to the next (a 4 MB
+ * reduction fits the H200's 60 MB L2 many times over), so repeats after the first would time L2,
+ * not memory. Before each timed launch a buffer of twice the L2 size is written
+ * (cudaMemsetAsync on stream 0, enqueued before the start event, so outside the timed span): the
+ * write evicts what the previous launch left, and the launch reads its inputs from DRAM, as a
+ * program's first touch of its data does. llm.c's benchmark_kernel and nvbench do the same.
+ * One buffer per device, allocated on first use (cudaMalloc, not the pool: it lives as long as
+ * the module) and freed at module teardown (tm_release_l2_flush, the module's m_free). The
+ * table is guarded by one mutex; the memset itself runs outside it (concurrent flushes of one
+ * buffer write bytes nobody reads). The emulator has no L2 to flush. */
+#ifndef TM_EMU
+#define TM_L2_MAX_DEVICES 64
+#define TM_L2_MIN_FLUSH_BYTES ((size_t)1 << 20)
+static pthread_mutex_t l2_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *l2_buffer[TM_L2_MAX_DEVICES];       /* guarded by l2_lock */
+static size_t l2_buffer_bytes[TM_L2_MAX_DEVICES]; /* guarded by l2_lock */
+
+/* The current device's flush buffer, allocated on first use. */
+static cudaError_t l2_flush_buffer(void **buffer, size_t *bytes)
+{
+    int device = 0, l2_bytes = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err != cudaSuccess) return err;
+    if (device < 0 || device >= TM_L2_MAX_DEVICES) return cudaErrorInvalidDevice;
+    if (pthread_mutex_lock(&l2_lock) != 0) return cudaErrorUnknown;
+    if (l2_buffer[device] == NULL) {
+        err = cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device);
+        if (err == cudaSuccess) {
+            size_t want = 2 * (size_t)(l2_bytes > 0 ? l2_bytes : 0);
+            if (want < TM_L2_MIN_FLUSH_BYTES) want = TM_L2_MIN_FLUSH_BYTES;
+            err = cudaMalloc(&l2_buffer[device], want);
+            if (err == cudaSuccess) l2_buffer_bytes[device] = want;
+            else l2_buffer[device] = NULL;
+        }
+    }
+    *buffer = l2_buffer[device];
+    *bytes = l2_buffer_bytes[device];
+    pthread_mutex_unlock(&l2_lock);
+    return err;
+}
+#endif
+
+cudaError_t tm_flush_l2(int repeat_index)
+{
+#ifdef TM_EMU
+    (void)repeat_index;
+    return cudaSuccess;
+#else
+    void *buffer = NULL;
+    size_t bytes = 0;
+    cudaError_t err = l2_flush_buffer(&buffer, &bytes);
+    if (err != cudaSuccess) return err;
+    /* a different byte each time: no write of the same value can be skipped */
+    return cudaMemsetAsync(buffer, repeat_index & 0xff, bytes, 0);
+#endif
+}
+
+const char *tm_l2_state(int flush)
+{
+    if (!flush) return "warm";
+#ifdef TM_EMU
+    return "n/a on the emulator";
+#else
+    return "flushed";
+#endif
+}
+
+void tm_release_l2_flush(void)
+{
+#ifndef TM_EMU
+    if (pthread_mutex_lock(&l2_lock) != 0) return;
+    for (int device = 0; device < TM_L2_MAX_DEVICES; ++device)
+        if (l2_buffer[device] != NULL) {
+            /* at interpreter exit the runtime may be unloading already: nothing to report */
+            int current = 0;
+            if (cudaGetDevice(&current) == cudaSuccess && cudaSetDevice(device) == cudaSuccess) {
+                (void)cudaFree(l2_buffer[device]);
+                (void)cudaSetDevice(current);
+            }
+            l2_buffer[device] = NULL;
+            l2_buffer_bytes[device] = 0;
+        }
+    (void)cudaGetLastError();
+    pthread_mutex_unlock(&l2_lock);
 #endif
 }
 
@@ -200,6 +287,7 @@ int tm_execute(tm_job *job)
         TRY("kernel execution", cudaDeviceSynchronize());
     }
     for (int i = 0; i < job->repeat; ++i) {
+        if (job->flush_l2) TRY("the L2 flush before a timed launch (warm_l2=True skips it)", tm_flush_l2(i));
         TRY("cudaEventRecord", cudaEventRecord(start, 0));
         TRY("kernel launch", (cudaError_t)spec->launch(&device_problem, &job->facts));
         TRY("cudaEventRecord", cudaEventRecord(stop, 0));
