@@ -96,8 +96,8 @@ void tm_release_l2_flush(void);
 int tm_execute(tm_job *job);            /* call WITHOUT the GIL; returns 0 or -1 (job->err) */
 void tm_release_pool_memory(void);      /* memory kept for later calls back to the driver */
 void tm_job_free(tm_job *job);
-int tm_copy_time(const char *kind, size_t bytes, int warmup, int repeat, double *samples_ms,
-                 cudaError_t *err, const char **step);
+int tm_copy_time(const char *kind, size_t bytes, int warmup, int repeat, int flush_l2,
+                 double *samples_ms, cudaError_t *err, const char **step);
 size_t job_h2d_bytes(const tm_job *job);
 PyObject *tm_raise_job_error(const tm_job *job);
 PyObject *tm_raise_cuda_error(cudaError_t err, const char *step);

@@ -85,17 +85,18 @@ done:
     return result;
 }
 
-/* copy_time(kind, bytes, warmup, repeat) -> list of ms: reference copies timed with events
- * (kind "d2d", "h2d_pinned" or "d2h_pinned"), the bandwidths bench reports against. */
+/* copy_time(kind, bytes, warmup, repeat[, flush_l2=True]) -> list of ms: reference copies
+ * timed with events (kind "d2d", "h2d_pinned" or "d2h_pinned"), the bandwidths bench reports
+ * against; the L2 flushed before each timed copy unless flush_l2 is false. */
 static PyObject *tm_copy_time_py(PyObject *self, PyObject *args)
 {
     Py_ssize_t bytes;
     const char *kind;
-    int warmup, repeat, rc;
+    int warmup, repeat, rc, flush_l2 = 1;
     cudaError_t err;
     const char *step = NULL;
     (void)self;
-    if (!PyArg_ParseTuple(args, "snii", &kind, &bytes, &warmup, &repeat)) return NULL;
+    if (!PyArg_ParseTuple(args, "snii|p", &kind, &bytes, &warmup, &repeat, &flush_l2)) return NULL;
     if (bytes <= 0 || warmup < 0 || repeat < 1)
         return PyErr_Format(PyExc_ValueError, "copy_time: need bytes > 0, warmup >= 0, repeat >= 1");
     if (strcmp(kind, "d2d") && strcmp(kind, "h2d_pinned") && strcmp(kind, "d2h_pinned"))
@@ -103,7 +104,7 @@ static PyObject *tm_copy_time_py(PyObject *self, PyObject *args)
     double *samples = calloc((size_t)repeat, sizeof(double));
     if (samples == NULL) return PyErr_NoMemory();
     Py_BEGIN_ALLOW_THREADS
-    rc = tm_copy_time(kind, (size_t)bytes, warmup, repeat, samples, &err, &step);
+    rc = tm_copy_time(kind, (size_t)bytes, warmup, repeat, flush_l2, samples, &err, &step);
     Py_END_ALLOW_THREADS
     PyObject *result = NULL;
     if (rc == 0 && (result = PyList_New(repeat)) != NULL) {
@@ -188,7 +189,7 @@ static PyMethodDef tm_methods[] = {
     {"registry", tm_registry_py, METH_NOARGS, "registry() -> list of kernel rows"},
     {"device_properties", tm_device_info_py, METH_NOARGS, "the runtime's device query"},
     {"device_count", tm_device_count_py, METH_NOARGS, "device_count() -> (count, error)"},
-    {"copy_time", tm_copy_time_py, METH_VARARGS, "copy_time(kind, bytes, warmup, repeat) -> [ms]"},
+    {"copy_time", tm_copy_time_py, METH_VARARGS, "copy_time(kind, bytes, warmup, repeat[, flush_l2]) -> [ms]"},
     {"upload", tm_upload_py, METH_VARARGS, "upload(array) -> (capsule, address)"},
     {"download", tm_download_py, METH_VARARGS, "download(address, array): device -> array"},
     {"upload_into", tm_upload_into_py, METH_VARARGS, "upload_into(address, array): array -> device"},

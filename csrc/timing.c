@@ -385,12 +385,13 @@ static void pinned_free(void *ptr)
 
 /* Reference copies for bench, each timed with CUDA events after `warmup` untimed ones:
  * kind "d2d" (device to device: the bandwidth a reduction is compared with), "h2d_pinned" and
- * "d2h_pinned" (from or to pinned host memory: the best a transfer can do). Fills
+ * "d2h_pinned" (from or to pinned host memory: the best a transfer can do), the L2 flushed
+ * before each timed copy when flush_l2 (as the kernels they are compared with). Fills
  * samples_ms[repeat]; returns 0 or -1 with *err_out and *step set. */
 #define COPY_TRY(what, call) TM_TRY(*step, what, call)
 
-int tm_copy_time(const char *kind, size_t bytes, int warmup, int repeat, double *samples_ms,
-                 cudaError_t *err_out, const char **step)
+int tm_copy_time(const char *kind, size_t bytes, int warmup, int repeat, int flush_l2,
+                 double *samples_ms, cudaError_t *err_out, const char **step)
 {
     void *src = NULL, *dst = NULL, *host = NULL;
     const int d2d = strcmp(kind, "d2d") == 0, to_device = strcmp(kind, "h2d_pinned") == 0;
@@ -410,6 +411,7 @@ int tm_copy_time(const char *kind, size_t bytes, int warmup, int repeat, double 
     if (to_device) memset(src, 1, bytes);
     else COPY_TRY("cudaMemset", cudaMemset(src, 1, bytes));
     for (int i = 0; i < warmup + repeat; ++i) {
+        if (flush_l2 && i >= warmup) COPY_TRY("the L2 flush before a timed copy", tm_flush_l2(i));
         COPY_TRY("cudaEventRecord", cudaEventRecord(start, 0));
         COPY_TRY("cudaMemcpy", cudaMemcpy(dst, src, bytes, direction));
         COPY_TRY("cudaEventRecord", cudaEventRecord(stop, 0));

@@ -25,6 +25,8 @@ import warnings
 
 import numpy as np
 
+from . import _families
+
 __all__ = ["sweep", "cases"]
 
 
@@ -104,17 +106,6 @@ def _progress_bar(total, progress):
     return tqdm(total=total, desc="tm.sweep", leave=False)
 
 
-def _inputs(family, kernel, size, dtype, rng):
-    if family == "matmul":
-        M, N, K = size
-        return ((rng.random((M, K)) * 2 - 1).astype(dtype),
-                (rng.random((K, N)) * 2 - 1).astype(dtype))
-    if family == "reduce":
-        return ((rng.random(size) * 2 - 1).astype(dtype),)
-    shape = size if isinstance(size, tuple) else ((size, size) if kernel == "mat_add" else size)
-    return ((rng.random(shape) * 2 - 1).astype(dtype), (rng.random(shape) * 2 - 1).astype(dtype))
-
-
 def _row(res, spec, params, size, check_error):
     t, lc = res.timing, res.launch
     ms = t.kernel_ms
@@ -184,7 +175,7 @@ def sweep(kernels=None, sizes=None, params=None, *, family=None, backend=None, w
     >>> all(r["max_rel_error"] < 1e-5 for r in rows)
     True
     """
-    from . import _backend, _core, _registry
+    from . import _backend, _registry
     grid_params = dict(params or {})
     grid_params.update(grid)
     if errors not in ("raise", "skip", "record"):
@@ -199,27 +190,26 @@ def sweep(kernels=None, sizes=None, params=None, *, family=None, backend=None, w
         raise ValueError(f"one sweep runs one family; got {fam} and {', '.join(sorted(mixed))}")
     size_list = _sizes(sizes, fam)
     backend = backend or _backend.get_backend()
-    runners = {"matmul": _core.matmul, "reduce": _core.reduce}
     rng = np.random.default_rng(seed)
+
+    def make(shape):
+        return (rng.random(shape) * 2 - 1).astype(dtype)
+
     rows = []
     bar = _progress_bar(len(run_cases) * len(size_list), progress)
     try:
         for size in size_list:
             shared_inputs = {}
             for spec, p in run_cases:
-                key = spec.name if fam == "elementwise" else fam   # mat_add wants 2-D
-                if key not in shared_inputs:
-                    shared_inputs[key] = _inputs(fam, spec.name, size, dtype, rng)
-                inputs = shared_inputs[key]
+                row_of = _families.family_of(spec)   # kernels of one row share their inputs
+                if row_of.name not in shared_inputs:
+                    shared_inputs[row_of.name] = row_of.inputs(size, make)
+                inputs = shared_inputs[row_of.name]
                 if bar is not None:
                     bar.set_postfix_str(f"{spec.name} {size}", refresh=False)
-                if fam == "matmul" or fam == "reduce":
-                    call = runners[fam]
-                else:
-                    call = _core.mat_add if spec.name == "mat_add" else _core.vec_add
                 try:
-                    res = call(*inputs, kernel=spec.name, backend=backend, warmup=warmup,
-                               repeat=repeat, profile=profile and backend == "emu", **p)
+                    res = row_of.call(*inputs, kernel=spec.name, backend=backend, warmup=warmup,
+                                      repeat=repeat, profile=profile and backend == "emu", **p)
                 except Exception as exc:
                     if errors == "raise":
                         raise
