@@ -89,7 +89,8 @@ cudaError_t tm_elapsed_ms(cudaEvent_t start, cudaEvent_t stop, double *ms);
 /* The L2 flush before a timed launch (every timed launch of tm_execute and user_run): writes a
  * device buffer of twice the current device's L2 size on stream 0, to be enqueued BEFORE the
  * start event. A no-op on the emulator. tm_l2_state(flush): what Timing.l2 says ("flushed",
- * "warm", or "n/a on the emulator"). tm_release_l2_flush frees the buffers (module teardown). */
+ * "warm", or "n/a on the emulator"). tm_release_l2_flush frees the buffers (module teardown,
+ * mem_info, a failed allocation); the next flush allocates again. */
 cudaError_t tm_flush_l2(int repeat_index);
 const char *tm_l2_state(int flush);
 void tm_release_l2_flush(void);

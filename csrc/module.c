@@ -156,6 +156,7 @@ static PyObject *tm_mem_info_py(PyObject *self, PyObject *unused)
     (void)self; (void)unused;
     Py_BEGIN_ALLOW_THREADS
     tm_release_pool_memory(); /* memory kept for the next call counts as free */
+    tm_release_l2_flush();
     err = cudaMemGetInfo(&free_bytes, &total_bytes);
     Py_END_ALLOW_THREADS
     if (err != cudaSuccess) {

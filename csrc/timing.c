@@ -67,10 +67,13 @@ void tm_release_pool_memory(void)
  * (cudaMemsetAsync on stream 0, enqueued before the start event, so outside the timed span): the
  * write evicts what the previous launch left, and the launch reads its inputs from DRAM, as a
  * program's first touch of its data does. llm.c's benchmark_kernel and nvbench do the same.
- * One buffer per device, allocated on first use (cudaMalloc, not the pool: it lives as long as
- * the module) and freed at module teardown (tm_release_l2_flush, the module's m_free). The
- * table is guarded by one mutex; the memset itself runs outside it (concurrent flushes of one
- * buffer write bytes nobody reads). The emulator has no L2 to flush. */
+ * One buffer per device, allocated on first use (cudaMalloc, not the pool: it outlives calls)
+ * and freed at module teardown (the module's m_free). Like the pool's kept memory it goes back
+ * before mem_info() reads free memory and when an allocation fails (tm_release_l2_flush), so
+ * the free memory tiledmm reports and its out-of-memory behaviour are as without it; the next
+ * timed launch allocates it again. One mutex guards the table and is held while the memset is
+ * enqueued, so a release never frees a buffer a flush is about to write. The emulator has no
+ * L2 to flush. */
 #ifndef TM_EMU
 #define TM_L2_MAX_DEVICES 64
 #define TM_L2_MIN_FLUSH_BYTES ((size_t)1 << 20)
@@ -78,28 +81,29 @@ static pthread_mutex_t l2_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *l2_buffer[TM_L2_MAX_DEVICES];       /* guarded by l2_lock */
 static size_t l2_buffer_bytes[TM_L2_MAX_DEVICES]; /* guarded by l2_lock */
 
-/* The current device's flush buffer, allocated on first use. */
-static cudaError_t l2_flush_buffer(void **buffer, size_t *bytes)
+/* With l2_lock held: the current device's flush buffer, allocated on first use (after giving
+ * the pool's kept memory back, once, if the device is full). */
+static cudaError_t l2_flush_buffer_locked(int device)
 {
-    int device = 0, l2_bytes = 0;
-    cudaError_t err = cudaGetDevice(&device);
-    if (err != cudaSuccess) return err;
-    if (device < 0 || device >= TM_L2_MAX_DEVICES) return cudaErrorInvalidDevice;
-    if (pthread_mutex_lock(&l2_lock) != 0) return cudaErrorUnknown;
-    if (l2_buffer[device] == NULL) {
-        err = cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device);
-        if (err == cudaSuccess) {
-            size_t want = 2 * (size_t)(l2_bytes > 0 ? l2_bytes : 0);
-            if (want < TM_L2_MIN_FLUSH_BYTES) want = TM_L2_MIN_FLUSH_BYTES;
-            err = cudaMalloc(&l2_buffer[device], want);
-            if (err == cudaSuccess) l2_buffer_bytes[device] = want;
-            else l2_buffer[device] = NULL;
-        }
+    int l2_bytes = 0;
+    cudaError_t err;
+    if (l2_buffer[device] != NULL) return cudaSuccess;
+    if ((err = cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device)) != cudaSuccess)
+        return err;
+    size_t want = 2 * (size_t)(l2_bytes > 0 ? l2_bytes : 0);
+    if (want < TM_L2_MIN_FLUSH_BYTES) want = TM_L2_MIN_FLUSH_BYTES;
+    err = cudaMalloc(&l2_buffer[device], want);
+    if (err == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        tm_release_pool_memory();
+        err = cudaMalloc(&l2_buffer[device], want);
     }
-    *buffer = l2_buffer[device];
-    *bytes = l2_buffer_bytes[device];
-    pthread_mutex_unlock(&l2_lock);
-    return err;
+    if (err != cudaSuccess) {
+        l2_buffer[device] = NULL;
+        return err;
+    }
+    l2_buffer_bytes[device] = want;
+    return cudaSuccess;
 }
 #endif
 
@@ -109,12 +113,17 @@ cudaError_t tm_flush_l2(int repeat_index)
     (void)repeat_index;
     return cudaSuccess;
 #else
-    void *buffer = NULL;
-    size_t bytes = 0;
-    cudaError_t err = l2_flush_buffer(&buffer, &bytes);
+    int device = 0;
+    cudaError_t err = cudaGetDevice(&device);
     if (err != cudaSuccess) return err;
+    if (device < 0 || device >= TM_L2_MAX_DEVICES) return cudaErrorInvalidDevice;
+    if (pthread_mutex_lock(&l2_lock) != 0) return cudaErrorUnknown;
+    err = l2_flush_buffer_locked(device);
     /* a different byte each time: no write of the same value can be skipped */
-    return cudaMemsetAsync(buffer, repeat_index & 0xff, bytes, 0);
+    if (err == cudaSuccess)
+        err = cudaMemsetAsync(l2_buffer[device], repeat_index & 0xff, l2_buffer_bytes[device], 0);
+    pthread_mutex_unlock(&l2_lock);
+    return err;
 #endif
 }
 
@@ -134,9 +143,11 @@ void tm_release_l2_flush(void)
     if (pthread_mutex_lock(&l2_lock) != 0) return;
     for (int device = 0; device < TM_L2_MAX_DEVICES; ++device)
         if (l2_buffer[device] != NULL) {
-            /* at interpreter exit the runtime may be unloading already: nothing to report */
+            /* Flushes already enqueued finish before the buffer goes. At interpreter exit the
+             * runtime may be unloading already: then there is nothing to free or report. */
             int current = 0;
             if (cudaGetDevice(&current) == cudaSuccess && cudaSetDevice(device) == cudaSuccess) {
+                (void)cudaDeviceSynchronize();
                 (void)cudaFree(l2_buffer[device]);
                 (void)cudaSetDevice(current);
             }
@@ -157,9 +168,10 @@ static cudaError_t device_alloc(tm_job *job, void **ptr, size_t bytes, int poole
     if (pooled) pthread_once(&pool_setup_once, set_up_pool);
     if (pooled && pool_usable) {
         err = cudaMallocAsync(ptr, bytes, 0);
-        if (err == cudaErrorMemoryAllocation) { /* memory the pool keeps may be what is missing */
+        if (err == cudaErrorMemoryAllocation) { /* memory kept for later may be what is missing */
             (void)cudaGetLastError();
             tm_release_pool_memory();
+            tm_release_l2_flush();
             err = cudaMallocAsync(ptr, bytes, 0);
         }
     } else

@@ -171,3 +171,11 @@ def test_gpu_user_kernel_and_grader_flush():
         lambda: kernel(256, 256, data, np.int32(1 << 16), backend="cuda", warmup=0, repeat=1),
         {}, "cuda")
     assert report["note"] == "L2 flushed before each timed launch"
+
+
+def test_sweep_rows_say_what_l2_held():
+    rows = tm.sweep("tiled", [24], tile=[8], backend="emu", as_frame=False, progress=False,
+                    check=True, warm_l2=True)
+    assert [r["l2"] for r in rows] == ["warm"] and rows[0]["max_rel_error"] < 1e-5
+    rows = tm.sweep("tiled", [24], tile=[8], backend="emu", as_frame=False, progress=False)
+    assert [r["l2"] for r in rows] == [EMU_NO_L2]

@@ -365,12 +365,11 @@ def _launch_facts(kernel, params, size, dtype, backend):
     """Run `kernel` once on a small problem to read its launch (block, shared bytes,
     registers). Launch shapes do not depend on the size for most kernels; `size` matters
     for kernels that choose a configuration by size (fast config=0)."""
-    family = _families.family_of(kernel)
-    spec = _registry.specs()[kernel]
+    row = _families.family_of(kernel)   # ValueError naming the kernels for an unknown one
     rng = np.random.default_rng(0)
-    problem = family.elements_size(_LAUNCH_FACTS_ELEMENTS[spec.family](size))
-    inputs = family.inputs(problem, lambda shape: rng.random(shape).astype(dtype))
-    return family.call(*inputs, kernel=kernel, backend=backend, warmup=0, repeat=1, **params)
+    problem = row.elements_size(_LAUNCH_FACTS_ELEMENTS[_registry.specs()[kernel].family](size))
+    inputs = row.inputs(problem, lambda shape: rng.random(shape).astype(dtype))
+    return row.call(*inputs, kernel=kernel, backend=backend, warmup=0, repeat=1, **params)
 
 
 def occupancy(kernel=None, *, device=None, threads_per_block=None, shared_bytes=None,

@@ -12,7 +12,8 @@ long sweeps where tqdm is installed (progress=None: 8 runs or more).
 
 Row columns: kernel, family, params (text), one column per swept parameter (integers: Int64
 in a DataFrame, <NA> for kernels without that parameter), size columns
-(M, N, K for matmul; n for reduce and elementwise), dtype, backend, clock, ms (median), ms_min,
+(M, N, K for matmul; n for reduce and elementwise), dtype, backend, clock, l2 (Timing.l2: the L2
+cache flushed before each timed launch, or kept warm with warm_l2=True), ms (median), ms_min,
 gflops, tflops, gbps (fewest bytes over time), flops, model_bytes (the lecture's traffic model
 for this kernel), intensity (flops per model byte), model_gbps (model bytes over time),
 launch facts (grid, block_dim, threads_per_block, shared_bytes, registers, blocks_per_sm,
@@ -118,7 +119,7 @@ def _row(res, spec, params, size, check_error):
         row["n"] = int(np.prod(size))
     else:
         row["n"] = int(res.out.size)
-    row.update(dtype=str(res.out.dtype), backend=res.backend, clock=t.clock, ms=ms,
+    row.update(dtype=str(res.out.dtype), backend=res.backend, clock=t.clock, l2=t.l2, ms=ms,
                ms_min=t.kernel_ms_min, gflops=res.gflops, tflops=res.tflops, gbps=res.gbps,
                flops=res.flops, model_bytes=res.model_bytes,
                intensity=(res.flops / res.model_bytes if res.model_bytes else float("nan")),
@@ -146,7 +147,7 @@ def _error(family, res, inputs):
 
 def sweep(kernels=None, sizes=None, params=None, *, family=None, backend=None, warmup=None,
           repeat=None, dtype=np.float32, check=False, progress=None, errors="raise",
-          skip_missing=False, as_frame=None, seed=0, profile=False, **grid):
+          skip_missing=False, as_frame=None, seed=0, profile=False, warm_l2=False, **grid):
     """Run every kernel x size x parameter combination; one row per run.
 
     Args:
@@ -156,7 +157,8 @@ def sweep(kernels=None, sizes=None, params=None, *, family=None, backend=None, w
             matmul, or a list of these.
         params: parameter name -> value, list of values, or "all"; keyword arguments
             (``**grid``, e.g. ``tile=[8, 16, 32]``) add to it.
-        backend: as for tm.matmul, and so are warmup, repeat and dtype (defaults per backend).
+        backend: as for tm.matmul, and so are warmup, repeat, dtype (defaults per backend)
+            and warm_l2 (False: the L2 cache flushed before each timed launch).
         check: add max_rel_error against NumPy in float64.
         errors: "raise" (default), "skip" (drop the run) or "record" (a row with `error` text).
         skip_missing: skip kernels not registered in this build (with a warning) instead of
@@ -209,7 +211,8 @@ def sweep(kernels=None, sizes=None, params=None, *, family=None, backend=None, w
                     bar.set_postfix_str(f"{spec.name} {size}", refresh=False)
                 try:
                     res = row_of.call(*inputs, kernel=spec.name, backend=backend, warmup=warmup,
-                                      repeat=repeat, profile=profile and backend == "emu", **p)
+                                      repeat=repeat, profile=profile and backend == "emu",
+                                      warm_l2=warm_l2, **p)
                 except Exception as exc:
                     if errors == "raise":
                         raise
