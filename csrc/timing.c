@@ -151,10 +151,10 @@ void tm_release_l2_flush(void)
                 (void)cudaFree(l2_buffer[device]);
                 (void)cudaSetDevice(current);
             }
+            (void)cudaGetLastError(); /* what went wrong here is no error of the next call */
             l2_buffer[device] = NULL;
             l2_buffer_bytes[device] = 0;
         }
-    (void)cudaGetLastError();
     pthread_mutex_unlock(&l2_lock);
 #endif
 }
