@@ -3,10 +3,12 @@
 # backends, compute-sanitizer over every kernel, the demo, the benchmarks (kernels against
 # cuBLAS and a device copy; NumPy round trips against pinned copies and numpy.matmul), and the
 # notebooks with their outputs. Logs go to $OUT (or ./out); short tables come last.
-#   usage: bash benchmarks/gpu_run.sh [all|test|bench|lessons|cutlass|profile|programs|progcheck] [extra bench args]
+#   usage: bash benchmarks/gpu_run.sh [all|test|bench|l2|lessons|cutlass|profile|programs|progcheck] [extra bench args]
 #   test:  build, pytest (both backends), compute-sanitizer (memcheck, racecheck, synccheck,
 #          initcheck) over every kernel
-#   bench: build (kept from `test` on the same machine), demo, bench, notebooks
+#   bench: build (kept from `test` on the same machine), demo, bench, notebooks, l2
+#   l2:    the L2 flush's effect: each small size flushed (the default) and warm, one run
+#          (benchmarks/l2_flush.py)
 #   lessons: bench at the lessons' sizes (matmul 1024^3, reduce 2^24), and the time model's
 #          prediction for this GPU's preset beside it, the lesson pairs' ratios last
 #   cutlass: build with CUTLASS's headers from a carried nvidia-cutlass wheel (.whl/, the GPU
@@ -82,6 +84,12 @@ if [ "$stage" = all ] || [ "$stage" = bench ]; then
 
     echo "== bench"
     python3 -m tiledmm bench --end-to-end --csv "$OUT/bench.csv" "$@" | tee "$OUT/bench.txt"
+fi
+
+if [ "$stage" = all ] || [ "$stage" = bench ] || [ "$stage" = l2 ]; then
+    echo "== the L2 flush: small sizes flushed (the default) beside warm (--warm-l2)"
+    PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} python3 benchmarks/l2_flush.py --backend cuda \
+        --csv "$OUT/l2_flush.csv" | tee "$OUT/l2_flush.txt"
 fi
 
 if [ "$stage" = all ] || [ "$stage" = lessons ]; then

@@ -27,6 +27,8 @@ typedef struct {
     int out_ndim, out_typenum;
     npy_intp out_shape[NPY_MAXDIMS];
     int warmup, repeat;
+    int flush_l2;                       /* write the L2 flush buffer before each timed launch */
+    const char *l2;                     /* what was done about L2 (tm_l2_state), for Timing.l2 */
 
     /* filled by tm_execute */
     tm_launch_facts facts;
@@ -85,11 +87,19 @@ PyObject *tm_synchronize_py(PyObject *self, PyObject *unused);
 
 /* timing.c */
 cudaError_t tm_elapsed_ms(cudaEvent_t start, cudaEvent_t stop, double *ms);
+/* The L2 flush before a timed launch (every timed launch of tm_execute and user_run): writes a
+ * device buffer of twice the current device's L2 size on stream 0, to be enqueued BEFORE the
+ * start event. A no-op on the emulator. tm_l2_state(flush): what Timing.l2 says ("flushed",
+ * "warm", or "n/a on the emulator"). tm_release_l2_flush frees the buffers (module teardown,
+ * mem_info, a failed allocation); the next flush allocates again. */
+cudaError_t tm_flush_l2(int repeat_index);
+const char *tm_l2_state(int flush);
+void tm_release_l2_flush(void);
 int tm_execute(tm_job *job);            /* call WITHOUT the GIL; returns 0 or -1 (job->err) */
 void tm_release_pool_memory(void);      /* memory kept for later calls back to the driver */
 void tm_job_free(tm_job *job);
-int tm_copy_time(const char *kind, size_t bytes, int warmup, int repeat, double *samples_ms,
-                 cudaError_t *err, const char **step);
+int tm_copy_time(const char *kind, size_t bytes, int warmup, int repeat, int flush_l2,
+                 double *samples_ms, cudaError_t *err, const char **step);
 size_t job_h2d_bytes(const tm_job *job);
 PyObject *tm_raise_job_error(const tm_job *job);
 PyObject *tm_raise_cuda_error(cudaError_t err, const char *step);

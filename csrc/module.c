@@ -14,10 +14,12 @@
 #define TM_CAT_(a, b) a##b
 #define TM_CAT(a, b) TM_CAT_(a, b)
 
-/* run(kernel, inputs, device_ptrs, params, warmup, repeat, out_on_device) -> dict; see
- * tiledmm/_core.py. device_ptrs[i] is None for a host array, else the device address of input
- * i (which is then a placeholder of the right shape and dtype). With out_on_device the dict's
- * "out" is a capsule owning the device output instead of an ndarray. */
+/* run(kernel, inputs, device_ptrs, params, warmup, repeat, out_on_device[, flush_l2=True])
+ * -> dict; see tiledmm/_core.py. device_ptrs[i] is None for a host array, else the device
+ * address of input i (which is then a placeholder of the right shape and dtype). With
+ * out_on_device the dict's "out" is a capsule owning the device output instead of an ndarray.
+ * flush_l2: flush the L2 cache before each timed launch (timing.c); the dict's "l2" says what
+ * was done. */
 static PyObject *tm_run(PyObject *self, PyObject *args)
 {
     const char *name;
@@ -27,10 +29,12 @@ static PyObject *tm_run(PyObject *self, PyObject *args)
     int rc;
     (void)self;
 
-    if (!PyArg_ParseTuple(args, "sO!O!O!iip", &name, &PyTuple_Type, &inputs, &PyTuple_Type,
+    job.flush_l2 = 1;
+    if (!PyArg_ParseTuple(args, "sO!O!O!iip|p", &name, &PyTuple_Type, &inputs, &PyTuple_Type,
                           &device_ptrs, &PyTuple_Type, &params, &job.warmup, &job.repeat,
-                          &job.out_on_device))
+                          &job.out_on_device, &job.flush_l2))
         return NULL;
+    job.l2 = tm_l2_state(job.flush_l2);
     if ((job.spec = tm_find_kernel(name)) == NULL)
         return PyErr_Format(PyExc_ValueError, "unknown kernel '%s'", name);
     if (job.warmup < 0 || job.repeat < 1)
@@ -81,17 +85,18 @@ done:
     return result;
 }
 
-/* copy_time(kind, bytes, warmup, repeat) -> list of ms: reference copies timed with events
- * (kind "d2d", "h2d_pinned" or "d2h_pinned"), the bandwidths bench reports against. */
+/* copy_time(kind, bytes, warmup, repeat[, flush_l2=True]) -> list of ms: reference copies
+ * timed with events (kind "d2d", "h2d_pinned" or "d2h_pinned"), the bandwidths bench reports
+ * against; the L2 flushed before each timed copy unless flush_l2 is false. */
 static PyObject *tm_copy_time_py(PyObject *self, PyObject *args)
 {
     Py_ssize_t bytes;
     const char *kind;
-    int warmup, repeat, rc;
+    int warmup, repeat, rc, flush_l2 = 1;
     cudaError_t err;
     const char *step = NULL;
     (void)self;
-    if (!PyArg_ParseTuple(args, "snii", &kind, &bytes, &warmup, &repeat)) return NULL;
+    if (!PyArg_ParseTuple(args, "snii|p", &kind, &bytes, &warmup, &repeat, &flush_l2)) return NULL;
     if (bytes <= 0 || warmup < 0 || repeat < 1)
         return PyErr_Format(PyExc_ValueError, "copy_time: need bytes > 0, warmup >= 0, repeat >= 1");
     if (strcmp(kind, "d2d") && strcmp(kind, "h2d_pinned") && strcmp(kind, "d2h_pinned"))
@@ -99,7 +104,7 @@ static PyObject *tm_copy_time_py(PyObject *self, PyObject *args)
     double *samples = calloc((size_t)repeat, sizeof(double));
     if (samples == NULL) return PyErr_NoMemory();
     Py_BEGIN_ALLOW_THREADS
-    rc = tm_copy_time(kind, (size_t)bytes, warmup, repeat, samples, &err, &step);
+    rc = tm_copy_time(kind, (size_t)bytes, warmup, repeat, flush_l2, samples, &err, &step);
     Py_END_ALLOW_THREADS
     PyObject *result = NULL;
     if (rc == 0 && (result = PyList_New(repeat)) != NULL) {
@@ -200,6 +205,7 @@ static PyObject *tm_mem_info_py(PyObject *self, PyObject *unused)
     (void)self; (void)unused;
     Py_BEGIN_ALLOW_THREADS
     tm_release_pool_memory(); /* memory kept for the next call counts as free */
+    tm_release_l2_flush();
     err = cudaMemGetInfo(&free_bytes, &total_bytes);
     Py_END_ALLOW_THREADS
     if (err != cudaSuccess) {
@@ -229,12 +235,12 @@ static PyObject *tm_emu_threads_py(PyObject *self, PyObject *args)
 #endif
 
 static PyMethodDef tm_methods[] = {
-    {"run", tm_run, METH_VARARGS, "run(kernel, inputs, device_ptrs, params, warmup, repeat, out_on_device) -> dict"},
+    {"run", tm_run, METH_VARARGS, "run(kernel, inputs, device_ptrs, params, warmup, repeat, out_on_device[, flush_l2]) -> dict"},
     {"registry", tm_registry_py, METH_NOARGS, "registry() -> list of kernel rows"},
     {"traffic_model", tm_traffic_model_py, METH_VARARGS, "traffic_model(kernel, dtype_bits, M, N, K, params, sm_count) -> (bytes, (bm, bn) or None)"},
     {"device_properties", tm_device_info_py, METH_NOARGS, "the runtime's device query"},
     {"device_count", tm_device_count_py, METH_NOARGS, "device_count() -> (count, error)"},
-    {"copy_time", tm_copy_time_py, METH_VARARGS, "copy_time(kind, bytes, warmup, repeat) -> [ms]"},
+    {"copy_time", tm_copy_time_py, METH_VARARGS, "copy_time(kind, bytes, warmup, repeat[, flush_l2]) -> [ms]"},
     {"upload", tm_upload_py, METH_VARARGS, "upload(array) -> (capsule, address)"},
     {"download", tm_download_py, METH_VARARGS, "download(address, array): device -> array"},
     {"upload_into", tm_upload_into_py, METH_VARARGS, "upload_into(address, array): array -> device"},
@@ -243,7 +249,7 @@ static PyMethodDef tm_methods[] = {
     {"synchronize", tm_synchronize_py, METH_NOARGS, "wait for all work on the device"},
     {"mem_info", tm_mem_info_py, METH_NOARGS, "mem_info() -> (free, total) bytes"},
     {"pinned_inputs", tm_pinned_inputs_py, METH_NOARGS, "pinned_inputs() -> input arrays pinned in place now"},
-    {"user_run", tm_user_run_py, METH_VARARGS, "user_run(handle, grid, block, shared, args, warmup, repeat) -> dict"},
+    {"user_run", tm_user_run_py, METH_VARARGS, "user_run(handle, grid, block, shared, args, warmup, repeat[, flush_l2]) -> dict"},
     {"user_load", tm_user_load_py, METH_VARARGS, "user_load(image, name) -> (library, kernel)"},
 #ifdef TM_EMU
     {"threads", tm_emu_threads_py, METH_VARARGS, "threads([n]) -> worker threads for blocks"},
@@ -251,9 +257,17 @@ static PyMethodDef tm_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* Module teardown: device memory the module keeps for its lifetime goes back (the L2 flush
+ * buffers; the stream-ordered pool's memory goes with the context). */
+static void tm_module_free(void *module)
+{
+    (void)module;
+    tm_release_l2_flush();
+}
+
 static struct PyModuleDef tm_module = {
     PyModuleDef_HEAD_INIT, "tiledmm." TM_STR(TM_MODULE), "tiledmm kernels, one backend", -1,
-    tm_methods, NULL, NULL, NULL, NULL,
+    tm_methods, NULL, NULL, NULL, tm_module_free,
 };
 
 PyMODINIT_FUNC TM_CAT(PyInit_, TM_MODULE)(void)

@@ -43,6 +43,7 @@ PyObject *tm_result_dict(const tm_job *job, PyObject *out)
         put(d, "launches", PyLong_FromLong(f->launches)) < 0 ||
         put(d, "blocks_per_sm", PyLong_FromLong(job->blocks_per_sm)) < 0 ||
         put(d, "occupancy", PyFloat_FromDouble(job->occupancy)) < 0 ||
+        put(d, "l2", PyUnicode_FromString(job->l2 ? job->l2 : tm_l2_state(job->flush_l2))) < 0 ||
         /* Models are asked only about problems a kernel ran on (never empty ones). */
         put(d, "model_bytes", PyFloat_FromDouble(job->spec->global_bytes && f->launches > 0
                                                      ? job->spec->global_bytes(&job->problem)

@@ -1,6 +1,6 @@
 /* timing.c: one call's device work, run without the GIL: allocate, copy in (timed), launch
- * `warmup` untimed and `repeat` timed times (CUDA events around each launch), copy out
- * (timed), free. One cleanup path frees everything, errors included. */
+ * `warmup` untimed and `repeat` timed times (CUDA events around each launch; the L2 cache
+ * flushed before each unless the caller keeps it warm), copy out (timed), free. One cleanup path frees everything, errors included. */
 #include "glue.h"
 #include <stdint.h>
 #include <stdlib.h>
@@ -61,6 +61,104 @@ void tm_release_pool_memory(void)
 #endif
 }
 
+/* The L2 flush. A small problem's inputs stay in L2 from one timed launch to the next (a 4 MB
+ * reduction fits the H200's 60 MB L2 many times over), so repeats after the first would time L2,
+ * not memory. Before each timed launch a buffer of twice the L2 size is written
+ * (cudaMemsetAsync on stream 0, enqueued before the start event, so outside the timed span): the
+ * write evicts what the previous launch left, and the launch reads its inputs from DRAM, as a
+ * program's first touch of its data does. llm.c's benchmark_kernel and nvbench do the same.
+ * One buffer per device, allocated on first use (cudaMalloc, not the pool: it outlives calls)
+ * and freed at module teardown (the module's m_free). Like the pool's kept memory it goes back
+ * before mem_info() reads free memory and when an allocation fails (tm_release_l2_flush), so
+ * the free memory tiledmm reports and its out-of-memory behaviour are as without it; the next
+ * timed launch allocates it again. One mutex guards the table and is held while the memset is
+ * enqueued, so a release never frees a buffer a flush is about to write. The emulator has no
+ * L2 to flush. */
+#ifndef TM_EMU
+#define TM_L2_MAX_DEVICES 64
+#define TM_L2_MIN_FLUSH_BYTES ((size_t)1 << 20)
+static pthread_mutex_t l2_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *l2_buffer[TM_L2_MAX_DEVICES];       /* guarded by l2_lock */
+static size_t l2_buffer_bytes[TM_L2_MAX_DEVICES]; /* guarded by l2_lock */
+
+/* With l2_lock held: the current device's flush buffer, allocated on first use (after giving
+ * the pool's kept memory back, once, if the device is full). */
+static cudaError_t l2_flush_buffer_locked(int device)
+{
+    int l2_bytes = 0;
+    cudaError_t err;
+    if (l2_buffer[device] != NULL) return cudaSuccess;
+    if ((err = cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device)) != cudaSuccess)
+        return err;
+    size_t want = 2 * (size_t)(l2_bytes > 0 ? l2_bytes : 0);
+    if (want < TM_L2_MIN_FLUSH_BYTES) want = TM_L2_MIN_FLUSH_BYTES;
+    err = cudaMalloc(&l2_buffer[device], want);
+    if (err == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        tm_release_pool_memory();
+        err = cudaMalloc(&l2_buffer[device], want);
+    }
+    if (err != cudaSuccess) {
+        l2_buffer[device] = NULL;
+        return err;
+    }
+    l2_buffer_bytes[device] = want;
+    return cudaSuccess;
+}
+#endif
+
+cudaError_t tm_flush_l2(int repeat_index)
+{
+#ifdef TM_EMU
+    (void)repeat_index;
+    return cudaSuccess;
+#else
+    int device = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err != cudaSuccess) return err;
+    if (device < 0 || device >= TM_L2_MAX_DEVICES) return cudaErrorInvalidDevice;
+    if (pthread_mutex_lock(&l2_lock) != 0) return cudaErrorUnknown;
+    err = l2_flush_buffer_locked(device);
+    /* a different byte each time: no write of the same value can be skipped */
+    if (err == cudaSuccess)
+        err = cudaMemsetAsync(l2_buffer[device], repeat_index & 0xff, l2_buffer_bytes[device], 0);
+    pthread_mutex_unlock(&l2_lock);
+    return err;
+#endif
+}
+
+const char *tm_l2_state(int flush)
+{
+    if (!flush) return "warm";
+#ifdef TM_EMU
+    return "n/a on the emulator";
+#else
+    return "flushed";
+#endif
+}
+
+void tm_release_l2_flush(void)
+{
+#ifndef TM_EMU
+    if (pthread_mutex_lock(&l2_lock) != 0) return;
+    for (int device = 0; device < TM_L2_MAX_DEVICES; ++device)
+        if (l2_buffer[device] != NULL) {
+            /* Flushes already enqueued finish before the buffer goes. At interpreter exit the
+             * runtime may be unloading already: then there is nothing to free or report. */
+            int current = 0;
+            if (cudaGetDevice(&current) == cudaSuccess && cudaSetDevice(device) == cudaSuccess) {
+                (void)cudaDeviceSynchronize();
+                (void)cudaFree(l2_buffer[device]);
+                (void)cudaSetDevice(current);
+            }
+            (void)cudaGetLastError(); /* what went wrong here is no error of the next call */
+            l2_buffer[device] = NULL;
+            l2_buffer_bytes[device] = 0;
+        }
+    pthread_mutex_unlock(&l2_lock);
+#endif
+}
+
 static cudaError_t device_alloc(tm_job *job, void **ptr, size_t bytes, int pooled, const char *step)
 {
     cudaError_t err;
@@ -70,9 +168,10 @@ static cudaError_t device_alloc(tm_job *job, void **ptr, size_t bytes, int poole
     if (pooled) pthread_once(&pool_setup_once, set_up_pool);
     if (pooled && pool_usable) {
         err = cudaMallocAsync(ptr, bytes, 0);
-        if (err == cudaErrorMemoryAllocation) { /* memory the pool keeps may be what is missing */
+        if (err == cudaErrorMemoryAllocation) { /* memory kept for later may be what is missing */
             (void)cudaGetLastError();
             tm_release_pool_memory();
+            tm_release_l2_flush();
             err = cudaMallocAsync(ptr, bytes, 0);
         }
     } else
@@ -204,6 +303,7 @@ int tm_execute(tm_job *job)
         TRY("kernel execution", cudaDeviceSynchronize());
     }
     for (int i = 0; i < job->repeat; ++i) {
+        if (job->flush_l2) TRY("the L2 flush before a timed launch (warm_l2=True skips it)", tm_flush_l2(i));
         TRY("cudaEventRecord", cudaEventRecord(start, 0));
         TRY("kernel launch", (cudaError_t)spec->launch(&device_problem, &job->facts));
         TRY("cudaEventRecord", cudaEventRecord(stop, 0));
@@ -301,12 +401,13 @@ static void pinned_free(void *ptr)
 
 /* Reference copies for bench, each timed with CUDA events after `warmup` untimed ones:
  * kind "d2d" (device to device: the bandwidth a reduction is compared with), "h2d_pinned" and
- * "d2h_pinned" (from or to pinned host memory: the best a transfer can do). Fills
+ * "d2h_pinned" (from or to pinned host memory: the best a transfer can do), the L2 flushed
+ * before each timed copy when flush_l2 (as the kernels they are compared with). Fills
  * samples_ms[repeat]; returns 0 or -1 with *err_out and *step set. */
 #define COPY_TRY(what, call) TM_TRY(*step, what, call)
 
-int tm_copy_time(const char *kind, size_t bytes, int warmup, int repeat, double *samples_ms,
-                 cudaError_t *err_out, const char **step)
+int tm_copy_time(const char *kind, size_t bytes, int warmup, int repeat, int flush_l2,
+                 double *samples_ms, cudaError_t *err_out, const char **step)
 {
     void *src = NULL, *dst = NULL, *host = NULL;
     const int d2d = strcmp(kind, "d2d") == 0, to_device = strcmp(kind, "h2d_pinned") == 0;
@@ -326,6 +427,7 @@ int tm_copy_time(const char *kind, size_t bytes, int warmup, int repeat, double 
     if (to_device) memset(src, 1, bytes);
     else COPY_TRY("cudaMemset", cudaMemset(src, 1, bytes));
     for (int i = 0; i < warmup + repeat; ++i) {
+        if (flush_l2 && i >= warmup) COPY_TRY("the L2 flush before a timed copy", tm_flush_l2(i));
         COPY_TRY("cudaEventRecord", cudaEventRecord(start, 0));
         COPY_TRY("cudaMemcpy", cudaMemcpy(dst, src, bytes, direction));
         COPY_TRY("cudaEventRecord", cudaEventRecord(stop, 0));

@@ -1,6 +1,7 @@
 /* user_kernels.c: launching a kernel the user wrote (tiledmm/user_kernels.py compiles it).
  *
- * user_run(handle, grid, block, shared_bytes, args, warmup, repeat) -> dict (as tm_run's)
+ * user_run(handle, grid, block, shared_bytes, args, warmup, repeat[, flush_l2=True]) -> dict
+ *          (as tm_run's, "l2" included)
  *   handle   cuda: a cudaKernel_t from user_load; emu: the address of the generated launcher
  *            `int launch(const unsigned grid[3], const unsigned block[3], size_t shared,
  *                        void **args, const size_t *sizes, int threads, int strict,
@@ -10,7 +11,8 @@
  *                  array is copied to a fresh device buffer (and back when copy_back), else the
  *                  device address is passed as it is
  *            ("s", bytes)  a scalar, its bytes exactly as the parameter's type lays them out
- *   Copies are timed with events as in timing.c; `warmup` untimed then `repeat` timed launches.
+ *   Copies are timed with events as in timing.c; `warmup` untimed then `repeat` timed launches,
+ *   each after timing.c's L2 flush unless flush_l2 is false.
  * user_load(image, lowered_name) -> (library capsule, kernel address)   cuda only: loads a CUBIN
  *   or PTX image with the runtime's library API (CUDA 12.8+), no driver API needed. */
 #include "glue.h"
@@ -33,7 +35,7 @@ typedef struct {
     void *handle;
     dim3 grid, block;
     size_t shared;
-    int nargs, warmup, repeat;
+    int nargs, warmup, repeat, flush_l2;
     user_arg args[TM_USER_MAX_ARGS];
     double h2d_ms, d2h_ms, *samples_ms;
     size_t h2d_bytes, d2h_bytes;
@@ -117,6 +119,8 @@ static int user_execute(user_job *job)
         UTRY("kernel execution", cudaDeviceSynchronize());
     }
     for (int i = 0; i < job->repeat; ++i) {
+        if (job->flush_l2)
+            UTRY("the L2 flush before a timed launch (warm_l2=True skips it)", tm_flush_l2(i));
         UTRY("cudaEventRecord", cudaEventRecord(start, 0));
         UTRY("kernel launch", user_launch(job, argv, sizes));
         UTRY("cudaEventRecord", cudaEventRecord(stop, 0));
@@ -246,13 +250,14 @@ static PyObject *user_result(const user_job *job)
         PyList_SET_ITEM(samples, i, v);
     }
     return Py_BuildValue(
-        "{s:N,s:d,s:d,s:n,s:n,s:(III),s:(III),s:n,s:i,s:i,s:i,s:i,s:d,s:d}", "samples_ms", samples,
+        "{s:N,s:d,s:d,s:n,s:n,s:(III),s:(III),s:n,s:i,s:i,s:i,s:i,s:d,s:d,s:s}", "samples_ms", samples,
         "h2d_ms", job->h2d_ms, "d2h_ms", job->d2h_ms, "h2d_bytes", (Py_ssize_t)job->h2d_bytes,
         "d2h_bytes", (Py_ssize_t)job->d2h_bytes, "grid", job->grid.x, job->grid.y, job->grid.z,
         "block", job->block.x, job->block.y, job->block.z, "shared_bytes",
         (Py_ssize_t)(job->shared + (size_t)job->static_shared), "static_shared_bytes",
         job->static_shared, "registers", job->registers, "launches", 1, "blocks_per_sm",
-        job->blocks_per_sm, "occupancy", job->occupancy, "model_bytes", 0.0);
+        job->blocks_per_sm, "occupancy", job->occupancy, "model_bytes", 0.0, "l2",
+        tm_l2_state(job->flush_l2));
 }
 
 PyObject *tm_user_run_py(PyObject *self, PyObject *args)
@@ -264,8 +269,10 @@ PyObject *tm_user_run_py(PyObject *self, PyObject *args)
     (void)self;
     job = calloc(1, sizeof *job);
     if (job == NULL) return PyErr_NoMemory();
-    if (!PyArg_ParseTuple(args, "OO!O!nO!ii", &handle_obj, &PyTuple_Type, &grid_obj, &PyTuple_Type,
-                          &block_obj, &shared, &PyTuple_Type, &arg_list, &job->warmup, &job->repeat))
+    job->flush_l2 = 1;
+    if (!PyArg_ParseTuple(args, "OO!O!nO!ii|p", &handle_obj, &PyTuple_Type, &grid_obj,
+                          &PyTuple_Type, &block_obj, &shared, &PyTuple_Type, &arg_list,
+                          &job->warmup, &job->repeat, &job->flush_l2))
         goto done;
     if ((job->handle = PyLong_AsVoidPtr(handle_obj)) == NULL) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "null kernel handle");

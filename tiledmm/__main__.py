@@ -77,6 +77,7 @@ def cmd_bench(args):
         rows = runners[family](sizes=sizes, kernels=args.kernels, backend=args.backend,
                                warmup=args.warmup, repeat=args.repeat,
                                progress=bench.progress_to_stderr if args.verbose else None,
+                               warm_l2=args.warm_l2,
                                **({"profile": True} if args.profile else {}))
         all_rows += [dict(r, family=family) for r in rows]
         tables.append(bench.format_table(rows, family))
@@ -86,6 +87,7 @@ def cmd_bench(args):
         all_rows += [dict(r, family="end_to_end") for r in rows]
         tables.append(bench.format_end_to_end(rows))
     bench.save(all_rows, args.csv, args.json)
+    print(bench.header(args.backend, args.warmup, args.repeat, args.warm_l2))
     print("\n\n".join(tables))
 
 
@@ -126,6 +128,9 @@ def main(argv=None):
                    help="registered kernel names of the family (python -m tiledmm info lists them)")
     b.add_argument("--warmup", type=int, default=None)
     b.add_argument("--repeat", type=int, default=None)
+    b.add_argument("--warm-l2", action="store_true",
+                   help="keep the L2 cache warm between timed launches (default: flush it "
+                        "before each, so small sizes are timed from memory)")
     b.add_argument("--end-to-end", action="store_true",
                    help="also NumPy round trips: copy GB/s vs pinned memory, matmul vs numpy.matmul")
     b.add_argument("--csv", default=None)

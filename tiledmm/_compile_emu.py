@@ -588,12 +588,14 @@ def load_emu_fd(fd, name, digest, report_faults):
     return SimpleNamespace(handle=ctypes.cast(lib.tm_user_launch, ctypes.c_void_p).value, keep=lib)
 
 
-def counted_launch(mod, loaded, grid, block, shared, packed, warmup, repeat, profile):
-    """The backend's user_run of a loaded kernel; with profile (a profile build), counted by its
-    hooks: the pointer arguments' memory is global memory, and raw["profile_counts"] holds the
-    counters (tiledmm.profile)."""
+def counted_launch(mod, loaded, grid, block, shared, packed, warmup, repeat, profile,
+                   flush_l2=True):
+    """The backend's user_run of a loaded kernel (flush_l2: the L2 flush before each timed
+    launch, csrc/timing.c); with profile (a profile build), counted by its hooks: the pointer
+    arguments' memory is global memory, and raw["profile_counts"] holds the counters
+    (tiledmm.profile)."""
     run = lambda: mod.user_run(loaded.handle, grid, block, shared, packed,  # noqa: E731
-                               warmup, repeat)
+                               warmup, repeat, flush_l2)
     if not profile:
         return run()
     from .profile import bind, counted_run

@@ -4,6 +4,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
+import numpy as np
+
 from . import _backend, _registry
 from ._device_array import DeviceArray, as_device_input
 
@@ -19,7 +21,11 @@ class Timing:
     timed launch after `warmup` untimed ones); `total_ms` = h2d + kernel (median) + d2h.
     `clock` says what measured it: CUDA events on the GPU, the host clock on the emulator.
     On the GPU `h2d_ms` includes pinning an input in place (the second call that gets a large
-    NumPy array registers its memory, see README "NumPy round trips")."""
+    NumPy array registers its memory, see README "NumPy round trips").
+    `l2` says what the cache held at each timed launch: "flushed" (the default on the GPU: a
+    buffer twice the L2 size is written before each timed launch, outside the timed span, so
+    every launch reads its inputs from memory, not from what the previous launch left in L2),
+    "warm" (`warm_l2=True`: nothing flushed) or "n/a on the emulator" (no L2 to flush)."""
     h2d_ms: float
     kernel_ms: float
     kernel_ms_min: float
@@ -30,6 +36,7 @@ class Timing:
     d2h_bytes: int
     warmup: int
     clock: str
+    l2: str
 
     @property
     def copies(self):
@@ -41,7 +48,7 @@ class Timing:
         copies = ", ".join(f"{d} {n / 2**20:.3g} MiB in {getattr(self, d + '_ms'):.4g} ms"
                            for d, n in self.copies) or "no copies"
         return (f"Timing(kernel {self.kernel_ms:.4g} ms median of {len(self.samples_ms)} "
-                f"[min {self.kernel_ms_min:.4g}], {copies}, {self.clock})")
+                f"[min {self.kernel_ms_min:.4g}], L2 {self.l2}, {copies}, {self.clock})")
 
 
 @dataclass(frozen=True)
@@ -97,7 +104,7 @@ class Result:
             d2h_ms=raw["d2h_ms"], total_ms=raw["h2d_ms"] + kernel_ms + raw["d2h_ms"],
             h2d_bytes=raw["h2d_bytes"] if samples else 0, d2h_bytes=raw["d2h_bytes"] if samples else 0,
             warmup=warmup,
-            clock="CUDA events" if backend == "cuda" else "CPU time (emulator)")
+            clock="CUDA events" if backend == "cuda" else "CPU time (emulator)", l2=raw["l2"])
         self.launch = Launch(
             grid=raw["grid"], block=raw["block"], shared_bytes=raw["shared_bytes"],
             registers=raw["registers"] or None, blocks_per_sm=raw["blocks_per_sm"],
@@ -145,7 +152,16 @@ _FAMILY_MODELS = {
 }
 
 
-def _run(family, kernel, inputs, params, backend, warmup, repeat, output=None, profile=False):
+def check_warm_l2(warm_l2):
+    """warm_l2 as the C glue's flush_l2 flag (its negation); ValueError unless a bool."""
+    if not isinstance(warm_l2, (bool, np.bool_)):
+        raise ValueError(f"warm_l2 must be True (keep the L2 cache warm between timed launches) "
+                         f"or False (flush it before each, the default), got {warm_l2!r}")
+    return not warm_l2
+
+
+def _run(family, kernel, inputs, params, backend, warmup, repeat, output=None, profile=False,
+         *, warm_l2=False):
     spec = _registry.lookup(kernel, family)
     values = _registry.param_values(spec, params)
     mod, name = _backend.resolve(backend)
@@ -157,6 +173,7 @@ def _run(family, kernel, inputs, params, backend, warmup, repeat, output=None, p
         output = "device" if any(device_inputs) else "numpy"
     if output not in ("numpy", "device"):
         raise ValueError(f"output must be 'numpy' or 'device', got {output!r}")
+    flush_l2 = check_warm_l2(warm_l2)
     default_warmup, default_repeat = DEFAULT_RUNS[name]
     warmup = default_warmup if warmup is None else warmup
     repeat = default_repeat if repeat is None else repeat
@@ -168,7 +185,7 @@ def _run(family, kernel, inputs, params, backend, warmup, repeat, output=None, p
         raw = mod.run(kernel,
                       tuple(d.placeholder if d else x for x, d in zip(inputs, device_inputs)),
                       tuple(d.address if d else None for d in device_inputs),
-                      values, warmup, repeat, output == "device")
+                      values, warmup, repeat, output == "device", flush_l2)
     except RuntimeError as exc:
         # The launch itself refuses (and cleans up after) a GPU-only kernel on the emulator;
         # say which backend runs it instead of the bare CUDA error name.
@@ -203,7 +220,7 @@ def _run(family, kernel, inputs, params, backend, warmup, repeat, output=None, p
 
 
 def matmul(A, B, kernel="tiled", *, backend=None, warmup=None, repeat=None, output=None,
-           profile=False, **params):
+           profile=False, warm_l2=False, **params):
     """C = A @ B with one of the course's matmul kernels, timed.
 
     A is M x K, B is K x N (NumPy arrays or array-likes of float32/float64; any layout).
@@ -216,6 +233,9 @@ def matmul(A, B, kernel="tiled", *, backend=None, warmup=None, repeat=None, outp
     Compute's definitions: `res.profile` (a tiledmm.profile.Profile; the same keyword works on
     reduce, vec_add and mat_add). On emu the emulator counts it and `res.profile.predict("H100")`
     models GPU time; on cuda Nsight Compute (ncu) measures it in a second, profiled run.
+    On the GPU the L2 cache is flushed before each timed launch, so a small problem is timed
+    from memory as a first touch would be; `warm_l2=True` keeps it warm (a small problem then
+    times out of L2). `res.timing.l2` says which (also on reduce, vec_add and mat_add).
 
     >>> import numpy as np, tiledmm as tm
     >>> A = np.arange(6, dtype=np.float32).reshape(2, 3); B = np.ones((3, 2), np.float32)
@@ -223,11 +243,12 @@ def matmul(A, B, kernel="tiled", *, backend=None, warmup=None, repeat=None, outp
     array([[ 3.,  3.],
            [12., 12.]], dtype=float32)
     """
-    return _run("matmul", kernel, (A, B), params, backend, warmup, repeat, output, profile)
+    return _run("matmul", kernel, (A, B), params, backend, warmup, repeat, output, profile,
+                warm_l2=warm_l2)
 
 
 def reduce(x, kernel="shuffle", *, backend=None, warmup=None, repeat=None, output=None,
-           profile=False, **params):
+           profile=False, warm_l2=False, **params):
     """The sum of all elements of x (float32 or float64, any shape, flattened) with one of the
     course's reduction kernels. `res.out` is a 0-d array: `float(res.out)` is the sum. The
     sum of an empty array is 0, as in NumPy.
@@ -237,24 +258,26 @@ def reduce(x, kernel="shuffle", *, backend=None, warmup=None, repeat=None, outpu
     >>> float(res.out), res.out.shape
     (499500.0, ())
     """
-    result = _run("reduce", kernel, (x,), params, backend, warmup, repeat, output, profile)
+    result = _run("reduce", kernel, (x,), params, backend, warmup, repeat, output, profile,
+                warm_l2=warm_l2)
     result.out = result.out.reshape(())
     return result
 
 
 def vec_add(a, b, kernel="vec_add", *, backend=None, warmup=None, repeat=None, output=None,
-            profile=False, **params):
+            profile=False, warm_l2=False, **params):
     """c = a + b elementwise, one thread per element (the lectures' first kernel).
 
     >>> a = np.arange(5, dtype=np.float32)
     >>> tm.vec_add(a, a, block=128, backend="emu").out
     array([0., 2., 4., 6., 8.], dtype=float32)
     """
-    return _run("elementwise", kernel, (a, b), params, backend, warmup, repeat, output, profile)
+    return _run("elementwise", kernel, (a, b), params, backend, warmup, repeat, output, profile,
+                warm_l2=warm_l2)
 
 
 def mat_add(a, b, kernel="mat_add", *, backend=None, warmup=None, repeat=None, output=None,
-            profile=False, **params):
+            profile=False, warm_l2=False, **params):
     """C = A + B for matrices, with 2-D thread indices (CMU 15-418 lecture 001).
 
     >>> A = np.arange(6, dtype=np.float64).reshape(2, 3)
@@ -262,4 +285,5 @@ def mat_add(a, b, kernel="mat_add", *, backend=None, warmup=None, repeat=None, o
     array([[ 0.,  2.,  4.],
            [ 6.,  8., 10.]])
     """
-    return _run("elementwise", kernel, (a, b), params, backend, warmup, repeat, output, profile)
+    return _run("elementwise", kernel, (a, b), params, backend, warmup, repeat, output, profile,
+                warm_l2=warm_l2)

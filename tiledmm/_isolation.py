@@ -209,7 +209,7 @@ _RAW_FIELDS = {"samples_ms": "samples", "h2d_ms": "number", "d2h_ms": "number",
                "h2d_bytes": "int", "d2h_bytes": "int", "grid": "dim3", "block": "dim3",
                "shared_bytes": "int", "static_shared_bytes": "int", "registers": "int",
                "launches": "int", "blocks_per_sm": "int", "occupancy": "number",
-               "model_bytes": "number", "profile_counts": "counters"}
+               "model_bytes": "number", "profile_counts": "counters", "l2": "text"}
 _ERROR_KINDS = {"MemoryError", "KernelError", "CompileError", "RuntimeError", "ValueError",
                 "TypeError", "LookupError", "OSError", "ProtocolError"}
 
@@ -230,6 +230,8 @@ def _check_raw(raw):
             out[k] = _number(v, k, True)
         elif kind == "dim3":
             out[k] = _dim3(v, k)
+        elif kind == "text":
+            out[k] = _text(v, k, 64)
         else:
             if not isinstance(v, dict) or len(v) > 256:
                 raise ProtocolError("profile_counts is not a table of counters")

@@ -155,7 +155,8 @@ class Server:
                 from ._compile_emu import counted_launch
                 raw = counted_launch(mod, kernel, tuple(request["grid"]), tuple(request["block"]),
                                      request["shared"], tuple(packed), request["warmup"],
-                                     request["repeat"], request.get("profile"))
+                                     request["repeat"], request.get("profile"),
+                                     bool(request.get("flush_l2", True)))
             except MemoryError as exc:
                 return {"error": "MemoryError", "message": str(exc)}
             except RuntimeError as exc:

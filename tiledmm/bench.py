@@ -3,7 +3,9 @@ run: % of cuBLAS for matmul (where the `cublas` kernel is registered), % of a de
 copy for reductions. Speed targets live here, never in timed tests.
 
 Each row is the median of `repeat` launches after `warmup`, timed with CUDA events on the GPU
-(host clock on the emulator). Inputs are random in [-1, 1), never zeros.
+(host clock on the emulator), the L2 cache flushed before each timed launch (and before each
+timed reference copy) unless warm_l2=True (`--warm-l2`); `header()` says which. Inputs are
+random in [-1, 1), never zeros.
 """
 import csv
 import json
@@ -13,6 +15,7 @@ from statistics import median  # the definition Timing.kernel_ms uses too
 import numpy as np
 
 from . import _backend, _core, _registry
+from ._families import FAMILIES
 from ._device import device_info
 
 GPU_SIZES = {"matmul": (1024, 2048, 4096, 8192, (5000, 3000, 4000)), "reduce": (1 << 20, 1 << 24, 1 << 28)}
@@ -21,15 +24,36 @@ EMU_SIZES = {"matmul": (64, 128), "reduce": (1 << 12, 1 << 16)}
 
 def _runs(name, warmup, repeat, sizes, family):
     """Backend defaults for warmup, repeat and sizes where the caller gave none."""
-    on_gpu = name == "cuda"
-    warmup = (2 if on_gpu else 0) if warmup is None else warmup
-    repeat = (10 if on_gpu else 1) if repeat is None else repeat
-    sizes = sizes or (GPU_SIZES if on_gpu else EMU_SIZES)[family]
+    warmup, repeat = _warmup_repeat(name, warmup, repeat)
+    sizes = sizes or (GPU_SIZES if name == "cuda" else EMU_SIZES)[family]
     for size in sizes:
         dims = size if isinstance(size, tuple) else (size,)
         if not all(_registry._as_int(d) is not None and d >= 1 for d in dims):
             raise ValueError(f"bench sizes must be integers of 1 or more, got {size!r}")
     return warmup, repeat, sizes
+
+
+def _random(rng, shape):
+    """float32 inputs in [-1, 1)."""
+    return rng.random(shape, dtype=np.float32) * 2 - 1
+
+
+def _warmup_repeat(name, warmup, repeat):
+    on_gpu = name == "cuda"
+    return ((2 if on_gpu else 0) if warmup is None else warmup,
+            (10 if on_gpu else 1) if repeat is None else repeat)
+
+
+def header(backend=None, warmup=None, repeat=None, warm_l2=False):
+    """The line above bench's tables: where it ran and how it timed, the L2 cache included."""
+    name = backend or _backend.get_backend()
+    warmup, repeat = _warmup_repeat(name, warmup, repeat)
+    clock = "CUDA events" if name == "cuda" else "CPU time (emulator)"
+    l2 = ("L2 kept warm between timed launches (--warm-l2)" if warm_l2 else
+          "L2 flushed before each timed launch" if name == "cuda" else
+          "L2 flush n/a on the emulator")
+    return (f"bench on {name} ({device_info(name)['name']}): median of {repeat} timed "
+            f"launch{'es' if repeat != 1 else ''} after {warmup} warm-up, {clock}; {l2}")
 
 
 def variants(family="matmul", names=None, backend="cuda"):
@@ -49,10 +73,11 @@ def variants(family="matmul", names=None, backend="cuda"):
 
 
 def bench_matmul(sizes=None, kernels=None, backend=None, warmup=None, repeat=None,
-                 check=True, progress=None, profile=False):
+                 check=True, progress=None, profile=False, warm_l2=False):
     """Rows of dicts: kernel, params, M, N, K, ms, tflops, pct_cublas (None without cuBLAS),
-    backend, device (its name, as tm.device_info gives it), max_rel_error (vs float64 NumPy on
-    a sample of rows, when check is True). profile=True: also the counted traffic and the H100
+    backend, device (its name, as tm.device_info gives it), l2 (Timing.l2: "flushed", "warm"
+    with warm_l2=True, or "n/a on the emulator"), max_rel_error (vs float64 NumPy on a sample
+    of rows, when check is True). profile=True: also the counted traffic and the H100
     prediction (tiledmm.profile.row_fields), counted by the emulator (on cuda too, beside the
     measured time)."""
     name = backend or _backend.get_backend()
@@ -62,22 +87,23 @@ def bench_matmul(sizes=None, kernels=None, backend=None, warmup=None, repeat=Non
     cases = list(variants("matmul", kernels, name))
     has_cublas = "cublas" in _registry.specs() and name == "cuda"
     rng = np.random.default_rng(0)
+    matmul_row = FAMILIES["matmul"]
     rows = []
     for M, N, K in sizes:
-        A = (rng.random((M, K), dtype=np.float32) * 2 - 1)
-        B = (rng.random((K, N), dtype=np.float32) * 2 - 1)
+        A, B = matmul_row.inputs((M, N, K), lambda shape: _random(rng, shape))
         reference = None
         if has_cublas:
-            reference = _core.matmul(A, B, kernel="cublas", backend=name, warmup=warmup,
-                                     repeat=repeat)
+            reference = matmul_row.call(A, B, kernel="cublas", backend=name, warmup=warmup,
+                                        repeat=repeat, warm_l2=warm_l2)
         check_rows = rng.choice(M, size=min(M, 16), replace=False)
         expected = A[check_rows].astype(np.float64) @ B.astype(np.float64) if check else None
         for kernel, params in cases:
             if progress:
                 progress(f"{kernel} {params} {M}x{N}x{K}")
             try:
-                res = _core.matmul(A, B, kernel=kernel, backend=name, warmup=warmup,
-                                   repeat=repeat, profile=profile and name == "emu", **params)
+                res = matmul_row.call(A, B, kernel=kernel, backend=name, warmup=warmup,
+                                      repeat=repeat, profile=profile and name == "emu",
+                                      warm_l2=warm_l2, **params)
             except RuntimeError as exc:
                 # `cutlass` is built only where CUTLASS's headers were found: no row without it
                 # (its launcher printed how to build it); any other failure is an error.
@@ -88,7 +114,7 @@ def bench_matmul(sizes=None, kernels=None, backend=None, warmup=None, repeat=Non
                        ms=res.timing.kernel_ms, tflops=res.tflops,
                        pct_cublas=(100 * reference.timing.kernel_ms / res.timing.kernel_ms
                                    if reference else None),
-                       backend=name, device=device)
+                       backend=name, device=device, l2=res.timing.l2)
             if check:
                 got = res.out[check_rows].astype(np.float64)
                 row["max_rel_error"] = float(np.max(np.abs(got - expected))
@@ -100,31 +126,32 @@ def bench_matmul(sizes=None, kernels=None, backend=None, warmup=None, repeat=Non
 
 
 def bench_reduce(sizes=None, kernels=None, backend=None, warmup=None, repeat=None,
-                 check=True, progress=None, profile=False):
+                 check=True, progress=None, profile=False, warm_l2=False):
     """Rows of dicts: kernel, params, n, ms, gbps (bytes read over time), pct_copy (of a
     device-to-device copy of the same bytes measured in the same run, counting its read plus
-    write), backend, device, rel_error against NumPy's float64 sum. profile=True as for
-    bench_matmul."""
+    write, with the L2 flushed or kept warm as the kernels are), backend, device, l2,
+    rel_error against NumPy's float64 sum. profile=True and warm_l2 as for bench_matmul."""
     name = backend or _backend.get_backend()
     device = device_info(name)["name"]
     warmup, repeat, sizes = _runs(name, warmup, repeat, sizes, "reduce")
     mod = _backend.module(name)
     rng = np.random.default_rng(0)
+    reduce_row = FAMILIES["reduce"]
     rows = []
     for n in sizes:
-        x = rng.random(n, dtype=np.float32) * 2 - 1
-        copy_ms = median(mod.copy_time("d2d", x.nbytes, warmup, repeat))
+        x, = reduce_row.inputs(n, lambda shape: _random(rng, shape))
+        copy_ms = median(mod.copy_time("d2d", x.nbytes, warmup, repeat, not warm_l2))
         copy_gbps = 2 * x.nbytes / (copy_ms * 1e6)
         expected = x.astype(np.float64).sum() if check else None
         for kernel, params in variants("reduce", kernels, name):
             if progress:
                 progress(f"{kernel} {params} n={n}")
-            res = _core.reduce(x, kernel=kernel, backend=name, warmup=warmup, repeat=repeat,
-                               profile=profile and name == "emu", **params)
+            res = reduce_row.call(x, kernel=kernel, backend=name, warmup=warmup, repeat=repeat,
+                                  profile=profile and name == "emu", warm_l2=warm_l2, **params)
             gbps = x.nbytes / (res.timing.kernel_ms * 1e6)
             row = dict(kernel=kernel, params=_fmt_params(params), n=n, ms=res.timing.kernel_ms,
                        gbps=gbps, copy_gbps=copy_gbps, pct_copy=100 * gbps / copy_gbps,
-                       backend=name, device=device)
+                       backend=name, device=device, l2=res.timing.l2)
             if check:
                 row["rel_error"] = float(abs(float(res.out) - expected)
                                          / max(np.abs(x).sum(dtype=np.float64), 1e-30))

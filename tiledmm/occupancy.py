@@ -28,6 +28,8 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 
+from . import _families, _registry
+
 __all__ = ["occupancy", "Occupancy", "PRESETS", "preset", "preset_for", "device_limits",
            "max_tile_size", "tile_table", "RESOURCES"]
 
@@ -351,27 +353,23 @@ def compute(threads_per_block, shared_bytes=0, registers_per_thread=None, device
                      active_threads=blocks * warps * warp, **common)
 
 
+# Per registry family, the problem size _launch_facts runs when the caller gives none, as a
+# number of elements (matmul: the edge n of an n x n x n product; elementwise: a 256 x 256
+# problem, or size x size).
+_LAUNCH_FACTS_ELEMENTS = {"matmul": lambda size: size or 64,
+                          "reduce": lambda size: size or 1 << 14,
+                          "elementwise": lambda size: (size or 256) ** 2}
+
+
 def _launch_facts(kernel, params, size, dtype, backend):
     """Run `kernel` once on a small problem to read its launch (block, shared bytes,
     registers). Launch shapes do not depend on the size for most kernels; `size` matters
     for kernels that choose a configuration by size (fast config=0)."""
-    from . import _core, _registry
-    spec = _registry.specs().get(kernel)
-    if spec is None:
-        known = ", ".join(_registry.specs())
-        raise ValueError(f"unknown kernel {kernel!r}; choose one of: {known}")
+    row = _families.family_of(kernel)   # ValueError naming the kernels for an unknown one
     rng = np.random.default_rng(0)
-    if spec.family == "matmul":
-        n = size or 64
-        A = rng.random((n, n)).astype(dtype)
-        return _core.matmul(A, A, kernel=kernel, backend=backend, warmup=0, repeat=1, **params)
-    if spec.family == "reduce":
-        x = rng.random(size or 1 << 14).astype(dtype)
-        return _core.reduce(x, kernel=kernel, backend=backend, warmup=0, repeat=1, **params)
-    n = size or 256
-    a = rng.random((n, n) if kernel == "mat_add" else n * n).astype(dtype)
-    fn = _core.mat_add if kernel == "mat_add" else _core.vec_add
-    return fn(a, a, kernel=kernel, backend=backend, warmup=0, repeat=1, **params)
+    problem = row.elements_size(_LAUNCH_FACTS_ELEMENTS[_registry.specs()[kernel].family](size))
+    inputs = row.inputs(problem, lambda shape: rng.random(shape).astype(dtype))
+    return row.call(*inputs, kernel=kernel, backend=backend, warmup=0, repeat=1, **params)
 
 
 def occupancy(kernel=None, *, device=None, threads_per_block=None, shared_bytes=None,

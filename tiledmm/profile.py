@@ -37,6 +37,8 @@ from typing import Dict, Optional
 
 import numpy as np
 
+from . import _families
+
 __all__ = ["Profile", "Prediction", "count", "collect", "available", "row_fields",
            "counted_row_fields", "lesson_table", "LESSON_SIZES",
            "VALIDATION_MATMUL_VOLUME"]
@@ -442,21 +444,17 @@ def lesson_table(family, cases, size=None, device="H100", measure_size=None, bac
     >>> rows[0]["predicted_ms"] > rows[1]["predicted_ms"]
     True
     """
-    from . import _backend, _core
+    from . import _backend
     name = backend or _backend.get_backend()
     size = size or LESSON_SIZES[family]
     if measure_size is None:
         measure_size = size if name == "cuda" else min(size, 256 if family == "matmul" else 1 << 20)
     rng = np.random.default_rng(seed)
 
-    def inputs(n, kernel):
-        if family == "matmul":
-            return [rng.standard_normal((n, n), dtype=np.float32) for _ in range(2)]
-        if family == "reduce":
-            return [rng.standard_normal(n, dtype=np.float32)]
-        side = int(round(math.sqrt(n)))
-        shape = (side, side) if kernel == "mat_add" else (n,)
-        return [rng.standard_normal(shape, dtype=np.float32) for _ in range(2)]
+    def inputs(n, kernel):   # about n elements (matmul: n x n matrices)
+        row = _families.family_of(kernel)
+        return row.inputs(row.elements_size(n),
+                          lambda shape: rng.standard_normal(shape, dtype=np.float32))
 
     shape = f"{size}³" if family == "matmul" else f"n = {size:,}"
     measured_shape = f"{measure_size}³" if family == "matmul" else f"n = {measure_size:,}"
@@ -464,8 +462,8 @@ def lesson_table(family, cases, size=None, device="H100", measure_size=None, bac
     for kernel, params in cases:
         p = count(family, kernel, *inputs(size, kernel), **params)
         pred = p.predict(device)
-        res = _core._run(family, kernel, tuple(inputs(measure_size, kernel)), params, name,
-                         None, None)
+        res = _families.family_of(kernel).call(*inputs(measure_size, kernel), kernel=kernel,
+                                                backend=name, **params)
         rows.append(dict(
             kernel=kernel, params=" ".join(f"{k}={v}" for k, v in params.items()),
             counted_at=shape, global_load_requests=p.global_load_requests,

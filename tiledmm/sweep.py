@@ -12,7 +12,8 @@ long sweeps where tqdm is installed (progress=None: 8 runs or more).
 
 Row columns: kernel, family, params (text), one column per swept parameter (integers: Int64
 in a DataFrame, <NA> for kernels without that parameter), size columns
-(M, N, K for matmul; n for reduce and elementwise), dtype, backend, clock, ms (median), ms_min,
+(M, N, K for matmul; n for reduce and elementwise), dtype, backend, clock, l2 (Timing.l2: the L2
+cache flushed before each timed launch, or kept warm with warm_l2=True), ms (median), ms_min,
 gflops, tflops, gbps (fewest bytes over time), flops, model_bytes (the lecture's traffic model
 for this kernel), intensity (flops per model byte), model_gbps (model bytes over time),
 launch facts (grid, block_dim, threads_per_block, shared_bytes, registers, blocks_per_sm,
@@ -24,6 +25,8 @@ import types
 import warnings
 
 import numpy as np
+
+from . import _families
 
 __all__ = ["sweep", "cases"]
 
@@ -104,17 +107,6 @@ def _progress_bar(total, progress):
     return tqdm(total=total, desc="tm.sweep", leave=False)
 
 
-def _inputs(family, kernel, size, dtype, rng):
-    if family == "matmul":
-        M, N, K = size
-        return ((rng.random((M, K)) * 2 - 1).astype(dtype),
-                (rng.random((K, N)) * 2 - 1).astype(dtype))
-    if family == "reduce":
-        return ((rng.random(size) * 2 - 1).astype(dtype),)
-    shape = size if isinstance(size, tuple) else ((size, size) if kernel == "mat_add" else size)
-    return ((rng.random(shape) * 2 - 1).astype(dtype), (rng.random(shape) * 2 - 1).astype(dtype))
-
-
 def _row(res, spec, params, size, check_error):
     t, lc = res.timing, res.launch
     ms = t.kernel_ms
@@ -127,7 +119,7 @@ def _row(res, spec, params, size, check_error):
         row["n"] = int(np.prod(size))
     else:
         row["n"] = int(res.out.size)
-    row.update(dtype=str(res.out.dtype), backend=res.backend, clock=t.clock, ms=ms,
+    row.update(dtype=str(res.out.dtype), backend=res.backend, clock=t.clock, l2=t.l2, ms=ms,
                ms_min=t.kernel_ms_min, gflops=res.gflops, tflops=res.tflops, gbps=res.gbps,
                flops=res.flops, model_bytes=res.model_bytes,
                intensity=(res.flops / res.model_bytes if res.model_bytes else float("nan")),
@@ -155,7 +147,7 @@ def _error(family, res, inputs):
 
 def sweep(kernels=None, sizes=None, params=None, *, family=None, backend=None, warmup=None,
           repeat=None, dtype=np.float32, check=False, progress=None, errors="raise",
-          skip_missing=False, as_frame=None, seed=0, profile=False, **grid):
+          skip_missing=False, as_frame=None, seed=0, profile=False, warm_l2=False, **grid):
     """Run every kernel x size x parameter combination; one row per run.
 
     Args:
@@ -165,7 +157,8 @@ def sweep(kernels=None, sizes=None, params=None, *, family=None, backend=None, w
             matmul, or a list of these.
         params: parameter name -> value, list of values, or "all"; keyword arguments
             (``**grid``, e.g. ``tile=[8, 16, 32]``) add to it.
-        backend: as for tm.matmul, and so are warmup, repeat and dtype (defaults per backend).
+        backend: as for tm.matmul, and so are warmup, repeat, dtype (defaults per backend)
+            and warm_l2 (False: the L2 cache flushed before each timed launch).
         check: add max_rel_error against NumPy in float64.
         errors: "raise" (default), "skip" (drop the run) or "record" (a row with `error` text).
         skip_missing: skip kernels not registered in this build (with a warning) instead of
@@ -184,7 +177,7 @@ def sweep(kernels=None, sizes=None, params=None, *, family=None, backend=None, w
     >>> all(r["max_rel_error"] < 1e-5 for r in rows)
     True
     """
-    from . import _backend, _core, _registry
+    from . import _backend, _registry
     grid_params = dict(params or {})
     grid_params.update(grid)
     if errors not in ("raise", "skip", "record"):
@@ -199,27 +192,27 @@ def sweep(kernels=None, sizes=None, params=None, *, family=None, backend=None, w
         raise ValueError(f"one sweep runs one family; got {fam} and {', '.join(sorted(mixed))}")
     size_list = _sizes(sizes, fam)
     backend = backend or _backend.get_backend()
-    runners = {"matmul": _core.matmul, "reduce": _core.reduce}
     rng = np.random.default_rng(seed)
+
+    def make(shape):
+        return (rng.random(shape) * 2 - 1).astype(dtype)
+
     rows = []
     bar = _progress_bar(len(run_cases) * len(size_list), progress)
     try:
         for size in size_list:
             shared_inputs = {}
             for spec, p in run_cases:
-                key = spec.name if fam == "elementwise" else fam   # mat_add wants 2-D
-                if key not in shared_inputs:
-                    shared_inputs[key] = _inputs(fam, spec.name, size, dtype, rng)
-                inputs = shared_inputs[key]
+                row_of = _families.family_of(spec)   # kernels of one row share their inputs
+                if row_of.name not in shared_inputs:
+                    shared_inputs[row_of.name] = row_of.inputs(size, make)
+                inputs = shared_inputs[row_of.name]
                 if bar is not None:
                     bar.set_postfix_str(f"{spec.name} {size}", refresh=False)
-                if fam == "matmul" or fam == "reduce":
-                    call = runners[fam]
-                else:
-                    call = _core.mat_add if spec.name == "mat_add" else _core.vec_add
                 try:
-                    res = call(*inputs, kernel=spec.name, backend=backend, warmup=warmup,
-                               repeat=repeat, profile=profile and backend == "emu", **p)
+                    res = row_of.call(*inputs, kernel=spec.name, backend=backend, warmup=warmup,
+                                      repeat=repeat, profile=profile and backend == "emu",
+                                      warm_l2=warm_l2, **p)
                 except Exception as exc:
                     if errors == "raise":
                         raise

@@ -77,7 +77,7 @@ from . import _kernel_cache
 from ._compile_emu import (compile_emu, counted_launch, image_memfd, kernel_signature_confined,
                            load_emu)
 from ._compile_nvrtc import compile_cuda, load_cuda
-from ._core import DEFAULT_RUNS, MAX_RUNS, Result
+from ._core import DEFAULT_RUNS, MAX_RUNS, Result, check_warm_l2
 from ._device_array import DeviceArray, as_device_input, to_device
 from ._isolation import Segment, default_timeout, worker
 from ._kernel_diagnostics import (CompileError, CompileWarning, KernelError, emit_warnings,
@@ -236,7 +236,8 @@ class Kernel:
         return checked
 
     def __call__(self, grid, block, *args, shared_bytes=0, backend=None, warmup=None,
-                 repeat=None, check=None, flops=None, timeout="default", profile=False):
+                 repeat=None, check=None, flops=None, timeout="default", profile=False,
+                 warm_l2=False):
         """Launch on `grid` blocks of `block` threads (ints or tuples of up to 3) with
         `shared_bytes` of dynamic shared memory. Returns a Result (`res.out`, `res.timing`,
         `res.launch`). `flops`: operations per launch, for `res.gflops`. `check=True` (emu):
@@ -245,7 +246,9 @@ class Kernel:
         limit). A grid with a zero dimension launches nothing. `profile=True` (emu): the
         launch runs once more, on copies of the arrays, in a profile build of the kernel that
         counts its memory traffic as Nsight Compute would (`res.profile`, docs/profile.md);
-        `res.profile.predict()` needs `flops` for its instruction-issue term."""
+        `res.profile.predict()` needs `flops` for its instruction-issue term. On the GPU the
+        L2 cache is flushed before each timed launch unless `warm_l2=True` (`res.timing.l2`
+        says which), as for tm.matmul."""
         mod, name = _backend.resolve(backend or self._backend)
         check = self.check if check is None else bool(check)
         grid, block = _dim3(grid, "grid"), _dim3(block, "block")
@@ -253,6 +256,7 @@ class Kernel:
                 or not 0 <= shared_bytes <= MAX_SHARED_BYTES:
             raise ValueError(f"shared_bytes must be an integer from 0 to {MAX_SHARED_BYTES}, "
                              f"got {shared_bytes!r}")
+        flush_l2 = check_warm_l2(warm_l2)
         default_warmup, default_repeat = DEFAULT_RUNS[name]
         warmup = default_warmup if warmup is None else warmup
         repeat = default_repeat if repeat is None else repeat
@@ -275,7 +279,8 @@ class Kernel:
         checked = self._arguments(args, name)
         launch = SimpleNamespace(backend=name, mod=mod, grid=grid, block=block,
                                  shared=int(shared_bytes), warmup=int(warmup), repeat=int(repeat),
-                                 check=check, timeout=timeout, profile=False)
+                                 check=check, timeout=timeout, profile=False,
+                                 flush_l2=flush_l2)
         counts = self._count(launch, args) if profile and 0 not in grid else None
         if 0 in grid:
             raw = _empty_launch(launch)
@@ -344,7 +349,8 @@ class Kernel:
         loaded = _load_in_process(self._compiled(launch.backend, launch.check, launch.profile))
         try:
             raw = counted_launch(launch.mod, loaded, launch.grid, launch.block, launch.shared,
-                                 tuple(packed), launch.warmup, launch.repeat, launch.profile)
+                                 tuple(packed), launch.warmup, launch.repeat, launch.profile,
+                                 launch.flush_l2)
         except RuntimeError as exc:
             raise KernelError(f"kernel '{self.name}' on {launch.backend}: {exc}") from None
         for fn in after:
@@ -420,7 +426,7 @@ class Kernel:
         request = {"op": "launch", "backend": launch.backend, "grid": launch.grid,
                    "block": launch.block, "shared": launch.shared, "args": request_args,
                    "regions": segment.regions, "warmup": launch.warmup, "repeat": launch.repeat,
-                   "profile": launch.profile}
+                   "profile": launch.profile, "flush_l2": launch.flush_l2}
         if launch.backend == "emu":
             request["emu_threads"] = launch.mod.threads()
         what = f"kernel '{self.name}'"
@@ -557,7 +563,7 @@ def _empty_launch(launch):
     return {"samples_ms": [], "h2d_ms": 0.0, "d2h_ms": 0.0, "h2d_bytes": 0, "d2h_bytes": 0,
             "grid": launch.grid, "block": launch.block, "shared_bytes": launch.shared,
             "static_shared_bytes": 0, "registers": 0, "launches": 0, "blocks_per_sm": 0,
-            "occupancy": 0.0, "model_bytes": 0.0}
+            "occupancy": 0.0, "model_bytes": 0.0, "l2": "no launch"}
 
 
 def _load_in_process(artifact):
