@@ -346,7 +346,8 @@ class Kernel:
             raw = counted_launch(launch.mod, loaded, launch.grid, launch.block, launch.shared,
                                  tuple(packed), launch.warmup, launch.repeat, launch.profile)
         except RuntimeError as exc:
-            raise KernelError(f"kernel '{self.name}' on {launch.backend}: {exc}") from None
+            raise KernelError(f"kernel '{self.name}' on {launch.backend}: {exc}",
+                              kind=KernelError.CUDA_ERROR) from None
         for fn in after:
             fn()
         for original, copy in write_back:
@@ -450,7 +451,8 @@ class Kernel:
         if kind == "KernelError":
             report = [ln for ln in w.last_stderr.splitlines() if ln.startswith("tiledmm emulator:")]
             raise KernelError(f"{what} on {launch.backend}: {message}"
-                              + "".join("\n" + ln for ln in report if ln not in message))
+                              + "".join("\n" + ln for ln in report if ln not in message),
+                              kind=reply["kind"])
         raise RuntimeError(f"tiledmm's worker failed: {kind}: {message}\n"
                            f"{reply.get('traceback', '')}")
 
