@@ -19,8 +19,8 @@ def _takes_array(param):
 
 
 class Mapping:
-    """`order`: the assignment's Arg for each kernel parameter; `how`: 'name', 'arrays by
-    position, numbers by name', 'position' or 'args='; `text`: what the report says;
+    """`order`: the assignment's Arg for each kernel parameter; `how`: 'name', 'position
+    (arrays) and name (numbers)', 'position' or 'args='; `text`: what the report says;
     `arguments(values, scalars)`: the kernel's arguments for one launch."""
 
     def __init__(self, params, order, how, function=None, args=()):
@@ -108,7 +108,7 @@ def match_arguments(params, args, pass_scalars=False):
         return Mapping(params, order, "name")
     order = _arrays_by_position(params, args, pass_scalars)
     if order is not None:
-        return Mapping(params, order, "arrays by position, numbers by name")
+        return Mapping(params, order, "position (arrays) and name (numbers)")
     for candidate in (list(args), [a for a in args if a.kind != "size"]):
         if len(candidate) == len(params) and all(_fits(p, a) for p, a in zip(params, candidate)):
             return Mapping(params, candidate, "position")
