@@ -81,7 +81,7 @@ def test_kind_of_a_sandbox_refusal():
 
 
 def test_kind_of_the_runtime_error_crosses_the_worker_reply():
-    """Check mode's out-of-bounds report: the worker's reply says cuda_error, the caller keeps it."""
+    """Check mode's out-of-bounds report: the worker replies cuda_error; the caller keeps it."""
     source = r"""
 __global__ void past(const float *x, float *out, int n)
 {
