@@ -22,7 +22,8 @@ class KernelError(RuntimeError):
     argument's buffer, abort, a timeout), or the CUDA runtime's error.
 
     `.kind` says which, as one of these strings (also the class's constants), set where the
-    error is raised; decide on it, never on the message's words:
+    error is raised; decide on it, never on the message's words.
+
     - KernelError.TIMEOUT "timeout": the launch ran past its `timeout=` and the worker was
       stopped;
     - KernelError.SIGNAL "signal": a signal ended the worker (SIGSEGV, SIGBUS, SIGFPE, SIGILL,

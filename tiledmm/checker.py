@@ -102,8 +102,8 @@ class GradeTable:
 
     @property
     def table(self):
-        """shape, passed, max_error, tolerance, ms, message per case: a pandas DataFrame where
-        pandas is installed, else a list of dicts."""
+        """The cases' shape, passed, max_error, tolerance, ms and message, as a pandas DataFrame
+        where pandas is installed, else as a list of dicts."""
         try:
             import pandas as pd
         except ImportError:
