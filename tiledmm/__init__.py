@@ -18,7 +18,8 @@ from ._registry import KernelSpec, kernels
 from . import model, occupancy, plot, profile, sweep
 from .user_kernels import (CompileError, CompileWarning, Kernel, KernelError, cache_info,
                            clear_cache, compile)
-from .checker import CheckReport, check_matmul, check_reduce
+from .checker import (CheckReport, GradeTable, check_matmul, check_reduce, grade_matmul,
+                      grade_reduce)
 from . import grading
 from .grading import GradeReport, grade
 from .programs import ProgramLaunch, ProgramResult, run
@@ -37,5 +38,6 @@ __all__ = ["matmul", "reduce", "vec_add", "mat_add", "kernels", "device_info", "
            "model", "occupancy", "sweep", "plot", "profile",
            "compile", "Kernel", "CompileError", "CompileWarning", "KernelError", "clear_cache",
            "cache_info",
-           "check_matmul", "check_reduce", "CheckReport",
+           "grade_matmul", "grade_reduce", "GradeTable", "check_matmul", "check_reduce",
+           "CheckReport",
            "run", "ProgramResult", "ProgramLaunch", "grade", "GradeReport"]

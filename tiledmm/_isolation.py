@@ -244,8 +244,8 @@ def _check_raw(raw):
 
 def check_reply(reply, op):
     """The reply to request `op`, every field checked (types, sizes): ProtocolError otherwise."""
-    if set(reply) - {"ok", "error", "message", "log", "traceback", "exit", "raw", "artifact",
-                     "pid", "confined"}:
+    if set(reply) - {"ok", "error", "kind", "message", "log", "traceback", "exit", "raw",
+                     "artifact", "pid", "confined"}:
         raise ProtocolError("the worker's reply has fields outside the schema")
     out = {}
     if reply.get("ok") is True:
@@ -269,6 +269,10 @@ def check_reply(reply, op):
         kind = reply.get("error")
         if kind not in _ERROR_KINDS:
             kind = "RuntimeError"
+        if kind == "KernelError":   # what failed the launch: KernelError.kind, never guessed
+            if reply.get("kind") not in KernelError.KINDS:
+                raise ProtocolError("a KernelError reply without a known kind")
+            out["kind"] = reply["kind"]
         out.update(error=kind, message=_text(reply.get("message", ""), "message"),
                    log=_text(reply.get("log", ""), "log"),
                    traceback=_text(reply.get("traceback", ""), "traceback", 8192))
@@ -611,7 +615,7 @@ class Worker:
                 self._kill()
                 raise KernelError(f"{what}: tiledmm's worker sent a reply outside its schema "
                                   f"({exc}); it was stopped (the worker is started again for "
-                                  "the next call)") from None
+                                  "the next call)", kind=KernelError.WORKER) from None
             self._show_output(5.0)
             if isinstance(reply, dict) and reply.get("exit"):
                 self.proc.wait(10)   # the worker ends itself (a CUDA error may have poisoned it)
@@ -633,7 +637,7 @@ class Worker:
                                   "(timeout=; a loop that never ends?). Pass timeout=None for "
                                   "no limit, or a larger timeout=."
                                   + "".join(f"\ntiledmm check, before the timeout: {ln}"
-                                            for ln in found))
+                                            for ln in found), kind=KernelError.TIMEOUT)
             try:
                 ready = self._readable(0.1 if left is None else min(0.1, left))
                 if ready:
@@ -665,6 +669,10 @@ class Worker:
                    if ln.startswith("tiledmm-fault: ")]
         context = [ln for ln in err.splitlines() if ln.strip() and
                    not ln.startswith("tiledmm-fault: ")][-12:]
+        # the kind from how the worker ended: the fault handler raises the signal again after
+        # writing its report (tiledmm_fault.h), so the exit status is the signal either way
+        kind = KernelError.SANDBOX if code == -signal.SIGSYS else \
+            KernelError.SIGNAL if code is not None and code < 0 else KernelError.WORKER
         if reports:
             text = reports[0]
         elif code == -signal.SIGSYS:   # the seccomp trap, with signals blocked (posix_spawn)
@@ -677,7 +685,7 @@ class Worker:
             text = f"{what} ended tiledmm's worker process (exit code {code})"
         if context:
             text += "\nthe worker's last messages:\n  " + "\n  ".join(context)
-        return KernelError(text + "\n(the worker is started again for the next call)")
+        return KernelError(text + "\n(the worker is started again for the next call)", kind=kind)
 
     def _show_output(self, wait):
         """Print what the kernel printed (the worker's stdout) and keep what the worker wrote to

@@ -22,6 +22,8 @@ import threading
 import time
 import traceback
 
+from ._kernel_diagnostics import KernelError
+
 
 def _watch_parent(parent):
     """End this process when the caller is gone, even in the middle of a kernel that never
@@ -160,7 +162,8 @@ class Server:
             except MemoryError as exc:
                 return {"error": "MemoryError", "message": str(exc)}
             except RuntimeError as exc:
-                return {"error": "KernelError", "message": str(exc), "exit": backend == "cuda"}
+                return {"error": "KernelError", "kind": KernelError.CUDA_ERROR,
+                        "message": str(exc), "exit": backend == "cuda"}
             for fn in after:   # cuda: a `T **` parameter's rows back from the device
                 fn()
             # a kernel that left threads behind (a thread bomb: bounded by RLIMIT_DATA) leaves

@@ -352,7 +352,8 @@ class Kernel:
                                  tuple(packed), launch.warmup, launch.repeat, launch.profile,
                                  launch.flush_l2)
         except RuntimeError as exc:
-            raise KernelError(f"kernel '{self.name}' on {launch.backend}: {exc}") from None
+            raise KernelError(f"kernel '{self.name}' on {launch.backend}: {exc}",
+                              kind=KernelError.CUDA_ERROR) from None
         for fn in after:
             fn()
         for original, copy in write_back:
@@ -456,7 +457,8 @@ class Kernel:
         if kind == "KernelError":
             report = [ln for ln in w.last_stderr.splitlines() if ln.startswith("tiledmm emulator:")]
             raise KernelError(f"{what} on {launch.backend}: {message}"
-                              + "".join("\n" + ln for ln in report if ln not in message))
+                              + "".join("\n" + ln for ln in report if ln not in message),
+                              kind=reply["kind"])
         raise RuntimeError(f"tiledmm's worker failed: {kind}: {message}\n"
                            f"{reply.get('traceback', '')}")
 

@@ -10,11 +10,11 @@ import runpy
 
 import numpy as np
 
-from .launch_spec import LaunchSpec, evaluate
+from .launch_spec import LaunchFunction, LaunchSpec, evaluate
 
 __all__ = ["Arg", "Assignment", "Speed", "load_assignment"]
 
-KINDS = ("in", "out", "inout", "size", "scalar")
+KINDS = ("in", "out", "inout", "size", "scalar", "pass")
 
 
 class Arg:
@@ -24,7 +24,9 @@ class Arg:
     parameter names that match it (exact case). kind: 'in' (an input array), 'out' (an output
     array, filled with a marked NaN so elements never written are found), 'inout' (an input
     array the kernel updates), 'size' (an integer the case gives, e.g. n), 'scalar' (a number:
-    `value`, an expression of the sizes or a callable(rng)). An 'out' array with `value=0.0`
+    `value`, an expression of the sizes or a callable(rng)), 'pass' (a number each launch pass
+    gives: a reduction's depth, from tm.grade_reduce's launch= dicts; made by the argument
+    matcher, not written in assignments). An 'out' array with `value=0.0`
     starts filled with that value instead (e.g. partial sums added atomically).
     shape: the array's shape as expressions of the sizes, e.g. ("M", "K"); 'blocks' is the
     launch's number of blocks.
@@ -105,12 +107,17 @@ class Assignment(CaseSizes):
     tolerance: 'matmul' (tiledmm.testing's K-scaled bound for the product of the first two
     'in' arrays), 'sum' (assert_sum_close's bound for the sum of the first 'in' array),
     {'rtol': r, 'atol': a}, or ``callable(expected, **inputs)`` -> per-element tolerance.
-    launch: LaunchSpec or {'grid': expr, 'block': expr, 'shared': expr} (see launch_spec).
+    launch: LaunchSpec, {'grid': expr, 'block': expr, 'shared': expr} (see launch_spec), or a
+    LaunchFunction (a Python function of the sizes, as tm.grade_matmul's launch=).
     dtype: the element type of the arrays unless the kernel's pointer says another float type.
-    speed: Speed or None. timeout: seconds per case (default 20)."""
+    speed: Speed or None. timeout: seconds per case (default 20; None: no limit).
+    explain: ``callable(output name, got, inputs, launches)`` -> the message for an output whose
+    values are wrong (every element written); `inputs` as the kernel received them, in their
+    dtypes; `launches` how many passes ran. Default: its first wrong element."""
 
     def __init__(self, name, args, cases, reference, launch, *, description="", tolerance=None,
-                 combine=None, random_cases=None, speed=None, dtype=np.float32, timeout=20.0):
+                 combine=None, random_cases=None, speed=None, dtype=np.float32, timeout=20.0,
+                 explain=None):
         self.name, self.description = name, description
         self.args = list(args)
         names = [a.name for a in self.args]
@@ -120,9 +127,11 @@ class Assignment(CaseSizes):
         self.random_cases = random_cases
         self.reference, self.combine = reference, dict(combine or {})
         self.tolerance = tolerance or {"rtol": 1e-5, "atol": 1e-6}
-        self.launch = launch if isinstance(launch, LaunchSpec) else LaunchSpec(
+        self.launch = launch if isinstance(launch, (LaunchSpec, LaunchFunction)) else LaunchSpec(
             launch["grid"], launch["block"], launch.get("shared", 0))
-        self.speed, self.dtype, self.timeout = speed, np.dtype(dtype), float(timeout)
+        self.explain = explain
+        self.speed, self.dtype = speed, np.dtype(dtype)
+        self.timeout = None if timeout is None else float(timeout)   # None: no limit
         if not any(a.kind in ("out", "inout") for a in self.args):
             raise ValueError(f"assignment {name!r} has no output (an Arg of kind 'out' or 'inout')")
 

@@ -24,7 +24,7 @@ import math
 import os
 import re
 
-__all__ = ["LaunchSpec", "evaluate", "read_declared"]
+__all__ = ["LaunchSpec", "LaunchFunction", "evaluate", "read_declared"]
 
 PREFIX = "tiledmm-grade:"
 KEYS = ("grid", "block", "shared", "define", "kernel")
@@ -116,6 +116,10 @@ class LaunchSpec:
             out.append(value)
         return tuple(out)
 
+    def passes(self, names):
+        """[(grid, block, shared_bytes, {})]: one launch."""
+        return [(*self.resolve(names), {})]
+
     def describe(self):
         """The spec as one line of text."""
         def text(v):
@@ -128,6 +132,72 @@ class LaunchSpec:
             return self
         return LaunchSpec(declared.get("grid", self.grid), declared.get("block", self.block),
                           declared.get("shared", self.shared), origin)
+
+
+_PASS_FORMS = ("a pass is (grid, block), (grid, block, shared_bytes), or either with a dict of "
+               "scalar arguments at the end; several passes are a list of them")
+
+
+class LaunchFunction:
+    """A launch as a Python function of the case's sizes, in the assignment's order of its
+    'size' arguments: `fn(M, N, K)` -> (grid, block) or (grid, block, shared_bytes). With
+    passes=True (a reduction's host loop) it may return one pass or a list of passes, launched
+    in order on the same arrays, each either form with a dict of the kernel's other scalar
+    arguments for that pass at the end; an empty list launches nothing."""
+
+    def __init__(self, fn, size_names, passes=False):
+        self.fn, self.size_names, self.several = fn, tuple(size_names), passes
+        self.origin = "launch="
+
+    def _call(self, names):
+        args = ", ".join(str(names[n]) for n in self.size_names)
+        return f"launch({args})", self.fn(*(names[n] for n in self.size_names))
+
+    def passes(self, names):
+        """[(grid, block, shared_bytes, scalars)], dimensions checked as LaunchSpec checks."""
+        call, config = self._call(names)
+        if not self.several:
+            if not isinstance(config, tuple) or len(config) not in (2, 3):
+                raise ValueError(f"{call} must return (grid, block) or (grid, block, "
+                                 f"shared_bytes), got {config!r}")
+            config = [config]
+        elif isinstance(config, tuple):
+            config = [config]
+        elif isinstance(config, (str, bytes, dict)) or not hasattr(config, "__iter__"):
+            raise ValueError(f"{call} must return one pass or a list of passes ({_PASS_FORMS}),"
+                             f" got {config!r}")
+        out = []
+        for p in config:
+            if not isinstance(p, tuple):
+                raise ValueError(f"{call}: {_PASS_FORMS}; got {p!r}")
+            scalars = {}
+            if p and isinstance(p[-1], dict) and self.several:
+                p, scalars = p[:-1], p[-1]
+            if len(p) not in (2, 3):
+                raise ValueError(f"{call}: {_PASS_FORMS}; got {p!r}")
+            shared = _dims(p[2] if len(p) == 3 else 0, "shared", call)
+            if len(shared) != 1:
+                raise ValueError(f"{call}: shared_bytes must be one number, got {p[2]!r}")
+            out.append((_dims(_tuple(p[0]), "grid", call), _dims(_tuple(p[1]), "block", call),
+                        shared[0], dict(scalars)))
+        return out
+
+    def describe(self):
+        return f"{getattr(self.fn, '__name__', 'a function')}({', '.join(self.size_names)})"
+
+    def overridden(self, declared, origin):
+        """A submission's declared launch replaces the function whole (grid and block both)."""
+        if not any(k in declared for k in ("grid", "block", "shared")):
+            return self
+        if not all(k in declared for k in ("grid", "block")):
+            raise ValueError("a submission graded with a launch= function must declare both its "
+                             "grid and its block, or neither")
+        return LaunchSpec(declared["grid"], declared["block"], declared.get("shared", 0), origin)
+
+
+def _tuple(value):
+    """A grid or block as launch functions write it: a number, a tuple or a list."""
+    return tuple(value) if isinstance(value, list) else value
 
 
 def _parse_lines(lines, where):

@@ -13,6 +13,7 @@ in check mode on emu for the cases that are not 'big'; compare with the referenc
 Nothing the submission does raises here: compile errors, faults, timeouts, wrong or missing
 output all become failed cases with a message.
 """
+import functools
 import os
 import secrets
 
@@ -33,7 +34,6 @@ __all__ = ["grade"]
 
 MAX_TIMEOUTS = 2   # after this many cases time out, the rest are not run
 MAX_CRASHES = 3    # after this many cases crash the worker (a signal), the rest are not run
-_CRASH_SIGNALS = ("(SIGSEGV", "(SIGBUS", "(SIGABRT", "(SIGFPE", "(SIGILL")
 
 
 def _read_submission(submission):
@@ -107,21 +107,8 @@ def _grade(submission, assignment, backend, seed, kernel, timeout, check, compil
         report.speed = {"graded": False, "note": "the submission did not compile"}
         return report
     kern, mapping, launch = k
-    timeouts = crashes = 0
-    for i, case in enumerate(cases):
-        if timeouts >= MAX_TIMEOUTS or crashes >= MAX_CRASHES:
-            why = f"{timeouts} earlier cases ran past their time limit" \
-                if timeouts >= MAX_TIMEOUTS else f"{crashes} earlier cases crashed"
-            report.cases.append(_row(assignment, case, "-", False, 0.0, np.nan, np.nan, np.nan,
-                                     f"not run: {why}"))
-            continue
-        mode = "check" if use_check and not case.get("big") else "plain"
-        limit = case.get("timeout", timeout if timeout is not None else assignment.timeout)
-        row = _run_case(assignment, case, kern, mapping, launch, backend, mode, limit,
-                        np.random.default_rng([seed, i + 1]))
-        timeouts += "ran for more than" in row["message"]
-        crashes += any(sig in row["message"] for sig in _CRASH_SIGNALS)
-        report.cases.append(row)
+    run_cases(report, assignment, cases, kern, mapping, launch, backend, use_check, timeout,
+              lambda i: np.random.default_rng([seed, i + 1]))
     if not speed or assignment.speed is None:
         report.speed = {"graded": False, "note": "not asked for" if assignment.speed else
                         "the assignment has no speed part"}
@@ -132,6 +119,33 @@ def _grade(submission, assignment, backend, seed, kernel, timeout, check, compil
     else:
         report.speed = _speed(assignment, kern, mapping, launch, backend, seed)
     return report
+
+
+def run_cases(report, assignment, cases, kern, mapping, launch, backend, use_check, timeout,
+              rng_of):
+    """Run `cases` of `assignment` with a compiled kernel, a Mapping and a launch (LaunchSpec or
+    LaunchFunction), one row each into report.cases: the correctness part of tm.grade, and all
+    of tm.grade_matmul / tm.grade_reduce. use_check: check mode for the cases that are not
+    'big'; timeout: seconds per case (None: the assignment's); rng_of(i): case i's generator.
+    After MAX_TIMEOUTS cases that time out, or MAX_CRASHES that end the worker with a signal,
+    the rest are not run."""
+    timeouts = crashes = 0
+    for i, case in enumerate(cases):
+        if timeouts >= MAX_TIMEOUTS or crashes >= MAX_CRASHES:
+            why = f"{timeouts} earlier cases ran past their time limit" \
+                if timeouts >= MAX_TIMEOUTS else f"{crashes} earlier cases crashed"
+            report.cases.append(_row(assignment, case, "-", False, 0.0, np.nan, np.nan, np.nan,
+                                     f"not run: {why}"))
+            continue
+        mode = "check" if use_check and not case.get("big") else "plain"
+        limit = case.get("timeout", timeout if timeout is not None else assignment.timeout)
+        row, failure = _run_case(assignment, case, kern, mapping, launch, backend, mode, limit,
+                                 rng_of(i))
+        # what ended the launch, as KernelError.kind says it (never the message's words: a
+        # kernel may print anything)
+        timeouts += failure == KernelError.TIMEOUT
+        crashes += failure == KernelError.SIGNAL
+        report.cases.append(row)
 
 
 def _prepare(report, assignment, source, path, kernel, backend, use_check, compile_timeout):
@@ -170,13 +184,13 @@ def _row(assignment, case, mode, passed, score, max_error, tol, ms, message):
 
 
 def _inputs(assignment, sizes, mapping, launch, rng):
-    """(kernel arguments, values by name, float64 inputs, marks, grid, block, shared)."""
+    """(values by name, float64 inputs, marks, passes): passes are (grid, block, shared,
+    scalars), one per launch; 'blocks' in shapes is the largest pass's number of blocks."""
     names = dict(sizes)
     names.update(mapping.size_names(sizes))
-    grid, block, shared = launch.resolve(names)
-    names["blocks"] = int(np.prod(grid))
-    dtypes = {a.name: p.dtype for p, a in zip(mapping.params, mapping.order)
-              if a.is_array and p.dtype is not None and p.dtype.kind == "f"}
+    passes = launch.passes(names)
+    names["blocks"] = max([0] + [int(np.prod(grid)) for grid, _, _, _ in passes])
+    dtypes = mapping.array_dtypes()
     values, marks = {}, {}
     for a in assignment.args:
         if a.kind == "size":
@@ -193,41 +207,55 @@ def _inputs(assignment, sizes, mapping, launch, rng):
                 values[a.name] = testing.exact_integer_matrix(rng, shape, dtype, a.high) / 4
     inputs64 = {k: (v.astype(np.float64) if isinstance(v, np.ndarray) else v)
                 for k, v in values.items()}
-    args = tuple(values[a.name] for a in mapping.order)
-    return args, values, inputs64, marks, grid, block, shared
+    return values, inputs64, marks, passes
 
 
 def _message(exc):
+    """A failed launch's report, without the runtime's generic first line when a report follows
+    it, and without the worker's restart (no news to a grader)."""
     lines = [ln for ln in str(exc).splitlines()
              if ln != "(the worker is started again for the next call)"]
     lines = [ln.replace("Pass timeout=None for no limit, or a larger timeout=.",
                         "The grader's limit per case is timeout= (--timeout).")
              for ln in lines]
-    if len(lines) > 1 and "failed: cuda" in lines[0]:
+    if getattr(exc, "kind", None) == KernelError.CUDA_ERROR and len(lines) > 1:
         lines = lines[1:]
     return f"{type(exc).__name__}: " + "\n".join(lines)
 
 
+def _launch_all(kern, values, mapping, passes, backend, mode, limit):
+    """Launch every pass in order on the same arrays; the kernel time, summed."""
+    ms = 0.0
+    for grid, block, shared, scalars in passes:
+        res = kern(grid, block, *mapping.arguments(values, scalars), shared_bytes=shared,
+                   backend=backend, check=mode == "check", warmup=0, repeat=1, timeout=limit)
+        ms += float(res.timing.kernel_ms)
+    return ms
+
+
 def _run_case(assignment, case, kern, mapping, launch, backend, mode, limit, rng):
+    """(row, failure): failure is the KernelError's kind when a launch failed with one."""
     sizes = assignment.sizes_of(case)
     try:
-        args, values, inputs64, marks, grid, block, shared = _inputs(
-            assignment, sizes, mapping, launch, rng)
+        values, inputs64, marks, passes = _inputs(assignment, sizes, mapping, launch, rng)
     except (ValueError, TypeError, MemoryError) as exc:
         return _row(assignment, case, mode, False, 0, np.nan, np.nan, np.nan,
-                    f"launch configuration: {exc}")
-    flops = None
+                    f"launch configuration: {exc}"), None
     try:
-        res = kern(grid, block, *args, shared_bytes=shared, backend=backend,
-                   check=mode == "check", warmup=0, repeat=1, timeout=limit, flops=flops)
+        ms = _launch_all(kern, values, mapping, passes, backend, mode, limit)
     except (KernelError, ValueError, TypeError, MemoryError, RuntimeError) as exc:
-        return _row(assignment, case, mode, False, 0, np.nan, np.nan, np.nan, _message(exc))
+        return (_row(assignment, case, mode, False, 0, np.nan, np.nan, np.nan, _message(exc)),
+                getattr(exc, "kind", None))
     expected = assignment.reference(**inputs64)
     outputs = assignment.outputs
     if not isinstance(expected, dict):
         expected = {outputs[0].name: expected}
     passed, max_error, max_tol, messages = True, 0.0, 0.0, []
-    sum_of = next((values[a.name] for a in assignment.args if a.kind in ("in", "inout")), None)
+    sum_of = next((inputs64[a.name] for a in assignment.args if a.kind in ("in", "inout")),
+                  None)
+    # the inputs as the kernel received them, in their own dtypes (an 'inout' array has changed)
+    as_given = {k: v.astype(values[k].dtype) if isinstance(v, np.ndarray) else v
+                for k, v in inputs64.items()}
     for a in outputs:
         if a.name not in expected:
             continue
@@ -236,22 +264,28 @@ def _run_case(assignment, case, kern, mapping, launch, backend, mode, limit, rng
             got = assignment.combine[a.name](got)
         dtype = values[a.name].dtype
         tol = tolerance(assignment, expected[a.name], inputs64, dtype)
+        explain = None if assignment.explain is None else \
+            functools.partial(assignment.explain, a.name, got, as_given, len(passes))
         ok, err, t, msg = compare(a.name, got, expected[a.name], tol, marks.get(a.name),
-                                  sum_of if assignment.tolerance == "sum" else None)
+                                  sum_of if assignment.tolerance == "sum" else None, explain)
         passed &= ok
         max_error, max_tol = max(max_error, err), max(max_tol, t)
         if msg:
             messages.append(msg)
     points = float(case.get("points", 1.0))
-    return _row(assignment, case, mode, passed, points, max_error, max_tol,
-                res.timing.kernel_ms, "; ".join(messages))
+    return _row(assignment, case, mode, passed, points, max_error, max_tol, ms,
+                "; ".join(messages)), None
 
 
 def _speed(assignment, kern, mapping, launch, backend, seed):
     speed = assignment.speed
     try:
-        args, values, inputs64, _, grid, block, shared = _inputs(
-            assignment, dict(speed.case), mapping, launch, np.random.default_rng([seed, 10**6]))
+        values, inputs64, _, passes = _inputs(assignment, dict(speed.case), mapping, launch,
+                                              np.random.default_rng([seed, 10**6]))
+        if len(passes) != 1:
+            raise ValueError(f"the speed part times one launch; the launch gives {len(passes)}")
+        [(grid, block, shared, scalars)] = passes
+        args = mapping.arguments(values, scalars)
 
         def run():
             return kern(grid, block, *args, shared_bytes=shared, backend=backend, warmup=0,
