@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import tiledmm as tm
-from tiledmm import _backend, _device, _time_model
+from tiledmm import _backend, _device
+from tiledmm.profiling import time_model
 from tiledmm.occupancy import PRESETS, preset_for
 
 from conftest import HAVE_GPU, random_matrix
@@ -109,7 +110,7 @@ def test_predict_picks_the_running_gpus_preset(monkeypatch, tiled_profile, name,
 def test_on_a_gpu_predict_names_this_gpu(tiled_profile):
     info = _device.device_info("cuda")
     key = preset_for(info["name"], tuple(info["compute_capability"]))
-    assert _time_model.default_device()[0] == (key or _time_model.DEFAULT_DEVICE)
+    assert time_model.default_device()[0] == (key or time_model.DEFAULT_DEVICE)
     assert tiled_profile.predict().device == (key or "H100")
 
 

@@ -16,19 +16,19 @@ from ._device import device_info, mem_info
 from ._device_array import DeviceArray, to_device
 from ._registry import KernelSpec, kernels
 from . import model, occupancy, plot, profile, sweep
-from .user_kernels import (CompileError, CompileWarning, Kernel, KernelError, cache_info,
-                           clear_cache, compile)
+from .student.user_kernels import (CompileError, CompileWarning, Kernel, KernelError, cache_info,
+                                   clear_cache, compile)
 from .checker import CheckReport, check_matmul, check_reduce
 from . import grading
 from .grading import GradeReport, grade
-from .programs import ProgramLaunch, ProgramResult, run
+from .student.programs import ProgramLaunch, ProgramResult, run
 
 __version__ = "0.1.0"
 
 
 def load_ipython_extension(shell):
-    """`%load_ext tiledmm` in Jupyter: the %%cuda magics (tiledmm/magics.py, nvcc4jupyter's)."""
-    from . import magics   # IPython is needed only here, in a notebook's kernel
+    """`%load_ext tiledmm` in Jupyter: the %%cuda magics (tiledmm/student/magics.py, nvcc4jupyter's)."""
+    from .student import magics  # IPython is needed only here, in a notebook's kernel
     magics.load_ipython_extension(shell)
 
 __all__ = ["matmul", "reduce", "vec_add", "mat_add", "kernels", "device_info", "mem_info",

@@ -91,7 +91,7 @@ def cmd_bench(args):
 
 def cmd_run(args):
     """A whole CUDA program on the terminal: its stdin and stdout, its exit code."""
-    from tiledmm.programs import run_cli
+    from tiledmm.student.programs import run_cli
     return run_cli(args.file, backend=args.backend or args.run_backend, timeout=args.timeout,
                    args=args.program_args, profile=args.profile, check=args.check)
 

@@ -150,7 +150,7 @@ def _run(family, kernel, inputs, params, backend, warmup, repeat, output=None, p
     values = _registry.param_values(spec, params)
     mod, name = _backend.resolve(backend)
     if profile and name != "emu":
-        from ._ncu import find_ncu
+        from .profiling.ncu import find_ncu
         find_ncu()   # before the run: say at once when Nsight Compute is missing
     device_inputs = [as_device_input(x, name) for x in inputs]
     if output is None:
@@ -196,7 +196,7 @@ def _run(family, kernel, inputs, params, backend, warmup, repeat, output=None, p
         if name == "emu":
             result.profile = _profile.collect(family, kernel, inputs, device_inputs, values,
                                               result, raw["problem"])
-        else:   # Nsight Compute on the GPU (tiledmm._ncu)
+        else:   # Nsight Compute on the GPU (tiledmm.profiling.ncu)
             result.profile = _profile.collect_ncu(family, kernel, inputs, result)
     return result
 

@@ -36,7 +36,7 @@ is `launch=lambda n: [(grid(n), 256, 256 * 4, {"depth": d}) for d in powers(n, 2
 import numpy as np
 
 from . import testing
-from .user_kernels import Kernel, KernelError
+from .student.user_kernels import Kernel, KernelError
 
 __all__ = ["check_matmul", "check_reduce", "CheckReport", "MATMUL_SHAPES", "REDUCE_SIZES"]
 

@@ -187,7 +187,7 @@ class Profile:
     min_bytes: float = 0.0
     itemsize: int = 4
     # Who counted: "emu" (this module's profiled run) or "ncu" (Nsight Compute on the GPU,
-    # tiledmm._ncu: counters without an ncu metric are NaN there). `hardware` holds what ncu
+    # tiledmm.profiling.ncu: counters without an ncu metric are NaN there). `hardware` holds what ncu
     # measured beside the counters (gpu_time_ns, dram_bytes, l2_sectors_from_l1, ...).
     source: str = "emu"
     hardware: Dict[str, float] = field(default_factory=dict)
@@ -239,7 +239,7 @@ class Profile:
                 f"measured by {self.source} (its kernel time is the call's res.timing). For the "
                 "prediction, count on the emulator: tm.profile.count(family, kernel, *inputs, "
                 "**params)")
-        from ._time_model import predict
+        from .profiling.time_model import predict
         return predict(self, device)
 
     def __repr__(self):
@@ -306,16 +306,16 @@ def collect(family, kernel, inputs, device_inputs, values, result, problem, samp
 
 
 def collect_ncu(family, kernel, inputs, result):
-    """profile=True on cuda: the call once more under Nsight Compute (tiledmm._ncu), as a
+    """profile=True on cuda: the call once more under Nsight Compute (tiledmm.profiling.ncu), as a
     Profile with source "ncu"."""
-    from . import _ncu
-    measured = _ncu.profile_calls([{"family": family, "kernel": result.kernel,
+    from .profiling import ncu
+    measured = ncu.profile_calls([{"family": family, "kernel": result.kernel,
                                     "inputs": list(inputs), "params": result.params}])[0]
     return from_ncu(measured, result)
 
 
 def from_ncu(measured, result):
-    """A Profile from tiledmm._ncu's sums for one call (fields without an ncu metric: NaN)."""
+    """A Profile from tiledmm.profiling.ncu's sums for one call (fields without an ncu metric: NaN)."""
     launch = result.launch
     blocks = int(measured["blocks"])
     warps_per_block = -(-launch.threads_per_block // 32)
@@ -339,7 +339,7 @@ def _names_before_sampled():
 
 
 def _ncu_extra_names():
-    from ._ncu import EXTRA_METRICS
+    from .profiling.ncu import EXTRA_METRICS
     return tuple(EXTRA_METRICS)
 
 

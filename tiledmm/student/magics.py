@@ -27,10 +27,10 @@ from IPython.core.magics.execution import TimeitResult
 from IPython.display import HTML, display
 from traitlets import Unicode, observe, validate
 
-from . import _sandbox, programs
-from ._backend import cuda_device_count, get_backend
-from ._isolation import default_timeout
-from ._kernel_diagnostics import CompileError
+from . import sandbox, programs
+from .._backend import cuda_device_count, get_backend
+from .isolation import default_timeout
+from .kernel_diagnostics import CompileError
 
 SHARED_GROUP = "shared"
 CELL_FILE = "cell.cu"
@@ -245,10 +245,10 @@ def _profile_on_gpu(files, compiler_args, profiler, profiler_args, args, stdin, 
             f.write(image)
         report = os.path.join(scratch, "report.jsonl")
         runner = (f"import sys; sys.path.insert(0, {programs.PACKAGE_PARENT!r}); "
-                  "from tiledmm import _program_main; sys.exit(_program_main.main(sys.argv[1:]))")
+                  "from tiledmm.student import program_main; sys.exit(program_main.main(sys.argv[1:]))")
         # The profiler attaches to the program (injection, its own sockets), which the sandbox
         # refuses a confined process: under ncu or nsys the program runs outside it, as
-        # tm.compile(..., profile=True)'s kernels do under ncu (tiledmm/_ncu.py).
+        # tm.compile(..., profile=True)'s kernels do under ncu (tiledmm/profiling/ncu.py).
         tool_args = shlex.split(profiler_args)
         if profiler is Profiler.NSYS and (not tool_args or tool_args[0].startswith("-")):
             tool_args = ["profile", *(tool_args or ["--stats=true"])]   # nsys's subcommand
@@ -262,7 +262,7 @@ def _run_profiler(argv, stdin, timeout):
     ended on every path (an interrupt too)."""
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True,
-                            env=_sandbox.minimal_env())
+                            env=sandbox.minimal_env())
     timed_out = False
     try:
         out, err = proc.communicate(stdin, timeout=timeout)

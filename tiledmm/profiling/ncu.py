@@ -2,9 +2,9 @@
 
 Nsight Compute (`ncu`) profiles a process it starts, so the calls to profile are written to a
 temporary folder (their inputs as .npy files and a JSON list of calls) and run once more,
-each with warmup=0 and repeat=1, by `python -m tiledmm._ncu SPEC` under
+each with warmup=0 and repeat=1, by `python -m tiledmm.profiling.ncu SPEC` under
 
-    ncu --csv --print-units base --metrics <METRICS> python -m tiledmm._ncu SPEC
+    ncu --csv --print-units base --metrics <METRICS> python -m tiledmm.profiling.ncu SPEC
 
 That child records how many kernels each call launched (Result.launch.launches); ncu's rows
 (one per kernel launch, in launch order) are split by those counts and each metric is summed
@@ -134,7 +134,7 @@ def profile_calls(calls, timeout=600, raw_out=None):
         with open(spec_path, "w") as f:
             json.dump({"calls": spec, "launches_out": launches_path}, f)
         command = [ncu, "--csv", "--print-units", "base", "--metrics", ",".join(_metric_names()),
-                   sys.executable, "-m", "tiledmm._ncu", spec_path]
+                   sys.executable, "-m", "tiledmm.profiling.ncu", spec_path]
         env = dict(os.environ, TILEDMM_BACKEND="cuda")
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,

@@ -1,7 +1,7 @@
 """Compiling a user kernel for the `emu` backend: the system C++ compiler ($CXX or g++) builds
 the user's source, tiledmm's prelude and a generated launcher into a shared object, linked with
 its own copy of the emulator's runtime. The user's source is parsed (libclang) and compiled
-(g++) only in a confined compile child (this module's main(), started by tiledmm/_sandbox.py:
+(g++) only in a confined compile child (this module's main(), started by tiledmm/student/sandbox.py:
 Landlock lets it read the toolchain and tiledmm's headers and write one scratch folder; seccomp
 lets it start the compiler's passes but reach no network and trace nothing), with time and
 memory limits. The caller checks the child's reply against a fixed schema (compile_reply),
@@ -24,15 +24,15 @@ import tempfile
 import threading
 from types import SimpleNamespace
 
-from . import _kernel_cache as cache
-from . import _sandbox
-from ._check_mode import checked_shared, checked_source, checked_type
-from ._kernel_diagnostics import CompileError, compile_error, parse_warnings
-from ._kernel_source import (_ELEMENTS, _SCALARS, _VECTORS, Param, full_source,
-                             kernel_signature, split_defines)
-from ._profile_build import PROFILE_HOOK_FLAGS, PROFILE_KERNEL_FLAGS, PROFILE_WRAPPED
+from . import kernel_cache as cache
+from . import sandbox
+from .check_mode import checked_shared, checked_source, checked_type
+from .kernel_diagnostics import CompileError, compile_error, parse_warnings
+from .kernel_source import (_ELEMENTS, _SCALARS, _VECTORS, Param, full_source, kernel_signature,
+                            split_defines)
+from .._profile_build import PROFILE_HOOK_FLAGS, PROFILE_KERNEL_FLAGS, PROFILE_WRAPPED
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tiledmm/
 COMPILE_SECONDS = 300
 # -fstack-clash-protection: a large local array (float buf[1 <<20]) touches its stack pages in
 # order, so it meets the fiber stack's guard page instead of jumping over it.
@@ -107,13 +107,13 @@ def _run_compiler(cmd, what, scratch=None):
     """The compiler on `cmd`: confined in `scratch` when given (tiledmm's own runtime, built by
     the caller), else as a plain child (inside the compile child, which is confined already)."""
     if scratch is not None:
-        done = _sandbox.run(cmd, _sandbox.compile_policy(scratch), cwd=scratch,
+        done = sandbox.run(cmd, sandbox.compile_policy(scratch), cwd=scratch,
                             timeout=COMPILE_SECONDS)
         if done.timed_out:
             raise RuntimeError(f"{what}: the compiler ran for more than {COMPILE_SECONDS} s")
         return SimpleNamespace(returncode=done.returncode,
                                stderr=(done.stderr or b"").decode(errors="replace"))
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}   # as _sandbox.run
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}   # as sandbox.run
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_SECONDS,
                               env=env)
@@ -250,7 +250,7 @@ def compile_emu(source, name, options, check, profile=False, *, seconds=None,
                 memory_bytes=None):
     """Compile (or find in the disk cache) kernel `name` (None: the only one) of `source` for
     the emulator. Returns (name, params, artifact). The source is parsed (libclang) and compiled
-    (g++) only in a confined compile child (tiledmm/_sandbox.py: it reads the toolchain and
+    (g++) only in a confined compile child (tiledmm/student/sandbox.py: it reads the toolchain and
     tiledmm's headers, writes one scratch folder, reaches no network); this process checks what
     comes back (compile_reply) and writes the cache. The artifact: SimpleNamespace(
     backend='emu', key, name, image, digest, warnings, origin: 'compiled' or 'disk_hits'),
@@ -340,10 +340,10 @@ def run_compile_child(request, scratch, seconds=None, memory_bytes=None):
     """Run this module's main() confined in `scratch` with `request` on its stdin; the checked
     reply (raising CompileError, ValueError, CompileTimeout or RuntimeError for its failures)."""
     seconds = seconds or COMPILE_SECONDS
-    policy = _sandbox.compile_policy(scratch, memory_bytes=memory_bytes or 4 << 30,
+    policy = sandbox.compile_policy(scratch, memory_bytes=memory_bytes or 4 << 30,
                                      cpu_seconds=int(seconds) + 5)
-    _sandbox.warn_if_unconfined("the compiler of tm.compile's kernels")
-    done = _sandbox.run_python("_compile_emu", [], policy, cwd=scratch,
+    sandbox.warn_if_unconfined("the compiler of tm.compile's kernels")
+    done = sandbox.run_python("student.compile_emu", [], policy, cwd=scratch,
                                stdin=json.dumps(request).encode(), timeout=seconds)
     out = done.stdout or b""
     if done.timed_out:
@@ -547,7 +547,7 @@ def load_emu(artifact, report_faults):
 
 def image_memfd(artifact):
     """A memfd holding the compiled kernel, made by the caller for the worker (which may not make
-    one: tiledmm/_sandbox.py), sealed against changes."""
+    one: tiledmm/student/sandbox.py), sealed against changes."""
     fd = os.memfd_create(f"tiledmm-{artifact.name}"[:200],
                          os.MFD_CLOEXEC | getattr(os, "MFD_ALLOW_SEALING", 2))
     try:
@@ -592,7 +592,7 @@ def counted_launch(mod, loaded, grid, block, shared, packed, warmup, repeat, pro
                                warmup, repeat)
     if not profile:
         return run()
-    from .profile import bind, counted_run
+    from ..profile import bind, counted_run
     lib, names = bind(loaded.keep)
     ranges = [(arg[2] or arg[1].ctypes.data, arg[3]) for arg in packed
               if arg[0] == "p" and arg[3]]

@@ -5,13 +5,13 @@ issue, same-address atomics, latency/occupancy, launch overhead) a time from the
 tiledmm.profile.Profile and the device preset in tm.occupancy.PRESETS; the prediction is the
 2-norm of those times plus the launch overhead. docs/profile.md explains each term and lists
 predicted beside measured H100 times. Occupancy counts registers per thread from the table nvcc
-gives for the registry's kernels (tiledmm/_kernel_registers.py).
+gives for the registry's kernels (tiledmm/profiling/kernel_registers.py).
 """
 import math
 
-from . import _backend, _device
-from . import occupancy as occ
-from .profile import Prediction
+from .. import _backend, _device
+from .. import occupancy as occ
+from ..profile import Prediction
 
 DEFAULT_DEVICE = "H100"   # without a GPU: the lectures' measured GPU
 
@@ -32,10 +32,10 @@ def default_device():
 
 def registers_per_thread(p):
     """Registers per thread of the counted registry kernel as nvcc compiles it for the H100
-    (sm_90; tiledmm/_kernel_registers.py, made by benchmarks/kernel_registers.py; used for
+    (sm_90; tiledmm/profiling/kernel_registers.py, made by benchmarks/kernel_registers.py; used for
     every preset), or None where the table has none (a user kernel): occupancy then ignores
     registers, as tm.occupancy does on the emulator."""
-    from ._kernel_registers import FAST_LAUNCH_SHAPES, REGISTERS
+    from .kernel_registers import FAST_LAUNCH_SHAPES, REGISTERS
     if p.family == "user":
         return None
     dtype = {4: "float32", 8: "float64"}.get(p.itemsize)
