@@ -26,7 +26,7 @@ from .._backend import get_backend
 from .isolation import default_timeout
 from .kernel_diagnostics import CompileError
 from .._profile_build import PROFILE_HOOK_FLAGS, PROFILE_KERNEL_FLAGS, PROFILE_WRAPPED
-from ..profile import GRID_SMS, Profile
+from ..profiling.counters import GRID_SMS, Profile
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tiledmm/
 PACKAGE_PARENT = os.path.dirname(HERE)

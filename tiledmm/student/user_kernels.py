@@ -73,16 +73,17 @@ from types import SimpleNamespace
 import numpy as np
 
 from .. import _backend
-from . import kernel_cache
-from .compile_emu import (compile_emu, counted_launch, image_memfd, kernel_signature_confined,
-                          load_emu)
-from .compile_nvrtc import compile_cuda, load_cuda
 from .._core import DEFAULT_RUNS, MAX_RUNS, Result
 from .._device_array import DeviceArray, as_device_input, to_device
+from .._row_tables import row_table
+from ..profiling.counters import make_profile
+from . import kernel_cache
+from .compile_emu import compile_emu, kernel_signature_confined
+from .compile_nvrtc import compile_cuda, load_cuda
 from .isolation import Segment, default_timeout, worker
 from .kernel_diagnostics import (CompileError, CompileWarning, KernelError, emit_warnings,
                                  parse_warnings)
-from .._row_tables import row_table
+from .launch import counted_launch, image_memfd, load_emu
 
 __all__ = ["compile", "Kernel", "CompileError", "CompileWarning", "KernelError", "cache_dir",
            "clear_cache", "cache_info"]
@@ -290,8 +291,7 @@ class Kernel:
         res = KernelResult(raw, spec, (), name, float(flops) if flops else 0.0, nbytes, warmup)
         res.params = {p.name: v for p, v in zip(self.params, args) if not p.takes_array}
         if counts is not None:
-            from ..profile import _make_profile
-            res.profile = _make_profile(counts, 1, res)
+            res.profile = make_profile(counts, 1, res)
         return res
 
     def _count(self, launch, args):

@@ -21,6 +21,15 @@ import sys
 import threading
 import time
 import traceback
+from types import SimpleNamespace
+
+import numpy as np
+
+from .. import _backend
+from .._row_tables import worker_row_table
+from .compile_nvrtc import compile_cuda, load_cuda
+from .isolation import end_of_output_marker, map_regions, recv_message, send_message, unmap_regions
+from .launch import counted_launch, load_emu_fd
 
 
 def _watch_parent(parent):
@@ -58,7 +67,6 @@ class Server:
         self.libc = _line_buffered_stdout()
 
     def serve(self):
-        from .isolation import end_of_output_marker, recv_message, send_message
         marker = end_of_output_marker()
         while True:
             try:
@@ -87,7 +95,6 @@ class Server:
         if op == "ping":
             return {"ok": True, "pid": os.getpid(), "confined": CONFINED}
         if op == "compile_cuda":
-            from .compile_nvrtc import compile_cuda
             a = compile_cuda(request["source"], request["name"], request["options"])
             return {"ok": True, "artifact": {"key": a.key, "name": a.name, "image": a.image,
                                              "lowered": a.lowered, "log": a.log,
@@ -104,23 +111,15 @@ class Server:
             if artifact is None:
                 raise LookupError("not loaded")
             if artifact["backend"] == "emu":
-                from .compile_emu import load_emu_fd
                 fd = fds[request["image_fd"]]
                 self.kernels[key] = load_emu_fd(fd, artifact["name"], artifact["digest"],
                                                 report_faults=True)
                 self.keep_fds.add(fd)
             else:
-                from types import SimpleNamespace
-
-                from .compile_nvrtc import load_cuda
                 self.kernels[key] = load_cuda(SimpleNamespace(**artifact))
         return self.kernels[key]
 
     def launch(self, request, fds, fd):
-        import numpy as np
-
-        from .. import _backend
-        from .isolation import map_regions, unmap_regions
         backend = request["backend"]
         mod = _backend.module(backend)
         kernel = self._kernel(request, fds)
@@ -137,7 +136,6 @@ class Server:
                     packed.append(arg)
                     continue
                 if arg[0] == "r":   # a `T **` parameter: its table of row pointers, built here
-                    from .._row_tables import worker_row_table
                     table_arg, more, fn = worker_row_table(backend, mod, arg, addresses)
                     packed.append(table_arg)
                     keep += more
@@ -152,7 +150,6 @@ class Server:
                         address))[:nbytes]
                     packed.append(("p", host, 0, nbytes, copy_back))
             try:
-                from .compile_emu import counted_launch
                 raw = counted_launch(mod, kernel, tuple(request["grid"]), tuple(request["block"]),
                                      request["shared"], tuple(packed), request["warmup"],
                                      request["repeat"], request.get("profile"))
