@@ -22,14 +22,16 @@ from .checker import CheckReport, check_matmul, check_reduce
 from . import grading
 from .grading import GradeReport, grade
 from .student.programs import ProgramLaunch, ProgramResult, run
+from .student import magics
 
 __version__ = "0.1.0"
 
 
 def load_ipython_extension(shell):
-    """`%load_ext tiledmm` in Jupyter: the %%cuda magics (tiledmm/student/magics.py, nvcc4jupyter's)."""
-    from .student import magics  # IPython is needed only here, in a notebook's kernel
+    """`%load_ext tiledmm` in Jupyter: the %%cuda magics (tiledmm/student/magics.py,
+    nvcc4jupyter's; IPython is imported only there, when the magics' class is made)."""
     magics.load_ipython_extension(shell)
+
 
 __all__ = ["matmul", "reduce", "vec_add", "mat_add", "kernels", "device_info", "mem_info",
            "to_device", "DeviceArray",

@@ -6,6 +6,8 @@ import numpy as np
 
 import tiledmm as tm
 from tiledmm import _registry, bench
+from tiledmm.grading.cli import add_grade_parser
+from tiledmm.student.programs import run_cli
 from tiledmm.testing import assert_matmul_close
 
 # Printed under the demo's table on the emulator, where tiled usually loses to naive in CPU time.
@@ -91,7 +93,6 @@ def cmd_bench(args):
 
 def cmd_run(args):
     """A whole CUDA program on the terminal: its stdin and stdout, its exit code."""
-    from tiledmm.student.programs import run_cli
     return run_cli(args.file, backend=args.backend or args.run_backend, timeout=args.timeout,
                    args=args.program_args, profile=args.profile, check=args.check)
 
@@ -136,7 +137,6 @@ def main(argv=None):
                         "Nsight Compute would and add the predicted H100 time (on cuda: beside "
                         "the measured time; docs/profile.md)")
     b.set_defaults(fn=cmd_bench)
-    from tiledmm.grading.cli import add_grade_parser
     add_grade_parser(sub)
     r = sub.add_parser("run", help="build and run a whole CUDA program (FILE.cu); the exit code "
                                    "is the program's",

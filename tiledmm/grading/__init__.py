@@ -9,7 +9,8 @@ name or by position), compile_limits (the compile step in a limited child proces
 (grading a whole program by its output, or its kernel), entry (tm.grade: either kind), report
 (the table and HTML), outputs (JSON, JUnit XML, Gradescope), cli (the `grade` subcommand).
 """
-from .assignment import Arg, Assignment, Speed, load_assignment
+from .assignment import Arg, Assignment, Speed
+from .lookup import load_assignment
 from .builtin import BUILTIN
 from .entry import grade
 from .launch_spec import LaunchSpec

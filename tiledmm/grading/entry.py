@@ -7,7 +7,8 @@ import os
 import runpy
 
 from ..student import sandbox
-from .assignment import Assignment, load_assignment
+from .assignment import Assignment
+from .lookup import load_assignment
 from .builtin import BUILTIN
 from .programs import (PROGRAM_BUILTIN, ProgramAssignment, grade_program,
                        grade_program_kernel)

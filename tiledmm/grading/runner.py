@@ -22,7 +22,7 @@ from .. import _backend, testing
 from ..student import sandbox
 from ..student.isolation import stop_workers
 from ..student.user_kernels import CompileError, KernelError
-from .assignment import load_assignment
+from .lookup import load_assignment
 from .compare import compare, output_array, tolerance
 from .compile_limits import COMPILE_SECONDS, CompileLimitError, compile_submission
 from .launch_spec import evaluate, read_declared

@@ -2,8 +2,8 @@
 
 Profile.predict(device) calls predict() here. Per resource (DRAM, L2, L1/shared memory, FP32
 issue, same-address atomics, latency/occupancy, launch overhead) a time from the counters of a
-tiledmm.profile.Profile and the device preset in tiledmm/profiling/devices.py (tm.occupancy.PRESETS); the prediction is the
-2-norm of those times plus the launch overhead. docs/profile.md explains each term and lists
+Profile (tiledmm/profiling/counters.py) and the device preset in tiledmm/profiling/devices.py
+(tm.occupancy.PRESETS); the prediction is the 2-norm of those times plus the launch overhead. docs/profile.md explains each term and lists
 predicted beside measured H100 times. Occupancy counts registers per thread from the table nvcc
 gives for the registry's kernels (tiledmm/profiling/kernel_registers.py).
 """

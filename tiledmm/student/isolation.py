@@ -49,6 +49,7 @@ import tempfile
 import threading
 import time
 
+from .. import _backend
 from . import sandbox
 from .kernel_diagnostics import KernelError
 
@@ -327,7 +328,6 @@ class ArgumentFile:
 def _check_host_memory(nbytes):
     """MemoryError, not the OOM killer, for a shared file larger than the process can get: its
     pages belong to the caller (the host memory guard of csrc/emu/host_memory.h)."""
-    from .. import _backend
     limit, source, available, why = _backend.module("emu").host_memory()
     for bound, what in ((limit, source), (available, why)):
         if bound and nbytes > bound:
