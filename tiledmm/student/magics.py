@@ -344,6 +344,15 @@ def plugin_class():
                 files += self._files_of(os.path.join(self.wd, SHARED_GROUP))
             return files, folder
 
+        def _group_or_say(self, lookup, group):
+            """lookup(group) (_group_dir: its folder; _group_files: its files and folder), or
+            None after saying why the group cannot be used (no traceback for a typo)."""
+            try:
+                return lookup(group)
+            except ValueError as exc:
+                _say(str(exc))
+                return None
+
         @staticmethod
         def _files_of(folder):
             if not os.path.isdir(folder):
@@ -452,10 +461,8 @@ def plugin_class():
                     name.startswith("."):
                 _say(f"file name {name!r}: give a plain name ending in .cu or .h")
                 return
-            try:
-                folder = self._group_dir(opts.group)
-            except ValueError as exc:
-                _say(str(exc))
+            folder = self._group_or_say(self._group_dir, opts.group)
+            if folder is None:
                 return
             os.makedirs(folder, exist_ok=True)
             with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
@@ -468,12 +475,10 @@ def plugin_class():
             opts = self._options(line, get_parser_cuda_group_run())
             if opts is None:
                 return
-            try:
-                files, _folder = self._group_files(opts.group)
-            except ValueError as exc:
-                _say(str(exc))
+            found = self._group_or_say(self._group_files, opts.group)
+            if found is None:
                 return
-            self._run(files, opts)
+            self._run(found[0], opts)
 
         @line_magic
         def cuda_group_delete(self, line):
@@ -481,10 +486,8 @@ def plugin_class():
             opts = self._options(line, get_parser_cuda_group_delete())
             if opts is None:
                 return
-            try:
-                folder = self._group_dir(opts.group)
-            except ValueError as exc:
-                _say(str(exc))
+            folder = self._group_or_say(self._group_dir, opts.group)
+            if folder is None:
                 return
             shutil.rmtree(folder, ignore_errors=True)
 
