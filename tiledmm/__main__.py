@@ -7,6 +7,7 @@ import numpy as np
 import tiledmm as tm
 from tiledmm import _registry, bench
 from tiledmm.grading.cli import add_grade_parser
+from tiledmm.student import sandbox
 from tiledmm.student.programs import run_cli
 from tiledmm.testing import assert_matmul_close
 
@@ -25,7 +26,7 @@ DEMO_KERNELS = [("naive", {}), ("naive_uncoalesced", {}), ("tiled", {"tile": 8})
 
 def cmd_info(args):
     print(tm.device_info(backend=args.backend))
-    print(tm._sandbox.describe())   # what confines student code here (issue 29)
+    print(sandbox.describe())   # what confines student code here (issue 29)
     print()
     print(tm.kernels())
 
