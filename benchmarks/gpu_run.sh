@@ -98,7 +98,7 @@ if [ "$stage" = all ] || [ "$stage" = lessons ]; then
         >"$OUT/lessons_bench.txt" 2>&1
     python3 -m tiledmm bench --family reduce --sizes 16777216 --csv "$OUT/lessons_reduce.csv" \
         >>"$OUT/lessons_bench.txt" 2>&1
-    preset=$(python3 -c "from tiledmm import _time_model as t; print(t.default_device()[0])")
+    preset=$(python3 -c "from tiledmm.profiling import time_model as t; print(t.default_device()[0])")
     python3 benchmarks/predicted_vs_measured.py --device "$preset" \
         --csv "$OUT/lessons_matmul.csv" "$OUT/lessons_reduce.csv" \
         2>&1 | tee "$OUT/predicted_vs_measured.md" | tail -18

@@ -59,8 +59,8 @@ print(json.dumps({"ok": ok, "ms": ms}))
 
 _START = r"""
 import json, time
-from tiledmm import _isolation
-w = _isolation.worker()
+from tiledmm.student import isolation
+w = isolation.worker()
 t = time.perf_counter(); reply = w.call({"op": "ping"}, timeout=60)
 print(json.dumps({"ms": (time.perf_counter() - t) * 1e3, "confined": reply["confined"]}))
 w.stop()
@@ -69,14 +69,14 @@ w.stop()
 
 def sandbox_figures(starts):
     """(install ms, confined start-up ms, unconfined start-up ms), medians."""
-    from tiledmm import _sandbox
+    from tiledmm.student import sandbox
     here = os.path.dirname(os.path.abspath(__file__))
     env = dict(os.environ, PYTHONPATH=os.path.dirname(here))
     install, start = [], {True: [], False: []}
-    policy = _sandbox.run_policy(tempfile.mkdtemp())
-    bpf = _sandbox._precompiled(policy)
+    policy = sandbox.run_policy(tempfile.mkdtemp())
+    bpf = sandbox._precompiled(policy)
     for _ in range(starts):
-        out = subprocess.run([sys.executable, "-I", "-S", "-c", _INSTALL, _sandbox.__file__,
+        out = subprocess.run([sys.executable, "-I", "-S", "-c", _INSTALL, sandbox.__file__,
                               policy.to_json(), bpf.hex()],
                              capture_output=True, text=True, timeout=60, env=env)
         r = json.loads(out.stdout)

@@ -1,5 +1,5 @@
 """Registers per thread of every registry kernel, as nvcc compiles it for the H100 (sm_90):
-writes tiledmm/_kernel_registers.py, which the time model (tiledmm/_time_model.py) uses so that
+writes tiledmm/profiling/kernel_registers.py, which the time model (tiledmm/profiling/time_model.py) uses so that
 occupancy on the emulator counts registers as the GPU does.
 
     python benchmarks/kernel_registers.py            # needs nvcc (no GPU); about a minute
@@ -22,7 +22,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OUT = os.path.join(HERE, "tiledmm", "_kernel_registers.py")
+OUT = os.path.join(HERE, "tiledmm", "profiling", "kernel_registers.py")
 SOURCES = ["matmul_naive.cu", "matmul_tiled.cu", "matmul_coarse.cu", "matmul_colmajor.cu",
            "matmul_regtile.cu", "matmul_fast.cu", "reduce_lecture.cu", "reduce_per_level.cu",
            "reduce_shuffle.cu", "reduce_steps.cu", "reduce_atomic.cu", "elementwise.cu"]

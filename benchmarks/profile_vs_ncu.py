@@ -3,7 +3,7 @@
 Every registry kernel and parameter value (float32; cuBLAS has no source to count) at the
 validation sizes: matmul 256^3, reductions and vec_add 2^20 elements, mat_add 1024x1024. The
 emulator's counts come from tm.profile.count (in full, no sampling, in a pool of processes);
-the GPU's from one ncu process over all calls (tiledmm._ncu.profile_calls). Writes
+the GPU's from one ncu process over all calls (tiledmm.profiling.ncu.profile_calls). Writes
 $OUT/profile_vs_ncu.csv (one row per variant and counter) and $OUT/ncu_raw.csv, and prints a
 table of the differences last.
 
@@ -27,7 +27,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import tiledmm as tm  # noqa: E402 (a checkout built in place)
-from tiledmm import _ncu  # noqa: E402
+from tiledmm.profiling import ncu  # noqa: E402
 
 SIZES = {"matmul": 256, "reduce": 1 << 20, "elementwise": 1 << 20}
 CONFLICTS = ("shared_load_bank_conflicts", "shared_store_bank_conflicts")
@@ -106,13 +106,13 @@ def main():
 
     start = time.perf_counter()
     calls = [{"family": f, "kernel": k, "inputs": inputs(f, k), "params": p} for f, k, p in todo]
-    hw = _ncu.profile_calls(calls, timeout=560, raw_out=os.path.join(args.out, "ncu_raw.csv"))
+    hw = ncu.profile_calls(calls, timeout=560, raw_out=os.path.join(args.out, "ncu_raw.csv"))
     print(f"Nsight Compute: {time.perf_counter() - start:.0f} s", flush=True)
 
     rows, differing = [], []
     for (family, kernel, params), (counts, _), measured in zip(todo, emu, hw):
         label = kernel + "".join(f" {k}={v}" for k, v in params.items())
-        for counter in _ncu.COUNTER_METRICS:
+        for counter in ncu.COUNTER_METRICS:
             e = float(counts.get(counter, math.nan))
             n = float(measured[counter])
             verdict = agrees(counter, e, n, measured["shared_load_requests"]
@@ -140,7 +140,7 @@ def main():
           f"{sum(r['verdict'].startswith('within') for r in checked)} within the conflict "
           f"tolerance, {len(differing)} differ")
     print(f"\n{'counter':<30} {'equal':>6} {'tolerance':>9} {'differ':>6}")
-    for counter in _ncu.COUNTER_METRICS:
+    for counter in ncu.COUNTER_METRICS:
         if counter in INFORMATIONAL:
             continue
         mine = [r["verdict"] for r in checked if r["counter"] == counter]

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tiledmm as tm
-from tiledmm import _kernel_diagnostics, _kernel_source
+from tiledmm.student import kernel_diagnostics, kernel_source
 
 MATMUL_2D = r"""
 #include <cuda_runtime.h>
@@ -232,9 +232,9 @@ __global__ void scale(const float *x, float *y, float a, int n) {
 
 
 def _nvrtc():
-    from tiledmm import _compile_nvrtc
+    from tiledmm.student import compile_nvrtc
     try:
-        return _compile_nvrtc, _compile_nvrtc._load_nvrtc()
+        return compile_nvrtc, compile_nvrtc._load_nvrtc()
     except RuntimeError as exc:
         pytest.skip(f"NVRTC not found: {exc}")
 
@@ -248,12 +248,12 @@ def test_the_dialect_compiles_under_nvrtc(source, name, defines):
     nv, lib = _nvrtc()
     with open(os.path.join(nv.HERE, "include", "tiledmm_kernel.h")) as f:
         header = f.read()
-    lines, _ = _kernel_source.split_defines([f"-D{k}={v}" for k, v in defines.items()])
-    text = _kernel_source.full_source(source, "", lines, "cuda")
+    lines, _ = kernel_source.split_defines([f"-D{k}={v}" for k, v in defines.items()])
+    text = kernel_source.full_source(source, "", lines, "cuda")
     image, lowered, log = nv._nvrtc_compile(lib, text, name, header,
                                             ["--gpu-architecture=sm_90", "-std=c++17"], True)
     assert image and lowered
-    found = _kernel_diagnostics.parse_warnings(log, "cuda")
+    found = kernel_diagnostics.parse_warnings(log, "cuda")
     if source is REDUCE_TYPO:
         assert [(line, "no effect" in msg) for line, _, msg in found] == [(3, True)], log
     else:

@@ -203,5 +203,5 @@ def test_tm_grade_takes_either_kind_of_assignment():
 
 
 def tm_sandbox_confined():
-    from tiledmm import _sandbox
-    return _sandbox.status()["confined"]
+    from tiledmm.student import sandbox
+    return sandbox.status()["confined"]

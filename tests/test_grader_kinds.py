@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tiledmm as tm
-from tiledmm import _isolation, _sandbox
+from tiledmm.student import isolation as _isolation, sandbox as _sandbox
 from tiledmm.grading import matching
 from tiledmm.grading.builtin import BUILTIN
 

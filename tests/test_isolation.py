@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import tiledmm as tm
-from tiledmm import _isolation, _kernel_cache
+from tiledmm.student import isolation, kernel_cache
 
 HERE = Path(__file__).resolve().parent
 
@@ -112,7 +112,7 @@ PRINTS = ("__global__ void hello(float *y)\n{\n    if (threadIdx.x == 1) printf(
 
 
 def test_the_worker_is_started_again_after_a_fault():
-    worker = _isolation.worker()
+    worker = isolation.worker()
     good = tm.compile(GOOD, backend="emu")
     good(1, 32, np.zeros(32, np.float32), 32, backend="emu")
     pid = worker.pid
@@ -193,7 +193,7 @@ def test_a_world_writable_cache_folder_is_refused_and_a_planted_library_never_lo
                     'int tm_user_launch(void) { return 0; }\n')
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(planted / entry.name), str(evil)],
                    check=True)
-    _kernel_cache.store_bytes((planted / entry.name).read_bytes(), str(planted / entry.name))
+    kernel_cache.store_bytes((planted / entry.name).read_bytes(), str(planted / entry.name))
     os.chmod(planted, 0o777)
     monkeypatch.setenv("TILEDMM_CACHE_DIR", str(planted))
     tm.clear_cache()
@@ -318,15 +318,15 @@ def test_interrupting_a_notebook_kernel_stops_the_user_kernel_and_keeps_the_note
 def test_a_kernel_printing_without_end_keeps_memory_bounded(capfd, monkeypatch):
     """printf in an endless loop until the timeout: the caller keeps the last STDOUT_KEEP bytes
     (4 MiB; 64 KiB here) and says how much it dropped, instead of holding all of it."""
-    monkeypatch.setattr(_isolation.Worker, "STDOUT_KEEP", 64 << 10)
-    _isolation.worker().stop()   # the next worker's pipes use the smaller size
+    monkeypatch.setattr(isolation.Worker, "STDOUT_KEEP", 64 << 10)
+    isolation.worker().stop()   # the next worker's pipes use the smaller size
     chatty = tm.compile('__global__ void chatty(float *y) { while (1) printf("%d ", '
                         'threadIdx.x); }', backend="emu")
     with pytest.raises(tm.KernelError, match="ran for more than 2 s"):
         chatty(1, 32, np.zeros(1, np.float32), backend="emu", timeout=2)
     out = capfd.readouterr().out
     assert "bytes are not shown" in out and len(out) < 256 << 10, len(out)
-    _isolation.worker().stop()
+    isolation.worker().stop()
 
 
 def test_arguments_larger_than_the_memory_limit_are_a_memory_error():

@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from tiledmm import _compile_nvrtc
-from tiledmm._kernel_source import full_source
+from tiledmm.student import compile_nvrtc
+from tiledmm.student.kernel_source import full_source
 
 CG_KERNEL = r"""
 #include <cooperative_groups.h>
@@ -24,23 +24,23 @@ __global__ void tile_sum(const float *x, float *out, int n)
 
 def _nvrtc():
     try:
-        return _compile_nvrtc._load_nvrtc()
+        return compile_nvrtc._load_nvrtc()
     except RuntimeError as exc:
         pytest.skip(str(exc))
 
 
 def test_cooperative_groups_compile_with_the_toolkits_headers():
     lib = _nvrtc()
-    includes = _compile_nvrtc.toolkit_includes()
+    includes = compile_nvrtc.toolkit_includes()
     if not includes:
         pytest.skip("no CUDA toolkit headers (cooperative_groups.h) here")
-    with open(os.path.join(_compile_nvrtc.HERE, "include", "tiledmm_kernel.h")) as f:
+    with open(os.path.join(compile_nvrtc.HERE, "include", "tiledmm_kernel.h")) as f:
         header = f.read()
     text = full_source(CG_KERNEL, "", [], "cuda")
-    image, lowered, _log = _compile_nvrtc._nvrtc_compile(
+    image, lowered, _log = compile_nvrtc._nvrtc_compile(
         lib, text, "tile_sum", header, ["--gpu-architecture=compute_80", "-std=c++17", *includes],
         False)
     assert image and "tile_sum" in lowered
     with pytest.raises(Exception, match="cooperative_groups.h"):   # what it was without them
-        _compile_nvrtc._nvrtc_compile(lib, text, "tile_sum", header,
+        compile_nvrtc._nvrtc_compile(lib, text, "tile_sum", header,
                                       ["--gpu-architecture=compute_80", "-std=c++17"], False)

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import tiledmm as tm
-from tiledmm import _backend, _device, _time_model
+from tiledmm import _backend, _device
+from tiledmm.profiling import time_model
 from tiledmm.occupancy import PRESETS, preset_for
 
 from conftest import HAVE_GPU, random_matrix
@@ -104,12 +105,26 @@ def test_predict_picks_the_running_gpus_preset(monkeypatch, tiled_profile, name,
     assert pred.ms == pytest.approx(tiled_profile.predict(expected).ms)
 
 
+
+def test_lesson_table_predicts_for_the_running_gpu_by_default(monkeypatch):
+    """lesson_table(device=None) chooses as predict() does (issue 33: it said "H100" always)."""
+    monkeypatch.setattr(_backend, "cuda_device_count", lambda: 1)
+    monkeypatch.setattr(_device, "device_info",
+                        lambda backend=None: {"name": "NVIDIA GeForce RTX 4090",
+                                              "compute_capability": (8, 9)})
+    cases = [("tiled", {"tile": 8})]
+    rows = tm.profile.lesson_table("matmul", cases, size=48, measure_size=16, backend="emu")
+    h100 = tm.profile.lesson_table("matmul", cases, size=48, measure_size=16, backend="emu",
+                                   device="H100")
+    assert rows[0]["device"] == "RTX4090" and h100[0]["device"] == "H100"
+    assert rows[0]["predicted_ms"] != pytest.approx(h100[0]["predicted_ms"])
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not HAVE_GPU, reason="needs a CUDA device")
 def test_on_a_gpu_predict_names_this_gpu(tiled_profile):
     info = _device.device_info("cuda")
     key = preset_for(info["name"], tuple(info["compute_capability"]))
-    assert _time_model.default_device()[0] == (key or _time_model.DEFAULT_DEVICE)
+    assert time_model.default_device()[0] == (key or time_model.DEFAULT_DEVICE)
     assert tiled_profile.predict().device == (key or "H100")
 
 

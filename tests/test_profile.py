@@ -219,7 +219,7 @@ def test_lesson_pair_direction_and_ratio(family, slow, fast):
 def test_register_tiling_pairs_at_2048(slow, fast):
     # At 1024^3 regtile dims=2's 64 blocks leave half the SMs idle; at 2048^3 (256 blocks) it is
     # the H100's faster one (1.33x), and what still holds it back is its 194 registers per
-    # thread: one 8-warp block per SM (tiledmm/_kernel_registers.py). Without registers the
+    # thread: one 8-warp block per SM (tiledmm/profiling/kernel_registers.py). Without registers the
     # model predicted dims=2 2.9x faster and 1.1x of fast (measured 2.4x).
     A = np.ones((2048, 2048), np.float32)
     slow_ms, fast_ms = (tmprof.count("matmul", k, A, A, **params).predict("H100").ms

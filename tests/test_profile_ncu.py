@@ -1,4 +1,4 @@
-"""profile=True on the cuda backend (tiledmm._ncu): the counters from Nsight Compute. Without a
+"""profile=True on the cuda backend (tiledmm.profiling.ncu): the counters from Nsight Compute. Without a
 GPU: the error when ncu is missing, and the reading of ncu's CSV (launches split per call and
 summed). On a GPU with ncu: the hardware's counts equal the emulator's for kernels whose compiled
 code keeps the source's accesses (the whole comparison: benchmarks/profile_vs_ncu.py)."""
@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import tiledmm as tm
-from tiledmm import _backend, _ncu
+from tiledmm import _backend
+from tiledmm.profiling import ncu
 
 HAVE_GPU = _backend.cuda_device_count() > 0
 
@@ -17,7 +18,7 @@ HAVE_GPU = _backend.cuda_device_count() > 0
 def test_missing_ncu_is_a_clear_error_before_anything_runs(monkeypatch, tmp_path):
     monkeypatch.setenv("TILEDMM_NCU", str(tmp_path / "no-such-ncu"))
     with pytest.raises(RuntimeError, match="Nsight Compute.*TILEDMM_NCU=.*backend='emu'"):
-        _ncu.find_ncu()
+        ncu.find_ncu()
 
 
 def test_missing_ncu_refuses_a_cuda_profile_call(monkeypatch, tmp_path):
@@ -46,9 +47,9 @@ some output of the child
 
 
 def test_csv_rows_are_launches_in_order_and_sum_per_call():
-    rows = _ncu._parse_csv(CSV)
+    rows = ncu._parse_csv(CSV)
     assert [r["launch__grid_size"] for r in rows] == [4096, 16, 8]
-    first_call, second_call = _ncu._sum_launches(rows[:2]), _ncu._sum_launches(rows[2:])
+    first_call, second_call = ncu._sum_launches(rows[:2]), ncu._sum_launches(rows[2:])
     assert first_call["global_load_requests"] == 32768 + 128
     assert (first_call["launches"], first_call["blocks"]) == (2, 4112)
     assert (second_call["global_load_requests"], second_call["blocks"]) == (16, 8)
@@ -59,7 +60,7 @@ def test_csv_rows_are_launches_in_order_and_sum_per_call():
 
 
 def test_ncu_profile_cannot_predict():
-    counts = dict(_ncu._sum_launches(_ncu._parse_csv(CSV)[2:]))
+    counts = dict(ncu._sum_launches(ncu._parse_csv(CSV)[2:]))
     x = np.arange(1024, dtype=np.float32)
     res = tm.vec_add(x, x, block=128, backend="emu")
     p = tm.profile.from_ncu(counts, res)

@@ -7,10 +7,10 @@ import textwrap
 import pytest
 
 import tiledmm as tm
-from tiledmm import _sandbox
+from tiledmm.student import sandbox
 
-pytestmark = pytest.mark.skipif(not _sandbox.available(),
-                                reason=f"no confinement here: {_sandbox.describe()}")
+pytestmark = pytest.mark.skipif(not sandbox.available(),
+                                reason=f"no confinement here: {sandbox.describe()}")
 SECONDS = 120
 
 

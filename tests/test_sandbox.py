@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tiledmm import _compile_emu, _isolation, _sandbox
+from tiledmm.student import compile_emu, isolation, sandbox
 
 
 class _Boom:
@@ -29,24 +29,24 @@ def test_a_pickled_reply_is_refused_and_never_run(tmp_path):
     if os.path.exists(marker):
         os.unlink(marker)
     _reply_bytes(theirs, pickle.dumps(_Boom()))
-    with pytest.raises(_isolation.ProtocolError, match="not JSON"):
-        _isolation.recv_reply(ours)
+    with pytest.raises(isolation.ProtocolError, match="not JSON"):
+        isolation.recv_reply(ours)
     assert not os.path.exists(marker)
 
 
 def test_an_oversized_reply_is_refused_before_it_is_read():
     ours, theirs = socket.socketpair()
     theirs.sendall(struct.pack("=Q", 1 << 40))
-    with pytest.raises(_isolation.ProtocolError, match="at most"):
-        _isolation.recv_reply(ours)
+    with pytest.raises(isolation.ProtocolError, match="at most"):
+        isolation.recv_reply(ours)
 
 
 def test_a_reply_that_stops_halfway_does_not_hang_the_caller(monkeypatch):
-    monkeypatch.setattr(_isolation, "REPLY_SECONDS", 0.5)
+    monkeypatch.setattr(isolation, "REPLY_SECONDS", 0.5)
     ours, theirs = socket.socketpair()
     theirs.sendall(struct.pack("=Q", 100) + b'{"ok": ')
-    with pytest.raises(_isolation.ProtocolError, match="middle of a reply"):
-        _isolation.recv_reply(ours)
+    with pytest.raises(isolation.ProtocolError, match="middle of a reply"):
+        isolation.recv_reply(ours)
 
 
 def test_descriptors_sent_by_the_worker_are_not_accepted():
@@ -56,7 +56,7 @@ def test_descriptors_sent_by_the_worker_are_not_accepted():
     socket.send_fds(theirs, [struct.pack("=Q", len(data))], [r])
     theirs.sendall(data)
     before = set(os.listdir("/proc/self/fd"))
-    assert _isolation.check_reply(_isolation.recv_reply(ours), "ping")["pid"] == 5
+    assert isolation.check_reply(isolation.recv_reply(ours), "ping")["pid"] == 5
     assert set(os.listdir("/proc/self/fd")) <= before   # nothing new arrived
     os.close(r), os.close(w)
 
@@ -74,8 +74,8 @@ def test_descriptors_sent_by_the_worker_are_not_accepted():
     {"ok": True, "raw": {}, "extra": 1},
 ])
 def test_replies_outside_the_schema_are_refused(reply):
-    with pytest.raises(_isolation.ProtocolError):
-        _isolation.check_reply(reply, "launch")
+    with pytest.raises(isolation.ProtocolError):
+        isolation.check_reply(reply, "launch")
 
 
 def test_a_good_reply_passes_with_its_values_and_long_text_is_cut():
@@ -83,9 +83,9 @@ def test_a_good_reply_passes_with_its_values_and_long_text_is_cut():
            "d2h_bytes": 4, "grid": [2, 1, 1], "block": [32, 1, 1], "shared_bytes": 0,
            "static_shared_bytes": 0, "registers": 0, "launches": 1, "blocks_per_sm": 0,
            "occupancy": 0.5, "model_bytes": 0.0}
-    out = _isolation.check_reply({"ok": True, "raw": raw}, "launch")
+    out = isolation.check_reply({"ok": True, "raw": raw}, "launch")
     assert out["raw"]["grid"] == (2, 1, 1) and out["raw"]["samples_ms"] == [1.5, 2.5]
-    err = _isolation.check_reply({"error": "os.system", "message": "x" * 200000}, "launch")
+    err = isolation.check_reply({"error": "os.system", "message": "x" * 200000}, "launch")
     assert err["error"] == "RuntimeError" and len(err["message"]) < 70000
 
 
@@ -101,13 +101,13 @@ def _param(**kw):
     {"lanes": 99}, {"inner": [-1]}, {"const": "yes"}, {"vector": "float9"},
 ])
 def test_the_compile_childs_parameters_are_checked(bad):
-    with pytest.raises(_compile_emu.CompileProtocolError):
-        _compile_emu.compile_reply({"ok": True, "name": "k", "params": [_param(**bad)],
+    with pytest.raises(compile_emu.CompileProtocolError):
+        compile_emu.compile_reply({"ok": True, "name": "k", "params": [_param(**bad)],
                                     "log": ""})
 
 
 def test_a_good_signature_reply_builds_params():
-    out = _compile_emu.compile_reply({"ok": True, "name": "k", "log": "",
+    out = compile_emu.compile_reply({"ok": True, "name": "k", "log": "",
                                       "params": [_param(), _param(name="n", ctype="int",
                                                                   kind="scalar")]})
     assert [p.decl() for p in out["params"]] == ["float *y", "int n"]
@@ -117,13 +117,13 @@ def test_children_get_an_allow_listed_environment(monkeypatch):
     monkeypatch.setenv("SECRET_TOKEN", "abc")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "def")
     monkeypatch.setenv("TILEDMM_KERNEL_TIMEOUT", "7")
-    env = _sandbox.minimal_env()
+    env = sandbox.minimal_env()
     assert "SECRET_TOKEN" not in env and "AWS_SECRET_ACCESS_KEY" not in env
     assert env["TILEDMM_KERNEL_TIMEOUT"] == "7" and "PATH" in env
 
 
-needs_sandbox = pytest.mark.skipif(not _sandbox.status()["confined"],
-                                   reason=f"no sandbox here: {_sandbox.status()['reason']}")
+needs_sandbox = pytest.mark.skipif(not sandbox.status()["confined"],
+                                   reason=f"no sandbox here: {sandbox.status()['reason']}")
 
 
 @needs_sandbox
@@ -132,9 +132,9 @@ def test_run_confines_a_program_to_its_scratch_folder(tmp_path):
     scratch.mkdir()
     secret = tmp_path / "secret.txt"
     secret.write_text("nope")
-    done = _sandbox.run(["sh", "-c", f"cat {secret}; echo ok > {scratch}/a; "
+    done = sandbox.run(["sh", "-c", f"cat {secret}; echo ok > {scratch}/a; "
                                      f"echo no > {tmp_path}/b; cat {scratch}/a"],
-                        _sandbox.compile_policy(str(scratch)), cwd=str(scratch), timeout=60)
+                        sandbox.compile_policy(str(scratch)), cwd=str(scratch), timeout=60)
     assert b"nope" not in done.stdout and done.stdout.strip() == b"ok", done
     assert not (tmp_path / "b").exists() and done.confined
 
@@ -145,19 +145,19 @@ def test_a_run_program_cannot_start_another(tmp_path):
     src.write_text('#include <stdlib.h>\n#include <stdio.h>\nint main(void) { puts("up"); '
                    'fflush(stdout); return system("true"); }\n')
     exe = tmp_path / "p"
-    built = _sandbox.run(["gcc", "-o", str(exe), str(src)], _sandbox.compile_policy(
+    built = sandbox.run(["gcc", "-o", str(exe), str(src)], sandbox.compile_policy(
         str(tmp_path)), cwd=str(tmp_path), timeout=120)
     assert built.returncode == 0, built.stderr
-    done = _sandbox.run([str(exe)], _sandbox.run_policy(str(tmp_path)), cwd=str(tmp_path),
+    done = sandbox.run([str(exe)], sandbox.run_policy(str(tmp_path)), cwd=str(tmp_path),
                         timeout=60)
     assert done.stdout == b"up\n" and done.returncode == -31, done   # SIGSYS
 
 
 @needs_sandbox
 def test_run_python_confines_itself_before_calling_main(tmp_path):
-    done = _sandbox.run_python("_sandbox", [], _sandbox.run_policy(str(tmp_path)),
+    done = sandbox.run_python("student.sandbox", [], sandbox.run_policy(str(tmp_path)),
                                cwd=str(tmp_path), timeout=120)
-    # tiledmm._sandbox has no main(): the AttributeError proves it got that far, confined
+    # tiledmm.student.sandbox has no main(): the AttributeError proves it got that far, confined
     assert b"AttributeError" in done.stderr and b"main" in done.stderr, done.stderr[-500:]
 
 
@@ -170,54 +170,53 @@ def test_packages_on_pythonpath_reach_a_confined_child_but_not_the_checkout(tmp_
     site = tmp_path / "site"
     (site / "tm_probe_pkg").mkdir(parents=True)
     (site / "tm_probe_pkg" / "__init__.py").write_text("VALUE = 17\n")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), _sandbox.PACKAGE_PARENT]))
-    assert _sandbox._import_dirs() == (str(site),)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), sandbox.PACKAGE_PARENT]))
+    assert sandbox._import_dirs() == (str(site),)
     code = ("import tm_probe_pkg, os\n"
             "try:\n"
-            f"    os.listdir({_sandbox.PACKAGE_PARENT!r}); seen = 'listed'\n"
+            f"    os.listdir({sandbox.PACKAGE_PARENT!r}); seen = 'listed'\n"
             "except PermissionError:\n"
             "    seen = 'refused'\n"
             "print(tm_probe_pkg.VALUE, seen)")
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    argv = [sys.executable, "-I", "-c", _sandbox._bootstrap(_sandbox.run_policy(str(scratch)),
+    argv = [sys.executable, "-I", "-c", sandbox._bootstrap(sandbox.run_policy(str(scratch)),
                                                            code, True)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120,
-                          env=_sandbox.minimal_env())
+                          env=sandbox.minimal_env())
     assert done.returncode == 0 and done.stdout.split() == ["17", "refused"], done.stderr[-800:]
 
 
 def test_each_backend_has_its_own_worker_and_only_cuda_gets_the_devices():
-    from tiledmm import _isolation
-    assert _isolation.worker("emu") is not _isolation.worker("cuda")
-    assert _isolation.worker("emu").devices is False
-    assert _isolation.worker() is _isolation.worker("emu")
+    from tiledmm.student import isolation
+    assert isolation.worker("emu") is not isolation.worker("cuda")
+    assert isolation.worker("emu").devices is False
+    assert isolation.worker() is isolation.worker("emu")
 
 
 def test_status_and_describe_are_consistent():
-    s = _sandbox.status()
-    line = _sandbox.describe()
+    s = sandbox.status()
+    line = sandbox.describe()
     assert line.startswith("sandbox: confined" if s["confined"] else "sandbox: NOT confined")
 
 
 def test_the_probe_reports_unavailable_when_switched_off():
-    code = ("import json; from tiledmm import _sandbox; "
-            "print(json.dumps(_sandbox.status()))")
+    code = ("import json; from tiledmm.student import sandbox; "
+            "print(json.dumps(sandbox.status()))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, env=dict(os.environ, TILEDMM_SANDBOX="off",
-                                               PYTHONPATH=os.path.dirname(os.path.dirname(
-                                                   os.path.abspath(_sandbox.__file__)))))
+                                               PYTHONPATH=sandbox.PACKAGE_PARENT))
     s = json.loads(out.stdout)
     assert s["confined"] is False and "TILEDMM_SANDBOX=off" in s["reason"]
 
 
 def test_the_worker_ends_with_its_caller_even_when_started_from_a_thread_that_ended():
-    code = ("import threading, sys, time\nfrom tiledmm import _isolation\n"
-            "w = _isolation.worker()\n"
+    code = ("import threading, sys, time\nfrom tiledmm.student import isolation\n"
+            "w = isolation.worker()\n"
             "t = threading.Thread(target=lambda: w.call({'op': 'ping'}, timeout=60))\n"
             "t.start(); t.join(); time.sleep(1.0)\n"
             "print(w.pid, flush=True); time.sleep(600)\n")
-    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(_sandbox.__file__)))
+    package_parent = sandbox.PACKAGE_PARENT
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
                             env=dict(os.environ, PYTHONPATH=package_parent))
     try:

@@ -12,15 +12,15 @@ import threading
 
 import pytest
 
-from tiledmm import _sandbox
+from tiledmm.student import sandbox
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(HERE, "attacks"))
 import attacks  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not _sandbox.status()["confined"],
-                                reason=f"no sandbox here: {_sandbox.status()['reason']}")
+pytestmark = pytest.mark.skipif(not sandbox.status()["confined"],
+                                reason=f"no sandbox here: {sandbox.status()['reason']}")
 SECRET = "INSTRUCTOR-SOLUTION-7f3a9c"
 TOKEN = "caller-token-51e2d8"
 

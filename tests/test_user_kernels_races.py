@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tiledmm as tm
-from tiledmm import _check_mode
+from tiledmm.student import check_mode
 
 from test_user_kernels import RECT, SQUARE, SUM
 
@@ -238,7 +238,7 @@ def test_rewrite_keeps_line_numbers_and_leaves_other_declarations():
     source = ("__global__ void k(float *y)\n{\n    __shared__ float a[2][3], b;\n"
               "    extern __shared__ float dyn[];\n    __shared__ float2 v[4];\n"
               "    __shared__ float c[\n        4];\n}\n")
-    out = _check_mode.checked_shared(source)
+    out = check_mode.checked_shared(source)
     assert out.count("\n") == source.count("\n")
     lines = out.splitlines()
     assert "tm_sh_array<float, tm_shn_a, (long long)(2), (long long)(3)> a;" in lines[2]

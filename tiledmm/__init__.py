@@ -16,21 +16,23 @@ from ._device import device_info, mem_info
 from ._device_array import DeviceArray, to_device
 from ._registry import KernelSpec, kernels
 from . import model, occupancy, plot, profile, sweep
-from .user_kernels import (CompileError, CompileWarning, Kernel, KernelError, cache_info,
-                           clear_cache, compile)
+from .student.user_kernels import (CompileError, CompileWarning, Kernel, KernelError, cache_info,
+                                   clear_cache, compile)
 from .checker import (CheckReport, GradeTable, check_matmul, check_reduce, grade_matmul,
                       grade_reduce)
 from . import grading
 from .grading import GradeReport, grade
-from .programs import ProgramLaunch, ProgramResult, run
+from .student.programs import ProgramLaunch, ProgramResult, run
+from .student import magics
 
 __version__ = "0.1.0"
 
 
 def load_ipython_extension(shell):
-    """`%load_ext tiledmm` in Jupyter: the %%cuda magics (tiledmm/magics.py, nvcc4jupyter's)."""
-    from . import magics   # IPython is needed only here, in a notebook's kernel
+    """`%load_ext tiledmm` in Jupyter: the %%cuda magics (tiledmm/student/magics.py,
+    nvcc4jupyter's; IPython is imported only there, when the magics' class is made)."""
     magics.load_ipython_extension(shell)
+
 
 __all__ = ["matmul", "reduce", "vec_add", "mat_add", "kernels", "device_info", "mem_info",
            "to_device", "DeviceArray",

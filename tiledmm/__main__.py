@@ -6,6 +6,9 @@ import numpy as np
 
 import tiledmm as tm
 from tiledmm import _registry, bench
+from tiledmm.grading.cli import add_grade_parser
+from tiledmm.student import sandbox
+from tiledmm.student.programs import run_cli
 from tiledmm.testing import assert_matmul_close
 
 # Printed under the demo's table on the emulator, where tiled usually loses to naive in CPU time.
@@ -23,7 +26,7 @@ DEMO_KERNELS = [("naive", {}), ("naive_uncoalesced", {}), ("tiled", {"tile": 8})
 
 def cmd_info(args):
     print(tm.device_info(backend=args.backend))
-    print(tm._sandbox.describe())   # what confines student code here (issue 29)
+    print(sandbox.describe())   # what confines student code here (issue 29)
     print()
     print(tm.kernels())
 
@@ -93,7 +96,6 @@ def cmd_bench(args):
 
 def cmd_run(args):
     """A whole CUDA program on the terminal: its stdin and stdout, its exit code."""
-    from tiledmm.programs import run_cli
     return run_cli(args.file, backend=args.backend or args.run_backend, timeout=args.timeout,
                    args=args.program_args, profile=args.profile, check=args.check)
 
@@ -141,7 +143,6 @@ def main(argv=None):
                         "Nsight Compute would and add the predicted H100 time (on cuda: beside "
                         "the measured time; docs/profile.md)")
     b.set_defaults(fn=cmd_bench)
-    from tiledmm.grading.cli import add_grade_parser
     add_grade_parser(sub)
     r = sub.add_parser("run", help="build and run a whole CUDA program (FILE.cu); the exit code "
                                    "is the program's",

@@ -8,6 +8,7 @@ import numpy as np
 
 from . import _backend, _registry
 from ._device_array import DeviceArray, as_device_input
+from .profiling import counters, ncu
 
 # Defaults per backend: the GPU is timed as the median of several launches after warm-up; the
 # emulator runs once (it is there to check kernels, and its timings are CPU timings).
@@ -166,8 +167,7 @@ def _run(family, kernel, inputs, params, backend, warmup, repeat, output=None, p
     values = _registry.param_values(spec, params)
     mod, name = _backend.resolve(backend)
     if profile and name != "emu":
-        from ._ncu import find_ncu
-        find_ncu()   # before the run: say at once when Nsight Compute is missing
+        ncu.find_ncu()   # before the run: say at once when Nsight Compute is missing
     device_inputs = [as_device_input(x, name) for x in inputs]
     if output is None:
         output = "device" if any(device_inputs) else "numpy"
@@ -209,12 +209,11 @@ def _run(family, kernel, inputs, params, backend, warmup, repeat, output=None, p
     flops, min_bytes = _FAMILY_MODELS[family](*raw["problem"], itemsize)
     result = Result(raw, spec, values, name, flops, min_bytes, warmup)
     if profile and result.timing.samples_ms:   # empty problems launch nothing
-        from . import profile as _profile
         if name == "emu":
-            result.profile = _profile.collect(family, kernel, inputs, device_inputs, values,
+            result.profile = counters.collect(family, kernel, inputs, device_inputs, values,
                                               result, raw["problem"])
-        else:   # Nsight Compute on the GPU (tiledmm._ncu)
-            result.profile = _profile.collect_ncu(family, kernel, inputs, result)
+        else:   # Nsight Compute on the GPU (tiledmm.profiling.ncu)
+            result.profile = counters.collect_ncu(family, kernel, inputs, result)
     return result
 
 

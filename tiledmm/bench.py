@@ -17,6 +17,7 @@ import numpy as np
 from . import _backend, _core, _registry
 from ._families import FAMILIES
 from ._device import device_info
+from .profile import counted_row_fields
 
 GPU_SIZES = {"matmul": (1024, 2048, 4096, 8192, (5000, 3000, 4000)), "reduce": (1 << 20, 1 << 24, 1 << 28)}
 EMU_SIZES = {"matmul": (64, 128), "reduce": (1 << 12, 1 << 16)}
@@ -261,7 +262,6 @@ def format_end_to_end(rows):
 
 
 def _add_profile(row, res, inputs, params):
-    from .profile import counted_row_fields
     row.update(counted_row_fields(res, inputs, params) or {})
 
 

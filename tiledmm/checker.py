@@ -44,7 +44,7 @@ is `launch=lambda n: [(grid(n), 256, 256 * 4, {"depth": d}) for d in powers(n, 2
 import numpy as np
 
 from . import _backend, testing
-from ._isolation import default_timeout
+from .student.isolation import default_timeout
 from .grading.assignment import Arg, Assignment
 from .grading.builtin import BUILTIN
 from .grading.compare import reduce_hint
@@ -52,7 +52,7 @@ from .grading.launch_spec import LaunchFunction
 from .grading.matching import Mapping, match_arguments
 from .grading.report import GradeReport
 from .grading.runner import run_cases
-from .user_kernels import Kernel
+from .student.user_kernels import Kernel
 
 __all__ = ["grade_matmul", "grade_reduce", "check_matmul", "check_reduce", "GradeTable",
            "CheckReport", "MATMUL_SHAPES", "REDUCE_SIZES"]

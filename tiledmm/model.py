@@ -28,6 +28,11 @@ import operator
 
 from . import _backend, _registry
 
+import numpy as np
+
+from . import _core
+from . import occupancy as _occ
+
 __all__ = ["flops", "loads_naive", "loads_tiled", "loads_regtile", "loads_blocked",
            "traffic_bytes", "arithmetic_intensity", "lecture_intensity",
            "bandwidth_bound_gflops", "roofline", "ridge_point", "predicted", "compare",
@@ -193,7 +198,6 @@ def ridge_point(peak_gflops, bandwidth_gbs):
 def device_peaks(device=None, backend=None):
     """(peak GFLOP/s, bandwidth GB/s) of a preset name, a dict, or the current device
     (None where unknown, as on the emulator)."""
-    from . import occupancy as _occ
     if isinstance(device, (tuple, list)):
         return tuple(device)
     lim = _occ.device_limits(device, backend)
@@ -203,8 +207,6 @@ def device_peaks(device=None, backend=None):
 def measure_bandwidth(n=1 << 22, backend=None, repeat=None):
     """A measured bandwidth (GB/s) of the backend: vec_add's bytes (2 reads + 1 write per
     element) over its kernel time. On the emulator this is the only honest memory roof."""
-    import numpy as np
-    from . import _core
     x = np.ones(n, dtype=np.float32)
     res = _core.vec_add(x, x, backend=backend, repeat=repeat)
     return res.gbps
@@ -227,7 +229,6 @@ def predicted(kernel, M, N=None, K=None, device=None, bandwidth_gbs=None, peak_g
         peak_gflops = peak if peak_gflops is None else peak_gflops
     sms = None
     if kernel == "fast" and params.get("config", 0) == 0:
-        from . import occupancy as _occ
         try:
             sms = _occ.device_limits(device, backend)["multiprocessors"]
         except Exception:

@@ -14,6 +14,8 @@ gives the rows every function reads, as a list of dicts.
 """
 import math
 
+from . import model
+
 __all__ = ["tile_sizes", "ladder", "roofline", "reductions", "measured_vs_predicted", "lesson",
            "traffic", "as_rows"]
 
@@ -214,7 +216,6 @@ def roofline(data=None, peak_gflops=None, bandwidth_gbs=None, device=None, ax=No
     lecture's 150 GB/s). Measured points: one scatter per kernel variant.
     The roof comes from `device` (a preset name or None for the current device), or from
     peak_gflops / bandwidth_gbs given explicitly (they win)."""
-    from . import model
     rows = [r for r in as_rows(data) if not r.get("error")]
     if device is not None or (bandwidth_gbs is None and peak_gflops is None):
         try:
@@ -349,8 +350,7 @@ def traffic(results, ax=None, title=None):
     i.e. L1<->L2 traffic) and, for calls profiled by Nsight Compute on a GPU, the DRAM bytes it
     measured; the compulsory bytes (inputs once, output once) as a dashed line. `results`:
     Results (made with profile=True) or tm.model.compare rows. Returns the Axes."""
-    from .model import compare
-    rows = [r if isinstance(r, dict) else compare(r, bandwidth_gbs=1.0) for r in results]
+    rows = [r if isinstance(r, dict) else model.compare(r, bandwidth_gbs=1.0) for r in results]
     ax = _axes(ax, figsize=(8, 4.2))
     series = [("model_bytes", "lecture model (loads + stores)"),
               ("counted_sector_bytes", "counted: 32-byte sectors touched")]

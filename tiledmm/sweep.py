@@ -26,13 +26,13 @@ import warnings
 
 import numpy as np
 
-from . import _families
+from . import _backend, _families, _registry
+from .profile import counted_row_fields
 
 __all__ = ["sweep", "cases"]
 
 
 def _kernel_names(kernels, family):
-    from . import _registry
     if kernels is None:
         return [k.name for k in _registry.kernels(family or "matmul")]
     if isinstance(kernels, str) or hasattr(kernels, "name"):
@@ -43,7 +43,6 @@ def _kernel_names(kernels, family):
 def cases(kernels=None, params=None, family=None, skip_missing=False):
     """The (kernel spec, params dict) pairs a sweep runs: the grid of `params` (name -> list of
     values, or "all") applied to each kernel that has the parameter."""
-    from . import _registry
     specs = _registry.specs()
     params = dict(params or {})
     names = _kernel_names(kernels, family)
@@ -177,7 +176,6 @@ def sweep(kernels=None, sizes=None, params=None, *, family=None, backend=None, w
     >>> all(r["max_rel_error"] < 1e-5 for r in rows)
     True
     """
-    from . import _backend, _registry
     grid_params = dict(params or {})
     grid_params.update(grid)
     if errors not in ("raise", "skip", "record"):
@@ -228,7 +226,6 @@ def sweep(kernels=None, sizes=None, params=None, *, family=None, backend=None, w
                     continue
                 row = _row(res, spec, p, size, _error(fam, res, inputs) if check else None)
                 if profile:
-                    from .profile import counted_row_fields
                     row.update(counted_row_fields(res, inputs, p) or {})
                 rows.append(row)
                 if bar is not None:

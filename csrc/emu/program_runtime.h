@@ -1,6 +1,6 @@
 // program_runtime.h: the CUDA runtime as a whole program sees it on the emulator (tm.run).
 //
-// Included (after tiledmm_kernel.h) at the top of a program that tiledmm/_program_build.py
+// Included (after tiledmm_kernel.h) at the top of a program that tiledmm/student/program_build.py
 // compiled; header-only, so it lives in the program's one translation unit and never in the
 // registry's glue or in tm.compile's kernels. What it adds to csrc/emu/runtime.cpp:
 //   - device memory that host code cannot touch: cudaMalloc hands out memory of a region mapped
@@ -1084,7 +1084,7 @@ inline void **as_void(T **p) { return reinterpret_cast<void **>(p); }
 
 }  // namespace tm_prog
 
-// ---- what tiledmm's program runner calls (tiledmm/_program_main.py) ----
+// ---- what tiledmm's program runner calls (tiledmm/student/program_main.py) ----
 // once per program: a program of several files (tm.run of a group) defines them in its first
 #ifndef TM_PROG_NOT_FIRST_FILE
 extern "C" __attribute__((visibility("default"), used)) int tm_prog_setup(int report_fd)

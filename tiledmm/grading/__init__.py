@@ -11,7 +11,8 @@ run_cases also runs tm.grade_matmul / tm.grade_reduce, tiledmm/checker.py), prog
 (grading a whole program by its output, or its kernel), entry (tm.grade: either kind), report
 (the table and HTML), outputs (JSON, JUnit XML, Gradescope), cli (the `grade` subcommand).
 """
-from .assignment import Arg, Assignment, Speed, load_assignment
+from .assignment import Arg, Assignment, Speed
+from .lookup import load_assignment
 from .builtin import BUILTIN
 from .entry import grade
 from .launch_spec import LaunchSpec

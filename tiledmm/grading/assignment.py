@@ -1,18 +1,15 @@
 """What an assignment is: its arguments, cases, reference, tolerance, launch, points and speed
-reference (the built-in ones are in tiledmm/grading/builtin.py), and how an instructor's file
-defining one is loaded (docs/grading.md shows a complete example).
+reference (the built-in ones are in tiledmm/grading/builtin.py; loading one by name or from an
+instructor's file is tiledmm/grading/lookup.py's; docs/grading.md shows a complete example).
 
 An assignment file is a Python file that defines `ASSIGNMENT = Assignment(...)`; it is the
 instructor's code and runs in the grader's process (the submission never does).
 """
-import os
-import runpy
-
 import numpy as np
 
 from .launch_spec import LaunchFunction, LaunchSpec, evaluate
 
-__all__ = ["Arg", "Assignment", "Speed", "load_assignment"]
+__all__ = ["Arg", "Assignment", "Speed"]
 
 KINDS = ("in", "out", "inout", "size", "scalar", "pass")
 
@@ -145,21 +142,3 @@ class Assignment(CaseSizes):
 
     def __repr__(self):
         return f"<tiledmm Assignment {self.name}: {len(self.cases)} cases>"
-
-
-def load_assignment(name_or_path):
-    """A built-in assignment by name, or the `ASSIGNMENT` an instructor's Python file defines."""
-    from .builtin import BUILTIN
-    if name_or_path in BUILTIN:
-        return BUILTIN[name_or_path]()
-    if isinstance(name_or_path, Assignment):
-        return name_or_path
-    if not os.path.isfile(str(name_or_path)):
-        raise ValueError(f"unknown assignment {name_or_path!r}: the built-in ones are "
-                         f"{', '.join(BUILTIN)}; otherwise give the path of a Python file "
-                         "defining ASSIGNMENT = tiledmm.grading.Assignment(...)")
-    namespace = runpy.run_path(str(name_or_path))
-    assignment = namespace.get("ASSIGNMENT")
-    if not isinstance(assignment, Assignment):
-        raise ValueError(f"{name_or_path}: defines no ASSIGNMENT = tiledmm.grading.Assignment(...)")
-    return assignment

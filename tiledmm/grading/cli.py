@@ -4,6 +4,10 @@ not compile; 2: the command line or the assignment is wrong)."""
 import argparse
 import sys
 
+from .compile_limits import GRADING_COMPILE_CHILD_SECONDS
+from .entry import grade, load_any_assignment
+from .runner import UnconfinedError
+
 __all__ = ["add_grade_parser", "cmd_grade"]
 
 
@@ -43,9 +47,6 @@ def add_grade_parser(sub):
 
 
 def cmd_grade(args):
-    from .compile_limits import GRADING_COMPILE_CHILD_SECONDS
-    from .entry import grade, load_any_assignment
-    from .runner import UnconfinedError
     try:
         assignment = load_any_assignment(args.assignment)
     except (ValueError, OSError, SyntaxError) as exc:

@@ -6,8 +6,9 @@ graded against a kernel assignment, launched as the program's own <<<>>> launche
 import os
 import runpy
 
-from .. import _sandbox
-from .assignment import Assignment, load_assignment
+from ..student import sandbox
+from .assignment import Assignment
+from .lookup import load_assignment
 from .builtin import BUILTIN
 from .programs import (PROGRAM_BUILTIN, ProgramAssignment, grade_program,
                        grade_program_kernel)
@@ -53,11 +54,11 @@ def grade(submission, assignment, *, backend=None, seed=None, kernel=None, timeo
     if by_kernel:
         raise ValueError(f"by_kernel grades a program's kernel against a kernel assignment; "
                          f"{assignment.name!r} is a program assignment (graded by its output)")
-    if not _sandbox.status()["confined"] and not allow_unconfined:
-        raise UnconfinedError(f"{_sandbox.describe()}\nThe grader refuses to run submissions "
+    if not sandbox.status()["confined"] and not allow_unconfined:
+        raise UnconfinedError(f"{sandbox.describe()}\nThe grader refuses to run submissions "
                               "unconfined; pass --allow-unconfined (allow_unconfined=True) to "
                               "grade anyway, which the report then states.")
     report = grade_program(submission, assignment, backend=backend, seed=seed, timeout=timeout,
                            check=check)
-    report.confinement = _sandbox.describe()
+    report.confinement = sandbox.describe()
     return report

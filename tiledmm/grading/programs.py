@@ -22,9 +22,9 @@ import secrets
 import numpy as np
 
 from .. import _backend
-from .._kernel_diagnostics import CompileError
-from .._kernel_source import split_top_level
-from ..programs import run as run_program
+from ..student.kernel_diagnostics import CompileError
+from ..student.kernel_source import blank_source, split_top_level
+from ..student.programs import run as run_program
 from .assignment import CaseSizes
 from .report import GradeReport
 from .runner import grade as grade_kernel
@@ -269,7 +269,6 @@ def program_kernel_source(source, kernel=None):
     lines giving the grid, block and shared bytes of its own `<<<>>>`, written in the kernel's
     parameter names (docs/grading.md, A submission's own launch). Raises ValueError when the
     program launches no such kernel."""
-    from .._kernel_source import blank_source
     blank = blank_source(source)
     launches = [(m.group(1), m.group(2), m.group(3)) for m in _LAUNCH.finditer(blank)]
     if kernel is not None:

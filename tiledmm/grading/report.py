@@ -3,6 +3,8 @@ the launch and the speed part; printed as a table, rendered in Jupyter, and as a
 JSON, JUnit and Gradescope writers (tiledmm/grading/outputs.py)."""
 import html
 
+from . import outputs
+
 __all__ = ["GradeReport"]
 
 
@@ -23,7 +25,7 @@ class GradeReport:
         self.seed, self.seed_secret = seed, seed_secret
         self.kernel = self.signature = None
         self.compile_error = None
-        self.confinement = ""   # tiledmm/_sandbox.py's describe(): what held the submission
+        self.confinement = ""   # tiledmm/student/sandbox.py's describe(): what held the submission
         self.warnings = []
         self.mapping = self.launch = ""
         self.cases = []
@@ -144,15 +146,12 @@ class GradeReport:
 
     def write_json(self, path):
         """Write to_dict() as JSON (NaN as null)."""
-        from .outputs import write_json
-        write_json(self, path)
+        outputs.write_json(self, path)
 
     def write_junit(self, path):
         """Write JUnit XML: one testcase per case, and one for the speed part."""
-        from .outputs import write_junit
-        write_junit(self, path)
+        outputs.write_junit(self, path)
 
     def write_gradescope(self, path):
         """Write Gradescope's autograder results.json (the seed left out when secret)."""
-        from .outputs import write_gradescope
-        write_gradescope(self, path)
+        outputs.write_gradescope(self, path)

@@ -19,10 +19,11 @@ import secrets
 
 import numpy as np
 
-from .. import _backend, _sandbox, testing
-from .._isolation import stop_workers
-from ..user_kernels import CompileError, KernelError
-from .assignment import load_assignment
+from .. import _backend, testing
+from ..student import sandbox
+from ..student.isolation import stop_workers
+from ..student.user_kernels import CompileError, KernelError
+from .lookup import load_assignment
 from .compare import compare, output_array, tolerance
 from .compile_limits import GRADING_COMPILE_CHILD_SECONDS, CompileLimitError, compile_submission
 from .launch_spec import evaluate, read_declared
@@ -69,12 +70,12 @@ def grade(submission, assignment, *, backend=None, seed=None, kernel=None, timeo
     allow_unconfined: grade even where Landlock or seccomp is missing (the submission then runs
     with this account's rights; the report says so); otherwise that raises UnconfinedError.
 
-    The submission is compiled and run only in confined processes (tiledmm/_sandbox.py), and
+    The submission is compiled and run only in confined processes (tiledmm/student/sandbox.py), and
     tiledmm's worker (its process group) is ended before this returns, so nothing it started
     can touch the files the caller writes next."""
-    if not _sandbox.status()["confined"] and not allow_unconfined:
+    if not sandbox.status()["confined"] and not allow_unconfined:
         raise UnconfinedError(
-            f"{_sandbox.describe()}\nThe grader refuses to run submissions unconfined: run it "
+            f"{sandbox.describe()}\nThe grader refuses to run submissions unconfined: run it "
             "where Landlock and seccomp work (Linux >= 5.13 with libseccomp2; Docker's default "
             "profile from 20.10.9), or pass --allow-unconfined (allow_unconfined=True) to grade "
             "anyway, which the report then states.")
@@ -93,7 +94,7 @@ def _grade(submission, assignment, backend, seed, kernel, timeout, check, compil
     seed_secret = seed is None
     seed = secrets.randbits(63) if seed_secret else int(seed)
     report = GradeReport(shown, assignment.name, backend, seed, seed_secret)
-    report.confinement = _sandbox.describe()
+    report.confinement = sandbox.describe()
     cases = [dict(c) for c in assignment.cases]
     if assignment.random_cases is not None:
         cases += [dict(c) for c in assignment.random_cases(np.random.default_rng([seed, 0]))]

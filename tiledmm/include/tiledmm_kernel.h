@@ -1,4 +1,4 @@
-// tiledmm_kernel.h: the prelude of a kernel compiled with tiledmm.compile (tiledmm/user_kernels.py
+// tiledmm_kernel.h: the prelude of a kernel compiled with tiledmm.compile (tiledmm/student/user_kernels.py
 // includes it before the user's source, then resets line numbers with #line 1). It gives user
 // kernels nvcc's dialect on both backends, plus TM_DYNAMIC_SHARED and tm_ceil_div:
 //   cuda (NVRTC): the CUDA built-ins NVRTC provides.
@@ -6,7 +6,7 @@
 //   must not meet a student's -DN=64), plus, with -DTM_CHECK, the bounds-checked pointer type
 //   that check mode gives the kernel's pointer parameters and the race-checked shared arrays
 //   it gives its __shared__ declarations. The user's -D defines come after this prelude.
-// `extern __shared__ T name[];` is rewritten for the emulator (tiledmm/_kernel_source.py,
+// `extern __shared__ T name[];` is rewritten for the emulator (tiledmm/student/kernel_source.py,
 // emu_dialect) into TM_DYNAMIC_SHARED(T, name) in a function, a tm_extern_shared<T> at
 // namespace scope.
 #pragma once
@@ -105,7 +105,7 @@ static inline long long tm_check_block_linear()
 static inline void tm_check_plain_types(char *text, size_t size);
 // In tiledmm's worker process (TILEDMM_WORKER=1), the launch's first report is also written to
 // stderr as it is recorded, as one line `tiledmm check: <report>`: a launch that then never ends
-// is killed at its timeout, and the caller (tiledmm/_isolation.py) quotes that line with the
+// is killed at its timeout, and the caller (tiledmm/student/isolation.py) quotes that line with the
 // timeout. In the caller's own process (isolate=False) nothing is written.
 static inline bool tm_check_in_worker()
 {

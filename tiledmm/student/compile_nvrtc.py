@@ -10,12 +10,12 @@ import sys
 import sysconfig
 from types import SimpleNamespace
 
-from . import _backend
-from . import _kernel_cache as cache
-from ._kernel_diagnostics import SOURCE_NAME, compile_error, parse_warnings
-from ._kernel_source import full_source, split_defines
+from .. import _backend
+from . import kernel_cache as cache
+from .kernel_diagnostics import SOURCE_NAME, compile_error, parse_warnings
+from .kernel_source import full_source, split_defines
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tiledmm/
 
 _nvrtc = None
 # Headers a student's kernel may include that NVRTC lacks: the CUDA runtime's (their contents are

@@ -1,6 +1,6 @@
 """Reading a user kernel's source: its `__global__` signatures and parameters, the text the
 compilers see (tiledmm's prelude, the user's defines, then the user's lines numbered as
-written). The errors and the compilers' warnings are tiledmm/_kernel_diagnostics.py's.
+written). The errors and the compilers' warnings are tiledmm/student/kernel_diagnostics.py's.
 
 Signatures are read by libclang (the `libclang` wheel), a real C++ parser: it expands the
 user's macros and `defines=`, so `float A[N][N]` with `#define N 64` is known to take rows of
@@ -18,7 +18,7 @@ import re
 
 import numpy as np
 
-from ._kernel_diagnostics import SOURCE_NAME, CompileError, line_col as _line_col
+from .kernel_diagnostics import SOURCE_NAME, CompileError, line_col as _line_col
 
 # ---------------------------------------------------------------------------------------------
 # parameter types
@@ -298,7 +298,7 @@ def _parse(ci, source, define_lines, probe=""):
     # #include lines are blanked (same length): the parse needs no headers, and a missing one
     # would stop it. The prelude gives the CUDA keywords and types a signature may use. This is
     # no security filter (`#/**/include` gets through it): the parse runs only in the confined
-    # compile child (tiledmm/_compile_emu.py), where the sandbox refuses what may not be read.
+    # compile child (tiledmm/student/compile_emu.py), where the sandbox refuses what may not be read.
     text = _INCLUDE_RE.sub(lambda m: " " * len(m.group(0)), source)
     prelude = _PARSE_PRELUDE + "\n".join(define_lines) + "\n"
     index = ci.Index.create()

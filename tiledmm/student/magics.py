@@ -11,6 +11,7 @@ the cell's own lines as Jupyter numbers them. Groups are folders of a work folde
 import argparse
 import atexit
 import enum
+import functools
 import html
 import os
 import shlex
@@ -22,15 +23,10 @@ import tempfile
 import timeit as timeit_module
 import uuid
 
-from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
-from IPython.core.magics.execution import TimeitResult
-from IPython.display import HTML, display
-from traitlets import Unicode, observe, validate
-
-from . import _sandbox, programs
-from ._backend import cuda_device_count, get_backend
-from ._isolation import default_timeout
-from ._kernel_diagnostics import CompileError
+from . import programs, sandbox
+from .._backend import cuda_device_count, get_backend
+from .isolation import default_timeout
+from .kernel_diagnostics import CompileError
 
 SHARED_GROUP = "shared"
 CELL_FILE = "cell.cu"
@@ -169,6 +165,7 @@ def _emu_compiler_args(args):
 
 def _launch_table(result, profiled):
     """The launches as a small HTML table (profile mode's counters with --profile on emu)."""
+    from IPython.display import HTML   # IPython: only in a notebook's kernel
     esc = html.escape
     head = ["kernel", "grid", "block", "shared bytes", "ms"]
     if profiled:
@@ -205,6 +202,7 @@ def _show(result, profiled=False):
         sys.stderr.write(result.stderr if result.stderr.endswith("\n") else result.stderr + "\n")
         sys.stderr.flush()
     if result.launches:
+        from IPython.display import display   # IPython: only in a notebook's kernel
         display(_launch_table(result, profiled))
     if result.returncode > 0:
         print(f"tiledmm: the program exited with code {result.returncode}", file=sys.stderr)
@@ -245,10 +243,10 @@ def _profile_on_gpu(files, compiler_args, profiler, profiler_args, args, stdin, 
             f.write(image)
         report = os.path.join(scratch, "report.jsonl")
         runner = (f"import sys; sys.path.insert(0, {programs.PACKAGE_PARENT!r}); "
-                  "from tiledmm import _program_main; sys.exit(_program_main.main(sys.argv[1:]))")
+                  "from tiledmm.student import program_main; sys.exit(program_main.main(sys.argv[1:]))")
         # The profiler attaches to the program (injection, its own sockets), which the sandbox
         # refuses a confined process: under ncu or nsys the program runs outside it, as
-        # tm.compile(..., profile=True)'s kernels do under ncu (tiledmm/_ncu.py).
+        # tm.compile(..., profile=True)'s kernels do under ncu (tiledmm/profiling/ncu.py).
         tool_args = shlex.split(profiler_args)
         if profiler is Profiler.NSYS and (not tool_args or tool_args[0].startswith("-")):
             tool_args = ["profile", *(tool_args or ["--stats=true"])]   # nsys's subcommand
@@ -262,7 +260,7 @@ def _run_profiler(argv, stdin, timeout):
     ended on every path (an interrupt too)."""
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True,
-                            env=_sandbox.minimal_env())
+                            env=sandbox.minimal_env())
     timed_out = False
     try:
         out, err = proc.communicate(stdin, timeout=timeout)
@@ -283,208 +281,221 @@ def _run_profiler(argv, stdin, timeout):
 # ---------------------------------------------------------------------------------------------
 # the magics
 
-@magics_class
-class NVCCPlugin(Magics):
-    """The %%cuda magics. Named as nvcc4jupyter's class, so that its configuration
-    (`%config NVCCPlugin.wd = "folder"`) keeps working: `wd` is the folder groups are saved in."""
+@functools.lru_cache(maxsize=None)
+def plugin_class():
+    """The %%cuda magics' class, made on first use: IPython and traitlets are a notebook
+    kernel's, imported only there (tiledmm imports this module in every process)."""
+    from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+    from IPython.core.magics.execution import TimeitResult
+    from traitlets import Unicode, observe, validate
 
-    wd = Unicode("", help="the folder where groups' files are saved (default: a new temporary "
-                          "folder)").tag(config=True)
+    @magics_class
+    class NVCCPlugin(Magics):
+        """The %%cuda magics. Named as nvcc4jupyter's class, so that its configuration
+        (`%config NVCCPlugin.wd = "folder"`) keeps working: `wd` is the folder groups are saved in."""
 
-    def __init__(self, shell=None, **kw):
-        super().__init__(shell=shell, **kw)
-        if not self.wd:
-            self.wd = tempfile.mkdtemp(prefix="tiledmm-cuda-")
-            # the temporary folder goes with the kernel (one %config chose stays)
-            atexit.register(shutil.rmtree, self.wd, ignore_errors=True)
-        self._announced = False
+        wd = Unicode("", help="the folder where groups' files are saved (default: a new temporary "
+                              "folder)").tag(config=True)
 
-    @validate("wd")
-    def _wd_absolute(self, proposal):
-        return os.path.abspath(proposal["value"]) if proposal["value"] else ""
+        def __init__(self, shell=None, **kw):
+            super().__init__(shell=shell, **kw)
+            if not self.wd:
+                self.wd = tempfile.mkdtemp(prefix="tiledmm-cuda-")
+                # the temporary folder goes with the kernel (one %config chose stays)
+                atexit.register(shutil.rmtree, self.wd, ignore_errors=True)
+            self._announced = False
 
-    @observe("wd")
-    def _wd_changed(self, change):
-        if change["new"]:
-            os.makedirs(change["new"], exist_ok=True)
+        @validate("wd")
+        def _wd_absolute(self, proposal):
+            return os.path.abspath(proposal["value"]) if proposal["value"] else ""
 
-    # -- helpers ---------------------------------------------------------------------------
-    def _announce(self, backend):
-        """With no GPU, the first magic says once which backend runs."""
-        if self._announced:
-            return
-        self._announced = True
-        if backend == "emu" and cuda_device_count() == 0:
-                _say("no GPU here: CUDA programs run on tiledmm's CPU emulator (backend emu); "
-                     "their output is the program's, their times are CPU times")
+        @observe("wd")
+        def _wd_changed(self, change):
+            if change["new"]:
+                os.makedirs(change["new"], exist_ok=True)
 
-    def _group_dir(self, group):
-        if not group or group in (".", "..") or os.sep in group or "/" in group or \
-                group.startswith("."):
-            raise ValueError(f"group {group!r}: a group's name is a plain name (no '/', no "
-                             "leading '.')")
-        return os.path.join(self.wd, group)
-
-    def _group_files(self, group):
-        """(the group's .cu and .h files, its folder), the shared group's after the group's."""
-        folder = self._group_dir(group)
-        if not os.path.isdir(folder):
-            raise ValueError(f"group {group!r} does not exist; save files in it first with "
-                             f"%%cuda_group_save -g {group} -n NAME.cu")
-        files = self._files_of(folder)
-        if not any(f.endswith(".cu") for f in files):
-            raise ValueError(f"group {group!r} has no .cu file")
-        if group != SHARED_GROUP:
-            files += self._files_of(os.path.join(self.wd, SHARED_GROUP))
-        return files, folder
-
-    @staticmethod
-    def _files_of(folder):
-        if not os.path.isdir(folder):
-            return []
-        return sorted(os.path.join(folder, n) for n in os.listdir(folder)
-                      if n.endswith(SOURCE_ENDINGS))
-
-    def _options(self, line, parser):
-        """The parsed line, or None after saying what is wrong (no traceback for a typo)."""
-        try:
-            return parser.parse_args(_split_line(line))
-        except ValueError as exc:
-            _say(str(exc))
-            return None
-
-    def _run(self, files, opts):
-        """Compile and run `files` as one program with the options of %%cuda."""
-        backend = opts.backend or get_backend()
-        self._announce(backend)
-        compiler_args = shlex.split(opts.compiler_args if opts.compiler_args is not None
-                                    else _defaults["compiler_args"])
-        if backend == "emu":
-            compiler_args = _emu_compiler_args(compiler_args)
-        shared = os.path.join(self.wd, SHARED_GROUP)
-        if os.path.isdir(shared):
-            compiler_args.append(f"-I{shared}")
-        profiler = Profiler(opts.profiler) if opts.profiler else _defaults["profiler"]
-        profiler_args = opts.profiler_args if opts.profiler_args is not None \
-            else _defaults["profiler_args"]
-        timeout = default_timeout() if opts.timeout is None else opts.timeout
-        argv = shlex.split(opts.args)
-        try:
-            if opts.profile and backend == "cuda" and not opts.timeit:
-                out, err, code, timed_out = _profile_on_gpu(
-                    files, compiler_args, profiler, profiler_args, argv, opts.stdin, timeout)
-                _show(programs.ProgramResult(out, err, code, timed_out, [], backend))
+        # -- helpers ---------------------------------------------------------------------------
+        def _announce(self, backend):
+            """With no GPU, the first magic says once which backend runs."""
+            if self._announced:
                 return
-            profile = bool(opts.profile) and not opts.timeit
-            if profile and profiler_args:
-                _say(f"--profiler-args {profiler_args!r} are ncu's or nsys's: ignored on emu")
-            if profile and profiler is Profiler.NSYS:
-                _say("--profiler nsys is not available on emu (it traces a GPU's timeline); "
-                     "--profile on emu shows profile mode's counters and predicted times")
-                profile = False
+            self._announced = True
+            if backend == "emu" and cuda_device_count() == 0:
+                    _say("no GPU here: CUDA programs run on tiledmm's CPU emulator (backend emu); "
+                         "their output is the program's, their times are CPU times")
 
-            def once():
-                return programs.run(files, args=argv, stdin=opts.stdin, backend=backend,
-                                    check=opts.check, profile=profile, timeout=timeout,
-                                    compiler_args=compiler_args)
+        def _group_dir(self, group):
+            if not group or group in (".", "..") or os.sep in group or "/" in group or \
+                    group.startswith("."):
+                raise ValueError(f"group {group!r}: a group's name is a plain name (no '/', no "
+                                 "leading '.')")
+            return os.path.join(self.wd, group)
 
-            result = once()   # builds (or finds in the cache), runs, shows its output
-            if opts.timeit:
-                self._timeit(once, result)
-            else:
-                _show(result, profiled=profile)
-        except CompileError as exc:
-            sys.stderr.write((exc.log or str(exc)).rstrip("\n") + "\n")
-            _say("the program does not compile (the lines above are the compiler's)")
-        except (ValueError, RuntimeError, NotImplementedError, FileNotFoundError,
-                TypeError) as exc:
-            _say(str(exc))
-        except KeyboardInterrupt:
-            _say("interrupted: the program was stopped")
-            raise
+        def _group_files(self, group):
+            """(the group's .cu and .h files, its folder), the shared group's after the group's."""
+            folder = self._group_dir(group)
+            if not os.path.isdir(folder):
+                raise ValueError(f"group {group!r} does not exist; save files in it first with "
+                                 f"%%cuda_group_save -g {group} -n NAME.cu")
+            files = self._files_of(folder)
+            if not any(f.endswith(".cu") for f in files):
+                raise ValueError(f"group {group!r} has no .cu file")
+            if group != SHARED_GROUP:
+                files += self._files_of(os.path.join(self.wd, SHARED_GROUP))
+            return files, folder
 
-    def _timeit(self, once, first):
-        """nvcc4jupyter's -t: IPython's %timeit of the whole program (the build cached), shown
-        instead of its output; a program that fails shows its output instead."""
-        if first.returncode != 0:
-            _show(first)
-            return
-        timer = timeit_module.Timer(once)
-        number, _elapsed = timer.autorange()
-        runs = [t / number for t in timer.repeat(repeat=7, number=number)]
-        result = TimeitResult(number, 7, min(runs), max(runs), [r * number for r in runs], 0, 3)
-        print(result)
+        def _group_or_say(self, lookup, group):
+            """lookup(group) (_group_dir: its folder; _group_files: its files and folder), or
+            None after saying why the group cannot be used (no traceback for a typo)."""
+            try:
+                return lookup(group)
+            except ValueError as exc:
+                _say(str(exc))
+                return None
 
-    # -- the magics ------------------------------------------------------------------------
-    @cell_magic
-    def cuda(self, line, cell):
-        """%%cuda [-c "ARGS"] [-t] [-p [-l ncu|nsys] [-a "ARGS"]] [--backend emu|cuda] [--check]
-        [--timeout S] [--args "..."] [--stdin "..."]: compile and run the cell as a program,
-        with the shared group's files."""
-        opts = self._options(line, get_parser_cuda())
-        if opts is None:
-            return
-        folder = os.path.join(self.wd, ".cells", uuid.uuid4().hex)
-        os.makedirs(folder)
-        try:
-            path = os.path.join(folder, CELL_FILE)
-            with open(path, "w", encoding="utf-8") as f:
-                # the magic's line as line 1: the cell's lines are the file's
-                f.write(f"// %%cuda {line}\n{cell}")
-            self._run([path] + self._files_of(os.path.join(self.wd, SHARED_GROUP)), opts)
-        finally:
+        @staticmethod
+        def _files_of(folder):
+            if not os.path.isdir(folder):
+                return []
+            return sorted(os.path.join(folder, n) for n in os.listdir(folder)
+                          if n.endswith(SOURCE_ENDINGS))
+
+        def _options(self, line, parser):
+            """The parsed line, or None after saying what is wrong (no traceback for a typo)."""
+            try:
+                return parser.parse_args(_split_line(line))
+            except ValueError as exc:
+                _say(str(exc))
+                return None
+
+        def _run(self, files, opts):
+            """Compile and run `files` as one program with the options of %%cuda."""
+            backend = opts.backend or get_backend()
+            self._announce(backend)
+            compiler_args = shlex.split(opts.compiler_args if opts.compiler_args is not None
+                                        else _defaults["compiler_args"])
+            if backend == "emu":
+                compiler_args = _emu_compiler_args(compiler_args)
+            shared = os.path.join(self.wd, SHARED_GROUP)
+            if os.path.isdir(shared):
+                compiler_args.append(f"-I{shared}")
+            profiler = Profiler(opts.profiler) if opts.profiler else _defaults["profiler"]
+            profiler_args = opts.profiler_args if opts.profiler_args is not None \
+                else _defaults["profiler_args"]
+            timeout = default_timeout() if opts.timeout is None else opts.timeout
+            argv = shlex.split(opts.args)
+            try:
+                if opts.profile and backend == "cuda" and not opts.timeit:
+                    out, err, code, timed_out = _profile_on_gpu(
+                        files, compiler_args, profiler, profiler_args, argv, opts.stdin, timeout)
+                    _show(programs.ProgramResult(out, err, code, timed_out, [], backend))
+                    return
+                profile = bool(opts.profile) and not opts.timeit
+                if profile and profiler_args:
+                    _say(f"--profiler-args {profiler_args!r} are ncu's or nsys's: ignored on emu")
+                if profile and profiler is Profiler.NSYS:
+                    _say("--profiler nsys is not available on emu (it traces a GPU's timeline); "
+                         "--profile on emu shows profile mode's counters and predicted times")
+                    profile = False
+
+                def once():
+                    return programs.run(files, args=argv, stdin=opts.stdin, backend=backend,
+                                        check=opts.check, profile=profile, timeout=timeout,
+                                        compiler_args=compiler_args)
+
+                result = once()   # builds (or finds in the cache), runs, shows its output
+                if opts.timeit:
+                    self._timeit(once, result)
+                else:
+                    _show(result, profiled=profile)
+            except CompileError as exc:
+                sys.stderr.write((exc.log or str(exc)).rstrip("\n") + "\n")
+                _say("the program does not compile (the lines above are the compiler's)")
+            except (ValueError, RuntimeError, NotImplementedError, FileNotFoundError,
+                    TypeError) as exc:
+                _say(str(exc))
+            except KeyboardInterrupt:
+                _say("interrupted: the program was stopped")
+                raise
+
+        def _timeit(self, once, first):
+            """nvcc4jupyter's -t: IPython's %timeit of the whole program (the build cached), shown
+            instead of its output; a program that fails shows its output instead."""
+            if first.returncode != 0:
+                _show(first)
+                return
+            timer = timeit_module.Timer(once)
+            number, _elapsed = timer.autorange()
+            runs = [t / number for t in timer.repeat(repeat=7, number=number)]
+            result = TimeitResult(number, 7, min(runs), max(runs), [r * number for r in runs], 0, 3)
+            print(result)
+
+        # -- the magics ------------------------------------------------------------------------
+        @cell_magic
+        def cuda(self, line, cell):
+            """%%cuda [-c "ARGS"] [-t] [-p [-l ncu|nsys] [-a "ARGS"]] [--backend emu|cuda] [--check]
+            [--timeout S] [--args "..."] [--stdin "..."]: compile and run the cell as a program,
+            with the shared group's files."""
+            opts = self._options(line, get_parser_cuda())
+            if opts is None:
+                return
+            folder = os.path.join(self.wd, ".cells", uuid.uuid4().hex)
+            os.makedirs(folder)
+            try:
+                path = os.path.join(folder, CELL_FILE)
+                with open(path, "w", encoding="utf-8") as f:
+                    # the magic's line as line 1: the cell's lines are the file's
+                    f.write(f"// %%cuda {line}\n{cell}")
+                self._run([path] + self._files_of(os.path.join(self.wd, SHARED_GROUP)), opts)
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+
+        @cell_magic
+        def cuda_group_save(self, line, cell):
+            """%%cuda_group_save -n NAME(.cu|.h) -g GROUP: save the cell as a file of a group."""
+            opts = self._options(line, get_parser_cuda_group_save())
+            if opts is None:
+                return
+            name = opts.name
+            if not name.endswith(SOURCE_ENDINGS) or os.path.basename(name) != name or \
+                    name.startswith("."):
+                _say(f"file name {name!r}: give a plain name ending in .cu or .h")
+                return
+            folder = self._group_or_say(self._group_dir, opts.group)
+            if folder is None:
+                return
+            os.makedirs(folder, exist_ok=True)
+            with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
+                f.write(f"// %%cuda_group_save {line}\n{cell}")
+
+        @line_magic
+        def cuda_group_run(self, line):
+            """%cuda_group_run -g GROUP [%%cuda's options]: compile and run the group's files (and
+            the shared group's) as one program."""
+            opts = self._options(line, get_parser_cuda_group_run())
+            if opts is None:
+                return
+            found = self._group_or_say(self._group_files, opts.group)
+            if found is None:
+                return
+            self._run(found[0], opts)
+
+        @line_magic
+        def cuda_group_delete(self, line):
+            """%cuda_group_delete -g GROUP: delete the group's files."""
+            opts = self._options(line, get_parser_cuda_group_delete())
+            if opts is None:
+                return
+            folder = self._group_or_say(self._group_dir, opts.group)
+            if folder is None:
+                return
             shutil.rmtree(folder, ignore_errors=True)
 
-    @cell_magic
-    def cuda_group_save(self, line, cell):
-        """%%cuda_group_save -n NAME(.cu|.h) -g GROUP: save the cell as a file of a group."""
-        opts = self._options(line, get_parser_cuda_group_save())
-        if opts is None:
-            return
-        name = opts.name
-        if not name.endswith(SOURCE_ENDINGS) or os.path.basename(name) != name or \
-                name.startswith("."):
-            _say(f"file name {name!r}: give a plain name ending in .cu or .h")
-            return
-        try:
-            folder = self._group_dir(opts.group)
-        except ValueError as exc:
-            _say(str(exc))
-            return
-        os.makedirs(folder, exist_ok=True)
-        with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
-            f.write(f"// %%cuda_group_save {line}\n{cell}")
-
-    @line_magic
-    def cuda_group_run(self, line):
-        """%cuda_group_run -g GROUP [%%cuda's options]: compile and run the group's files (and
-        the shared group's) as one program."""
-        opts = self._options(line, get_parser_cuda_group_run())
-        if opts is None:
-            return
-        try:
-            files, _folder = self._group_files(opts.group)
-        except ValueError as exc:
-            _say(str(exc))
-            return
-        self._run(files, opts)
-
-    @line_magic
-    def cuda_group_delete(self, line):
-        """%cuda_group_delete -g GROUP: delete the group's files."""
-        opts = self._options(line, get_parser_cuda_group_delete())
-        if opts is None:
-            return
-        try:
-            folder = self._group_dir(opts.group)
-        except ValueError as exc:
-            _say(str(exc))
-            return
-        shutil.rmtree(folder, ignore_errors=True)
+    return NVCCPlugin
 
 
 def load_ipython_extension(shell):
     """`%load_ext tiledmm`: registers the magics (IPython calls it)."""
-    plugin = NVCCPlugin(shell=shell)
+    plugin = plugin_class()(shell=shell)
     shell.configurables.append(plugin)
     shell.register_magics(plugin)

@@ -1,13 +1,13 @@
 """Isolation: user kernels run in a worker process, so that no kernel can kill, hang or corrupt
 the Python process that launched it.
 
-The worker (tiledmm/_worker.py) is started on first use with a fresh interpreter (never fork:
+The worker (tiledmm/student/worker.py) is started on first use with a fresh interpreter (never fork:
 libgomp and CUDA break after a fork), in a session of its own (Jupyter's interrupt signals the
 whole process group; the worker must not die behind tiledmm's back), and is started again after
 a fault. It alone loads the user's compiled code and, on `cuda`, owns a CUDA context of its own,
 so an illegal address poisons only the worker's context.
 
-The worker is confined (tiledmm/_sandbox.py: Landlock, seccomp, rlimits) before it imports
+The worker is confined (tiledmm/student/sandbox.py: Landlock, seccomp, rlimits) before it imports
 anything, gets an allow-listed environment, and a scratch folder of its own for its life (removed
 when it ends). The caller trusts nothing that comes back.
 
@@ -33,7 +33,6 @@ seconds pass, it kills the worker (the next call starts a new one).
 import atexit
 import base64
 import binascii
-import collections
 import ctypes
 import json
 import mmap
@@ -49,8 +48,9 @@ import tempfile
 import threading
 import time
 
-from . import _sandbox
-from ._kernel_diagnostics import KernelError
+from .. import _backend
+from . import sandbox
+from .kernel_diagnostics import KernelError
 
 PAGE = mmap.PAGESIZE
 ALIGN = 256                     # cudaMalloc's alignment
@@ -333,7 +333,6 @@ class ArgumentFile:
 def _check_host_memory(nbytes):
     """MemoryError, not the OOM killer, for a shared file larger than the process can get: its
     pages belong to the caller (the host memory guard of csrc/emu/host_memory.h)."""
-    from . import _backend
     limit, source, available, why = _backend.module("emu").host_memory()
     for bound, what in ((limit, source), (available, why)):
         if bound and nbytes > bound:
@@ -535,17 +534,17 @@ class Worker:
     def _start(self):
         """A fresh interpreter that confines itself (run_policy: its scratch folder writable, no
         exec, no processes, no network; /dev/nvidia* where a GPU is) before it imports tiledmm
-        or starts a thread, then serves requests (tiledmm/_worker.py)."""
-        _sandbox.warn_if_unconfined("tm.compile's kernels")
+        or starts a thread, then serves requests (tiledmm/student/worker.py)."""
+        sandbox.warn_if_unconfined("tm.compile's kernels")
         self.scratch = tempfile.mkdtemp(prefix="tiledmm-worker-")
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        policy = _sandbox.run_policy(self.scratch, devices=self.devices)
+        policy = sandbox.run_policy(self.scratch, devices=self.devices)
         # PR_SET_PDEATHSIG fires when the *thread* that started the worker ends, and a call may
         # come from any thread: the worker is started from one long-lived thread (_STARTER),
-        # and its parent watch (tiledmm/_worker.py) stays for the rest
-        argv = _sandbox.python_argv("_worker", policy, call=f"main({theirs.fileno()})",
+        # and its parent watch (tiledmm/student/worker.py) stays for the rest
+        argv = sandbox.python_argv("student.worker", policy, call=f"main({theirs.fileno()})",
                                     die_with_parent=True)
-        env = _sandbox.minimal_env({"TILEDMM_WORKER": "1", "TMPDIR": self.scratch})
+        env = sandbox.minimal_env({"TILEDMM_WORKER": "1", "TMPDIR": self.scratch})
         try:
             self.proc = _STARTER.run(lambda: subprocess.Popen(
                 argv, pass_fds=[theirs.fileno()], env=env, cwd=self.scratch,

@@ -2,9 +2,9 @@
 
 Nsight Compute (`ncu`) profiles a process it starts, so the calls to profile are written to a
 temporary folder (their inputs as .npy files and a JSON list of calls) and run once more,
-each with warmup=0 and repeat=1, by `python -m tiledmm._ncu SPEC` under
+each with warmup=0 and repeat=1, by `python -m tiledmm.profiling.ncu_child SPEC` under
 
-    ncu --csv --print-units base --metrics <METRICS> python -m tiledmm._ncu SPEC
+    ncu --csv --print-units base --metrics <METRICS> python -m tiledmm.profiling.ncu_child SPEC
 
 That child records how many kernels each call launched (Result.launch.launches); ncu's rows
 (one per kernel launch, in launch order) are split by those counts and each metric is summed
@@ -134,7 +134,7 @@ def profile_calls(calls, timeout=600, raw_out=None):
         with open(spec_path, "w") as f:
             json.dump({"calls": spec, "launches_out": launches_path}, f)
         command = [ncu, "--csv", "--print-units", "base", "--metrics", ",".join(_metric_names()),
-                   sys.executable, "-m", "tiledmm._ncu", spec_path]
+                   sys.executable, "-m", "tiledmm.profiling.ncu_child", spec_path]
         env = dict(os.environ, TILEDMM_BACKEND="cuda")
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
@@ -201,24 +201,3 @@ def _sum_launches(rows):
     out["launches"] = len(rows)
     out["blocks"] = out["grid_size"]
     return out
-
-
-def _run_spec(spec_path):
-    """The child under ncu: each call once on cuda; writes how many kernels each launched."""
-    from tiledmm import _core
-    with open(spec_path) as f:
-        spec = json.load(f)
-    launches = []
-    for call in spec["calls"]:
-        inputs = tuple(np.load(p, allow_pickle=False) for p in call["inputs"])
-        # warm_l2: ncu flushes caches before each profiled kernel itself (its default
-        # --cache-control all), and only the call's own kernels may reach its list of launches
-        res = _core._run(call["family"], call["kernel"], inputs, call["params"], "cuda",
-                         warmup=0, repeat=1, warm_l2=True)
-        launches.append(int(res.launch.launches))
-    with open(spec["launches_out"], "w") as f:
-        json.dump(launches, f)
-
-
-if __name__ == "__main__":
-    _run_spec(sys.argv[1])

@@ -1,7 +1,7 @@
 """Building a whole CUDA program (tm.run), inside the confined compile child.
 
-tiledmm/programs.py writes a request (JSON) into the child's scratch folder and runs
-`main([request])` through tiledmm._sandbox.run_python with a compile policy. Here the student's
+tiledmm/student/programs.py writes a request (JSON) into the child's scratch folder and runs
+`main([request])` through tiledmm.student.sandbox.run_python with a compile policy. Here the student's
 source is parsed by libclang as CUDA (`-x cuda --cuda-host-only -nocudainc -nocudalib`, with a
 small prelude that declares what clang expects of a CUDA installation); every launch
 `k<<<grid, block, shared, stream>>>(args)` shows up as a CALL_EXPR whose second child is the
@@ -12,7 +12,7 @@ call of `__cudaPushCallConfiguration`, and is rewritten in place, on the same li
 whose call operator takes the kernel's own parameter types (so arguments convert, or fail to,
 as nvcc's launch would). On emu tm_prog::config is csrc/emu/program_runtime.h's emulated launch;
 on cuda it is tiledmm/include/tiledmm_program_cuda.h's real launch between two CUDA events.
-Then g++ (emu) or nvcc (cuda) builds the program as a shared object that tiledmm/_program_main.py
+Then g++ (emu) or nvcc (cuda) builds the program as a shared object that tiledmm/student/program_main.py
 loads and whose `main` it calls. The answer is JSON (result.json), never anything executable.
 """
 import json
@@ -20,8 +20,8 @@ import os
 import re
 import subprocess
 
-from ._check_mode import checked_casts, checked_shared
-from ._kernel_source import emu_dialect
+from .check_mode import checked_casts, checked_shared
+from .kernel_source import emu_dialect
 
 SOURCE_NAME_DEFAULT = "program.cu"
 COMPILER_RUN_SECONDS = 300   # one run of the compiler on a whole program

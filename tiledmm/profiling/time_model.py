@@ -2,16 +2,40 @@
 
 Profile.predict(device) calls predict() here. Per resource (DRAM, L2, L1/shared memory, FP32
 issue, same-address atomics, latency/occupancy, launch overhead) a time from the counters of a
-tiledmm.profile.Profile and the device preset in tm.occupancy.PRESETS; the prediction is the
-2-norm of those times plus the launch overhead. docs/profile.md explains each term and lists
+Profile (tiledmm/profiling/counters.py) and the device preset in tiledmm/profiling/devices.py
+(tm.occupancy.PRESETS); the prediction is the 2-norm of those times plus the launch overhead. docs/profile.md explains each term and lists
 predicted beside measured H100 times. Occupancy counts registers per thread from the table nvcc
-gives for the registry's kernels (tiledmm/_kernel_registers.py).
+gives for the registry's kernels (tiledmm/profiling/kernel_registers.py).
 """
 import math
+from dataclasses import dataclass
+from typing import Dict
 
-from . import _backend, _device
-from . import occupancy as occ
-from .profile import Prediction
+from .. import _backend, _device
+from .devices import MODEL_KEYS, MODEL_PRESETS, device_limits, preset_for
+from .kernel_registers import FAST_LAUNCH_SHAPES, REGISTERS
+from .occupancy_calculator import compute as occupancy
+
+@dataclass(frozen=True)
+class Prediction:
+    """A predicted GPU kernel time for the counted traffic (Profile.predict).
+
+    `ms` is the predicted time of the call's launches, `bound` the resource that bounds it
+    ("DRAM", "L2", "shared memory", "L1/LSU", "FP32 issue", "atomics", "latency/occupancy"
+    or "launch overhead"), `times_ms` each resource's own time, `device` the preset used, and
+    `occupancy` the resident blocks per SM the model assumed. `device_chosen_because` says why
+    that preset, when predict() was given none."""
+    ms: float
+    bound: str
+    times_ms: Dict[str, float]
+    device: str
+    occupancy: object
+    device_chosen_because: str = ""
+
+    def __repr__(self):
+        why = f" ({self.device_chosen_because})" if self.device_chosen_because else ""
+        return f"<Prediction {self.ms:.4g} ms on {self.device}{why}, bound by {self.bound}>"
+
 
 DEFAULT_DEVICE = "H100"   # without a GPU: the lectures' measured GPU
 
@@ -22,7 +46,7 @@ def default_device():
     if _backend.cuda_device_count() > 0:
         info = _device.device_info("cuda")
         cc = tuple(info["compute_capability"])
-        key = occ.preset_for(info["name"], cc)
+        key = preset_for(info["name"], cc)
         if key is not None:
             return key, f"the running GPU, {info['name']}"
         return DEFAULT_DEVICE, (f"no preset matches the running GPU, {info['name']} (cc "
@@ -32,10 +56,9 @@ def default_device():
 
 def registers_per_thread(p):
     """Registers per thread of the counted registry kernel as nvcc compiles it for the H100
-    (sm_90; tiledmm/_kernel_registers.py, made by benchmarks/kernel_registers.py; used for
+    (sm_90; tiledmm/profiling/kernel_registers.py, made by benchmarks/kernel_registers.py; used for
     every preset), or None where the table has none (a user kernel): occupancy then ignores
     registers, as tm.occupancy does on the emulator."""
-    from ._kernel_registers import FAST_LAUNCH_SHAPES, REGISTERS
     if p.family == "user":
         return None
     dtype = {4: "float32", 8: "float64"}.get(p.itemsize)
@@ -52,14 +75,14 @@ def predict(p, device=None):
     why = ""
     if device is None:
         device, why = default_device()
-    lim = occ.device_limits(device)
-    missing = [k for k in occ.MODEL_KEYS if lim.get(k) is None]
+    lim = device_limits(device)
+    missing = [k for k in MODEL_KEYS if lim.get(k) is None]
     if missing:
         raise ValueError(f"device {lim['name']!r} lacks the time model's figures {missing}; "
-                         f"presets with them: {', '.join(occ.MODEL_PRESETS)}")
+                         f"presets with them: {', '.join(MODEL_PRESETS)}")
     sms = lim["multiprocessors"]
     clock = lim["clock_ghz"] * 1e9
-    o = occ.compute(max(1, p.threads_per_block), p.shared_bytes, registers_per_thread(p),
+    o = occupancy(max(1, p.threads_per_block), p.shared_bytes, registers_per_thread(p),
                     device=device)
     blocks_per_sm = max(1, o.blocks_per_sm)
     warps_per_block = -(-max(1, p.threads_per_block) // 32)

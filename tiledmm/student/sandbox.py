@@ -33,7 +33,7 @@ import sys
 import time
 import warnings
 
-PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tiledmm/
 PACKAGE_PARENT = os.path.dirname(PACKAGE_DIR)
 GiB = 1 << 30
 

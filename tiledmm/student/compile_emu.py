@@ -1,7 +1,7 @@
 """Compiling a user kernel for the `emu` backend: the system C++ compiler ($CXX or g++) builds
 the user's source, tiledmm's prelude and a generated launcher into a shared object, linked with
 its own copy of the emulator's runtime. The user's source is parsed (libclang) and compiled
-(g++) only in a confined compile child (this module's main(), started by tiledmm/_sandbox.py:
+(g++) only in a confined compile child (this module's main(), started by tiledmm/student/sandbox.py:
 Landlock lets it read the toolchain and tiledmm's headers and write one scratch folder; seccomp
 lets it start the compiler's passes but reach no network and trace nothing), with time and
 memory limits. The caller checks the child's reply against a fixed schema (compile_reply),
@@ -9,7 +9,6 @@ reads the shared object it left (a plain file, bounded), and alone writes the di
 shared object is loaded only where the kernel runs (tiledmm's worker process, or the caller's
 process with isolate=False), never by the compile itself.
 """
-import ctypes
 import glob
 import hashlib
 import json
@@ -24,15 +23,15 @@ import tempfile
 import threading
 from types import SimpleNamespace
 
-from . import _kernel_cache as cache
-from . import _sandbox
-from ._check_mode import checked_shared, checked_source, checked_type
-from ._kernel_diagnostics import CompileError, compile_error, parse_warnings
-from ._kernel_source import (_ELEMENTS, _SCALARS, _VECTORS, Param, full_source,
-                             kernel_signature, split_defines)
-from ._profile_build import PROFILE_HOOK_FLAGS, PROFILE_KERNEL_FLAGS, PROFILE_WRAPPED
+from . import kernel_cache as cache
+from . import sandbox
+from .check_mode import checked_shared, checked_source, checked_type
+from .kernel_diagnostics import CompileError, compile_error, parse_warnings
+from .kernel_source import (_ELEMENTS, _SCALARS, _VECTORS, Param, full_source, kernel_signature,
+                            split_defines)
+from .._profile_build import PROFILE_HOOK_FLAGS, PROFILE_KERNEL_FLAGS, PROFILE_WRAPPED
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tiledmm/
 # Two limits of different things: one run of the C++ compiler (a runtime object, or one step
 # inside the compile child), and tm.compile's whole confined compile child (parse, compile,
 # link) where the caller gives none; the grader passes its own (grading/compile_limits.py).
@@ -111,13 +110,13 @@ def _run_compiler(cmd, what, scratch=None):
     """The compiler on `cmd`: confined in `scratch` when given (tiledmm's own runtime, built by
     the caller), else as a plain child (inside the compile child, which is confined already)."""
     if scratch is not None:
-        done = _sandbox.run(cmd, _sandbox.compile_policy(scratch), cwd=scratch,
+        done = sandbox.run(cmd, sandbox.compile_policy(scratch), cwd=scratch,
                             timeout=COMPILER_RUN_SECONDS)
         if done.timed_out:
             raise RuntimeError(f"{what}: the compiler ran for more than {COMPILER_RUN_SECONDS} s")
         return SimpleNamespace(returncode=done.returncode,
                                stderr=(done.stderr or b"").decode(errors="replace"))
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}   # as _sandbox.run
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}   # as sandbox.run
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILER_RUN_SECONDS,
                               env=env)
@@ -254,7 +253,7 @@ def compile_emu(source, name, options, check, profile=False, *, seconds=None,
                 memory_bytes=None):
     """Compile (or find in the disk cache) kernel `name` (None: the only one) of `source` for
     the emulator. Returns (name, params, artifact). The source is parsed (libclang) and compiled
-    (g++) only in a confined compile child (tiledmm/_sandbox.py: it reads the toolchain and
+    (g++) only in a confined compile child (tiledmm/student/sandbox.py: it reads the toolchain and
     tiledmm's headers, writes one scratch folder, reaches no network); this process checks what
     comes back (compile_reply) and writes the cache. The artifact: SimpleNamespace(
     backend='emu', key, name, image, digest, warnings, origin: 'compiled' or 'disk_hits'),
@@ -344,10 +343,10 @@ def run_compile_child(request, scratch, seconds=None, memory_bytes=None):
     """Run this module's main() confined in `scratch` with `request` on its stdin; the checked
     reply (raising CompileError, ValueError, CompileTimeout or RuntimeError for its failures)."""
     seconds = seconds or COMPILE_CHILD_SECONDS
-    policy = _sandbox.compile_policy(scratch, memory_bytes=memory_bytes or 4 << 30,
+    policy = sandbox.compile_policy(scratch, memory_bytes=memory_bytes or 4 << 30,
                                      cpu_seconds=int(seconds) + 5)
-    _sandbox.warn_if_unconfined("the compiler of tm.compile's kernels")
-    done = _sandbox.run_python("_compile_emu", [], policy, cwd=scratch,
+    sandbox.warn_if_unconfined("the compiler of tm.compile's kernels")
+    done = sandbox.run_python("student.compile_emu", [], policy, cwd=scratch,
                                stdin=json.dumps(request).encode(), timeout=seconds)
     out = done.stdout or b""
     if done.timed_out:
@@ -520,88 +519,3 @@ def _profile_hooks_object(includes, hooks, build_dir):
 def _stand_ins():
     """tiledmm/include/user: the stand-ins for the CUDA toolkit's headers."""
     return os.path.join(HERE, "include", "user")
-
-
-def load_emu(artifact, report_faults):
-    """Load a compiled kernel from its bytes: written to an anonymous in-memory file
-    (memfd_create, else a private temporary file) and opened from there, so no file another
-    process can touch is ever loaded. With report_faults, install its fault handlers
-    (tiledmm's worker process only). Returns SimpleNamespace(handle=launcher address,
-    keep=library)."""
-    if hashlib.sha256(artifact.image).hexdigest() != artifact.digest:
-        raise RuntimeError(f"kernel '{artifact.name}': the compiled code changed in memory")
-    if hasattr(os, "memfd_create"):
-        # The file stays open as long as the library is loaded: the dynamic loader knows a
-        # library by its path, and a closed descriptor's number (and so its path) is reused.
-        fd = os.memfd_create(f"tiledmm-{artifact.name}", os.MFD_CLOEXEC)
-        os.write(fd, artifact.image)
-        lib = ctypes.CDLL(f"/proc/self/fd/{fd}")
-    else:
-        fd, path = tempfile.mkstemp(prefix="tiledmm-kernel-", suffix=".so")
-        try:
-            os.write(fd, artifact.image)
-            lib = ctypes.CDLL(path)
-        finally:
-            os.unlink(path)
-    lib.tm_loaded_from_fd = fd
-    if report_faults:
-        lib.tm_user_fault_setup()
-    return SimpleNamespace(handle=ctypes.cast(lib.tm_user_launch, ctypes.c_void_p).value, keep=lib)
-
-
-def image_memfd(artifact):
-    """A memfd holding the compiled kernel, made by the caller for the worker (which may not make
-    one: tiledmm/_sandbox.py), sealed against changes."""
-    fd = os.memfd_create(f"tiledmm-{artifact.name}"[:200],
-                         os.MFD_CLOEXEC | getattr(os, "MFD_ALLOW_SEALING", 2))
-    try:
-        os.write(fd, artifact.image)
-        try:
-            import fcntl
-            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW |
-                        fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SEAL)
-        except (AttributeError, OSError):
-            pass
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def load_emu_fd(fd, name, digest, report_faults):
-    """The worker's load_emu: the kernel from a memfd the caller passed, checked against its
-    digest, then opened through /proc/self/fd (which Landlock lets through: the file is the
-    process's own anonymous memory). The descriptor must stay open while the library is."""
-    h, offset = hashlib.sha256(), 0
-    while True:
-        chunk = os.pread(fd, 1 << 20, offset)
-        if not chunk:
-            break
-        h.update(chunk)
-        offset += len(chunk)
-    if h.hexdigest() != digest:
-        raise RuntimeError(f"kernel '{name}': the compiled code does not match its digest")
-    lib = ctypes.CDLL(f"/proc/self/fd/{fd}")
-    lib.tm_loaded_from_fd = fd
-    if report_faults:
-        lib.tm_user_fault_setup()
-    return SimpleNamespace(handle=ctypes.cast(lib.tm_user_launch, ctypes.c_void_p).value, keep=lib)
-
-
-def counted_launch(mod, loaded, grid, block, shared, packed, warmup, repeat, profile,
-                   flush_l2=True):
-    """The backend's user_run of a loaded kernel (flush_l2: the L2 flush before each timed
-    launch, csrc/timing.c); with profile (a profile build), counted by its hooks: the pointer
-    arguments' memory is global memory, and raw["profile_counts"] holds the counters
-    (tiledmm.profile)."""
-    run = lambda: mod.user_run(loaded.handle, grid, block, shared, packed,  # noqa: E731
-                               warmup, repeat, flush_l2)
-    if not profile:
-        return run()
-    from .profile import bind, counted_run
-    lib, names = bind(loaded.keep)
-    ranges = [(arg[2] or arg[1].ctypes.data, arg[3]) for arg in packed
-              if arg[0] == "p" and arg[3]]
-    raw, counts = counted_run(lib, names, ranges, run)
-    raw["profile_counts"] = counts
-    return raw

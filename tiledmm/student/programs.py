@@ -1,9 +1,9 @@
 """Whole CUDA programs: `tm.run(program)` and `python -m tiledmm run FILE.cu`.
 
 A program (host code with cudaMalloc, cudaMemcpy and `<<<>>>`, and its kernels) is built as a
-shared object in a confined compile child (tiledmm/_program_build.py: libclang finds the
+shared object in a confined compile child (tiledmm/student/program_build.py: libclang finds the
 launches, g++ against the emulator's runtime or nvcc builds it) and cached as tm.compile's
-kernels are; it then runs in a confined process of its own (tiledmm/_program_main.py), whose
+kernels are; it then runs in a confined process of its own (tiledmm/student/program_main.py), whose
 stdout, stderr and exit code are the program's. Only data comes back: the outputs, the exit code
 and the report file's JSON lines (launches, faults).
 """
@@ -20,14 +20,15 @@ import subprocess
 import sys
 import tempfile
 
-from . import _backend, _compile_emu, _kernel_cache as cache, _sandbox
-from ._backend import get_backend
-from ._isolation import default_timeout
-from ._kernel_diagnostics import CompileError
-from ._profile_build import PROFILE_HOOK_FLAGS, PROFILE_KERNEL_FLAGS, PROFILE_WRAPPED
-from .profile import GRID_SMS, Profile
+from .. import _backend
+from . import compile_emu, kernel_cache as cache, sandbox
+from .._backend import get_backend
+from .isolation import default_timeout
+from .kernel_diagnostics import CompileError
+from .._profile_build import PROFILE_HOOK_FLAGS, PROFILE_KERNEL_FLAGS, PROFILE_WRAPPED
+from ..profiling.counters import GRID_SMS, Profile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tiledmm/
 PACKAGE_PARENT = os.path.dirname(HERE)
 SOURCE_TEXT_NAME = "program.cu"
 _DIALECT = 1   # bumped when the text tiledmm makes of a program changes (cache key)
@@ -35,7 +36,7 @@ _UNSET = object()
 _SIGNAL_NAMES = {signal.SIGSEGV: "segmentation fault", signal.SIGBUS: "bus error",
                  signal.SIGFPE: "floating-point exception", signal.SIGILL: "illegal instruction",
                  signal.SIGABRT: "aborted", signal.SIGKILL: "killed", signal.SIGTERM: "terminated",
-                 # the sandbox's refusal (tiledmm/_sandbox.py): exec, fork, a socket, ptrace...
+                 # the sandbox's refusal (tiledmm/student/sandbox.py): exec, fork, a socket, ptrace...
                  signal.SIGSYS: "the sandbox refused a system call: a program may compute and "
                                 "print, not start programs, open sockets or reach other "
                                 "processes"}
@@ -318,23 +319,23 @@ def _gpu_arch():
 def _emu_build_plan(compiler_args, profile):
     """(includes, runtime sources, defines, user includes, compile command, link command: None
     unless the program is compiled and linked apart, as profile mode's build is)."""
-    includes, rt_sources = _compile_emu._headers()
+    includes, rt_sources = compile_emu._headers()
     defines, user_includes, other = _emu_options(compiler_args)
-    flags = list(_compile_emu._build_flags())
+    flags = list(compile_emu._build_flags())
     counted = [*PROFILE_KERNEL_FLAGS, "-DTM_PROG_PROFILE",
                f"-DTM_PROG_GRID_SMS={GRID_SMS}"] if profile else []
-    compile_cmd = [_compile_emu._cxx(), *flags, "-g", *counted, *_compile_emu._USER_FLAGS,
-                   *[f"-isystem{d}" for d in includes + [_compile_emu._stand_ins()]],
+    compile_cmd = [compile_emu._cxx(), *flags, "-g", *counted, *compile_emu._USER_FLAGS,
+                   *[f"-isystem{d}" for d in includes + [compile_emu._stand_ins()]],
                    *user_includes, *other]
     if not profile:
         return includes, rt_sources, defines, user_includes, [*compile_cmd, "-shared"], None
     return (includes, rt_sources, defines, user_includes, [*compile_cmd, "-c"],
-            [_compile_emu._cxx(), *flags, "-shared", "-x", "none"])
+            [compile_emu._cxx(), *flags, "-shared", "-x", "none"])
 
 
 def _headers_text(includes):
     """The program's prelude as the compiler sees it (part of the cache key)."""
-    parts = [_compile_emu.prelude_text()]
+    parts = [compile_emu.prelude_text()]
     for rel in ("emu/program_runtime.h", "emu/cuda_emu.h", "emu/runtime_api.h"):
         for d in includes:
             p = os.path.join(d, rel)
@@ -342,7 +343,7 @@ def _headers_text(includes):
                 parts.append(open(p).read())
                 break
     for name in ("cooperative_groups.h", "cuda.h", "tiledmm_program_cuda.h"):
-        for d in (_compile_emu._stand_ins(), os.path.join(HERE, "include")):
+        for d in (compile_emu._stand_ins(), os.path.join(HERE, "include")):
             p = os.path.join(d, name)
             if os.path.exists(p):
                 parts.append(open(p).read())
@@ -361,8 +362,8 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
         includes, rt_sources, defines, user_includes, compile_cmd, link_cmd = \
             _emu_build_plan(compiler_args, profile)
         compile_cmd = _with_check_flags(compile_cmd, check)
-        runtime = _compile_emu._runtime_key(includes, rt_sources)
-        parse_includes = includes + [_compile_emu._stand_ins()]
+        runtime = compile_emu._runtime_key(includes, rt_sources)
+        parse_includes = includes + [compile_emu._stand_ins()]
     else:
         nvcc = _nvcc()
         if nvcc is None:
@@ -375,12 +376,12 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
         compile_cmd = [nvcc, "-x", "cu", "-std=c++17", "-O2", "-lineinfo", "-shared",
                        "-Xcompiler", "-fPIC", f"-I{os.path.join(HERE, 'include')}", *_gpu_arch(),
                        *[str(a) for a in compiler_args]]
-        parse_includes = _compile_emu._headers()[0]
-    hooks = _compile_emu._profile_hooks_source(includes) if profile else None
+        parse_includes = compile_emu._headers()[0]
+    hooks = compile_emu._profile_hooks_source(includes) if profile else None
     key = cache.key("program", backend, source, source_name, list(compiler_args), compile_cmd,
                     link_cmd, hooks and open(hooks, "rb").read(), PROFILE_HOOK_FLAGS,
-                    PROFILE_WRAPPED, _headers_text(_compile_emu._headers()[0]), runtime, _DIALECT,
-                    open(os.path.join(HERE, "_program_build.py"), "rb").read(),
+                    PROFILE_WRAPPED, _headers_text(compile_emu._headers()[0]), runtime, _DIALECT,
+                    open(os.path.join(HERE, "student", "program_build.py"), "rb").read(),
                     *_group_key_parts(extra_sources, source_dir, compiler_args))
     so_entry = cache.entry_path(f"user-program-{key}.so")
     meta_entry = cache.entry_path(f"user-program-{key}.json")
@@ -394,10 +395,10 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
         if backend == "emu":
             # tiledmm's own runtime (trusted sources), compiled once per cache folder
             link = ["-x", "none",
-                    *_compile_emu._runtime_objects(includes, rt_sources, scratch, runtime),
-                    *_compile_emu._link_flags()]
+                    *compile_emu._runtime_objects(includes, rt_sources, scratch, runtime),
+                    *compile_emu._link_flags()]
             if profile:   # the counters' hooks (tiledmm's own source), wrapping the emulator
-                link += [_compile_emu._profile_hooks_object(includes, hooks, scratch),
+                link += [compile_emu._profile_hooks_object(includes, hooks, scratch),
                          *(f"-Wl,--wrap={sym}" for sym in PROFILE_WRAPPED)]
         src_path = os.path.join(scratch, "source.cu")
         with open(src_path, "w") as f:
@@ -415,10 +416,10 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
         with open(req_path, "w") as f:
             json.dump(request, f)
         # the child reads the source, its folder (its own #includes) and tiledmm's headers
-        policy = _sandbox.compile_policy(scratch, read=(src_path, source_dir, HERE,
-                                                        *_compile_emu._headers()[0],
+        policy = sandbox.compile_policy(scratch, read=(src_path, source_dir, HERE,
+                                                        *compile_emu._headers()[0],
                                                         *_include_dirs(compiler_args)))
-        done = _sandbox.run_python("_program_build", [req_path], policy, cwd=scratch,
+        done = sandbox.run_python("student.program_build", [req_path], policy, cwd=scratch,
                                    timeout=600)
         try:
             with open(os.path.join(scratch, "result.json")) as f:
@@ -516,8 +517,8 @@ def _source_lines(so_path, offsets, scratch):
     tool = shutil.which("addr2line")
     if not tool or not offsets:
         return []
-    done = _sandbox.run([tool, "-e", so_path, *[hex(o) for o in offsets]],
-                        _sandbox.compile_policy(scratch, read=(so_path,)), cwd=scratch, timeout=60)
+    done = sandbox.run([tool, "-e", so_path, *[hex(o) for o in offsets]],
+                        sandbox.compile_policy(scratch, read=(so_path,)), cwd=scratch, timeout=60)
     if done.returncode != 0:
         return []
     return [ln.split(" (discriminator")[0].strip()
@@ -588,7 +589,7 @@ def _device_memory_file():
     allocated as the program touches them, up to this process's host-memory limit."""
     limit = _backend.module("emu").host_memory()[0] or DEVICE_MEMORY_MOST
     size = min(DEVICE_MEMORY_MOST, limit) // mmap.PAGESIZE * mmap.PAGESIZE
-    return _sandbox.sealed_memory("tiledmm-device-memory", size)
+    return sandbox.sealed_memory("tiledmm-device-memory", size)
 
 
 def execute(image, source_name, backend, args=(), stdin=None, timeout=None, capture=True,
@@ -600,16 +601,16 @@ def execute(image, source_name, backend, args=(), stdin=None, timeout=None, capt
         with open(os.open(so, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o700), "wb") as f:
             f.write(image)
         report = os.path.join(scratch, "report.jsonl")
-        policy = _sandbox.run_policy(scratch, read=(so, cwd, HERE), devices=backend == "cuda")
+        policy = sandbox.run_policy(scratch, read=(so, cwd, HERE), devices=backend == "cuda")
         feed = b"" if stdin is None and capture else stdin
         if isinstance(feed, str):
             feed = feed.encode()
         memory_fd = _device_memory_file() if backend == "emu" else None
         try:
-            done = _sandbox.run_python(
-                "_program_main", [so, report, backend, source_name, "--", *[str(a) for a in args]],
+            done = sandbox.run_python(
+                "student.program_main", [so, report, backend, source_name, "--", *[str(a) for a in args]],
                 policy, cwd=cwd, stdin=feed, timeout=timeout, capture=capture,
-                env=_sandbox.minimal_env(
+                env=sandbox.minimal_env(
                     {} if memory_fd is None else {"TILEDMM_DEVICE_MEMORY_FD": str(memory_fd)}),
                 pass_fds=() if memory_fd is None else (memory_fd,))
         finally:
@@ -802,14 +803,14 @@ def _run_sanitized(image, source_name, args, stdin, timeout, capture=True):
                 f.write(image)
             report, log = os.path.join(scratch, "report.jsonl"), os.path.join(scratch, "tool.log")
             code = (f"import sys; sys.path.insert(0, {PACKAGE_PARENT!r}); "
-                    "from tiledmm import _program_main; "
-                    "sys.exit(_program_main.main(sys.argv[1:]))")
+                    "from tiledmm.student import program_main; "
+                    "sys.exit(program_main.main(sys.argv[1:]))")
             argv = [sanitizer, "--tool", tool, *options, "--log-file", log, sys.executable, "-c",
                     code, so, report, "cuda", source_name, "--", *[str(a) for a in args]]
             feed = (stdin.encode() if isinstance(stdin, str) else stdin) if stdin is not None \
                 else (b"" if capture or first is not None else None)
             # unconfined: compute-sanitizer cannot launch its target inside the sandbox (docs)
-            done = _sandbox.run_unconfined(argv, cwd=os.getcwd(), stdin=feed,
+            done = sandbox.run_unconfined(argv, cwd=os.getcwd(), stdin=feed,
                                            timeout=None if timeout is None else timeout * 20,
                                            capture=capture or first is not None)
             try:

@@ -1,4 +1,4 @@
-"""tiledmm's worker process: where user kernels are loaded and run (tiledmm/_isolation.py starts
+"""tiledmm's worker process: where user kernels are loaded and run (tiledmm/student/isolation.py starts
 it and explains why). It serves one request at a time from the caller:
 
     {"op": "launch", ...}        map the arguments' shared memory, load the kernel if needed,
@@ -9,9 +9,9 @@ it and explains why). It serves one request at a time from the caller:
 A kernel that faults ends this process with a one-line report on stderr (tiledmm_fault.h). After
 a CUDA error the worker replies, then exits: the error may have poisoned its context.
 
-The worker is confined before this module is imported (tiledmm/_sandbox.py's bootstrap: Landlock,
+The worker is confined before this module is imported (tiledmm/student/sandbox.py's bootstrap: Landlock,
 seccomp, rlimits, while no other thread exists); its replies are JSON that the caller checks
-field by field (tiledmm/_isolation.py, check_reply). A compiled emu kernel arrives as a memfd the
+field by field (tiledmm/student/isolation.py, check_reply). A compiled emu kernel arrives as a memfd the
 caller made (this process may not make one) and is loaded from /proc/self/fd/N.
 """
 import ctypes
@@ -21,8 +21,17 @@ import sys
 import threading
 import time
 import traceback
+from types import SimpleNamespace
 
-from ._kernel_diagnostics import KernelError
+import numpy as np
+
+from .. import _backend
+from .._row_tables import worker_row_table
+from .compile_nvrtc import compile_cuda, load_cuda
+from .isolation import end_of_output_marker, map_regions, recv_message, send_message, unmap_regions
+from .launch import counted_launch, load_emu_fd
+
+from .kernel_diagnostics import KernelError
 
 
 def _watch_parent(parent):
@@ -60,7 +69,6 @@ class Server:
         self.libc = _line_buffered_stdout()
 
     def serve(self):
-        from ._isolation import end_of_output_marker, recv_message, send_message
         marker = end_of_output_marker()
         while True:
             try:
@@ -89,7 +97,6 @@ class Server:
         if op == "ping":
             return {"ok": True, "pid": os.getpid(), "confined": CONFINED}
         if op == "compile_cuda":
-            from ._compile_nvrtc import compile_cuda
             a = compile_cuda(request["source"], request["name"], request["options"])
             return {"ok": True, "artifact": {"key": a.key, "name": a.name, "image": a.image,
                                              "lowered": a.lowered, "log": a.log,
@@ -106,23 +113,15 @@ class Server:
             if artifact is None:
                 raise LookupError("not loaded")
             if artifact["backend"] == "emu":
-                from ._compile_emu import load_emu_fd
                 fd = fds[request["image_fd"]]
                 self.kernels[key] = load_emu_fd(fd, artifact["name"], artifact["digest"],
                                                 report_faults=True)
                 self.keep_fds.add(fd)
             else:
-                from types import SimpleNamespace
-
-                from ._compile_nvrtc import load_cuda
                 self.kernels[key] = load_cuda(SimpleNamespace(**artifact))
         return self.kernels[key]
 
     def launch(self, request, fds, fd):
-        import numpy as np
-
-        from . import _backend
-        from ._isolation import map_regions, unmap_regions
         backend = request["backend"]
         mod = _backend.module(backend)
         kernel = self._kernel(request, fds)
@@ -139,7 +138,6 @@ class Server:
                     packed.append(arg)
                     continue
                 if arg[0] == "r":   # a `T **` parameter: its table of row pointers, built here
-                    from ._row_tables import worker_row_table
                     table_arg, more, fn = worker_row_table(backend, mod, arg, addresses)
                     packed.append(table_arg)
                     keep += more
@@ -154,7 +152,6 @@ class Server:
                         address))[:nbytes]
                     packed.append(("p", host, 0, nbytes, copy_back))
             try:
-                from ._compile_emu import counted_launch
                 raw = counted_launch(mod, kernel, tuple(request["grid"]), tuple(request["block"]),
                                      request["shared"], tuple(packed), request["warmup"],
                                      request["repeat"], request.get("profile"),
@@ -179,7 +176,7 @@ CONFINED = False
 
 
 def main(fd):
-    """Serve requests on socket `fd`. Called by tiledmm/_sandbox.py's bootstrap, after it has
+    """Serve requests on socket `fd`. Called by tiledmm/student/sandbox.py's bootstrap, after it has
     confined this process (its `_ok`): the parent-watch thread starts only now."""
     global CONFINED
     boot = sys.modules.get("__main__")

@@ -39,10 +39,10 @@ raises `KernelError` (a RuntimeError) with the report: the kind of fault, the th
 block, and for an access next to an argument's buffer the argument and the index.
 
 Isolation (the default, `isolate=True`): the kernel runs in tiledmm's worker process
-(tiledmm/_isolation.py), so that nothing it does can kill, hang or corrupt the caller: a fault is
+(tiledmm/student/isolation.py), so that nothing it does can kill, hang or corrupt the caller: a fault is
 a KernelError and the next call works; Ctrl-C stops a running kernel (KeyboardInterrupt), and
 `timeout=` seconds (default 60, $TILEDMM_KERNEL_TIMEOUT; None for no limit) end a runaway one.
-The worker is confined (tiledmm/_sandbox.py): it reads only what it loads, writes one scratch
+The worker is confined (tiledmm/student/sandbox.py): it reads only what it loads, writes one scratch
 folder, starts no program or process, opens no network socket and reaches no other process; its
 replies are JSON checked against a fixed schema. The source is parsed and compiled only in a
 confined compile child. `isolate=False` runs the kernel in the caller's process, UNCONFINED:
@@ -72,23 +72,24 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from . import _backend
-from . import _kernel_cache
-from ._compile_emu import (compile_emu, counted_launch, image_memfd, kernel_signature_confined,
-                           load_emu)
-from ._compile_nvrtc import compile_cuda, load_cuda
-from ._core import DEFAULT_RUNS, MAX_RUNS, Result, check_warm_l2
-from ._device_array import DeviceArray, as_device_input, to_device
-from ._isolation import Segment, default_timeout, worker
-from ._kernel_diagnostics import (CompileError, CompileWarning, KernelError, emit_warnings,
-                                  parse_warnings)
-from ._row_tables import row_table
+from .. import _backend
+from .._core import DEFAULT_RUNS, MAX_RUNS, Result, check_warm_l2
+from .._device_array import DeviceArray, as_device_input, to_device
+from .._row_tables import row_table
+from ..profiling.counters import make_profile
+from . import kernel_cache
+from .compile_emu import compile_emu, kernel_signature_confined
+from .compile_nvrtc import compile_cuda, load_cuda
+from .isolation import Segment, default_timeout, worker
+from .kernel_diagnostics import (CompileError, CompileWarning, KernelError, emit_warnings,
+                                 parse_warnings)
+from .launch import counted_launch, image_memfd, load_emu
 
 __all__ = ["compile", "Kernel", "CompileError", "CompileWarning", "KernelError", "cache_dir",
            "clear_cache", "cache_info"]
 
-cache_dir = _kernel_cache.cache_dir
-cache_info = _kernel_cache.cache_info
+cache_dir = kernel_cache.cache_dir
+cache_info = kernel_cache.cache_info
 _LOCK = threading.Lock()
 _ARTIFACTS = {}     # (backend, source, name, options, check) -> compiled artifact
 _IN_PROCESS = {}    # artifact key -> kernel loaded in this process (isolate=False)
@@ -103,7 +104,7 @@ def clear_cache(disk=False):
         _ARTIFACTS.clear()
         _SIGNATURES.clear()
     if disk:
-        _kernel_cache.clear_disk()
+        kernel_cache.clear_disk()
 
 
 def _dim3(value, what):
@@ -183,7 +184,7 @@ class Kernel:
         with _LOCK:
             artifact = _ARTIFACTS.get(key)
         if artifact is not None:
-            _kernel_cache.count("memory_hits")
+            kernel_cache.count("memory_hits")
             return artifact
         if backend == "emu":
             artifact = compile_emu(self.source, self.name, list(self.options), check, profile)[2]
@@ -197,7 +198,7 @@ class Kernel:
                                        warnings=parse_warnings(a["log"], "cuda"))
         else:
             artifact = compile_cuda(self.source, self.name, list(self.options))
-        _kernel_cache.count(artifact.origin)   # counted here: NVRTC may have run in the worker
+        kernel_cache.count(artifact.origin)   # counted here: NVRTC may have run in the worker
         with _LOCK:
             _ARTIFACTS[key] = artifact
         return artifact
@@ -295,8 +296,7 @@ class Kernel:
         res = KernelResult(raw, spec, (), name, float(flops) if flops else 0.0, nbytes, warmup)
         res.params = {p.name: v for p, v in zip(self.params, args) if not p.takes_array}
         if counts is not None:
-            from .profile import _make_profile
-            res.profile = _make_profile(counts, 1, res)
+            res.profile = make_profile(counts, 1, res)
         return res
 
     def _count(self, launch, args):
@@ -362,7 +362,7 @@ class Kernel:
 
     def _run_isolated(self, launch, checked):
         """The kernel runs in tiledmm's worker process; the arrays cross through one
-        shared-memory segment (tiledmm/_isolation.py)."""
+        shared-memory segment (tiledmm/student/isolation.py)."""
         pointers = [(i, c) for i, c in enumerate(checked) if c[0] != "s"]
         # a `T **` parameter's table of row pointers gets a region of its own, filled where the
         # kernel runs (tiledmm/_row_tables.py)
@@ -476,11 +476,11 @@ def _signature_and_artifact(source, name, options, backend, check):
         known = _SIGNATURES.get(request)
     if known is not None:
         if known[2] is not None:   # on cuda the artifact's own lookup counts the hit
-            _kernel_cache.count("memory_hits")
+            kernel_cache.count("memory_hits")
         return known
     if backend == "emu":
         found = compile_emu(source, name, list(options), check)
-        _kernel_cache.count(found[2].origin)
+        kernel_cache.count(found[2].origin)
         with _LOCK:   # the build is the Kernel's own too
             _ARTIFACTS[(backend, source, found[0], tuple(options), check, False)] = found[2]
     else:

@@ -1,14 +1,14 @@
 """The runner of a built program (tm.run): loads the program's shared object and calls its
 `main(argc, argv)`, in a process that is the program's own.
 
-tiledmm/programs.py starts it through tiledmm._sandbox.run_python with a run policy (no exec,
+tiledmm/student/programs.py starts it through tiledmm.student.sandbox.run_python with a run policy (no exec,
 scratch writable), so the program needs nothing once running but what is loaded here. stdin,
 stdout and stderr are the program's; `exit()` ends this process with the program's code, and a
 return from `main` does the same (through the program's tm_prog_exit on emu: device printf not
 yet shown appears, stdio is flushed). The report file (launches, faults: JSON lines) is opened
 here and handed to the program's runtime.
 
-usage: _program_main SO REPORT BACKEND PROGRAM_NAME [-- ARGS...]
+usage: program_main SO REPORT BACKEND PROGRAM_NAME [-- ARGS...]
 """
 import ctypes
 import os
