@@ -6,10 +6,11 @@ Floors, lowest first (DESIGN.md, "Layout"):
     core        _backend, _device, _device_array, _registry, _row_tables, _profile_build
     profiling   tiledmm/profiling/: counters, time model, device presets, occupancy arithmetic,
                 ncu (its child, ncu_child, runs _core and is the one exception)
-    _core       the registry's kernels, timed; profile=True through profiling.counters
+    _core       the registry's kernels, timed; profile=True through profiling.counters;
+                _families, the family table (inputs, call) over _core
     student     tiledmm/student/: tm.compile, tm.run, the worker, the sandbox, the magics
-    public      model, occupancy, profile, bench, sweep, plot, testing, checker
-    grading     tiledmm/grading/
+    public      model, occupancy, profile, bench, sweep, plot, testing
+    grading     tiledmm/grading/ (tm.grade and the checkers tm.grade_matmul / grade_reduce)
 Optional third-party imports (matplotlib, pandas, IPython, tqdm) may stay inside functions.
 """
 import ast
@@ -22,7 +23,7 @@ PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CORE = {"tiledmm._backend", "tiledmm._device", "tiledmm._device_array", "tiledmm._registry",
         "tiledmm._row_tables", "tiledmm._profile_build"}
 PUBLIC = {f"tiledmm.{m}" for m in ("model", "occupancy", "profile", "bench", "sweep", "plot",
-                                   "testing", "checker")}
+                                   "testing")}
 # floor of each module; a module may import only modules of its own floor or lower
 FLOORS = ("core", "profiling", "_core", "student", "public", "grading", "top")
 
@@ -34,7 +35,7 @@ def floor_of(module):
         return "student"
     if module.startswith("tiledmm.profiling"):
         return "profiling"
-    if module == "tiledmm._core":
+    if module in ("tiledmm._core", "tiledmm._families"):   # the family table calls _core
         return "_core"
     if module.startswith("tiledmm.student"):
         return "student"

@@ -18,7 +18,7 @@ from ._registry import KernelSpec, kernels
 from . import model, occupancy, plot, profile, sweep
 from .student.user_kernels import (CompileError, CompileWarning, Kernel, KernelError, cache_info,
                                    clear_cache, compile)
-from .checker import (CheckReport, GradeTable, check_matmul, check_reduce, grade_matmul,
+from .grading.checkers import (CheckReport, GradeTable, check_matmul, check_reduce, grade_matmul,
                       grade_reduce)
 from . import grading
 from .grading import GradeReport, grade

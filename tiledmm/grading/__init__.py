@@ -7,7 +7,7 @@ launch a submission may declare, safe size expressions; LaunchFunction, a launch
 Python function), matching (parameters to arguments: by name, arrays by position and numbers by
 name, or by position), compile_limits (the compile step in a limited child process), compare
 (outputs against the reference), speed (the cuda speed part), runner (grading a kernel; its
-run_cases also runs tm.grade_matmul / tm.grade_reduce, tiledmm/checker.py), programs
+run_cases also runs tm.grade_matmul / tm.grade_reduce, tiledmm/grading/checkers.py), programs
 (grading a whole program by its output, or its kernel), entry (tm.grade: either kind), report
 (the table and HTML), outputs (JSON, JUnit XML, Gradescope), cli (the `grade` subcommand).
 """

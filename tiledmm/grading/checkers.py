@@ -43,16 +43,16 @@ is `launch=lambda n: [(grid(n), 256, 256 * 4, {"depth": d}) for d in powers(n, 2
 """
 import numpy as np
 
-from . import _backend, testing
-from .student.isolation import default_timeout
-from .grading.assignment import Arg, Assignment
-from .grading.builtin import BUILTIN
-from .grading.compare import reduce_hint
-from .grading.launch_spec import LaunchFunction
-from .grading.matching import Mapping, match_arguments
-from .grading.report import GradeReport
-from .grading.runner import run_cases
-from .student.user_kernels import Kernel
+from .. import _backend, testing
+from ..student.isolation import default_timeout
+from ..student.user_kernels import Kernel
+from .assignment import Arg, Assignment
+from .builtin import BUILTIN
+from .compare import reduce_hint
+from .launch_spec import LaunchFunction
+from .matching import Mapping, match_arguments
+from .report import GradeReport
+from .runner import run_cases
 
 __all__ = ["grade_matmul", "grade_reduce", "check_matmul", "check_reduce", "GradeTable",
            "CheckReport", "MATMUL_SHAPES", "REDUCE_SIZES"]
