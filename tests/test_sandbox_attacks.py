@@ -53,7 +53,9 @@ def world(tmp_path_factory):
             listener.getsockname()[1], "CACHE": cache, "CWD": cwd}
     env = dict(os.environ, SECRET_TOKEN=TOKEN, TILEDMM_CACHE_DIR=str(cache),
                TILEDMM_SANDBOX_MEMORY=str(2 << 30), OMP_NUM_THREADS="2",
-               PYTHONPATH=ROOT)
+               # the checkout first, then what the caller had (on the GPU machine pip --target
+               # puts ipykernel there: the notebook kernel dies at start without it)
+               PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
     yield {"base": base, "fill": fill, "env": env, "accepted": accepted, "cwd": cwd,
            "cache": cache}
     stop.set()

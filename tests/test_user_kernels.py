@@ -220,7 +220,7 @@ def test_checker_fails_the_square_only_kernel_and_passes_the_fixed_one(backend):
 
     fixed = tm.check_matmul(tm.compile(RECT, backend=backend), tiles, backend=backend)
     fixed.assert_passed()
-    assert len(fixed.rows) == len(tm.checker.MATMUL_SHAPES)
+    assert len(fixed.rows) == len(tm.grading.checkers.MATMUL_SHAPES)
     assert all(r["max_error"] <= r["tolerance"] for r in fixed.rows)
 
 
