@@ -3,7 +3,7 @@
 tiledmm._cuda  nvcc compiles cuda/*.cu for the GPU; the C glue links the CUDA runtime
                statically, so the module imports without CUDA_HOME and without a driver.
                Skipped, with a notice, when nvcc is not found.
-tiledmm._emu   g++ compiles the same cuda/*.cu against the emulator in csrc/emu/.
+tiledmm._emu   g++ compiles the same cuda/*.cu against the emulator in emu/.
 
 Environment:
   TILEDMM_CUDA_ARCHS  compute capabilities to build, e.g. "90" or "80;90"
@@ -37,10 +37,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 os.chdir(HERE)  # source paths below are relative to the project root
 
 KERNEL_SOURCES = sorted(glob.glob("cuda/*.cu"))
-HEADERS = sorted(glob.glob("cuda/*.h") + glob.glob("csrc/*.h") + glob.glob("csrc/emu/*.h"))
+HEADERS = sorted(glob.glob("cuda/*.h") + glob.glob("csrc/*.h") + glob.glob("emu/*.h"))
 GLUE_SOURCES = sorted(glob.glob("csrc/*.c"))
-EMU_RUNTIME_SOURCES = sorted(glob.glob("csrc/emu/*.cpp"))
-PROFILE_SOURCES = sorted(glob.glob("csrc/profile/*.cpp"))
+EMU_RUNTIME_SOURCES = sorted(glob.glob("emu/*.cpp"))
+PROFILE_SOURCES = sorted(glob.glob("emu/profile/*.cpp"))
 # Profile mode's flags and wrapped symbols: one list, shared with tm.compile's profile build.
 _PROFILE_BUILD = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                              "tiledmm", "_profile_build.py"))
@@ -256,7 +256,7 @@ class BuildExt(build_ext):
         # as a stack overflow, instead of jumping the guard into a neighbouring stack.
         return [cxx, "-x", "c++", "-std=c++17", "-O2", "-fPIC",
                 *(["-fopenmp"] if self._openmp() else []), "-DTM_EMU",
-                "-fstack-clash-protection", "-Wall", "-Wno-unknown-pragmas", "-Icsrc", "-Icuda",
+                "-fstack-clash-protection", "-Wall", "-Wno-unknown-pragmas", "-Icsrc", "-Icuda", "-Iemu",
                 *(extra or emu_asan_flags()), "-c", src, "-o", obj]
 
 
@@ -270,8 +270,8 @@ class BuildPy(build_py):
         super().run()
         include = os.path.join(self.build_lib, "tiledmm", "include")
         shipped = [("cuda/common.h", ""), ("cuda/registry.h", "")] + [
-            (f, "emu") for f in sorted(glob.glob("csrc/emu/*.h") + glob.glob("csrc/emu/*.cpp"))] + [
-            (f, "profile") for f in PROFILE_SOURCES]   # a user kernel's profile build (tm.compile)
+            (f, "emu") for f in sorted(glob.glob("emu/*.h") + glob.glob("emu/*.cpp"))] + [
+            (f, os.path.join("emu", "profile")) for f in PROFILE_SOURCES]   # profile=True builds
         for src, sub in shipped:
             self.mkpath(os.path.join(include, sub))
             self.copy_file(src, os.path.join(include, sub, os.path.basename(src)))
@@ -279,7 +279,7 @@ class BuildPy(build_py):
 
 GLUE_ARGS = dict(
     sources=GLUE_SOURCES,
-    include_dirs=["csrc", "cuda", numpy.get_include()],
+    include_dirs=["csrc", "cuda", "emu", numpy.get_include()],
     # OpenMP: the emulator's blocks, and the multi-threaded copies into pinned staging buffers
     extra_compile_args=["-std=c11", "-O2", "-fopenmp"],
     language="c++",  # link with the C++ driver: the kernel objects are C++

@@ -1,10 +1,10 @@
 // common.h: what every kernel file includes. One dialect of CUDA C for both backends:
-// on `cuda` this is nvcc's own; on `emu` (TM_EMU defined) csrc/emu/cuda_emu.h supplies the
+// on `cuda` this is nvcc's own; on `emu` (TM_EMU defined) emu/cuda_emu.h supplies the
 // same names for the host C++ compiler, so kernel bodies never need #ifdef.
 #pragma once
 
 #ifdef TM_EMU
-#include "emu/cuda_emu.h"
+#include "cuda_emu.h"
 #else
 #include <cuda_runtime.h>
 #endif

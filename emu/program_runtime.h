@@ -2,7 +2,7 @@
 //
 // Included (after tiledmm_kernel.h) at the top of a program that tiledmm/_program_build.py
 // compiled; header-only, so it lives in the program's one translation unit and never in the
-// registry's glue or in tm.compile's kernels. What it adds to csrc/emu/runtime.cpp:
+// registry's glue or in tm.compile's kernels. What it adds to emu/runtime.cpp:
 //   - device memory that host code cannot touch: cudaMalloc hands out memory of a region mapped
 //     twice (a memfd): the view the program sees is PROT_NONE except while a kernel runs; the
 //     runtime copies through the second, always-open view. A host access faults; the handler
@@ -781,7 +781,7 @@ inline cudaError_t stream_destroy(cudaStream_t stream)
     return tm_emu::set_error(cudaErrorInvalidResourceHandle);
 }
 
-// ---- profile mode (tm.run(..., profile=True)): csrc/profile/emu_profile.cpp's counters ----
+// ---- profile mode (tm.run(..., profile=True)): emu/profile/emu_profile.cpp's counters ----
 #ifdef TM_PROG_PROFILE
 extern "C" void tm_profile_begin(long long stride, int sms);
 extern "C" int tm_profile_end(double *out, int n);

@@ -1,6 +1,6 @@
-"""Tests of the CPU emulator's runtime (csrc/emu), independent of the Python extension.
+"""Tests of the CPU emulator's runtime (emu/), independent of the Python extension.
 
-Compiles the C++ programs in tests/emu/ against csrc/emu/*.cpp with g++ and the flags setup.py
+Compiles the C++ programs in tests/emu/ against emu/*.cpp with g++ and the flags setup.py
 uses for the emu backend, runs them and checks their output and exit codes.
 Set TILEDMM_EMU_ASAN=1 to also build and run them under AddressSanitizer.
 """
@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-EMU_SRC = sorted((ROOT / "csrc" / "emu").glob("*.cpp"))
+EMU_SRC = sorted((ROOT / "emu").glob("*.cpp"))
 TEST_SRC = ROOT / "tests" / "emu"
 CXX = os.environ.get("CXX", "g++")
 COMPILE = ["-x", "c++", "-std=c++17", "-O2", "-fPIC", "-fopenmp", "-fstack-clash-protection", "-DTM_EMU",
-           "-I" + str(ROOT / "csrc"), "-I" + str(ROOT / "cuda")]
+           "-I" + str(ROOT / "emu"), "-I" + str(ROOT / "cuda")]
 ASAN = ["-fsanitize=address", "-fsanitize-recover=address", "-fno-omit-frame-pointer"]
 ASAN_WANTED = os.environ.get("TILEDMM_EMU_ASAN") == "1"
 

@@ -85,18 +85,18 @@ _DIALECT = 2   # bumped when the text tiledmm makes of a user's source changes (
 
 def _headers():
     """(include dirs, emulator runtime sources): the package's copy when installed
-    (tiledmm/include), else the source tree's csrc/ and cuda/."""
+    (tiledmm/include, its emu/ beside), else the source tree's emu/ and cuda/."""
     inc = os.path.join(HERE, "include")
     installed_rt = sorted(glob.glob(os.path.join(inc, "emu", "*.cpp")))
     if os.path.exists(os.path.join(inc, "common.h")) and installed_rt:
-        return [inc], installed_rt
+        return [inc, os.path.join(inc, "emu")], installed_rt
     repo = os.path.dirname(HERE)
-    csrc, cuda = os.path.join(repo, "csrc"), os.path.join(repo, "cuda")
-    rt = sorted(glob.glob(os.path.join(csrc, "emu", "*.cpp")))
+    emu, cuda = os.path.join(repo, "emu"), os.path.join(repo, "cuda")
+    rt = sorted(glob.glob(os.path.join(emu, "*.cpp")))
     if not rt or not os.path.exists(os.path.join(cuda, "common.h")):
         raise RuntimeError("tiledmm's emulator headers are not installed (tiledmm/include); "
                            "reinstall tiledmm")
-    return [inc, csrc, cuda], rt
+    return [inc, emu, cuda], rt
 
 
 def _cxx():
@@ -128,7 +128,7 @@ def _run_compiler(cmd, what, scratch=None):
 
 def _runtime_key(includes, sources):
     """What the emulator runtime is built from: its sources, every header it may include
-    (csrc/emu's fiber switches and host-memory helper too), the compiler and the flags."""
+    (the emulator's fiber switches and host-memory helper too), the compiler and the flags."""
     stamps = [(os.path.basename(p), open(p, "rb").read()) for p in sources]
     headers = sorted(h for d in includes for h in glob.glob(os.path.join(d, "**", "*.h"),
                                                             recursive=True))
@@ -235,14 +235,13 @@ def prelude_text():
 
 
 def _profile_hooks_source(includes):
-    """csrc/profile/emu_profile.cpp (tiledmm/include/profile when installed): the profile
+    """emu/profile/emu_profile.cpp (tiledmm/include/emu/profile when installed): the profile
     build's hooks, linked into a user kernel's profile build."""
     for d in includes:
-        for sub in ("profile", os.path.join("..", "csrc", "profile")):
-            path = os.path.normpath(os.path.join(d, sub, "emu_profile.cpp"))
-            if os.path.exists(path):
-                return path
-    raise RuntimeError("profile=True needs tiledmm's profiling hooks (csrc/profile/"
+        path = os.path.join(d, "profile", "emu_profile.cpp")
+        if os.path.exists(path):
+            return path
+    raise RuntimeError("profile=True needs tiledmm's profiling hooks (emu/profile/"
                        "emu_profile.cpp), which this installation lacks; reinstall tiledmm")
 
 

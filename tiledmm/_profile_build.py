@@ -6,7 +6,7 @@ no imports from tiledmm."""
 import platform
 
 # Profile mode: the kernels get ThreadSanitizer's instrumentation (calls before every load and
-# store, implemented by csrc/profile/emu_profile.cpp; libtsan is not linked). No vectorising and
+# store, implemented by emu/profile/emu_profile.cpp; libtsan is not linked). No vectorising and
 # no loops turned into memcpy/memset calls, so every access of the source stays one access.
 # No scalar replacement of aggregates (-fno-tree-sra): a float4 load or store stays one 16-byte
 # access (__tsan_read16), as it is one LDG.128/LDS.128 on the GPU, instead of four 4-byte ones
@@ -25,7 +25,7 @@ PROFILE_KERNEL_FLAGS = ["-fsanitize=thread", "--param=tsan-instrument-func-entry
                         # `s[i] = c ? g[j] : 0` became two stores (two PCs) and a warp whose lanes
                         # took both paths counted two shared stores where the GPU runs one
                         "-fno-thread-jumps"]
-# csrc/profile's hooks read their thread-local state on every access and basic block: TLS
+# emu/profile's hooks read their thread-local state on every access and basic block: TLS
 # descriptors (x86-64's -mtls-dialect=gnu2; aarch64's default) make that read cheaper than a
 # __tls_get_addr call in a dlopen'ed module.
 PROFILE_HOOK_FLAGS = ["-mtls-dialect=gnu2"] if platform.machine() in ("x86_64", "AMD64") else []

@@ -335,7 +335,7 @@ def _emu_build_plan(compiler_args, profile):
 def _headers_text(includes):
     """The program's prelude as the compiler sees it (part of the cache key)."""
     parts = [_compile_emu.prelude_text()]
-    for rel in ("emu/program_runtime.h", "emu/cuda_emu.h", "emu/runtime_api.h"):
+    for rel in ("program_runtime.h", "cuda_emu.h", "runtime_api.h"):
         for d in includes:
             p = os.path.join(d, rel)
             if os.path.exists(p):
@@ -577,13 +577,13 @@ def _signal_line(returncode):
     return f"tiledmm: the program was ended by {name}{' (' + what + ')' if what else ''}"
 
 
-# The most device memory an emulated program gets (csrc/emu/program_runtime.h maps it twice).
+# The most device memory an emulated program gets (emu/program_runtime.h maps it twice).
 DEVICE_MEMORY_MOST = 16 << 30
 
 
 def _device_memory_file():
     """The emulated program's device memory: a sealed memfd the caller makes, since the sandbox
-    lets a program make no shared memory of its own (csrc/emu/program_runtime.h maps it twice:
+    lets a program make no shared memory of its own (emu/program_runtime.h maps it twice:
     the program's view, closed while host code runs, and the runtime's). Sparse: pages are
     allocated as the program touches them, up to this process's host-memory limit."""
     limit = _backend.module("emu").host_memory()[0] or DEVICE_MEMORY_MOST
@@ -711,7 +711,7 @@ def run_cli(path, backend=None, timeout=None, args=(), compiler_args=(), profile
 
 # ---------------------------------------------------------------------------------------------
 # check mode (check=True): on emu the program built with check mode's kernels and runtime
-# (csrc/emu/program_runtime.h, TM_PROG_CHECK); on cuda run under compute-sanitizer
+# (emu/program_runtime.h, TM_PROG_CHECK); on cuda run under compute-sanitizer
 
 def _check_options(check, profile, backend):
     if check and profile:

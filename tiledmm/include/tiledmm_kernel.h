@@ -2,7 +2,7 @@
 // includes it before the user's source, then resets line numbers with #line 1). It gives user
 // kernels nvcc's dialect on both backends, plus TM_DYNAMIC_SHARED and tm_ceil_div:
 //   cuda (NVRTC): the CUDA built-ins NVRTC provides.
-//   emu (g++ -DTM_EMU): csrc/emu/cuda_emu.h (not cuda/common.h: the registry's names M, N, K
+//   emu (g++ -DTM_EMU): emu/cuda_emu.h (not cuda/common.h: the registry's names M, N, K
 //   must not meet a student's -DN=64), plus, with -DTM_CHECK, the bounds-checked pointer type
 //   that check mode gives the kernel's pointer parameters and the race-checked shared arrays
 //   it gives its __shared__ declarations. The user's -D defines come after this prelude.
@@ -12,7 +12,7 @@
 #pragma once
 
 #ifdef TM_EMU
-#include "emu/cuda_emu.h"
+#include "cuda_emu.h"
 #include <stddef.h>
 #define TM_DYNAMIC_SHARED(type, name) type *name = reinterpret_cast<type *>(tm_emu_dynamic_shared())
 static inline unsigned tm_ceil_div(long long n, long long d) { return (unsigned)((n + d - 1) / d); }
