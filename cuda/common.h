@@ -11,16 +11,8 @@
 
 #include <stddef.h>
 #include "registry.h"
-
-// Dynamic shared memory. `extern __shared__ T name[]` cannot be expressed on the emulator,
-// so kernels declare it through this macro (16-byte aligned, so float4 access is legal).
-#ifdef TM_EMU
-#define TM_DYNAMIC_SHARED(type, name) type *name = reinterpret_cast<type *>(tm_emu_dynamic_shared())
-#else
-#define TM_DYNAMIC_SHARED(type, name)                                  \
-    extern __shared__ __align__(16) unsigned char tm_dynamic_smem_[];  \
-    type *name = reinterpret_cast<type *>(tm_dynamic_smem_)
-#endif
+// TM_DYNAMIC_SHARED and tm_ceil_div, shared with the prelude of the kernels users write
+#include "kernel_dialect.h"
 
 // Launch a kernel and return the launch error (not the completion error).
 // The `<<<...>>>` syntax exists only under nvcc; the emulator runs the grid itself.
@@ -38,8 +30,6 @@ static inline cudaError_t tm_launch(void (*kernel)(Params...), dim3 grid, dim3 b
 
 // Largest gridDim.y / gridDim.z the hardware allows (gridDim.x allows 2^31-1).
 #define TM_MAX_GRID_YZ 65535u
-
-static inline unsigned tm_ceil_div(long long n, long long d) { return (unsigned)((n + d - 1) / d); }
 
 // Whether a matmul's index arithmetic fits in int: every offset read or written is below a
 // matrix's element count, and indices run at most one tile (< 256) past an extent. 32-bit

@@ -21,6 +21,7 @@
 #pragma once
 #include "cuda_emu.h"
 #include "emu_internal.h"
+#include "tiledmm_program_report.h"
 
 #include <dlfcn.h>
 #include <execinfo.h>
@@ -136,33 +137,8 @@ inline State &st()
     return *s;
 }
 
-// ---- the report file: one JSON line per launch and per fault ----
-inline void json_str(std::string &out, const char *s)
-{
-    out += '"';
-    for (; s && *s; ++s) {
-        const unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') { out += '\\'; out += (char)c; }
-        else if (c < 0x20) { char b[8]; snprintf(b, sizeof b, "\\u%04x", c); out += b; }
-        else out += (char)c;
-    }
-    out += '"';
-}
-
-inline void report(const std::string &line)
-{
-    const int fd = st().report_fd;
-    if (fd < 0) return;
-    std::string l = line + "\n";
-    const char *p = l.data();
-    size_t n = l.size();
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w <= 0) return;
-        p += w;
-        n -= (size_t)w;
-    }
-}
+// ---- the report file: one JSON line per launch and per fault (tiledmm_program_report.h) ----
+inline void report(const std::string &line) { write_report_line(st().report_fd, line); }
 
 inline void diag(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 inline void diag(const char *fmt, ...)

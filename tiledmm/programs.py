@@ -24,7 +24,7 @@ from . import _backend, _compile_emu, _kernel_cache as cache, _sandbox
 from ._backend import get_backend
 from ._isolation import default_timeout
 from ._kernel_diagnostics import CompileError
-from ._profile_build import PROFILE_HOOK_FLAGS, PROFILE_KERNEL_FLAGS, PROFILE_WRAPPED
+from ._emu_build import PROFILE_HOOK_FLAGS, PROFILE_KERNEL_FLAGS, PROFILE_WRAPPED
 from .profile import GRID_SMS, Profile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -341,7 +341,8 @@ def _headers_text(includes):
             if os.path.exists(p):
                 parts.append(open(p).read())
                 break
-    for name in ("cooperative_groups.h", "cuda.h", "tiledmm_program_cuda.h"):
+    for name in ("cooperative_groups.h", "cuda.h", "tiledmm_program_cuda.h",
+                 "tiledmm_program_report.h"):
         for d in (_compile_emu._stand_ins(), os.path.join(HERE, "include")):
             p = os.path.join(d, name)
             if os.path.exists(p):
