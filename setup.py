@@ -243,7 +243,8 @@ class BuildPy(build_py):
     def run(self):
         super().run()
         include = os.path.join(self.build_lib, "tiledmm", "include")
-        shipped = [("cuda/common.h", ""), ("cuda/registry.h", ""), ("cuda/kernel_dialect.h", "")] + [
+        dialect = ["cuda/common.h", "cuda/registry.h", "cuda/kernel_dialect.h"]
+        shipped = [(f, "") for f in dialect] + [
             (f, "emu") for f in sorted(glob.glob("emu/*.h") + glob.glob("emu/*.cpp"))] + [
             (f, os.path.join("emu", "profile")) for f in PROFILE_SOURCES]   # profile=True builds
         for src, sub in shipped:

@@ -91,4 +91,5 @@ def build_flags(cxx):
 def link_flags(cxx):
     """The flags that link a user's shared object: -Bsymbolic where the linker takes it (the
     object's own copy of the emulator runtime binds to itself, not to tiledmm._emu's)."""
-    return ["-Wl,-Bsymbolic"] if accepts([cxx, "-x", "c++"], ["-Wl,-Bsymbolic"], shared=True) else []
+    symbolic = ["-Wl,-Bsymbolic"]
+    return symbolic if accepts([cxx, "-x", "c++"], symbolic, shared=True) else []

@@ -40,7 +40,7 @@ _PARSE_PRELUDE = """\
 #define __forceinline__ inline
 #define __noinline__
 #define __align__(n) __attribute__((aligned(n)))
-#include "emu/runtime_api.h"
+#include "runtime_api.h"
 extern "C" int cudaConfigureCall(dim3 grid, dim3 block, size_t shared = 0, cudaStream_t stream = 0);
 extern "C" unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t shared = 0,
                                                 void *stream = 0);
