@@ -3,7 +3,7 @@
 tiledmm._cuda  nvcc compiles cuda/*.cu for the GPU; the C glue links the CUDA runtime
                statically, so the module imports without CUDA_HOME and without a driver.
                Skipped, with a notice, when nvcc is not found.
-tiledmm._emu   g++ compiles the same cuda/*.cu against the emulator in csrc/emu/.
+tiledmm._emu   g++ compiles the same cuda/*.cu against the emulator in emu/.
 
 Environment:
   TILEDMM_CUDA_ARCHS  compute capabilities to build, e.g. "90" or "80;90"
@@ -37,16 +37,19 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 os.chdir(HERE)  # source paths below are relative to the project root
 
 KERNEL_SOURCES = sorted(glob.glob("cuda/*.cu"))
-HEADERS = sorted(glob.glob("cuda/*.h") + glob.glob("csrc/*.h") + glob.glob("csrc/emu/*.h"))
+HEADERS = sorted(glob.glob("cuda/*.h") + glob.glob("csrc/*.h") + glob.glob("emu/*.h"))
 GLUE_SOURCES = sorted(glob.glob("csrc/*.c"))
-EMU_RUNTIME_SOURCES = sorted(glob.glob("csrc/emu/*.cpp"))
-PROFILE_SOURCES = sorted(glob.glob("csrc/profile/*.cpp"))
-# Profile mode's flags and wrapped symbols: one list, shared with tm.compile's profile build.
-_PROFILE_BUILD = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                             "tiledmm", "_profile_build.py"))
-PROFILE_KERNEL_FLAGS = _PROFILE_BUILD["PROFILE_KERNEL_FLAGS"]
-PROFILE_HOOK_FLAGS = _PROFILE_BUILD["PROFILE_HOOK_FLAGS"]
-PROFILE_WRAPPED = _PROFILE_BUILD["PROFILE_WRAPPED"]
+EMU_RUNTIME_SOURCES = sorted(glob.glob("emu/*.cpp"))
+PROFILE_SOURCES = sorted(glob.glob("emu/profile/*.cpp"))
+# The emulator's flags, profile mode's flags and wrapped symbols, and the compiler probe: one
+# module, shared with tm.compile and tm.run, whose user code links against runtime objects
+# built with the same flags (read by path: the package cannot be imported before it is built).
+_EMU_BUILD = runpy.run_path(os.path.join(HERE, "tiledmm", "_emu_build.py"))
+EMU_FLAGS = _EMU_BUILD["EMU_FLAGS"]
+PROFILE_KERNEL_FLAGS = _EMU_BUILD["PROFILE_KERNEL_FLAGS"]
+PROFILE_HOOK_FLAGS = _EMU_BUILD["PROFILE_HOOK_FLAGS"]
+PROFILE_WRAPPED = _EMU_BUILD["PROFILE_WRAPPED"]
+compiler_accepts = _EMU_BUILD["accepts"]
 DEFAULT_ARCHS = "75;80;86;89;90"
 # Kernel files that need a newer GPU than DEFAULT_ARCHS's oldest: compiled only for the listed
 # architectures at or above this compute capability (CUTLASS's SM80 SIMT GEMM uses cp.async).
@@ -128,39 +131,12 @@ def emu_asan_flags():
     return []
 
 
-_ACCEPTS = {}
-
-
-def compiler_accepts(cmd, flags, source, suffix):
-    """Whether `cmd` (a compiler command, e.g. ["g++"]) compiles and links `source` with `flags`:
-    a feature test, cached per command and flags. Apple clang, for one, has no -fopenmp."""
-    key = (tuple(cmd), tuple(flags))
-    if key not in _ACCEPTS:
-        import tempfile
-        with tempfile.TemporaryDirectory() as tmp:
-            src = os.path.join(tmp, "probe" + suffix)
-            with open(src, "w") as f:
-                f.write(source)
-            try:
-                r = subprocess.run([*cmd, *flags, src, "-o", os.path.join(tmp, "probe")],
-                                   capture_output=True, text=True, timeout=120)
-                _ACCEPTS[key] = r.returncode == 0
-            except (OSError, subprocess.TimeoutExpired):
-                _ACCEPTS[key] = False
-        if not _ACCEPTS[key]:
-            print(f"tiledmm: {' '.join(cmd)} does not accept {' '.join(flags)}: building without",
-                  file=sys.stderr)
-    return _ACCEPTS[key]
-
-
-_OMP_PROBE = "#include <omp.h>\nint main(void) { return omp_get_max_threads() > 0 ? 0 : 1; }\n"
-
-
 def up_to_date(obj, src):
     if not os.path.exists(obj):
         return False
     stamp = os.path.getmtime(obj)
-    return all(os.path.getmtime(p) <= stamp for p in [src, *HEADERS, __file__])
+    return all(os.path.getmtime(p) <= stamp
+               for p in [src, *HEADERS, __file__, os.path.join("tiledmm", "_emu_build.py")])
 
 
 class BuildExt(build_ext):
@@ -185,9 +161,11 @@ class BuildExt(build_ext):
         if not hasattr(self, "_openmp_ok"):
             cc = list(getattr(self.compiler, "compiler_so", None) or []) or None   # CC and CFLAGS
             self._openmp_ok = (
-                compiler_accepts([os.environ.get("CXX", "g++"), "-x", "c++"], ["-fopenmp"],
-                                 _OMP_PROBE, ".cpp")
-                and (cc is None or compiler_accepts(cc, ["-fopenmp"], _OMP_PROBE, ".c")))
+                compiler_accepts([os.environ.get("CXX", "g++"), "-x", "c++"], ["-fopenmp"])
+                and (cc is None or compiler_accepts(cc, ["-fopenmp"], suffix=".c")))
+            if not self._openmp_ok:
+                print("tiledmm: the compilers do not accept -fopenmp: building without (the "
+                      "emulator runs blocks on one thread)", file=sys.stderr)
         return self._openmp_ok
 
     def build_extension(self, ext):
@@ -250,28 +228,25 @@ class BuildExt(build_ext):
                 "-o", obj]
 
     def _emu_command(self, src, obj, extra=()):
-        cxx = os.environ.get("CXX", "g++")
-        # -fstack-clash-protection: a kernel frame larger than a page (a big local array) probes
-        # its stack page by page, so it faults in the fiber stack's guard region and is reported
-        # as a stack overflow, instead of jumping the guard into a neighbouring stack.
-        return [cxx, "-x", "c++", "-std=c++17", "-O2", "-fPIC",
-                *(["-fopenmp"] if self._openmp() else []), "-DTM_EMU",
-                "-fstack-clash-protection", "-Wall", "-Wno-unknown-pragmas", "-Icsrc", "-Icuda",
-                *(extra or emu_asan_flags()), "-c", src, "-o", obj]
+        flags = [f for f in EMU_FLAGS if f != "-fopenmp" or self._openmp()]
+        return [os.environ.get("CXX", "g++"), *flags, "-Wall", "-Wno-unknown-pragmas", "-Icsrc",
+                "-Icuda", "-Iemu", *(extra or emu_asan_flags()), "-c", src, "-o", obj]
 
 
 class BuildPy(build_py):
-    """Ship the kernel dialect (cuda/common.h, cuda/registry.h) and the emulator's headers and
-    runtime sources inside the package, as tiledmm/include, so that tm.compile can build a
-    user's kernel for the emulator from an installed copy (an editable install reads them
-    from the source tree instead)."""
+    """Ship the kernel dialect (cuda/common.h, cuda/registry.h, and cuda/kernel_dialect.h, which
+    the prelude includes) and the emulator's headers and runtime sources (emu/, emu/profile/)
+    inside the package, as tiledmm/include, so that tm.compile can build a user's kernel for the
+    emulator from an installed copy (an editable install reads them from the source tree
+    instead)."""
 
     def run(self):
         super().run()
         include = os.path.join(self.build_lib, "tiledmm", "include")
-        shipped = [("cuda/common.h", ""), ("cuda/registry.h", "")] + [
-            (f, "emu") for f in sorted(glob.glob("csrc/emu/*.h") + glob.glob("csrc/emu/*.cpp"))] + [
-            (f, "profile") for f in PROFILE_SOURCES]   # a user kernel's profile build (tm.compile)
+        dialect = ["cuda/common.h", "cuda/registry.h", "cuda/kernel_dialect.h"]
+        shipped = [(f, "") for f in dialect] + [
+            (f, "emu") for f in sorted(glob.glob("emu/*.h") + glob.glob("emu/*.cpp"))] + [
+            (f, os.path.join("emu", "profile")) for f in PROFILE_SOURCES]   # profile=True builds
         for src, sub in shipped:
             self.mkpath(os.path.join(include, sub))
             self.copy_file(src, os.path.join(include, sub, os.path.basename(src)))
@@ -279,7 +254,7 @@ class BuildPy(build_py):
 
 GLUE_ARGS = dict(
     sources=GLUE_SOURCES,
-    include_dirs=["csrc", "cuda", numpy.get_include()],
+    include_dirs=["csrc", "cuda", "emu", numpy.get_include()],
     # OpenMP: the emulator's blocks, and the multi-threaded copies into pinned staging buffers
     extra_compile_args=["-std=c11", "-O2", "-fopenmp"],
     language="c++",  # link with the C++ driver: the kernel objects are C++

@@ -1,10 +1,10 @@
 // common.h: what every kernel file includes. One dialect of CUDA C for both backends:
-// on `cuda` this is nvcc's own; on `emu` (TM_EMU defined) csrc/emu/cuda_emu.h supplies the
+// on `cuda` this is nvcc's own; on `emu` (TM_EMU defined) emu/cuda_emu.h supplies the
 // same names for the host C++ compiler, so kernel bodies never need #ifdef.
 #pragma once
 
 #ifdef TM_EMU
-#include "emu/cuda_emu.h"
+#include "cuda_emu.h"
 #else
 #include <cuda_runtime.h>
 #endif
@@ -12,16 +12,8 @@
 #include <stddef.h>
 #include <type_traits>
 #include "registry.h"
-
-// Dynamic shared memory. `extern __shared__ T name[]` cannot be expressed on the emulator,
-// so kernels declare it through this macro (16-byte aligned, so float4 access is legal).
-#ifdef TM_EMU
-#define TM_DYNAMIC_SHARED(type, name) type *name = reinterpret_cast<type *>(tm_emu_dynamic_shared())
-#else
-#define TM_DYNAMIC_SHARED(type, name)                                  \
-    extern __shared__ __align__(16) unsigned char tm_dynamic_smem_[];  \
-    type *name = reinterpret_cast<type *>(tm_dynamic_smem_)
-#endif
+// TM_DYNAMIC_SHARED and tm_ceil_div, shared with the prelude of the kernels users write
+#include "kernel_dialect.h"
 
 // Launch a kernel and return the launch error (not the completion error).
 // The `<<<...>>>` syntax exists only under nvcc; the emulator runs the grid itself.
@@ -39,8 +31,6 @@ static inline cudaError_t tm_launch(void (*kernel)(Params...), dim3 grid, dim3 b
 
 // Largest gridDim.y / gridDim.z the hardware allows (gridDim.x allows 2^31-1).
 #define TM_MAX_GRID_YZ 65535u
-
-static inline unsigned tm_ceil_div(long long n, long long d) { return (unsigned)((n + d - 1) / d); }
 
 // Whether a matmul's index arithmetic fits in int: every offset read or written is below a
 // matrix's element count, and indices run at most one tile (< 256) past an extent. 32-bit

@@ -176,7 +176,7 @@ __device__ __forceinline__ void store_results(float *__restrict__ C, const float
 // wait have nothing to do; the same plain copies serve GPUs older than sm_80 (Turing), which
 // have no cp.async, in the default multi-architecture build.
 // The emulator's profile build (TM_EMU_PROFILE, docs/profile.md) counts what an sm_80+ GPU runs:
-// one cp.async per call, which tm_profile_cp_async (csrc/profile/emu_profile.cpp) copies and
+// one cp.async per call, which tm_profile_cp_async (emu/profile/emu_profile.cpp) copies and
 // counts as Nsight Compute does (ldgsts requests and sectors, not a global load and a shared store).
 #if defined(TM_EMU_PROFILE)
 extern "C" void tm_profile_cp_async(void *dst, const void *src, int size, int src_bytes);

@@ -65,7 +65,7 @@ def asan_build(tmp_path_factory):
     # prelude, and the source tree's emulator; not the in-place extension modules
     shutil.copytree(ROOT / "tiledmm", lib / "tiledmm", dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("*.so", "__pycache__"))
-    for tree in ("csrc", "cuda"):
+    for tree in ("csrc", "cuda", "emu"):
         (lib / tree).symlink_to(ROOT / tree)
     return lib
 

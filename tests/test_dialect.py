@@ -5,7 +5,6 @@ arguments, #include <cuda_runtime.h>, a student's -DN=64; messages at the studen
 text that ends early, a signature with no body and slide line numbers; the compilers' warnings
 as tm.CompileWarning, also from the cache. Every kernel runs on emu, and on cuda where a GPU
 exists; the NVRTC compile of the dialect is also checked without a GPU where NVRTC loads."""
-import os
 import warnings
 
 import numpy as np
@@ -246,11 +245,10 @@ def _nvrtc():
 def test_the_dialect_compiles_under_nvrtc(source, name, defines):
     """NVRTC compiles for sm_90 without a device; the launch is checked on a GPU above."""
     nv, lib = _nvrtc()
-    with open(os.path.join(nv.HERE, "include", "tiledmm_kernel.h")) as f:
-        header = f.read()
+    headers = nv.prelude_headers()
     lines, _ = kernel_source.split_defines([f"-D{k}={v}" for k, v in defines.items()])
     text = kernel_source.full_source(source, "", lines, "cuda")
-    image, lowered, log = nv._nvrtc_compile(lib, text, name, header,
+    image, lowered, log = nv._nvrtc_compile(lib, text, name, headers,
                                             ["--gpu-architecture=sm_90", "-std=c++17"], True)
     assert image and lowered
     found = kernel_diagnostics.parse_warnings(log, "cuda")

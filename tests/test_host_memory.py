@@ -2,7 +2,7 @@
 limit (physical memory, a container's cgroup limit, TILEDMM_HOST_MEMORY_LIMIT) is a MemoryError
 that names the limit, not an OOM kill, and the next call works.
 
-The limit readers (csrc/emu/host_memory.h) are checked against fake /proc and /sys/fs/cgroup
+The limit readers (emu/host_memory.h) are checked against fake /proc and /sys/fs/cgroup
 trees, cgroup v1 and v2, through a small C and C++ driver; the Python-level tests run in a
 subprocess with TILEDMM_HOST_MEMORY_LIMIT, since the limit is read once per process."""
 import json
@@ -18,7 +18,7 @@ import pytest
 import tiledmm as tm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HEADER = os.path.join(ROOT, "csrc", "emu", "host_memory.h")
+HEADER = os.path.join(ROOT, "emu", "host_memory.h")
 GiB, MiB = 1 << 30, 1 << 20
 V1_UNLIMITED = "9223372036854771712"
 
@@ -127,7 +127,7 @@ def drivers(tmp_path_factory):
     """The driver built as C11 (as the glue includes the header) and as C++17 (as the
     emulator's runtime does)."""
     if not os.path.exists(HEADER):
-        pytest.skip("needs the source tree (csrc/emu/host_memory.h)")
+        pytest.skip("needs the source tree (emu/host_memory.h)")
     d = tmp_path_factory.mktemp("hm_driver")
     src = d / "driver.c"
     src.write_text(DRIVER)

@@ -3,7 +3,7 @@
 floor above its own. Walks the source with `ast`; nothing is imported or run.
 
 Floors, lowest first (DESIGN.md, "Layout"):
-    core        _backend, _device, _device_array, _registry, _row_tables, _profile_build
+    core        _backend, _device, _device_array, _registry, _row_tables, _emu_build
     profiling   tiledmm/profiling/: counters, time model, device presets, occupancy arithmetic,
                 ncu (its child, ncu_child, runs _core and is the one exception)
     _core       the registry's kernels, timed; profile=True through profiling.counters;
@@ -21,7 +21,7 @@ import pytest
 PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tiledmm")
 
 CORE = {"tiledmm._backend", "tiledmm._device", "tiledmm._device_array", "tiledmm._registry",
-        "tiledmm._row_tables", "tiledmm._profile_build"}
+        "tiledmm._row_tables", "tiledmm._emu_build"}
 PUBLIC = {f"tiledmm.{m}" for m in ("model", "occupancy", "profile", "bench", "sweep", "plot",
                                    "testing")}
 # floor of each module; a module may import only modules of its own floor or lower

@@ -1,7 +1,6 @@
 """tm.compile on cuda compiles a cooperative_groups kernel (issue 30): NVRTC is given the CUDA
 toolkit's include folders (cooperative_groups.h and the CCCL headers it includes). NVRTC needs no
 GPU, so this runs wherever the toolkit is."""
-import os
 
 import pytest
 
@@ -34,13 +33,12 @@ def test_cooperative_groups_compile_with_the_toolkits_headers():
     includes = compile_nvrtc.toolkit_includes()
     if not includes:
         pytest.skip("no CUDA toolkit headers (cooperative_groups.h) here")
-    with open(os.path.join(compile_nvrtc.HERE, "include", "tiledmm_kernel.h")) as f:
-        header = f.read()
+    headers = compile_nvrtc.prelude_headers()
     text = full_source(CG_KERNEL, "", [], "cuda")
     image, lowered, _log = compile_nvrtc._nvrtc_compile(
-        lib, text, "tile_sum", header, ["--gpu-architecture=compute_80", "-std=c++17", *includes],
+        lib, text, "tile_sum", headers, ["--gpu-architecture=compute_80", "-std=c++17", *includes],
         False)
     assert image and "tile_sum" in lowered
     with pytest.raises(Exception, match="cooperative_groups.h"):   # what it was without them
-        compile_nvrtc._nvrtc_compile(lib, text, "tile_sum", header,
+        compile_nvrtc._nvrtc_compile(lib, text, "tile_sum", headers,
                                       ["--gpu-architecture=compute_80", "-std=c++17"], False)

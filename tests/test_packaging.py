@@ -32,11 +32,12 @@ def package_files():
 
 def shipped_runtime_sources():
     """What setup.py's build_py copies into tiledmm/include for tm.compile and profile mode."""
-    return ({"tiledmm/include/common.h", "tiledmm/include/registry.h"}
+    return ({"tiledmm/include/common.h", "tiledmm/include/registry.h",
+             "tiledmm/include/kernel_dialect.h"}
             | {f"tiledmm/include/emu/{os.path.basename(f)}"
-               for f in glob.glob(os.path.join(ROOT, "csrc", "emu", "*.[hc]*"))}
-            | {f"tiledmm/include/profile/{os.path.basename(f)}"
-               for f in glob.glob(os.path.join(ROOT, "csrc", "profile", "*.cpp"))})
+               for f in glob.glob(os.path.join(ROOT, "emu", "*.[hc]*"))}
+            | {f"tiledmm/include/emu/profile/{os.path.basename(f)}"
+               for f in glob.glob(os.path.join(ROOT, "emu", "profile", "*.cpp"))})
 
 
 def setup_py(*args, cwd):
@@ -70,8 +71,8 @@ def test_sdist_holds_what_setup_py_compiles_and_no_tests(tmp_path):
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
     needed = ({"setup.py", "pyproject.toml", "README.md", "MANIFEST.in"}
               | {os.path.relpath(f, ROOT) for f in glob.glob(os.path.join(ROOT, "cuda", "*"))}
-              | {os.path.relpath(f, ROOT)
-                 for f in glob.glob(os.path.join(ROOT, "csrc", "**", "*.*"), recursive=True)}
+              | {os.path.relpath(f, ROOT) for tree in ("csrc", "emu")
+                 for f in glob.glob(os.path.join(ROOT, tree, "**", "*.*"), recursive=True)}
               | package_files())
     missing = needed - names
     assert not missing, f"the sdist leaves out {sorted(missing)}"

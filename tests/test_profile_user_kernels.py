@@ -1,5 +1,5 @@
 """profile=True on tm.compile kernels (emu): the student's kernel is counted by its own profile
-build exactly as registry kernels are (tiledmm/_profile_build.py), isolated or in process."""
+build exactly as registry kernels are (tiledmm/_emu_build.py), isolated or in process."""
 import os
 import runpy
 
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import tiledmm as tm
-from tiledmm import _profile_build
+from tiledmm import _emu_build
+from tiledmm.student import compile_emu as _compile_emu
 
 pytestmark = pytest.mark.skipif(not tm.profile.available(),
                                 reason="tiledmm._emu_profile not built (TILEDMM_NO_PROFILE=1?)")
@@ -100,10 +101,25 @@ def test_refusals():
 
 
 def test_setup_builds_with_the_same_profile_flags():
-    # setup.py reads tiledmm/_profile_build.py, so registry and user kernels are counted alike.
+    # setup.py reads tiledmm/_emu_build.py, so registry and user kernels are counted alike.
     setup = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "setup.py")
     text = open(setup).read()
-    assert '"tiledmm", "_profile_build.py"' in text and "PROFILE_KERNEL_FLAGS = [" not in text
-    assert "-fno-tree-sra" in _profile_build.PROFILE_KERNEL_FLAGS
-    assert runpy.run_path(_profile_build.__file__)["PROFILE_WRAPPED"] == \
-        _profile_build.PROFILE_WRAPPED
+    assert '"tiledmm", "_emu_build.py"' in text and "PROFILE_KERNEL_FLAGS = [" not in text
+    assert "-fno-tree-sra" in _emu_build.PROFILE_KERNEL_FLAGS
+    assert runpy.run_path(_emu_build.__file__)["PROFILE_WRAPPED"] == \
+        _emu_build.PROFILE_WRAPPED
+
+
+def test_setup_and_tm_compile_share_the_emulator_flags_and_probe():
+    # One list of the emulator's flags and one compiler probe (issue 33): setup.py spells none
+    # of its own, and the runtime objects user kernels link against are built with them.
+    setup = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "setup.py")
+    text = open(setup).read()
+    assert "-fstack-clash-protection" not in text and "-std=c++17\", \"-O2\", \"-fPIC" not in text
+    assert "def compiler_accepts" not in text and "omp_get_max_threads" not in text
+    assert "EMU_FLAGS" in text and '_EMU_BUILD["accepts"]' in text
+    cxx = _compile_emu._cxx()
+    assert _compile_emu._build_flags() == _emu_build.build_flags(cxx)
+    assert set(_compile_emu._build_flags()) <= set(_emu_build.EMU_FLAGS)
+    assert "-fstack-clash-protection" in _compile_emu._build_flags()
+    assert not _emu_build.accepts([cxx, "-x", "c++"], ["-fno-such-flag-anywhere"])

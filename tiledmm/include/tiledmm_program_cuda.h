@@ -9,6 +9,8 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include "tiledmm_program_report.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -37,20 +39,7 @@ inline State &st()
     return *s;
 }
 
-inline void report(const std::string &line)
-{
-    const int fd = st().report_fd;
-    if (fd < 0) return;
-    std::string l = line + "\n";
-    const char *p = l.data();
-    size_t n = l.size();
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w <= 0) return;
-        p += w;
-        n -= (size_t)w;
-    }
-}
+inline void report(const std::string &line) { write_report_line(st().report_fd, line); }
 
 // Writes the records of the launches whose stop event is done (all of them with wait).
 inline void drain(bool wait)
@@ -84,17 +73,6 @@ inline cudaError_t device_reset()
 {
     drain(true);
     return ::cudaDeviceReset();
-}
-
-inline void json_str(std::string &out, const char *s)
-{
-    out += '"';
-    for (; s && *s; ++s) {
-        const unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') { out += '\\'; out += (char)c; }
-        else if (c >= 0x20) out += (char)c;
-    }
-    out += '"';
 }
 
 template <typename... P>

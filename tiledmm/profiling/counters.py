@@ -10,7 +10,7 @@ from_ncu (cuda). tiledmm.profile (count, row_fields, lesson_table) is the public
 `profile=True` runs the call as usual (its output and CPU timing are the normal ones) and then
 runs the same launches once more in `tiledmm._emu_profile`, a build of the emulator whose
 kernel objects are compiled with g++'s ThreadSanitizer instrumentation. Its hooks
-(csrc/profile/emu_profile.cpp) see every load and store the kernel source makes, classify it
+(emu/profile/emu_profile.cpp) see every load and store the kernel source makes, classify it
 as global (device memory) or shared, and count with Nsight Compute's definitions::
 
     counter                                                   Nsight Compute metric

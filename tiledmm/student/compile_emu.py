@@ -23,13 +23,14 @@ import tempfile
 import threading
 from types import SimpleNamespace
 
+from .._emu_build import (EMU_FLAGS, PROFILE_HOOK_FLAGS, PROFILE_KERNEL_FLAGS, PROFILE_WRAPPED,
+                          build_flags, link_flags)
 from . import kernel_cache as cache
 from . import sandbox
 from .check_mode import checked_shared, checked_source, checked_type
 from .kernel_diagnostics import CompileError, compile_error, parse_warnings
 from .kernel_source import (_ELEMENTS, _SCALARS, _VECTORS, Param, full_source, kernel_signature,
                             split_defines)
-from .._profile_build import PROFILE_HOOK_FLAGS, PROFILE_KERNEL_FLAGS, PROFILE_WRAPPED
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tiledmm/
 # Two limits of different things: one run of the C++ compiler (a runtime object, or one step
@@ -37,46 +38,19 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tiledmm/
 # link) where the caller gives none; the grader passes its own (grading/compile_limits.py).
 COMPILER_RUN_SECONDS = 300
 COMPILE_CHILD_SECONDS = 300
-# -fstack-clash-protection: a large local array (float buf[1 <<20]) touches its stack pages in
-# order, so it meets the fiber stack's guard page instead of jumping over it.
-_FLAGS = ["-x", "c++", "-std=c++17", "-O2", "-fPIC", "-fopenmp", "-fstack-clash-protection",
-          "-DTM_EMU"]
 _LOCK = threading.Lock()
-_PROBES = {}   # (compiler, flags, shared) -> accepted: feature tests, once per process
-
-
-def _accepts(cxx, flags, shared):
-    """Whether `cxx` builds a tiny program (a shared object with `shared`) with `flags`. Apple
-    clang has no -fopenmp and Apple's linker no -Bsymbolic: there they are left out (the
-    emulator then runs blocks on one thread; Mach-O binds a library's own symbols to itself)."""
-    key = (cxx, tuple(flags), shared)
-    with _LOCK:
-        if key in _PROBES:
-            return _PROBES[key]
-    src = ("#include <omp.h>\nint tm_probe(void) { return omp_get_max_threads(); }\n"
-           if "-fopenmp" in flags else "int tm_probe(void) { return 0; }\n")
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "probe.cpp")
-        with open(path, "w") as f:
-            f.write(src + ("" if shared else "int main(void) { return tm_probe(); }\n"))
-        cmd = [cxx, "-x", "c++", "-fPIC", *flags, *(["-shared"] if shared else []), path,
-               "-o", os.path.join(tmp, "probe")]
-        try:
-            ok = subprocess.run(cmd, capture_output=True, timeout=120).returncode == 0
-        except (OSError, subprocess.TimeoutExpired):
-            ok = True   # no compiler: the real command says so
-    with _LOCK:
-        _PROBES[key] = ok
-    return ok
 
 
 def _build_flags():
-    """_FLAGS less what this compiler does not accept (the cache keys keep _FLAGS itself)."""
-    return [f for f in _FLAGS if f != "-fopenmp" or _accepts(_cxx(), [f], False)]
+    """The emulator's flags for this compiler (tiledmm/_emu_build.py; the cache keys keep
+    EMU_FLAGS itself)."""
+    return build_flags(_cxx())
 
 
 def _link_flags():
-    return ["-Wl,-Bsymbolic"] if _accepts(_cxx(), ["-Wl,-Bsymbolic"], True) else []
+    return link_flags(_cxx())
+
+
 # User kernels only: g++ -Wall's warnings about the user's source become tm.CompileWarning;
 # tiledmm's headers are system headers (-isystem), so its prelude adds none. include/user holds
 # the stand-ins for the CUDA toolkit's headers (cuda_runtime.h, ...). No -Wsign-compare:
@@ -88,18 +62,18 @@ _DIALECT = 2   # bumped when the text tiledmm makes of a user's source changes (
 
 def _headers():
     """(include dirs, emulator runtime sources): the package's copy when installed
-    (tiledmm/include), else the source tree's csrc/ and cuda/."""
+    (tiledmm/include, its emu/ beside), else the source tree's emu/ and cuda/."""
     inc = os.path.join(HERE, "include")
     installed_rt = sorted(glob.glob(os.path.join(inc, "emu", "*.cpp")))
     if os.path.exists(os.path.join(inc, "common.h")) and installed_rt:
-        return [inc], installed_rt
+        return [inc, os.path.join(inc, "emu")], installed_rt
     repo = os.path.dirname(HERE)
-    csrc, cuda = os.path.join(repo, "csrc"), os.path.join(repo, "cuda")
-    rt = sorted(glob.glob(os.path.join(csrc, "emu", "*.cpp")))
+    emu, cuda = os.path.join(repo, "emu"), os.path.join(repo, "cuda")
+    rt = sorted(glob.glob(os.path.join(emu, "*.cpp")))
     if not rt or not os.path.exists(os.path.join(cuda, "common.h")):
         raise RuntimeError("tiledmm's emulator headers are not installed (tiledmm/include); "
                            "reinstall tiledmm")
-    return [inc, csrc, cuda], rt
+    return [inc, emu, cuda], rt
 
 
 def _cxx():
@@ -131,12 +105,12 @@ def _run_compiler(cmd, what, scratch=None):
 
 def _runtime_key(includes, sources):
     """What the emulator runtime is built from: its sources, every header it may include
-    (csrc/emu's fiber switches and host-memory helper too), the compiler and the flags."""
+    (the emulator's fiber switches and host-memory helper too), the compiler and the flags."""
     stamps = [(os.path.basename(p), open(p, "rb").read()) for p in sources]
     headers = sorted(h for d in includes for h in glob.glob(os.path.join(d, "**", "*.h"),
                                                             recursive=True))
     return cache.key("emu-runtime", stamps, [(h, os.path.getmtime(h)) for h in headers],
-                     _cxx(), _FLAGS)
+                     _cxx(), EMU_FLAGS)
 
 
 def _runtime_objects(includes, sources, build_dir, key):
@@ -232,20 +206,27 @@ extern "C" __attribute__((visibility("default"))) int tm_user_launch(
 
 
 def prelude_text():
-    """tiledmm's prelude as the compilers see it (part of every cache key)."""
+    """tiledmm's prelude as the compilers see it (part of every cache key): the prelude, the
+    dialect macros it includes, check mode's runtime and the fault report."""
+    includes = _headers()[0]
     return "".join(open(os.path.join(HERE, "include", h)).read()
-                   for h in ("tiledmm_kernel.h", "tiledmm_fault.h"))
+                   for h in ("tiledmm_kernel.h", "tiledmm_check.h", "tiledmm_fault.h")) + \
+        "".join(open(p).read() for p in _first_found(includes, "kernel_dialect.h"))
+
+
+def _first_found(includes, name):
+    """[the first of includes/name that exists] (empty when none does)."""
+    return [p for p in (os.path.join(d, name) for d in includes) if os.path.exists(p)][:1]
 
 
 def _profile_hooks_source(includes):
-    """csrc/profile/emu_profile.cpp (tiledmm/include/profile when installed): the profile
+    """emu/profile/emu_profile.cpp (tiledmm/include/emu/profile when installed): the profile
     build's hooks, linked into a user kernel's profile build."""
     for d in includes:
-        for sub in ("profile", os.path.join("..", "csrc", "profile")):
-            path = os.path.normpath(os.path.join(d, sub, "emu_profile.cpp"))
-            if os.path.exists(path):
-                return path
-    raise RuntimeError("profile=True needs tiledmm's profiling hooks (csrc/profile/"
+        path = os.path.join(d, "profile", "emu_profile.cpp")
+        if os.path.exists(path):
+            return path
+    raise RuntimeError("profile=True needs tiledmm's profiling hooks (emu/profile/"
                        "emu_profile.cpp), which this installation lacks; reinstall tiledmm")
 
 
@@ -262,11 +243,11 @@ def compile_emu(source, name, options, check, profile=False, *, seconds=None,
     defines, rest = split_defines(options)
     runtime = _runtime_key(includes, rt_sources)
     # profile=True: the kernel instrumented as tiledmm._emu_profile's kernels are, the hooks
-    # linked in, the emulator's entry points wrapped (tiledmm/_profile_build.py).
+    # linked in, the emulator's entry points wrapped (tiledmm/_emu_build.py).
     hooks = _profile_hooks_source(includes) if profile else None
     profiling = (PROFILE_KERNEL_FLAGS, PROFILE_HOOK_FLAGS, PROFILE_WRAPPED,
                  open(hooks, "rb").read(), "linked apart") if profile else None
-    key = cache.key("emu", source, name, defines, rest, check, _cxx(), _FLAGS, _USER_FLAGS,
+    key = cache.key("emu", source, name, defines, rest, check, _cxx(), EMU_FLAGS, _USER_FLAGS,
                     _DIALECT, prelude_text(), runtime, profiling)
     so = cache.entry_path(f"user-{key}.so")
     image, meta = cache.read_verified(so), cache.read_verified(so[:-3] + ".json")

@@ -101,10 +101,9 @@ def compile_cuda(source, name, options):
     major, minor = mod.device_properties()["compute_capability"]
     arch = major * 10 + minor
     version = _nvrtc_version(lib)
-    with open(os.path.join(HERE, "include", "tiledmm_kernel.h")) as f:
-        header = f.read()
+    headers = prelude_headers()
     defines, options = split_defines(options)
-    key = cache.key("cuda", source, name, defines, options, arch, version, header, _STAND_INS)
+    key = cache.key("cuda", source, name, defines, options, arch, version, headers, _STAND_INS)
     path = cache.entry_path(f"user-{key}.bin")
     image, meta_bytes = cache.read_verified(path), cache.read_verified(path[:-4] + ".json")
     if image is not None and meta_bytes is not None:
@@ -117,7 +116,7 @@ def compile_cuda(source, name, options):
         else:  # this NVRTC predates the device: PTX for the newest it knows, JIT by the driver
             target, cubin = f"--gpu-architecture=compute_{max(a for a in supported if a <= arch)}", False
         text = full_source(source, "", defines, "cuda")
-        image, lowered, log = _nvrtc_compile(lib, text, name, header,
+        image, lowered, log = _nvrtc_compile(lib, text, name, headers,
                                              [target, "-std=c++17", "-lineinfo", *options,
                                               *toolkit_includes()], cubin)
         meta = {"lowered": lowered, "log": log}
@@ -135,7 +134,24 @@ def load_cuda(artifact):
     return SimpleNamespace(handle=handle, keep=capsule)
 
 
-def _nvrtc_compile(lib, text, name, header, options, cubin):
+def prelude_headers():
+    """The headers NVRTC is given by name, as (name, text) pairs: the prelude and the dialect
+    macros it includes (cuda/kernel_dialect.h: tiledmm/include's copy when installed, else the
+    source tree's). NVRTC skips the prelude's emulator and check-mode includes (TM_EMU)."""
+    with open(os.path.join(HERE, "include", "tiledmm_kernel.h")) as f:
+        prelude = f.read()
+    for path in (os.path.join(HERE, "include", "kernel_dialect.h"),
+                 os.path.join(os.path.dirname(HERE), "cuda", "kernel_dialect.h")):
+        if os.path.exists(path):
+            with open(path) as f:
+                return (("tiledmm_kernel.h", prelude), ("kernel_dialect.h", f.read()))
+    raise RuntimeError("tiledmm's kernel_dialect.h is not installed (tiledmm/include); "
+                       "reinstall tiledmm")
+
+
+def _nvrtc_compile(lib, text, name, headers, options, cubin):
+    """NVRTC compiles `text`; `headers`: (name, text) pairs it may include (prelude_headers()),
+    besides the stand-ins for the toolkit's headers."""
     prog = ctypes.c_void_p()
 
     def check(rc, what):
@@ -143,9 +159,11 @@ def _nvrtc_compile(lib, text, name, header, options, cubin):
             raise RuntimeError(f"NVRTC {what} failed: {lib.nvrtcGetErrorString(rc).decode()}")
 
     stand_in = b'#pragma once\n#include "tiledmm_kernel.h"\n'
-    hdrs = (ctypes.c_char_p * (1 + len(_STAND_INS)))(header.encode(), *[stand_in] * len(_STAND_INS))
-    names = (ctypes.c_char_p * (1 + len(_STAND_INS)))(b"tiledmm_kernel.h",
-                                                      *[h.encode() for h in _STAND_INS])
+    count = len(headers) + len(_STAND_INS)
+    hdrs = (ctypes.c_char_p * count)(*[t.encode() for _, t in headers],
+                                     *[stand_in] * len(_STAND_INS))
+    names = (ctypes.c_char_p * count)(*[n.encode() for n, _ in headers],
+                                      *[h.encode() for h in _STAND_INS])
     check(lib.nvrtcCreateProgram(ctypes.byref(prog), text.encode(), SOURCE_NAME.encode(),
                                  len(names), hdrs, names), "nvrtcCreateProgram")
     try:

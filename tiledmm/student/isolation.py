@@ -332,7 +332,7 @@ class ArgumentFile:
 
 def _check_host_memory(nbytes):
     """MemoryError, not the OOM killer, for a shared file larger than the process can get: its
-    pages belong to the caller (the host memory guard of csrc/emu/host_memory.h)."""
+    pages belong to the caller (the host memory guard of emu/host_memory.h)."""
     limit, source, available, why = _backend.module("emu").host_memory()
     for bound, what in ((limit, source), (available, why)):
         if bound and nbytes > bound:

@@ -10,7 +10,7 @@ call of `__cudaPushCallConfiguration`, and is rewritten in place, on the same li
     tm_prog::config("k", "param,names", __FILE__, __LINE__, k, grid, block, shared, stream)(args)
 
 whose call operator takes the kernel's own parameter types (so arguments convert, or fail to,
-as nvcc's launch would). On emu tm_prog::config is csrc/emu/program_runtime.h's emulated launch;
+as nvcc's launch would). On emu tm_prog::config is emu/program_runtime.h's emulated launch;
 on cuda it is tiledmm/include/tiledmm_program_cuda.h's real launch between two CUDA events.
 Then g++ (emu) or nvcc (cuda) builds the program as a shared object that tiledmm/student/program_main.py
 loads and whose `main` it calls. The answer is JSON (result.json), never anything executable.
@@ -40,7 +40,7 @@ _PARSE_PRELUDE = """\
 #define __forceinline__ inline
 #define __noinline__
 #define __align__(n) __attribute__((aligned(n)))
-#include "emu/runtime_api.h"
+#include "runtime_api.h"
 extern "C" int cudaConfigureCall(dim3 grid, dim3 block, size_t shared = 0, cudaStream_t stream = 0);
 extern "C" unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t shared = 0,
                                                 void *stream = 0);
@@ -167,7 +167,7 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
     return out.decode(), launches
 
 
-# The emulator spells the built-in variables as macros (csrc/emu/cuda_emu.h); host code may
+# The emulator spells the built-in variables as macros (emu/cuda_emu.h); host code may
 # name its own variables so (lecture 001's reduction loops declare `int blockDim`), as nvcc
 # allows, so those declarations and their uses are renamed.
 _BUILTIN_VARIABLES = ("threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize")
@@ -210,7 +210,7 @@ _NOT_CHECKED = ("VOID", "POINTER", "FUNCTIONPROTO", "FUNCTIONNOPROTO", "LVALUERE
 def _checked_param_edits(ci, tu, path, data):
     """Check mode (tm.run(..., check=True)): every pointer parameter of every kernel (its
     declarations too, so that they still match) becomes a tm_checked_ptr<T> of the same name,
-    on the same lines (tiledmm_kernel.h): the launch (csrc/emu/program_runtime.h) gives it the
+    on the same lines (tiledmm_kernel.h): the launch (emu/program_runtime.h) gives it the
     allocation the program passed. Pointers to pointers, void and functions stay as they are."""
     edits = []
     for c in tu.cursor.walk_preorder():
@@ -299,7 +299,7 @@ def build(req):
         if check:   # shared arrays race-checked, casts of checked pointers kept checked
             text = checked_shared(checked_casts(text))
         text = emu_dialect(text)
-        full = ('#include "tiledmm_kernel.h"\n#include "emu/program_runtime.h"\n' + define_lines +
+        full = ('#include "tiledmm_kernel.h"\n#include "program_runtime.h"\n' + define_lines +
                 f'#line 1 "{name}"\n{text}\n')
         src = os.path.join(scratch, "program.cpp")
     else:
@@ -329,7 +329,7 @@ def _translation_unit(text, name, backend, define_lines, first):
     """The text the compiler sees for one of the program's files (its launches rewritten)."""
     once = "" if first else "#define TM_PROG_NOT_FIRST_FILE 1\n"
     if backend == "emu":
-        return (once + '#include "tiledmm_kernel.h"\n#include "emu/program_runtime.h"\n' +
+        return (once + '#include "tiledmm_kernel.h"\n#include "program_runtime.h"\n' +
                 define_lines + f'#line 1 "{name}"\n{emu_dialect(text)}\n')
     return (once + '#include "tiledmm_program_cuda.h"\n' + define_lines +
             f'#line 1 "{name}"\n{text}\n')

@@ -25,7 +25,7 @@ from . import compile_emu, kernel_cache as cache, sandbox
 from .._backend import get_backend
 from .isolation import default_timeout
 from .kernel_diagnostics import CompileError
-from .._profile_build import PROFILE_HOOK_FLAGS, PROFILE_KERNEL_FLAGS, PROFILE_WRAPPED
+from .._emu_build import PROFILE_HOOK_FLAGS, PROFILE_KERNEL_FLAGS, PROFILE_WRAPPED
 from ..profiling.counters import GRID_SMS, Profile
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tiledmm/
@@ -336,13 +336,14 @@ def _emu_build_plan(compiler_args, profile):
 def _headers_text(includes):
     """The program's prelude as the compiler sees it (part of the cache key)."""
     parts = [compile_emu.prelude_text()]
-    for rel in ("emu/program_runtime.h", "emu/cuda_emu.h", "emu/runtime_api.h"):
+    for rel in ("program_runtime.h", "cuda_emu.h", "runtime_api.h"):
         for d in includes:
             p = os.path.join(d, rel)
             if os.path.exists(p):
                 parts.append(open(p).read())
                 break
-    for name in ("cooperative_groups.h", "cuda.h", "tiledmm_program_cuda.h"):
+    for name in ("cooperative_groups.h", "cuda.h", "tiledmm_program_cuda.h",
+                 "tiledmm_program_report.h"):
         for d in (compile_emu._stand_ins(), os.path.join(HERE, "include")):
             p = os.path.join(d, name)
             if os.path.exists(p):
@@ -578,13 +579,13 @@ def _signal_line(returncode):
     return f"tiledmm: the program was ended by {name}{' (' + what + ')' if what else ''}"
 
 
-# The most device memory an emulated program gets (csrc/emu/program_runtime.h maps it twice).
+# The most device memory an emulated program gets (emu/program_runtime.h maps it twice).
 DEVICE_MEMORY_MOST = 16 << 30
 
 
 def _device_memory_file():
     """The emulated program's device memory: a sealed memfd the caller makes, since the sandbox
-    lets a program make no shared memory of its own (csrc/emu/program_runtime.h maps it twice:
+    lets a program make no shared memory of its own (emu/program_runtime.h maps it twice:
     the program's view, closed while host code runs, and the runtime's). Sparse: pages are
     allocated as the program touches them, up to this process's host-memory limit."""
     limit = _backend.module("emu").host_memory()[0] or DEVICE_MEMORY_MOST
@@ -712,7 +713,7 @@ def run_cli(path, backend=None, timeout=None, args=(), compiler_args=(), profile
 
 # ---------------------------------------------------------------------------------------------
 # check mode (check=True): on emu the program built with check mode's kernels and runtime
-# (csrc/emu/program_runtime.h, TM_PROG_CHECK); on cuda run under compute-sanitizer
+# (emu/program_runtime.h, TM_PROG_CHECK); on cuda run under compute-sanitizer
 
 def _check_options(check, profile, backend):
     if check and profile:

@@ -152,9 +152,9 @@ _SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin", 
 
 
 def _tiledmm_headers():
-    """tiledmm's headers and the emulator runtime's sources (the source tree's csrc/ and cuda/
+    """tiledmm's headers and the emulator runtime's sources (the source tree's emu/ and cuda/
     when tiledmm runs from a checkout)."""
-    return tuple(p for p in (os.path.join(PACKAGE_PARENT, "csrc"),
+    return tuple(p for p in (os.path.join(PACKAGE_PARENT, "emu"),
                              os.path.join(PACKAGE_PARENT, "cuda")) if os.path.isdir(p))
 
 

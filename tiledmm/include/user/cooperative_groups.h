@@ -3,7 +3,7 @@
 // with shfl, shfl_up, shfl_down, shfl_xor, any, all, ballot, sync, thread_rank, size and
 // meta_group_rank/size, and cg::reduce with cg::plus/less/greater/bit_and/bit_or/bit_xor
 // (<cooperative_groups/reduce.h>). A tile's operations are the warp operations of the lanes of
-// its tile (csrc/emu/cuda_emu.h), so a tile that not all its threads reach is reported as a
+// its tile (emu/cuda_emu.h), so a tile that not all its threads reach is reported as a
 // stuck warp barrier, never a hang. Grid groups (this_grid, cooperative launches) are not
 // emulated: they are a compile error here.
 #pragma once

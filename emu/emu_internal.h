@@ -1,4 +1,4 @@
-// emu_internal.h: what csrc/emu/*.cpp share. Not for kernels or glue.
+// emu_internal.h: what emu/*.cpp share. Not for kernels or glue.
 #pragma once
 #include <stddef.h>
 #include <string>

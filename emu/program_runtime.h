@@ -2,7 +2,7 @@
 //
 // Included (after tiledmm_kernel.h) at the top of a program that tiledmm/student/program_build.py
 // compiled; header-only, so it lives in the program's one translation unit and never in the
-// registry's glue or in tm.compile's kernels. What it adds to csrc/emu/runtime.cpp:
+// registry's glue or in tm.compile's kernels. What it adds to emu/runtime.cpp:
 //   - device memory that host code cannot touch: cudaMalloc hands out memory of a region mapped
 //     twice (a memfd): the view the program sees is PROT_NONE except while a kernel runs; the
 //     runtime copies through the second, always-open view. A host access faults; the handler
@@ -21,6 +21,7 @@
 #pragma once
 #include "cuda_emu.h"
 #include "emu_internal.h"
+#include "tiledmm_program_report.h"
 
 #include <dlfcn.h>
 #include <execinfo.h>
@@ -136,33 +137,8 @@ inline State &st()
     return *s;
 }
 
-// ---- the report file: one JSON line per launch and per fault ----
-inline void json_str(std::string &out, const char *s)
-{
-    out += '"';
-    for (; s && *s; ++s) {
-        const unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') { out += '\\'; out += (char)c; }
-        else if (c < 0x20) { char b[8]; snprintf(b, sizeof b, "\\u%04x", c); out += b; }
-        else out += (char)c;
-    }
-    out += '"';
-}
-
-inline void report(const std::string &line)
-{
-    const int fd = st().report_fd;
-    if (fd < 0) return;
-    std::string l = line + "\n";
-    const char *p = l.data();
-    size_t n = l.size();
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w <= 0) return;
-        p += w;
-        n -= (size_t)w;
-    }
-}
+// ---- the report file: one JSON line per launch and per fault (tiledmm_program_report.h) ----
+inline void report(const std::string &line) { write_report_line(st().report_fd, line); }
 
 inline void diag(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 inline void diag(const char *fmt, ...)
@@ -781,7 +757,7 @@ inline cudaError_t stream_destroy(cudaStream_t stream)
     return tm_emu::set_error(cudaErrorInvalidResourceHandle);
 }
 
-// ---- profile mode (tm.run(..., profile=True)): csrc/profile/emu_profile.cpp's counters ----
+// ---- profile mode (tm.run(..., profile=True)): emu/profile/emu_profile.cpp's counters ----
 #ifdef TM_PROG_PROFILE
 extern "C" void tm_profile_begin(long long stride, int sms);
 extern "C" int tm_profile_end(double *out, int n);

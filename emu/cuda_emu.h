@@ -66,7 +66,7 @@ extern __thread tm_emu_tls_t tm_emu_tls __attribute__((visibility("hidden")));
 #define gridDim (static_cast<const dim3 &>(tm_emu_tls.grid_dim))
 static constexpr int warpSize = 32;
 
-// ---- scheduler entry points (csrc/emu/scheduler.cpp) ----
+// ---- scheduler entry points (emu/scheduler.cpp) ----
 extern "C" void *tm_emu_dynamic_shared(void);
 extern "C" void tm_emu_syncthreads(const char *file, int line);
 extern "C" int tm_emu_syncthreads_op(int op, int pred, const char *file, int line);

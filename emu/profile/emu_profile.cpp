@@ -18,7 +18,7 @@
 // address of the hook, i.e. the call site in the kernel's machine code, one per source access
 // after inlining. A warp instruction is the k-th execution of one PC by each lane of the warp
 // between two barriers. When the barrier opens (the block's epoch changes,
-// csrc/emu/scheduler.cpp) or the launch ends, the logs are folded into counts. Lanes that skip
+// emu/scheduler.cpp) or the launch ends, the logs are folded into counts. Lanes that skip
 // an access (divergence: `if (tid % (2 * s) == 0)`) therefore do not shift their later
 // accesses. What stays approximate: a helper that GCC does not inline serves all its callers
 // with one PC (tiledmm's kernels mark their helpers __forceinline__, always inlined on the
@@ -46,7 +46,7 @@
 // Sampling: tm_profile_begin(stride) with stride > 1 runs only about one block in `stride` of
 // each launch (chosen by a hash of the block index; the others return at once) and scales the
 // counts by blocks / blocks run. The output of such a run is not the kernel's output.
-#include "emu/cuda_emu.h"
+#include "../cuda_emu.h"
 
 #include <dlfcn.h>
 #include <link.h>

@@ -1,0 +1,25 @@
+// kernel_dialect.h: the macros of tiledmm's kernel dialect that the registry's kernels
+// (cuda/common.h) and the kernels users write (the prelude, tiledmm/include/tiledmm_kernel.h)
+// share. Small and self-contained on purpose: the prelude must not include cuda/common.h (the
+// registry's names M, N, K would meet a student's -DN=64). It includes nothing: under TM_EMU
+// its includer has included the emulator's cuda_emu.h first; otherwise the compiler is nvcc or
+// NVRTC, whose built-ins it uses. setup.py's build_py copies it into tiledmm/include, and
+// tiledmm/student/compile_nvrtc.py hands it to NVRTC by name.
+#pragma once
+
+// Dynamic shared memory. `extern __shared__ T name[]` cannot be expressed on the emulator,
+// so kernels declare it through this macro (16-byte aligned, so float4 access is legal).
+// Check mode (tiledmm_check.h) redefines it as a race-checked view.
+#ifdef TM_EMU
+#define TM_DYNAMIC_SHARED(type, name) type *name = reinterpret_cast<type *>(tm_emu_dynamic_shared())
+#else
+#define TM_DYNAMIC_SHARED(type, name)                                  \
+    extern __shared__ __align__(16) unsigned char tm_dynamic_smem_[];  \
+    type *name = reinterpret_cast<type *>(tm_dynamic_smem_)
+#endif
+
+// The blocks needed to cover n items, d per block (a grid dimension); host and device code alike.
+static __host__ __device__ inline unsigned tm_ceil_div(long long n, long long d)
+{
+    return (unsigned)((n + d - 1) / d);
+}
