@@ -26,6 +26,7 @@ from types import SimpleNamespace
 
 from . import _kernel_cache as cache
 from . import _sandbox
+from ._barrier_split import MAX_FRAME, split_kernel
 from ._check_mode import checked_shared, checked_source, checked_type
 from ._kernel_diagnostics import CompileError, compile_error, parse_warnings
 from ._kernel_source import (_ELEMENTS, _SCALARS, _VECTORS, Param, full_source,
@@ -36,6 +37,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 COMPILE_SECONDS = 300
 # -fstack-clash-protection: a large local array (float buf[1 <<20]) touches its stack pages in
 # order, so it meets the fiber stack's guard page instead of jumping over it.
+# No -mtls-dialect=gnu2 (TLS descriptors): in a dlopen'ed library glibc before 2.40 resolves
+# them with _dl_tlsdesc_dynamic, which clobbers caller-saved registers (glibc bug 31372); the
+# extension crashed with SIGFPE in run_block (benchmarks/emu_notes.md, issue 34).
 _FLAGS = ["-x", "c++", "-std=c++17", "-O2", "-fPIC", "-fopenmp", "-fstack-clash-protection",
           "-DTM_EMU"]
 _LOCK = threading.Lock()
@@ -80,7 +84,7 @@ def _link_flags():
 # threadIdx and blockDim are unsigned, so `threadIdx.x < n` would warn in nearly every kernel,
 # and nvcc does not warn there.
 _USER_FLAGS = ["-Wall", "-Wno-unknown-pragmas", "-Wno-sign-compare"]
-_DIALECT = 2   # bumped when the text tiledmm makes of a user's source changes (cache key)
+_DIALECT = 3   # bumped when the text tiledmm makes of a user's source changes (cache key)
 
 
 def _headers():
@@ -162,7 +166,7 @@ def _runtime_objects(includes, sources, build_dir, key):
     return local
 
 
-def _launcher(name, params, check):
+def _launcher(name, params, check, split=None):
     """C++ appended to the user's source: an extern "C" function that unpacks the arguments
     csrc/user_kernels.c passes, notes them for the fault report (tiledmm_fault.h) and launches
     the kernel on the emulator."""
@@ -204,7 +208,13 @@ def _launcher(name, params, check):
         if check else ""
     start = "tm_check_launch(&tm_check_, " if check else "tm_emu_launch("
     finish = "tm_check_finish(&tm_check_, " if check else "tm_user_finish("
-    return f"""
+    config = ("dim3(tm_g_[0], tm_g_[1], tm_g_[2]), dim3(tm_b_[0], tm_b_[1], tm_b_[2]), tm_shared_"
+              + "".join(", " + a for a in args))
+    call = f"{start}{name}, {config})"
+    if split is not None:   # the kernel split at its barriers, when its per-thread arrays fit
+        call = (f"(unsigned long long)tm_b_[0] * tm_b_[1] * tm_b_[2] * tm_split_frame_{name} <= "
+                f"{MAX_FRAME}ULL ? tm_emu_launch_blocks({name}, tm_split_{name}, {config}) : {call}")
+    return (split or "") + f"""
 #line 1 "tiledmm-launcher"
 #include "tiledmm_fault.h"
 template <typename F> struct tm_params_of_;
@@ -221,7 +231,7 @@ extern "C" __attribute__((visibility("default"))) int tm_user_launch(
     tm_emu_set_strict_exit(tm_strict_);{chk}
     if (tm_shared_ > 48 * 1024)
         cudaFuncSetAttribute({name}, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_shared_);
-    cudaError_t tm_err_ = {start}{name}, dim3(tm_g_[0], tm_g_[1], tm_g_[2]), dim3(tm_b_[0], tm_b_[1], tm_b_[2]), tm_shared_{''.join(', ' + a for a in args)});
+    cudaError_t tm_err_ = {call};
     fflush(stdout);   // the kernel's printf reaches the caller before the launch returns
     return {finish}tm_err_, tm_detail_, tm_detail_size_);
 }}
@@ -293,7 +303,8 @@ def compile_emu(source, name, options, check, profile=False, *, seconds=None,
         origin = "compiled"
     artifact = SimpleNamespace(backend="emu", key=key, name=reply["name"], image=image,
                                digest=hashlib.sha256(image).hexdigest(),
-                               warnings=parse_warnings(reply["log"], "emu"), origin=origin)
+                               warnings=parse_warnings(reply["log"], "emu"), origin=origin,
+                               split=reply["split"])
     return reply["name"], reply["params"], artifact
 
 
@@ -380,7 +391,7 @@ def _bounded(v, limit):
 def compile_reply(raw):
     """The compile child's reply checked: {"name", "params": [Param], "log"} (CompileProtocol-
     Error for anything outside the schema). The caller builds Params from plain values only."""
-    if not isinstance(raw, dict) or set(raw) - {"ok", "name", "params", "log"}:
+    if not isinstance(raw, dict) or set(raw) - {"ok", "name", "params", "log", "split"}:
         raise CompileProtocolError("the compile child's reply has fields outside the schema")
     name = raw.get("name")
     if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
@@ -409,12 +420,21 @@ def compile_reply(raw):
         params.append(Param(d["name"], ctype, kind == "pointer", d["const"], tuple(d["span"]),
                             kind, lanes=d["lanes"], inner=d["inner"], decl_text=d["decl_text"],
                             vector=d["vector"]))
-    return {"ok": True, "name": name, "params": params, "log": _bounded(raw.get("log"), MAX_LOG)}
+    split = raw.get("split", {"path": "fibers", "reason": "", "frame": 0})
+    if not isinstance(split, dict) or set(split) != {"path", "reason", "frame"} or \
+            split["path"] not in ("fibers", "thread loops") or \
+            not isinstance(split["reason"], str) or type(split["frame"]) is not int or \
+            not 0 <= split["frame"] < 2**31:
+        raise CompileProtocolError("the launch path is outside the schema")
+    split = {**split, "reason": _bounded(split["reason"], 1000)}
+    return {"ok": True, "name": name, "params": params, "log": _bounded(raw.get("log"), MAX_LOG),
+            "split": split}
 
 
 def _reply_json(reply):
     return json.dumps({"ok": True, "name": reply["name"], "log": reply["log"],
-                       "params": [_param_dict(p) for p in reply["params"]]}).encode()
+                       "params": [_param_dict(p) for p in reply["params"]],
+                       "split": reply["split"]}).encode()
 
 
 def _param_dict(p):
@@ -452,7 +472,7 @@ def main(args):
         name, params = kernel_signature(request["source"], request["name"], request["options"])
         reply = {"ok": True, "name": name, "params": [_param_dict(p) for p in params], "log": ""}
         if request["op"] == "compile":
-            reply["log"] = _compile_here(request, name, params)
+            reply["log"], reply["split"] = _compile_here(request, name, params)
     except CompileError as exc:
         reply = {"ok": False, "error": "CompileError", "message": str(exc), "log": exc.log}
     except Exception as exc:   # every failure is a reply
@@ -470,7 +490,27 @@ def _compile_here(request, name, params):
     defines, options = split_defines(request["options"])
     includes = request["includes"]
     tmp = os.getcwd()
-    text = full_source(user_src, _launcher(name, params, check), defines, "emu")
+    # Plain launches only: check and profile mode keep the fibers (their reports and counts).
+    plan = split_kernel(source, name, defines) if not (check or profile) else None
+    if plan is not None and plan.text is not None:
+        log = _compile_text(request, name, params, user_src, defines, options, tmp, plan.text,
+                            quiet=True)
+        if log is not None:
+            return log, {"path": "thread loops", "reason": "", "frame": plan.frame}
+        reason = "the split kernel did not compile (tiledmm's transform: please report it)"
+    else:
+        reason = plan.reason if plan is not None else \
+            "check mode" if check else "profile mode"
+    log = _compile_text(request, name, params, user_src, defines, options, tmp, None)
+    return log, {"path": "fibers", "reason": reason, "frame": 0}
+
+
+def _compile_text(request, name, params, user_src, defines, options, tmp, split, quiet=False):
+    """g++ on the kernel's text with its launcher (and the split kernel, when given): the
+    compiler's log; with quiet, None where it fails (the caller retries without the split)."""
+    check, profile = request["check"], request["profile"]
+    includes = request["includes"]
+    text = full_source(user_src, _launcher(name, params, check, split), defines, "emu")
     src_path = os.path.join(tmp, "kernel.cpp")
     with open(src_path, "w") as f:
         f.write(text)
@@ -497,6 +537,8 @@ def _compile_here(request, name, params):
                 raise RuntimeError(f"linking kernel '{name}' for profile mode failed:\n"
                                    + linked.stderr[-4000:])
     if proc.returncode != 0:
+        if quiet:
+            return None
         raise compile_error(name, "emu", proc.stderr.replace(src_path, "kernel.cpp"))
     return proc.stderr.replace(src_path, "kernel.cpp")
 

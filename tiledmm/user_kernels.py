@@ -68,12 +68,14 @@ import os
 import struct
 import threading
 import time
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
 
 from . import _backend
 from . import _kernel_cache
+from ._barrier_split import MAX_FRAME as MAX_SPLIT_FRAME
 from ._compile_emu import (compile_emu, counted_launch, image_memfd, kernel_signature_confined,
                            load_emu)
 from ._compile_nvrtc import compile_cuda, load_cuda
@@ -289,10 +291,24 @@ class Kernel:
         nbytes = sum(_nbytes(c) for c in checked)
         res = KernelResult(raw, spec, (), name, float(flops) if flops else 0.0, nbytes, warmup)
         res.params = {p.name: v for p, v in zip(self.params, args) if not p.takes_array}
+        if name == "emu":
+            res.launch = replace(res.launch, **self._launch_path(check, block))
         if counts is not None:
             from .profile import _make_profile
             res.profile = _make_profile(counts, 1, res)
         return res
+
+    def _launch_path(self, check, block):
+        """Which way the emulator ran the kernel: split at its barriers into loops over the
+        block's threads where the transform applied and the per-thread arrays fit (the
+        launcher decides the same way), else fibers; and why not."""
+        split = getattr(self._compiled("emu", check), "split", None) or \
+            {"path": "fibers", "reason": "", "frame": 0}
+        threads = block[0] * block[1] * block[2]
+        if split["path"] == "thread loops" and threads * split["frame"] > MAX_SPLIT_FRAME:
+            return {"path": "fibers", "path_reason": f"{split['frame']} bytes of per-thread "
+                    f"variables times {threads} threads exceed {MAX_SPLIT_FRAME} bytes"}
+        return {"path": split["path"], "path_reason": split["reason"]}
 
     def _count(self, launch, args):
         """profile=True: one launch of the kernel's profile build on copies of the arrays (an
