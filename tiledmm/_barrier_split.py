@@ -330,6 +330,10 @@ class _Splitter:
                 return False
             if c.spelling in UNIFORM_BUILTINS:
                 continue
+            if r.location.file is None or r.location.file.name != SOURCE_NAME:
+                if r.kind == ci.CursorKind.FUNCTION_DECL:
+                    continue
+                return False   # threadIdx, and anything else the prelude declares
             if r.kind in (ci.CursorKind.ENUM_CONSTANT_DECL, ci.CursorKind.FUNCTION_DECL,
                           ci.CursorKind.FUNCTION_TEMPLATE):
                 continue

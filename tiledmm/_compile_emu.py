@@ -26,6 +26,7 @@ from types import SimpleNamespace
 
 from . import _kernel_cache as cache
 from . import _sandbox
+from . import _barrier_split
 from ._barrier_split import MAX_FRAME, split_kernel
 from ._check_mode import checked_shared, checked_source, checked_type
 from ._kernel_diagnostics import CompileError, compile_error, parse_warnings
@@ -85,6 +86,9 @@ def _link_flags():
 # and nvcc does not warn there.
 _USER_FLAGS = ["-Wall", "-Wno-unknown-pragmas", "-Wno-sign-compare"]
 _DIALECT = 3   # bumped when the text tiledmm makes of a user's source changes (cache key)
+# The barrier-splitting transform makes text too: its own source is part of the cache key.
+with open(_barrier_split.__file__, "rb") as _f:
+    _SPLIT_SOURCE = hashlib.sha256(_f.read()).hexdigest()
 
 
 def _headers():
@@ -274,7 +278,7 @@ def compile_emu(source, name, options, check, profile=False, *, seconds=None,
     profiling = (PROFILE_KERNEL_FLAGS, PROFILE_HOOK_FLAGS, PROFILE_WRAPPED,
                  open(hooks, "rb").read(), "linked apart") if profile else None
     key = cache.key("emu", source, name, defines, rest, check, _cxx(), _FLAGS, _USER_FLAGS,
-                    _DIALECT, prelude_text(), runtime, profiling)
+                    _DIALECT, _SPLIT_SOURCE, prelude_text(), runtime, profiling)
     so = cache.entry_path(f"user-{key}.so")
     image, meta = cache.read_verified(so), cache.read_verified(so[:-3] + ".json")
     reply = None
