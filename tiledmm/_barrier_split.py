@@ -121,6 +121,9 @@ class _Splitter:
         self.uniform = set()     # VAR_DECL hashes of block-uniform scalars
         self.shared_text = []    # __shared__ declarations, hoisted to the block level
         self.written = set()     # VAR_DECL hashes written anywhere in the body
+        self.hoisted = set()     # FOR_STMT hashes the thread loops go inside of
+        self.recompute = {}      # VAR_DECL hash -> its DECL_STMT, recomputed per thread loop
+        self.recompute_deps = {} # DECL_STMT hash -> VAR_DECL hashes of recomputed it reads
 
     # ---- small helpers ----
     def src(self, cursor):
@@ -143,6 +146,11 @@ class _Splitter:
 
     def plan(self):
         ci = self.ci
+        if not _SCALAR_KINDS:
+            _SCALAR_KINDS.update(getattr(ci.TypeKind, k) for k in (
+                "BOOL", "CHAR_U", "UCHAR", "USHORT", "UINT", "ULONG", "ULONGLONG", "CHAR_S",
+                "SCHAR", "SHORT", "INT", "LONG", "LONGLONG", "FLOAT", "DOUBLE", "POINTER",
+                "ELABORATED", "TYPEDEF", "AUTO"))
         kernels = [c for c in _kernel_cursors(ci, self.tu.cursor) if c.spelling == self.name
                    and c.is_definition()]
         if len(kernels) != 1:
@@ -272,6 +280,7 @@ class _Splitter:
         if not hasattr(self, "same_stmt"):
             self.same_stmt = {}
         region = counter[0]
+        seen_return = False
         for s in stmts:
             if self._is_barrier_stmt(s):
                 counter[0] += 1
@@ -279,18 +288,24 @@ class _Splitter:
                 continue
             if self._is_shared_decl(s):
                 continue
-            if s.kind == ci.CursorKind.FOR_STMT and self._has_barrier(s):
+            barrier_loop = s.kind == ci.CursorKind.FOR_STMT and self._has_barrier(s)
+            if barrier_loop:
                 self._check_uniform_for(s)
+            if barrier_loop or (not seen_return and not self._has_barrier(s) and
+                                self._hoistable(s)):
+                self.hoisted.add(s.hash)
                 counter[0] += 1
-                header, body = self._for_parts(s)
+                header, body, inner = self._for_parts(s)
                 for h in header:
                     for c in self.walk(h):
                         if c.kind == ci.CursorKind.VAR_DECL:
                             self.uniform.add(c.hash)
-                self._assign_regions(list(body.get_children()), counter, top=False)
+                self._assign_regions(inner, counter, top=False)
                 counter[0] += 1
                 region = counter[0]
                 continue
+            seen_return = seen_return or any(c.kind == ci.CursorKind.RETURN_STMT
+                                             for c in self.walk(s))
             if self._has_barrier(s):
                 raise _Fallback(f"a barrier under thread-dependent or unsupported control flow "
                                 f"(line {s.location.line})")
@@ -301,6 +316,13 @@ class _Splitter:
                     counter[0] += 1
                     region = counter[0]
                     continue
+                if self._recomputable(s, decls):
+                    self.recompute.update({d.hash: s for d in decls})
+                    self.recompute_deps[s.hash] = {
+                        c.referenced.hash for c in self.walk(s)
+                        if c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None
+                        and c.referenced.hash in self.recompute}
+                    continue
                 for d in decls:
                     self.region_of[d.hash] = region
                     self.same_stmt[d.hash] = decls
@@ -309,11 +331,42 @@ class _Splitter:
                     self.uses.setdefault(c.referenced.hash, set()).add(region)
 
     def _for_parts(self, s):
+        """(header cursors, body cursor, body statements) of a for loop."""
         kids = list(s.get_children())
         body = kids[-1]
-        if body.kind != self.ci.CursorKind.COMPOUND_STMT:
-            raise _Fallback("a loop with a barrier needs braces around its body")
-        return kids[:-1], body
+        stmts = list(body.get_children()) if body.kind == self.ci.CursorKind.COMPOUND_STMT \
+            else [body]
+        return kids[:-1], body, stmts
+
+    def _split_loop(self, s):
+        """Whether `s` is a loop the thread loops go inside of: one with barriers, or (design
+        1's interchange) a barrier-free loop with a block-uniform header and no exit from its
+        body, so that `for k { for threads { body } }` runs each thread's iterations in order
+        and the compiler can vectorise across threads (decided once per loop, in order)."""
+        return s.hash in self.hoisted
+
+    def _hoistable(self, s):
+        ci = self.ci
+        if s.kind != ci.CursorKind.FOR_STMT:
+            return False
+        header, body, stmts = self._for_parts(s)
+        if len(header) != 3 or self._uniform_for_problem(s) is not None:
+            return False
+        loops = (ci.CursorKind.FOR_STMT, ci.CursorKind.WHILE_STMT, ci.CursorKind.DO_STMT,
+                 ci.CursorKind.CXX_FOR_RANGE_STMT)
+
+        def exits(c, depth_loop, depth_switch):
+            if c.kind in (ci.CursorKind.RETURN_STMT, ci.CursorKind.DECL_STMT) and \
+                    self._is_shared_decl(c) if c.kind == ci.CursorKind.DECL_STMT else \
+                    c.kind == ci.CursorKind.RETURN_STMT:
+                return True
+            if c.kind == ci.CursorKind.CONTINUE_STMT and depth_loop == 0:
+                return True
+            if c.kind == ci.CursorKind.BREAK_STMT and depth_loop == 0 and depth_switch == 0:
+                return True
+            return any(exits(k, depth_loop + (c.kind in loops), depth_switch +
+                             (c.kind == ci.CursorKind.SWITCH_STMT)) for k in c.get_children())
+        return not any(exits(b, 0, 0) for b in stmts)
 
     def _uniform_expr(self, cursor, allowed=()):
         ci = self.ci
@@ -350,25 +403,55 @@ class _Splitter:
             return False
         return True
 
+    def _recomputable(self, s, decls):
+        """A declaration of scalars never written again whose initializers read only threadIdx,
+        block-uniform values and other such variables (tx, row, col): recomputed at the top of
+        every thread loop that uses it, so the compiler sees it as affine in the thread index
+        (a per-thread array would hide that)."""
+        ci = self.ci
+        allowed = set(self.recompute) | {-1}
+        for d in decls:
+            if d.hash in self.written or d.type.kind not in _SCALAR_KINDS:
+                return False
+            inits = [c for c in d.get_children() if c.kind.is_expression()]
+            if not inits:
+                return False
+            for c in self.walk(inits[-1]):
+                if c.kind == ci.CursorKind.DECL_REF_EXPR and c.spelling == "threadIdx":
+                    continue
+                if c.kind == ci.CursorKind.MEMBER_REF_EXPR:
+                    continue
+                if c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None and \
+                        c.referenced.hash in allowed:
+                    continue
+                if c.kind in (ci.CursorKind.DECL_REF_EXPR, ci.CursorKind.CALL_EXPR) and \
+                        not self._uniform_expr(c):
+                    return False
+        return True
+
     def _uniform_decl(self, d):
         if d.hash in self.written or d.type.kind == self.ci.TypeKind.CONSTANTARRAY:
             return False
         inits = [c for c in d.get_children() if c.kind.is_expression()]
         return bool(inits) and self._uniform_expr(inits[-1])
 
-    def _check_uniform_for(self, s):
-        header, body = self._for_parts(s)
+    def _uniform_for_problem(self, s):
+        """Why the loop's trip count may differ between threads, or None."""
+        header, body, _ = self._for_parts(s)
         loop_vars = {c.hash for h in header for c in self.walk(h)
                      if c.kind == self.ci.CursorKind.VAR_DECL}
         for h in header:
             if not self._uniform_expr(h, loop_vars):
-                raise _Fallback(f"a barrier inside a loop whose trip count may differ between "
-                                f"threads (line {s.location.line})")
-        for c in self.walk(body):
-            if c.kind == self.ci.CursorKind.DECL_REF_EXPR and c.referenced is not None and \
-                    c.referenced.hash in loop_vars and c.referenced.hash in self._body_writes(body):
-                raise _Fallback(f"the loop at line {s.location.line} changes its variable "
-                                "inside its body")
+                return (f"a barrier inside a loop whose trip count may differ between "
+                        f"threads (line {s.location.line})")
+        if loop_vars & self._body_writes(body):
+            return f"the loop at line {s.location.line} changes its variable inside its body"
+        return None
+
+    def _check_uniform_for(self, s):
+        problem = self._uniform_for_problem(s)
+        if problem is not None:
+            raise _Fallback(problem)
 
     def _body_writes(self, body):
         saved = self.written
@@ -385,7 +468,7 @@ class _Splitter:
         out, run = [], []
         last_barrier = max((i for i, s in enumerate(stmts) if self._is_barrier_stmt(s) or
                             (s.kind == ci.CursorKind.FOR_STMT and self._has_barrier(s))),
-                           default=-1)
+                           default=-1)   # hoisted barrier-free loops end no region for return
 
         def flush(final):
             if run:
@@ -405,13 +488,15 @@ class _Splitter:
                     raise _Fallback("a __shared__ declaration inside a loop with barriers")
                 self.shared_text.append(self.src(s))
                 continue
-            if s.kind == ci.CursorKind.FOR_STMT and self._has_barrier(s):
+            if self._split_loop(s):
                 flush(False)
-                header, body = self._for_parts(s)
+                header, body, inner = self._for_parts(s)
                 head = self.data[s.extent.start.offset:body.extent.start.offset].decode()
-                out.append(head + "{\n" + self._emit_seq(list(body.get_children()), False) +
-                           "\n}")
+                out.append(head + "{\n" + self._emit_seq(inner, False) + "\n}")
                 continue
+            if s.kind == ci.CursorKind.DECL_STMT and \
+                    any(d.hash in self.recompute for d in self._var_decls(s)):
+                continue   # emitted where used (_thread_loop)
             if s.kind == ci.CursorKind.DECL_STMT and top and \
                     any(d.hash in self.uniform for d in self._var_decls(s)):
                 flush(False)
@@ -496,21 +581,38 @@ class _Splitter:
                     used.add(c.referenced.hash)
             if s.kind == self.ci.CursorKind.DECL_STMT:
                 used |= {d.hash for d in self._var_decls(s) if d.hash in self.live_types}
-        refs = "".join(f"auto &{self.live_types[h].spelling} = tm_pt_{self._pt_name(h)}[tm_t_]; "
+        refs = "".join(f"auto &{self.live_types[h].spelling} = tm_r_{self._pt_name(h)}[tm_x_]; "
                        for h in sorted(used, key=lambda h: self._pt_name(h)))
+        need = {c.referenced.hash for s in stmts for c in self.walk(s)
+                if c.kind == self.ci.CursorKind.DECL_REF_EXPR and c.referenced is not None
+                and c.referenced.hash in self.recompute}
+        decls = {}
+        while need:
+            h = need.pop()
+            d = self.recompute[h]
+            if d.hash not in decls:
+                decls[d.hash] = d
+                need |= self.recompute_deps[d.hash]
+        refs += "\n" + "\n".join(self.src(d) for d in sorted(
+            decls.values(), key=lambda d: d.extent.start.offset))
         label = f"tm_next_thread_{self.n_regions}_"
         body = "\n".join(self._stmt_text(s, label) for s in stmts)
         has_return = any(c.kind == self.ci.CursorKind.RETURN_STMT for s in stmts
                          for c in self.walk(s))
         label = label if has_return else None
+        rows = "".join(f"auto *__restrict tm_r_{self._pt_name(h)} = tm_pt_{self._pt_name(h)} + "
+                       f"tm_row_; " for h in sorted(used, key=lambda h: self._pt_name(h)))
         line = stmts[0].location.line
+        # size_t indices and restrict row pointers: what the vectoriser needs to see the
+        # per-thread arrays as affine and unaliased along the innermost (x) loop
         return (f"for (unsigned tm_z_ = 0; tm_z_ < tm_bd_.z; ++tm_z_)\n"
-                f"for (unsigned tm_y_ = 0; tm_y_ < tm_bd_.y; ++tm_y_)\n"
-                f"for (unsigned tm_x_ = 0; tm_x_ < tm_bd_.x; ++tm_x_) {{\n"
-                f"const uint3 tm_threadIdx_ = {{tm_x_, tm_y_, tm_z_}}; (void)tm_threadIdx_;\n"
-                f"const unsigned tm_t_ = tm_x_ + tm_bd_.x * (tm_y_ + tm_bd_.y * tm_z_); (void)tm_t_;\n"
+                f"for (unsigned tm_y_ = 0; tm_y_ < tm_bd_.y; ++tm_y_) {{\n"
+                f"const size_t tm_row_ = (size_t)tm_bd_.x * (tm_y_ + (size_t)tm_bd_.y * tm_z_);\n"
+                f"{rows}\n"
+                f"for (size_t tm_x_ = 0; tm_x_ < tm_bd_.x; ++tm_x_) {{\n"
+                f"const uint3 tm_threadIdx_ = {{(unsigned)tm_x_, tm_y_, tm_z_}};\n"
                 f"{refs}\n{{\n#line {line} \"{SOURCE_NAME}\"\n{body}\n}}\n"
-                + (f"{label}: ;\n" if label else "") + "}")
+                + (f"{label}: ;\n" if label else "") + "}}")
 
     def _pt_name(self, h):
         d = self.live_types[h]
@@ -550,6 +652,8 @@ class _Splitter:
 #pragma GCC diagnostic ignored "-Wunused-variable"
 #pragma GCC diagnostic ignored "-Wunused-label"
 #pragma GCC diagnostic ignored "-Wvla"
+#pragma GCC push_options
+#pragma GCC optimize("tree-vectorize")
 #pragma push_macro("threadIdx")
 #pragma push_macro("blockIdx")
 #pragma push_macro("blockDim")
@@ -577,10 +681,12 @@ static void {fn}({params})
 #pragma pop_macro("blockIdx")
 #pragma pop_macro("blockDim")
 #pragma pop_macro("gridDim")
+#pragma GCC pop_options
 #pragma GCC diagnostic pop
 """
 
 
+_SCALAR_KINDS = set()   # filled below from clang.cindex's TypeKind, when it loads
 _VECTOR_TYPES = {"float2", "float3", "float4", "double2", "int2", "int3", "int4", "uint3",
                  "dim3"}
 

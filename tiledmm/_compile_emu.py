@@ -272,13 +272,16 @@ def compile_emu(source, name, options, check, profile=False, *, seconds=None,
     includes, rt_sources = _headers()
     defines, rest = split_defines(options)
     runtime = _runtime_key(includes, rt_sources)
+    # TILEDMM_EMU_SPLIT=0: every kernel on fibers (benchmarks/emu_speed.py compares the paths)
+    split = os.environ.get("TILEDMM_EMU_SPLIT", "1") != "0"
     # profile=True: the kernel instrumented as tiledmm._emu_profile's kernels are, the hooks
     # linked in, the emulator's entry points wrapped (tiledmm/_profile_build.py).
     hooks = _profile_hooks_source(includes) if profile else None
     profiling = (PROFILE_KERNEL_FLAGS, PROFILE_HOOK_FLAGS, PROFILE_WRAPPED,
                  open(hooks, "rb").read(), "linked apart") if profile else None
     key = cache.key("emu", source, name, defines, rest, check, _cxx(), _FLAGS, _USER_FLAGS,
-                    _DIALECT, _SPLIT_SOURCE, prelude_text(), runtime, profiling)
+                    _DIALECT, _SPLIT_SOURCE if split else "no split", prelude_text(), runtime,
+                    profiling)
     so = cache.entry_path(f"user-{key}.so")
     image, meta = cache.read_verified(so), cache.read_verified(so[:-3] + ".json")
     reply = None
@@ -296,6 +299,7 @@ def compile_emu(source, name, options, check, profile=False, *, seconds=None,
                 rt_objs.append(_profile_hooks_object(includes, hooks, scratch))
             request = {"op": "compile", "source": source, "name": name, "options": list(options),
                        "check": bool(check), "profile": bool(profile), "rt_objs": rt_objs,
+                       "split": split,
                        "includes": includes, "build_flags": _build_flags(),
                        "link_flags": _link_flags()}   # probed here once, not per child
             reply = run_compile_child(request, scratch, seconds, memory_bytes)
@@ -495,7 +499,8 @@ def _compile_here(request, name, params):
     includes = request["includes"]
     tmp = os.getcwd()
     # Plain launches only: check and profile mode keep the fibers (their reports and counts).
-    plan = split_kernel(source, name, defines) if not (check or profile) else None
+    plan = split_kernel(source, name, defines) \
+        if not (check or profile or not request.get("split", True)) else None
     if plan is not None and plan.text is not None:
         log = _compile_text(request, name, params, user_src, defines, options, tmp, plan.text,
                             quiet=True)
@@ -504,7 +509,7 @@ def _compile_here(request, name, params):
         reason = "the split kernel did not compile (tiledmm's transform: please report it)"
     else:
         reason = plan.reason if plan is not None else \
-            "check mode" if check else "profile mode"
+            "check mode" if check else "profile mode" if profile else "TILEDMM_EMU_SPLIT=0"
     log = _compile_text(request, name, params, user_src, defines, options, tmp, None)
     return log, {"path": "fibers", "reason": reason, "frame": 0}
 
