@@ -224,3 +224,25 @@ __global__ void skip(float *out, int n)
 }
 """
     assert "changes its variable" in _fallback_reason(src, "skip")
+
+
+def test_a_fault_in_thread_loops_names_the_block_and_check_mode_the_thread():
+    src = r"""
+__global__ void trap(const float *x, float *out)
+{
+    __shared__ float s[64];
+    s[threadIdx.x] = x[threadIdx.x];
+    __syncthreads();
+    long long far = (threadIdx.x == 37 && blockIdx.x == 1) ? (1LL << 40) : 0;
+    out[blockIdx.x * 64 + threadIdx.x + far] = s[63 - threadIdx.x];
+}
+"""
+    kernel = tm.compile(src, backend="emu")
+    x = np.arange(64, dtype=np.float32)
+    out = np.zeros(128, np.float32)
+    with pytest.raises(tm.KernelError, match=r"by a thread of block \(1,0,0\) \(the kernel "
+                       r"ran as loops over the block's threads; check=True"):
+        kernel(2, 64, x, out)
+    assert split_kernel(src, "trap").text is not None
+    with pytest.raises(tm.KernelError, match=r"by thread \(37,0,0\) of block \(1,0,0\)"):
+        tm.compile(src, backend="emu", check=True)(2, 64, x, out)

@@ -715,8 +715,11 @@ bool run_block(Worker &w, Launch *L, uint3 bid, long long index)
         tm_emu_tls.block_dim = L->block;
         tm_emu_tls.grid_dim = L->grid;
         tm_emu_tls.thread_idx = uint3{0, 0, 0};
-        tm_emu_tls.linear_tid = 0;
+        // No one thread runs: the fault report says so (tiledmm_fault.h). Storing the thread
+        // index per iteration would be sunk out of the loops by the compiler anyway.
+        tm_emu_tls.linear_tid = -1;
         L->invoke(L->pack);
+        tm_emu_tls.linear_tid = 0;
         return true;
     }
     int n = L->nthreads;
