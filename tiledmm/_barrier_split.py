@@ -8,7 +8,11 @@ side by side. Local variables that one region declares and another uses become p
 arrays (one element per thread of the block, on the OS thread's stack). A `for` loop that holds
 barriers stays outside the thread loops when its header is block-uniform: it reads only
 parameters the kernel never writes, blockIdx, blockDim, gridDim, constants, its own variable,
-and locals of that kind (the tile loop); its body is split the same way.
+and locals of that kind (the tile loop); its body is split the same way. A barrier-free `for`
+loop of that kind also goes outside the thread loops (interchange: `for k { for threads {
+sum += As[ty][k] * Bs[k][tx]; } }`, which g++ vectorises across threads), and locals computed
+only from threadIdx and uniform values (tx, row, col) are recomputed in each thread loop rather
+than stored, so the compiler sees them as affine in the thread index.
 
 Everything else keeps the fibers (the kernel says why, `SplitPlan.reason`): barriers under an
 `if`, a `while` or a loop with a thread-dependent header (the fibers report divergence there as
@@ -19,7 +23,8 @@ helper functions that read threadIdx or synchronise, and any source libclang can
 The split function is compiled beside the original kernel: only plain launches use it (check
 mode and profile mode build the kernel without it, so their reports and counts are the fibers'
 own). The launcher picks it at run time (tm_emu_launch_blocks) when the block's per-thread arrays
-fit in TM_SPLIT_MAX_FRAME bytes; otherwise the same launch runs on fibers.
+fit in MAX_FRAME bytes; otherwise the same launch runs on fibers. benchmarks/emu_notes.md has
+the figures.
 """
 import re
 from dataclasses import dataclass
@@ -106,7 +111,7 @@ def split_kernel(source, name, define_lines=()):
 
 class _Splitter:
     def __init__(self, ci, text, name, define_lines):
-        self.ci, self.text, self.name = ci, text, name
+        self.ci, self.name = ci, name
         blanked = _INCLUDE_RE.sub(lambda m: " " * len(m.group(0)), text)
         prelude = _BODY_PRELUDE + "\n".join(define_lines) + "\n"
         self.data = blanked.encode()
@@ -136,9 +141,6 @@ class _Splitter:
             end = m.end()
         return self.data[e.start.offset:end].decode()
 
-    def tokens(self, cursor):
-        return [t.spelling for t in cursor.get_tokens()]
-
     def walk(self, cursor):
         yield cursor
         for c in cursor.get_children():
@@ -158,8 +160,6 @@ class _Splitter:
         k = kernels[0]
         if k.kind != ci.CursorKind.FUNCTION_DECL:
             raise _Fallback("a template kernel")
-        self.kernel = k
-        ks, ke = k.extent.start.offset, k.extent.end.offset
         for d in self.tu.diagnostics:
             loc = d.location
             if d.severity >= 3 and loc.file is not None and loc.file.name == SOURCE_NAME:
@@ -172,9 +172,7 @@ class _Splitter:
         self._check_body(body)
         self._find_writes(body)
         stmts = list(body.get_children())
-        if not any(self._has_barrier(s) for s in stmts):
-            pass   # no barrier: one region (still faster than one fiber per thread)
-        self._classify_decls(stmts)
+        self._classify_decls(stmts)   # a kernel without barriers: one region (and its loops)
         out = self._emit_seq(stmts, top=True)
         return SplitPlan(self._function(k, body, out), "", self.n_regions, self.frame)
 
@@ -356,9 +354,10 @@ class _Splitter:
                  ci.CursorKind.CXX_FOR_RANGE_STMT)
 
         def exits(c, depth_loop, depth_switch):
-            if c.kind in (ci.CursorKind.RETURN_STMT, ci.CursorKind.DECL_STMT) and \
-                    self._is_shared_decl(c) if c.kind == ci.CursorKind.DECL_STMT else \
-                    c.kind == ci.CursorKind.RETURN_STMT:
+            """Whether `c` leaves the loop body (or declares shared memory, which must stay at
+            the block level)."""
+            if c.kind == ci.CursorKind.RETURN_STMT or (c.kind == ci.CursorKind.DECL_STMT and
+                                                      self._is_shared_decl(c)):
                 return True
             if c.kind == ci.CursorKind.CONTINUE_STMT and depth_loop == 0:
                 return True

@@ -491,12 +491,14 @@ def main(args):
 
 
 def _compile_here(request, name, params):
-    """g++ on the user's source in the scratch folder (the compile child's): kernel.so."""
+    """g++ on the user's source in the scratch folder (the compile child's): kernel.so.
+    Returns (compiler log, launch path: {"path", "reason", "frame"}). A plain build also holds
+    the kernel split at its barriers (tiledmm/_barrier_split.py) where the transform applies;
+    if g++ rejects that, the kernel is built again without it."""
     check, profile = request["check"], request["profile"]
     source = request["source"]
     user_src = checked_shared(checked_source(source, params)) if check else source
     defines, options = split_defines(request["options"])
-    includes = request["includes"]
     tmp = os.getcwd()
     # Plain launches only: check and profile mode keep the fibers (their reports and counts).
     plan = split_kernel(source, name, defines) \
