@@ -246,3 +246,23 @@ __global__ void trap(const float *x, float *out)
     assert split_kernel(src, "trap").text is not None
     with pytest.raises(tm.KernelError, match=r"by thread \(37,0,0\) of block \(1,0,0\)"):
         tm.compile(src, backend="emu", check=True)(2, 64, x, out)
+
+
+@pytest.mark.parametrize("body,reason", [
+    ("static int c; c += 1; __syncthreads(); o[threadIdx.x] = c;", "static local"),
+    ("__shared__ float x[64]; float &r = x[threadIdx.x]; r = 1; __syncthreads(); "
+     "o[threadIdx.x] = r;", "reference live across a barrier"),
+    ("if (threadIdx.x < 32) { __syncthreads(); } o[threadIdx.x] = 1;", "control flow"),
+    ("int i = 0; while (i < 3) { __syncthreads(); ++i; } o[threadIdx.x] = i;", "control flow"),
+    ("int i = 0; again: if (++i < 3) goto again; __syncthreads(); o[threadIdx.x] = i;", "goto"),
+    ("for (int t = 0; t < 4; ++t) { __syncthreads(); if (t == threadIdx.x) break; } "
+     "o[threadIdx.x] = 1;", "break of a loop with barriers"),
+])
+def test_what_keeps_the_fibers(body, reason):
+    src = "__global__ void k(float *o)\n{\n" + body + "\n}\n"
+    assert reason in _fallback_reason(src, "k")
+
+
+def test_template_kernel_keeps_the_fibers():
+    src = "template <int N> __global__ void k(float *o) { __syncthreads(); o[threadIdx.x] = N; }\n"
+    assert "template" in _fallback_reason(src, "k")

@@ -67,6 +67,11 @@ float __expf(float); float __logf(float); float __fdividef(float, float);
 int abs(int); float fabsf(float);
 """
 
+# Calls a uniform or recomputed expression may make: pure functions of their arguments.
+PURE_CALLS = {f"{f}{s}" for f in ("sqrt", "rsqrt", "exp", "exp2", "log", "log2", "log10", "sin",
+                                  "cos", "tan", "tanh", "fabs", "floor", "ceil", "round", "trunc",
+                                  "erf", "cbrt", "pow", "fmax", "fmin", "fma") for s in ("", "f")}
+PURE_CALLS |= {"min", "max", "abs", "__fdividef", "__expf", "__logf"}
 WARP_OPS = {"__syncwarp", "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
             "__ballot_sync", "__all_sync", "__any_sync", "__activemask", "__match_any_sync",
             "__match_all_sync", "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync"}
@@ -309,6 +314,9 @@ class _Splitter:
                                 f"(line {s.location.line})")
             if s.kind == ci.CursorKind.DECL_STMT:
                 decls = self._var_decls(s)
+                if any(d.storage_class == ci.StorageClass.STATIC for d in decls):
+                    raise _Fallback(f"a static local variable (line {s.location.line}): one "
+                                    "for all threads")
                 if len(decls) == 1 and top and self._uniform_decl(decls[0]):
                     self.uniform.add(decls[0].hash)   # emitted between two thread loops
                     counter[0] += 1
@@ -370,11 +378,8 @@ class _Splitter:
     def _uniform_expr(self, cursor, allowed=()):
         ci = self.ci
         for c in self.walk(cursor):
-            if c.kind == ci.CursorKind.CALL_EXPR:
-                r = c.referenced
-                if r is None or (r.location.file is not None and
-                                 r.location.file.name == SOURCE_NAME):
-                    return False   # a helper could read anything; keep it simple
+            if c.kind == ci.CursorKind.CALL_EXPR and c.spelling not in PURE_CALLS:
+                return False   # a helper or clock64() could return anything
             if c.kind != ci.CursorKind.DECL_REF_EXPR:
                 continue
             r = c.referenced
@@ -383,7 +388,8 @@ class _Splitter:
             if c.spelling in UNIFORM_BUILTINS:
                 continue
             if r.location.file is None or r.location.file.name != SOURCE_NAME:
-                if r.kind == ci.CursorKind.FUNCTION_DECL:
+                if r.kind in (ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE) \
+                        and c.spelling in PURE_CALLS:
                     continue
                 return False   # threadIdx, and anything else the prelude declares
             if r.kind in (ci.CursorKind.ENUM_CONSTANT_DECL, ci.CursorKind.FUNCTION_DECL,
@@ -633,6 +639,8 @@ class _Splitter:
             while t.kind == ci.TypeKind.CONSTANTARRAY:
                 dims += f"[{t.get_array_size()}]"
                 t = t.get_array_element_type()
+            if t.kind in (ci.TypeKind.LVALUEREFERENCE, ci.TypeKind.RVALUEREFERENCE):
+                raise _Fallback(f"{d.spelling}: a reference live across a barrier")
             if t.kind in (ci.TypeKind.INCOMPLETEARRAY, ci.TypeKind.VARIABLEARRAY,
                           ci.TypeKind.DEPENDENTSIZEDARRAY, ci.TypeKind.RECORD) and \
                     t.spelling not in _VECTOR_TYPES:
