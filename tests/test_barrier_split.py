@@ -226,7 +226,7 @@ __global__ void skip(float *out, int n)
     assert "changes its variable" in _fallback_reason(src, "skip")
 
 
-def test_a_fault_in_thread_loops_names_the_block_and_check_mode_the_thread():
+def test_a_fault_in_thread_loops_names_the_thread_and_block():
     src = r"""
 __global__ void trap(const float *x, float *out)
 {
@@ -237,15 +237,31 @@ __global__ void trap(const float *x, float *out)
     out[blockIdx.x * 64 + threadIdx.x + far] = s[63 - threadIdx.x];
 }
 """
+    assert split_kernel(src, "trap").text is not None
     kernel = tm.compile(src, backend="emu")
     x = np.arange(64, dtype=np.float32)
     out = np.zeros(128, np.float32)
-    with pytest.raises(tm.KernelError, match=r"by a thread of block \(1,0,0\) \(the kernel "
-                       r"ran as loops over the block's threads; check=True"):
-        kernel(2, 64, x, out)
-    assert split_kernel(src, "trap").text is not None
     with pytest.raises(tm.KernelError, match=r"by thread \(37,0,0\) of block \(1,0,0\)"):
-        tm.compile(src, backend="emu", check=True)(2, 64, x, out)
+        kernel(2, 64, x, out)
+
+
+def test_a_fault_in_a_thread_loop_without_pointers_names_the_block():
+    """A region that reads only shared memory and locals (the loops that vectorise) does not
+    note each thread: its fault report names the block and says check=True names the thread."""
+    src = r"""
+__global__ void trap(float *out, int far)
+{
+    __shared__ float s[64];
+    int i = threadIdx.x == 5 ? far : threadIdx.x;
+    s[i] = 1.0f;
+    __syncthreads();
+    out[threadIdx.x] = s[63 - threadIdx.x];
+}
+"""
+    assert split_kernel(src, "trap").text is not None
+    with pytest.raises(tm.KernelError, match=r"by a thread of block \(0,0,0\) \(the kernel "
+                       r"ran as loops over the block's threads; check=True"):
+        tm.compile(src, backend="emu")(1, 64, np.zeros(64, np.float32), np.int32(1 << 30))
 
 
 @pytest.mark.parametrize("body,reason", [
@@ -266,3 +282,18 @@ def test_what_keeps_the_fibers(body, reason):
 def test_template_kernel_keeps_the_fibers():
     src = "template <int N> __global__ void k(float *o) { __syncthreads(); o[threadIdx.x] = N; }\n"
     assert "template" in _fallback_reason(src, "k")
+
+
+def test_a_large_local_array_keeps_the_fibers_and_their_stack_overflow_report():
+    src = r"""
+__global__ void big(float *y, int n)
+{
+    float buf[1 << 20];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    buf[i % 7] = i;
+    y[i % n] = buf[(i * 3) % 7];
+}
+"""
+    assert "bytes of local variables" in _fallback_reason(src, "big")
+    with pytest.raises(tm.KernelError, match="stack overflow"):
+        tm.compile(src, backend="emu")(1, 32, np.zeros(32, np.float32), np.int32(32))

@@ -83,6 +83,10 @@ _WRITE_BEFORE = {"++", "--", "&"}
 # The largest per-thread frame (bytes of per-thread arrays times threads) run as thread loops:
 # they live on the OS thread's stack; larger blocks run on fibers (the launcher decides).
 MAX_FRAME = 512 * 1024
+# Kernels with larger locals keep the fibers: a CUDA thread's stack there is small
+# (TILEDMM_EMU_STACK_KB), and overflowing it is reported as such; the thread loops run on the
+# OS thread's stack, where the same kernel would run, or fail with a plain fault.
+MAX_LOCALS = 4096
 
 
 @dataclass
@@ -184,8 +188,15 @@ class _Splitter:
     def _check_body(self, body):
         ci = self.ci
         seen_funcs = set()
+        local_bytes = 0
         for c in self.walk(body):
             kind = c.kind
+            if kind == ci.CursorKind.VAR_DECL and not any(
+                    a.kind == ci.CursorKind.ANNOTATE_ATTR for a in c.get_children()):
+                local_bytes += max(c.type.get_size(), 0)
+                if local_bytes > MAX_LOCALS:
+                    raise _Fallback(f"more than {MAX_LOCALS} bytes of local variables per thread "
+                                    "(the fibers' stacks report an overflow)")
             if kind in (ci.CursorKind.GOTO_STMT, ci.CursorKind.INDIRECT_GOTO_STMT,
                         ci.CursorKind.LABEL_STMT):
                 raise _Fallback("goto or a label")
@@ -608,16 +619,36 @@ class _Splitter:
         rows = "".join(f"auto *__restrict tm_r_{self._pt_name(h)} = tm_pt_{self._pt_name(h)} + "
                        f"tm_row_; " for h in sorted(used, key=lambda h: self._pt_name(h)))
         line = stmts[0].location.line
+        # The fault report's thread (tiledmm_fault.h): where the region may fault (it reads a
+        # pointer or calls a function), each thread's index is stored as it runs (volatile:
+        # the compiler would sink a plain store out of the loop); elsewhere (shared memory
+        # and locals only, the loops that vectorise) the report names the block alone.
+        precise = self._may_fault(stmts)
+        note_row = "tm_tv_[1] = tm_y_; tm_tv_[2] = tm_z_;\n" if precise else ""
+        note = "tm_tv_[0] = (unsigned)tm_x_;\n" if precise else ""
         # size_t indices and restrict row pointers: what the vectoriser needs to see the
         # per-thread arrays as affine and unaliased along the innermost (x) loop
-        return (f"for (unsigned tm_z_ = 0; tm_z_ < tm_bd_.z; ++tm_z_)\n"
+        return (f"tm_emu_tls.linear_tid = {0 if precise else -1};\n"
+                f"for (unsigned tm_z_ = 0; tm_z_ < tm_bd_.z; ++tm_z_)\n"
                 f"for (unsigned tm_y_ = 0; tm_y_ < tm_bd_.y; ++tm_y_) {{\n"
                 f"const size_t tm_row_ = (size_t)tm_bd_.x * (tm_y_ + (size_t)tm_bd_.y * tm_z_);\n"
-                f"{rows}\n"
+                f"{rows}\n{note_row}"
                 f"for (size_t tm_x_ = 0; tm_x_ < tm_bd_.x; ++tm_x_) {{\n"
-                f"const uint3 tm_threadIdx_ = {{(unsigned)tm_x_, tm_y_, tm_z_}};\n"
+                f"const uint3 tm_threadIdx_ = {{(unsigned)tm_x_, tm_y_, tm_z_}};\n{note}"
                 f"{refs}\n{{\n#line {line} \"{SOURCE_NAME}\"\n{body}\n}}\n"
                 + (f"{label}: ;\n" if label else "") + "}}")
+
+    def _may_fault(self, stmts):
+        """Whether a region reads through a pointer or calls a function that is not pure math."""
+        ci = self.ci
+        for st in stmts:
+            for c in self.walk(st):
+                if c.kind == ci.CursorKind.CALL_EXPR and c.spelling not in PURE_CALLS:
+                    return True
+                if c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None and \
+                        c.referenced.type.get_canonical().kind == ci.TypeKind.POINTER:
+                    return True
+        return False
 
     def _pt_name(self, h):
         d = self.live_types[h]
@@ -679,7 +710,8 @@ static void {fn}({params})
     const uint3 tm_blockIdx_ = tm_emu_tls.block_idx;
     const dim3 tm_bd_ = tm_emu_tls.block_dim, tm_gridDim_ = tm_emu_tls.grid_dim;
     const unsigned tm_nt_ = tm_bd_.x * tm_bd_.y * tm_bd_.z;
-    (void)tm_blockIdx_; (void)tm_gridDim_; (void)tm_nt_;
+    volatile unsigned *const tm_tv_ = &tm_emu_tls.thread_idx.x;
+    (void)tm_blockIdx_; (void)tm_gridDim_; (void)tm_nt_; (void)tm_tv_;
     {' '.join(self.shared_text)}
     {' '.join(arrays)}
 {inner}
