@@ -639,9 +639,12 @@ class _Splitter:
                 + (f"{label}: ;\n" if label else "") + "}}")
 
     def _may_fault(self, stmts):
-        """Whether a region reads through a pointer or calls a function that is not pure math."""
+        """Whether a region reads through a pointer, calls a function that is not pure math,
+        throws, or divides (an integer division by zero is SIGFPE)."""
         ci = self.ci
         for st in stmts:
+            if any(t.spelling in ("/", "%", "/=", "%=", "throw") for t in st.get_tokens()):
+                return True
             for c in self.walk(st):
                 if c.kind == ci.CursorKind.CALL_EXPR and c.spelling not in PURE_CALLS:
                     return True
