@@ -297,3 +297,33 @@ __global__ void big(float *y, int n)
     assert "bytes of local variables" in _fallback_reason(src, "big")
     with pytest.raises(tm.KernelError, match="stack overflow"):
         tm.compile(src, backend="emu")(1, 32, np.zeros(32, np.float32), np.int32(32))
+
+
+@pytest.mark.parametrize("threads,path", [(256, "thread loops"), (1024, "fibers")])
+def test_per_thread_arrays_too_large_for_the_block_run_on_fibers(threads, path):
+    """1 KiB of per-thread arrays: 256 threads fit the 512 KiB frame, 1024 do not (the
+    launcher and res.launch.path decide alike); the sums are right either way."""
+    src = r"""
+__global__ void wide(const float *x, float *out)
+{
+    __shared__ float s[1024];
+    float acc[256];
+    for (int j = 0; j < 256; ++j)
+        acc[j] = x[threadIdx.x] * j;
+    s[threadIdx.x] = x[threadIdx.x];
+    __syncthreads();
+    float total = 0.0f;
+    for (int j = 0; j < 256; ++j)
+        total += acc[j] * s[blockDim.x - 1 - threadIdx.x];
+    out[threadIdx.x] = total;
+}
+"""
+    plan = split_kernel(src, "wide")
+    assert plan.text is not None and plan.frame >= 1024
+    x = np.random.default_rng(11).standard_normal(threads).astype(np.float32)
+    out = np.zeros(threads, np.float32)
+    res = tm.compile(src, backend="emu")(1, threads, x, out)
+    assert res.launch.path == path, res.launch.path_reason
+    want = x.astype(np.float64) * x[::-1] * np.arange(256).sum()
+    tol = 1e-6 * 256 * 256 * np.abs(x).max() ** 2
+    np.testing.assert_allclose(out, want, rtol=0, atol=tol)

@@ -291,7 +291,7 @@ class Kernel:
         nbytes = sum(_nbytes(c) for c in checked)
         res = KernelResult(raw, spec, (), name, float(flops) if flops else 0.0, nbytes, warmup)
         res.params = {p.name: v for p, v in zip(self.params, args) if not p.takes_array}
-        if name == "emu":
+        if name == "emu" and 0 not in grid:
             res.launch = replace(res.launch, **self._launch_path(check, block))
         if counts is not None:
             from .profile import _make_profile
