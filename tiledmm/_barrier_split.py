@@ -693,8 +693,14 @@ class _Splitter:
 #pragma GCC diagnostic ignored "-Wunused-variable"
 #pragma GCC diagnostic ignored "-Wunused-label"
 #pragma GCC diagnostic ignored "-Wvla"
+#if defined(__clang__)
+#pragma clang diagnostic ignored "-Wunknown-warning-option"
+#pragma clang diagnostic ignored "-Wvla-extension"
+#pragma clang diagnostic ignored "-Wvla-cxx-extension"
+#else
 #pragma GCC push_options
 #pragma GCC optimize("tree-vectorize")
+#endif
 #pragma push_macro("threadIdx")
 #pragma push_macro("blockIdx")
 #pragma push_macro("blockDim")
@@ -723,7 +729,9 @@ static void {fn}({params})
 #pragma pop_macro("blockIdx")
 #pragma pop_macro("blockDim")
 #pragma pop_macro("gridDim")
+#if !defined(__clang__)
 #pragma GCC pop_options
+#endif
 #pragma GCC diagnostic pop
 """
 
