@@ -327,3 +327,38 @@ __global__ void wide(const float *x, float *out)
     want = x.astype(np.float64) * x[::-1] * np.arange(256).sum()
     tol = 1e-6 * 256 * 256 * np.abs(x).max() ** 2
     np.testing.assert_allclose(out, want, rtol=0, atol=tol)
+
+
+def test_lecture_tree_reduction_runs_as_thread_loops():
+    """The lecture's shared-memory reduction: a barrier in a loop whose bound is blockDim.x."""
+    src = r"""
+__global__ void block_sums(const float *x, float *out, int n)
+{
+    extern __shared__ float sdata[];
+    unsigned tid = threadIdx.x;
+    unsigned i = blockIdx.x * blockDim.x * 2 + threadIdx.x;
+    float v = 0.0f;
+    if (i < n) v = x[i];
+    if (i + blockDim.x < n) v += x[i + blockDim.x];
+    sdata[tid] = v;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (tid < s)
+            sdata[tid] += sdata[tid + s];
+        __syncthreads();
+    }
+    if (tid == 0)
+        out[blockIdx.x] = sdata[0];
+}
+"""
+    n, threads = 100_003, 128
+    blocks = -(-n // (2 * threads))
+    x = np.random.default_rng(13).standard_normal(n).astype(np.float32)
+    out = np.zeros(blocks, np.float32)
+    res = tm.compile(src, backend="emu")(blocks, threads, x, out, np.int32(n),
+                                         shared_bytes=threads * 4)
+    assert res.launch.path == "thread loops", res.launch.path_reason
+    padded = np.zeros(blocks * 2 * threads)
+    padded[:n] = x
+    want = padded.reshape(blocks, 2 * threads).sum(axis=1)
+    np.testing.assert_allclose(out, want, rtol=0, atol=1e-6 * 2 * threads * np.abs(x).max() * 8)
