@@ -30,8 +30,8 @@ import re
 from dataclasses import dataclass
 
 from ._kernel_diagnostics import SOURCE_NAME
-from ._kernel_source import (_INCLUDE_RE, _PARSE_PRELUDE, _cindex, _kernel_cursors, emu_dialect,
-                             split_top_level)
+from ._kernel_source import (_INCLUDE_RE, _PARSE_PRELUDE, _VECTORS, _cindex, _kernel_cursors,
+                             emu_dialect, split_top_level)
 
 # What the body parse needs beyond the signature parse's prelude: CUDA's built-ins, declared
 # (libclang must see them to keep the calls in its tree). A body with any parse error is left to
@@ -56,7 +56,10 @@ template <class A, class B> A min(A, B); template <class A, class B> A max(A, B)
 template <class T> T __ldg(const T *);
 """ + "".join(f"template <class T> T {a}(T *, T);\n" for a in (
     "atomicAdd", "atomicSub", "atomicExch", "atomicMin", "atomicMax", "atomicAnd", "atomicOr",
-    "atomicXor")) + "template <class T> T atomicCAS(T *, T, T);\n" + "".join(
+    "atomicXor")) + "template <class T> T atomicCAS(T *, T, T);\n" + (
+    "unsigned atomicInc(unsigned *, unsigned); unsigned atomicDec(unsigned *, unsigned);\n") + "".join(
+    f"{v} make_{v}({', '.join(f'{c} {a}' for a in 'xyzw'[:k])});\n"
+    for v, (c, k) in _VECTORS.items()) + "".join(
     f"float {f}f(float); double {f}(double);\n" for f in (
         "sqrt", "rsqrt", "exp", "exp2", "log", "log2", "log10", "sin", "cos", "tan", "tanh",
         "fabs", "floor", "ceil", "round", "trunc", "erf", "cbrt")) + r"""
