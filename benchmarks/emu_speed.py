@@ -16,6 +16,11 @@ taken after a warm-up launch, so a busy machine inflates them less than medians 
                                                [--json out.json] [--baseline old.json]
 
 --baseline prints, beside each row, how many times faster than a previous --json run it is.
+
+`user ...` rows: the lecture's tiled kernel (tile 16) and the naive kernel as a student writes
+them, through tm.compile, on both of the emulator's paths: split at their barriers into loops
+over the block's threads ("thread loops", tiledmm/student/barrier_split.py) and one fiber per CUDA
+thread (TILEDMM_EMU_SPLIT=0). `--only user` times just those (and `naive` block 16).
 """
 import argparse
 import json
@@ -72,6 +77,66 @@ int main(int argc, char **argv)
     }
 }
 """
+
+USER_TILED = r"""
+#define TILE 16
+__global__ void tiled(const float *A, const float *B, float *C, int n)
+{
+    __shared__ float As[TILE][TILE];
+    __shared__ float Bs[TILE][TILE];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    int row = blockIdx.y * TILE + ty;
+    int col = blockIdx.x * TILE + tx;
+    float sum = 0.0f;
+    for (int t = 0; t < (n + TILE - 1) / TILE; ++t) {
+        As[ty][tx] = (row < n && t * TILE + tx < n) ? A[row * n + t * TILE + tx] : 0.0f;
+        Bs[ty][tx] = (col < n && t * TILE + ty < n) ? B[(t * TILE + ty) * n + col] : 0.0f;
+        __syncthreads();
+        for (int k = 0; k < TILE; ++k)
+            sum += As[ty][k] * Bs[k][tx];
+        __syncthreads();
+    }
+    if (row < n && col < n)
+        C[row * n + col] = sum;
+}
+"""
+USER_NAIVE = r"""
+__global__ void naive(const float *A, const float *B, float *C, int n)
+{
+    int row = blockIdx.y * blockDim.y + threadIdx.y;
+    int col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row < n && col < n) {
+        float sum = 0.0f;
+        for (int k = 0; k < n; ++k)
+            sum += A[row * n + k] * B[k * n + col];
+        C[row * n + col] = sum;
+    }
+}
+"""
+
+
+def user_rows(A, B, ref, repeat):
+    """{label: row} for the user kernels on both emulator paths (see the module's docstring)."""
+    n = A.shape[0]
+    rows = {}
+    for kname, src in (("tiled", USER_TILED), ("naive", USER_NAIVE)):
+        for path, env in (("thread loops", "1"), ("fibers", "0")):
+            os.environ["TILEDMM_EMU_SPLIT"] = env
+            # a distinct source per path: tm.compile's in-memory cache keys on the source
+            kernel = tm.compile(src + f"// {path}\n", backend="emu")
+            C = np.zeros((n, n), np.float32)
+            res = kernel(((n + 15) // 16, (n + 15) // 16), (16, 16), A, B, C, np.int32(n),
+                         warmup=1, repeat=repeat)
+            err = float(np.max(np.abs(C - ref)))
+            if not err <= 1e-3 * np.sqrt(n) * np.max(np.abs(ref)):
+                sys.exit(f"user {kname} ({path}): wrong result (max error {err:g})")
+            took = getattr(res.launch, "path", "fibers") or "fibers"
+            ms = res.timing.kernel_ms_min
+            rows[f"user {kname} 16 [{path}]"] = {"family": "matmul", "ms": ms,
+                                                 "gflops": 2.0 * n ** 3 / ms / 1e6, "path": took}
+    os.environ.pop("TILEDMM_EMU_SPLIT", None)
+    return rows
+
 
 # (kernel, params) for every registry matmul kernel the emulator runs, and the reductions.
 MATMUL_CASES = [
@@ -143,7 +208,11 @@ def main():
             sys.exit(f"{label(kernel, params)}: wrong result (max error {err:g})")
         ms = res.timing.kernel_ms_min
         rows[label(kernel, params)] = {"family": "matmul", "ms": ms, "gflops": 2.0 * n ** 3 / ms / 1e6}
+    if not only or "user" in only:
+        rows.update(user_rows(A, B, ref, args.repeat))
     for kernel in REDUCE_KERNELS:
+        if only and "user" in only and len(only) == 1:
+            break
         if only and kernel not in only and kernel != BARRIER_FREE_REDUCE:
             continue
         res = tm.reduce(x, kernel=kernel, backend="emu", warmup=1, repeat=args.repeat)
@@ -173,6 +242,8 @@ def main():
     for name, r in rows.items():
         rate = f"{r['gflops']:.2f} GFLOP/s" if "gflops" in r else f"{r['gbps']:.2f} GB/s"
         free = free_mm if r["family"] == "matmul" else free_red
+        if r.get("path") and not name.endswith(f"[{r['path']}]"):
+            name += f" (ran on {r['path']})"
         line = f"{name:36} {r['ms']:9.2f} {rate:>12} {r['ms'] / free:14.2f}"
         line += f" {r['ms'] / fastest_plain:8.2f}" if plain and r["family"] == "matmul" else f" {'':>8}"
         if baseline and name in baseline:

@@ -82,6 +82,10 @@ unsigned activemask();
 void threadfence();
 cudaError_t launch(const void *func, void (*invoke)(void *), void *pack, dim3 grid, dim3 block,
                    size_t shared_bytes);
+// `invoke` runs a whole block (a kernel split at its barriers into loops over the block's
+// threads, tiledmm/student/barrier_split.py) on the worker's own stack, without fibers.
+cudaError_t launch_whole_blocks(const void *func, void (*invoke)(void *), void *pack, dim3 grid,
+                                dim3 block, size_t shared_bytes);
 long long clock64();
 
 template <typename T>
@@ -354,6 +358,28 @@ static inline cudaError_t tm_emu_launch(void (*kernel)(Params...), dim3 grid, di
     };
     Pack pack{kernel, Tuple(args...)};
     return tm_emu::launch(reinterpret_cast<const void *>(kernel),
+                          [](void *p) {
+                              Pack *pk = static_cast<Pack *>(p);
+                              std::apply(pk->k, pk->a);
+                          },
+                          &pack, grid, block, shared_bytes);
+}
+
+// The same launch of a kernel split at its barriers (tiledmm/student/barrier_split.py): `block_fn`,
+// with the kernel's parameters, runs one whole block per call; `kernel` names the launch (its
+// attributes, its reports).
+template <typename... Params, typename... Args>
+static inline cudaError_t tm_emu_launch_blocks(void (*kernel)(Params...), void (*block_fn)(Params...),
+                                               dim3 grid, dim3 block, size_t shared_bytes, Args... args)
+{
+    static_assert(sizeof...(Params) == sizeof...(Args), "kernel argument count mismatch");
+    typedef std::tuple<std::decay_t<Params>...> Tuple;
+    struct Pack {
+        void (*k)(Params...);
+        Tuple a;
+    };
+    Pack pack{block_fn, Tuple(args...)};
+    return tm_emu::launch_whole_blocks(reinterpret_cast<const void *>(kernel),
                           [](void *p) {
                               Pack *pk = static_cast<Pack *>(p);
                               std::apply(pk->k, pk->a);

@@ -127,6 +127,7 @@ struct Launch {
     size_t shared_bytes;
     int nthreads;
     bool strict;
+    bool whole_block;   // invoke runs a whole block as thread loops (tiledmm/student/barrier_split.py)
     std::atomic<bool> failed{false};
     std::mutex mu;
     cudaError_t err = cudaSuccess;
@@ -708,6 +709,19 @@ void dyn_reserve(Worker &w, size_t bytes)
 // Runs one block on the calling OS thread. Returns false when the block failed.
 bool run_block(Worker &w, Launch *L, uint3 bid, long long index)
 {
+    if (L->whole_block) {   // a kernel split at its barriers: one call runs every thread in turn
+        ++tm_emu_epoch;
+        tm_emu_tls.block_idx = bid;
+        tm_emu_tls.block_dim = L->block;
+        tm_emu_tls.grid_dim = L->grid;
+        tm_emu_tls.thread_idx = uint3{0, 0, 0};
+        // No one thread runs: the fault report says so (tiledmm_fault.h). Storing the thread
+        // index per iteration would be sunk out of the loops by the compiler anyway.
+        tm_emu_tls.linear_tid = -1;
+        L->invoke(L->pack);
+        tm_emu_tls.linear_tid = 0;
+        return true;
+    }
     int n = L->nthreads;
     if (w.thr_buf.size() < (size_t)n) {
         w.thr_buf.resize(n);
@@ -915,8 +929,8 @@ long long clock64()
         .count();
 }
 
-cudaError_t launch(const void *func, void (*invoke)(void *), void *pack, dim3 grid, dim3 block,
-                   size_t shared_bytes)
+static cudaError_t launch_impl(const void *func, void (*invoke)(void *), void *pack, dim3 grid,
+                               dim3 block, size_t shared_bytes, bool whole_block)
 {
     char buf[512];
     unsigned long long nthreads = (unsigned long long)block.x * block.y * block.z;
@@ -952,6 +966,7 @@ cudaError_t launch(const void *func, void (*invoke)(void *), void *pack, dim3 gr
     L.shared_bytes = shared_bytes;
     L.nthreads = (int)nthreads;
     L.strict = tm_emu_strict_exit() != 0;
+    L.whole_block = whole_block;
     long long nblocks = (long long)grid.x * grid.y * grid.z;
     long long gx = grid.x, gxy = (long long)grid.x * grid.y;
     size_t stack = tm_emu_stack_bytes();
@@ -1006,6 +1021,20 @@ cudaError_t launch(const void *func, void (*invoke)(void *), void *pack, dim3 gr
     }
     if (L.failed.load()) return set_error(L.err, L.detail);
     return cudaSuccess;
+}
+
+// Two entry points, not a flag: profile mode wraps `launch` by its mangled name
+// (tiledmm/_profile_build.py), and a split kernel is never profiled.
+cudaError_t launch(const void *func, void (*invoke)(void *), void *pack, dim3 grid, dim3 block,
+                   size_t shared_bytes)
+{
+    return launch_impl(func, invoke, pack, grid, block, shared_bytes, false);
+}
+
+cudaError_t launch_whole_blocks(const void *func, void (*invoke)(void *), void *pack, dim3 grid,
+                                dim3 block, size_t shared_bytes)
+{
+    return launch_impl(func, invoke, pack, grid, block, shared_bytes, true);
 }
 
 }  // namespace tm_emu

@@ -62,6 +62,10 @@ class Launch:
     blocks_per_sm: int          # resident blocks per multiprocessor (CUDA occupancy API)
     occupancy: float            # resident threads / max threads per multiprocessor
     launches: int               # kernel launches per call (grid chunks, tree levels, ...)
+    # emu, tm.compile kernels: "thread loops" (split at its barriers, tiledmm/student/barrier_split.py)
+    # or "fibers" (one per CUDA thread), and why not split; "" elsewhere
+    path: str = ""
+    path_reason: str = ""
 
     @property
     def threads_per_block(self):

@@ -16,6 +16,9 @@ import threading
 # buf[1 << 20]) probes its stack page by page, so it faults in the fiber stack's guard page and
 # is reported as a stack overflow, instead of jumping the guard into a neighbouring stack.
 # -fopenmp: blocks spread over OS threads; left out where the compiler lacks it (accepts()).
+# No -mtls-dialect=gnu2 (TLS descriptors): in a dlopen'ed library glibc before 2.40 resolves
+# them with _dl_tlsdesc_dynamic, which clobbers caller-saved registers (glibc bug 31372); the
+# extension crashed with SIGFPE in run_block (benchmarks/emu_notes.md, issue 34).
 EMU_FLAGS = ["-x", "c++", "-std=c++17", "-O2", "-fPIC", "-fopenmp", "-fstack-clash-protection",
              "-DTM_EMU"]
 

@@ -181,6 +181,13 @@ static void tm_fault_handler(int sig, siginfo_t *si, void *uctx)
         char text[400];
         tm_fault_sandbox_text(text, sizeof text, si ? si->si_syscall : -1);
         snprintf(line, sizeof line, "\ntiledmm-fault: %s (in kernel '%s')\n", text, tm_fault_kernel_);
+    } else if (tm_emu_tls.worker && tm_emu_tls.linear_tid < 0) {   // split at its barriers
+        const uint3 b = tm_emu_tls.block_idx;
+        snprintf(line, sizeof line, "\ntiledmm-fault: %s%s in kernel '%s', by a thread of block "
+                 "(%u,%u,%u) (the kernel ran as loops over the block's threads; check=True runs "
+                 "one fiber per thread and names it)\n",
+                 tm_fault_signal_text(sig, si ? si->si_code : 0), where, tm_fault_kernel_, b.x,
+                 b.y, b.z);
     } else if (tm_emu_tls.worker) {
         const uint3 t = tm_emu_tls.thread_idx, b = tm_emu_tls.block_idx;
         snprintf(line, sizeof line, "\ntiledmm-fault: %s%s in kernel '%s', by thread (%u,%u,%u) of "

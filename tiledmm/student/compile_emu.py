@@ -26,7 +26,8 @@ from types import SimpleNamespace
 from .._emu_build import (EMU_FLAGS, PROFILE_HOOK_FLAGS, PROFILE_KERNEL_FLAGS, PROFILE_WRAPPED,
                           build_flags, link_flags)
 from . import kernel_cache as cache
-from . import sandbox
+from . import barrier_split, sandbox
+from .barrier_split import MAX_FRAME, split_kernel
 from .check_mode import checked_shared, checked_source, checked_type
 from .kernel_diagnostics import CompileError, compile_error, parse_warnings
 from .kernel_source import (_ELEMENTS, _SCALARS, _VECTORS, Param, full_source, kernel_signature,
@@ -57,7 +58,10 @@ def _link_flags():
 # threadIdx and blockDim are unsigned, so `threadIdx.x < n` would warn in nearly every kernel,
 # and nvcc does not warn there.
 _USER_FLAGS = ["-Wall", "-Wno-unknown-pragmas", "-Wno-sign-compare"]
-_DIALECT = 2   # bumped when the text tiledmm makes of a user's source changes (cache key)
+_DIALECT = 3   # bumped when the text tiledmm makes of a user's source changes (cache key)
+# The barrier-splitting transform makes text too: its own source is part of the cache key.
+with open(barrier_split.__file__, "rb") as _f:
+    _SPLIT_SOURCE = hashlib.sha256(_f.read()).hexdigest()
 
 
 def _headers():
@@ -139,7 +143,7 @@ def _runtime_objects(includes, sources, build_dir, key):
     return local
 
 
-def _launcher(name, params, check):
+def _launcher(name, params, check, split=None):
     """C++ appended to the user's source: an extern "C" function that unpacks the arguments
     csrc/user_kernels.c passes, notes them for the fault report (tiledmm_fault.h) and launches
     the kernel on the emulator."""
@@ -181,7 +185,13 @@ def _launcher(name, params, check):
         if check else ""
     start = "tm_check_launch(&tm_check_, " if check else "tm_emu_launch("
     finish = "tm_check_finish(&tm_check_, " if check else "tm_user_finish("
-    return f"""
+    config = ("dim3(tm_g_[0], tm_g_[1], tm_g_[2]), dim3(tm_b_[0], tm_b_[1], tm_b_[2]), tm_shared_"
+              + "".join(", " + a for a in args))
+    call = f"{start}{name}, {config})"
+    if split is not None:   # the kernel split at its barriers, when its per-thread arrays fit
+        call = (f"(unsigned long long)tm_b_[0] * tm_b_[1] * tm_b_[2] * tm_split_frame_{name} <= "
+                f"{MAX_FRAME}ULL ? tm_emu_launch_blocks({name}, tm_split_{name}, {config}) : {call}")
+    return (split or "") + f"""
 #line 1 "tiledmm-launcher"
 #include "tiledmm_fault.h"
 template <typename F> struct tm_params_of_;
@@ -198,7 +208,7 @@ extern "C" __attribute__((visibility("default"))) int tm_user_launch(
     tm_emu_set_strict_exit(tm_strict_);{chk}
     if (tm_shared_ > 48 * 1024)
         cudaFuncSetAttribute({name}, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_shared_);
-    cudaError_t tm_err_ = {start}{name}, dim3(tm_g_[0], tm_g_[1], tm_g_[2]), dim3(tm_b_[0], tm_b_[1], tm_b_[2]), tm_shared_{''.join(', ' + a for a in args)});
+    cudaError_t tm_err_ = {call};
     fflush(stdout);   // the kernel's printf reaches the caller before the launch returns
     return {finish}tm_err_, tm_detail_, tm_detail_size_);
 }}
@@ -242,13 +252,16 @@ def compile_emu(source, name, options, check, profile=False, *, seconds=None,
     includes, rt_sources = _headers()
     defines, rest = split_defines(options)
     runtime = _runtime_key(includes, rt_sources)
+    # TILEDMM_EMU_SPLIT=0: every kernel on fibers (benchmarks/emu_speed.py compares the paths)
+    split = os.environ.get("TILEDMM_EMU_SPLIT", "1") != "0"
     # profile=True: the kernel instrumented as tiledmm._emu_profile's kernels are, the hooks
     # linked in, the emulator's entry points wrapped (tiledmm/_emu_build.py).
     hooks = _profile_hooks_source(includes) if profile else None
     profiling = (PROFILE_KERNEL_FLAGS, PROFILE_HOOK_FLAGS, PROFILE_WRAPPED,
                  open(hooks, "rb").read(), "linked apart") if profile else None
     key = cache.key("emu", source, name, defines, rest, check, _cxx(), EMU_FLAGS, _USER_FLAGS,
-                    _DIALECT, prelude_text(), runtime, profiling)
+                    _DIALECT, _SPLIT_SOURCE if split else "no split", prelude_text(), runtime,
+                    profiling)
     so = cache.entry_path(f"user-{key}.so")
     image, meta = cache.read_verified(so), cache.read_verified(so[:-3] + ".json")
     reply = None
@@ -266,6 +279,7 @@ def compile_emu(source, name, options, check, profile=False, *, seconds=None,
                 rt_objs.append(_profile_hooks_object(includes, hooks, scratch))
             request = {"op": "compile", "source": source, "name": name, "options": list(options),
                        "check": bool(check), "profile": bool(profile), "rt_objs": rt_objs,
+                       "split": split,
                        "includes": includes, "build_flags": _build_flags(),
                        "link_flags": _link_flags()}   # probed here once, not per child
             reply = run_compile_child(request, scratch, seconds, memory_bytes)
@@ -277,7 +291,8 @@ def compile_emu(source, name, options, check, profile=False, *, seconds=None,
         origin = "compiled"
     artifact = SimpleNamespace(backend="emu", key=key, name=reply["name"], image=image,
                                digest=hashlib.sha256(image).hexdigest(),
-                               warnings=parse_warnings(reply["log"], "emu"), origin=origin)
+                               warnings=parse_warnings(reply["log"], "emu"), origin=origin,
+                               split=reply["split"])
     return reply["name"], reply["params"], artifact
 
 
@@ -364,7 +379,7 @@ def _bounded(v, limit):
 def compile_reply(raw):
     """The compile child's reply checked: {"name", "params": [Param], "log"} (CompileProtocol-
     Error for anything outside the schema). The caller builds Params from plain values only."""
-    if not isinstance(raw, dict) or set(raw) - {"ok", "name", "params", "log"}:
+    if not isinstance(raw, dict) or set(raw) - {"ok", "name", "params", "log", "split"}:
         raise CompileProtocolError("the compile child's reply has fields outside the schema")
     name = raw.get("name")
     if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
@@ -393,12 +408,21 @@ def compile_reply(raw):
         params.append(Param(d["name"], ctype, kind == "pointer", d["const"], tuple(d["span"]),
                             kind, lanes=d["lanes"], inner=d["inner"], decl_text=d["decl_text"],
                             vector=d["vector"]))
-    return {"ok": True, "name": name, "params": params, "log": _bounded(raw.get("log"), MAX_LOG)}
+    split = raw.get("split", {"path": "fibers", "reason": "", "frame": 0})
+    if not isinstance(split, dict) or set(split) != {"path", "reason", "frame"} or \
+            split["path"] not in ("fibers", "thread loops") or \
+            not isinstance(split["reason"], str) or type(split["frame"]) is not int or \
+            not 0 <= split["frame"] < 2**31:
+        raise CompileProtocolError("the launch path is outside the schema")
+    split = {**split, "reason": _bounded(split["reason"], 1000)}
+    return {"ok": True, "name": name, "params": params, "log": _bounded(raw.get("log"), MAX_LOG),
+            "split": split}
 
 
 def _reply_json(reply):
     return json.dumps({"ok": True, "name": reply["name"], "log": reply["log"],
-                       "params": [_param_dict(p) for p in reply["params"]]}).encode()
+                       "params": [_param_dict(p) for p in reply["params"]],
+                       "split": reply["split"]}).encode()
 
 
 def _param_dict(p):
@@ -436,7 +460,7 @@ def main(args):
         name, params = kernel_signature(request["source"], request["name"], request["options"])
         reply = {"ok": True, "name": name, "params": [_param_dict(p) for p in params], "log": ""}
         if request["op"] == "compile":
-            reply["log"] = _compile_here(request, name, params)
+            reply["log"], reply["split"] = _compile_here(request, name, params)
     except CompileError as exc:
         reply = {"ok": False, "error": "CompileError", "message": str(exc), "log": exc.log}
     except Exception as exc:   # every failure is a reply
@@ -447,14 +471,37 @@ def main(args):
 
 
 def _compile_here(request, name, params):
-    """g++ on the user's source in the scratch folder (the compile child's): kernel.so."""
+    """g++ on the user's source in the scratch folder (the compile child's): kernel.so.
+    Returns (compiler log, launch path: {"path", "reason", "frame"}). A plain build also holds
+    the kernel split at its barriers (tiledmm/student/barrier_split.py) where the transform applies;
+    if g++ rejects that, the kernel is built again without it."""
     check, profile = request["check"], request["profile"]
     source = request["source"]
     user_src = checked_shared(checked_source(source, params)) if check else source
     defines, options = split_defines(request["options"])
-    includes = request["includes"]
     tmp = os.getcwd()
-    text = full_source(user_src, _launcher(name, params, check), defines, "emu")
+    # Plain launches only: check and profile mode keep the fibers (their reports and counts).
+    plan = split_kernel(source, name, defines) \
+        if not (check or profile or not request.get("split", True)) else None
+    if plan is not None and plan.text is not None:
+        log = _compile_text(request, name, params, user_src, defines, options, tmp, plan.text,
+                            quiet=True)
+        if log is not None:
+            return log, {"path": "thread loops", "reason": "", "frame": plan.frame}
+        reason = "the split kernel did not compile (tiledmm's transform: please report it)"
+    else:
+        reason = plan.reason if plan is not None else \
+            "check mode" if check else "profile mode" if profile else "TILEDMM_EMU_SPLIT=0"
+    log = _compile_text(request, name, params, user_src, defines, options, tmp, None)
+    return log, {"path": "fibers", "reason": reason, "frame": 0}
+
+
+def _compile_text(request, name, params, user_src, defines, options, tmp, split, quiet=False):
+    """g++ on the kernel's text with its launcher (and the split kernel, when given): the
+    compiler's log; with quiet, None where it fails (the caller retries without the split)."""
+    check, profile = request["check"], request["profile"]
+    includes = request["includes"]
+    text = full_source(user_src, _launcher(name, params, check, split), defines, "emu")
     src_path = os.path.join(tmp, "kernel.cpp")
     with open(src_path, "w") as f:
         f.write(text)
@@ -481,6 +528,8 @@ def _compile_here(request, name, params):
                 raise RuntimeError(f"linking kernel '{name}' for profile mode failed:\n"
                                    + linked.stderr[-4000:])
     if proc.returncode != 0:
+        if quiet:
+            return None
         raise compile_error(name, "emu", proc.stderr.replace(src_path, "kernel.cpp"))
     return proc.stderr.replace(src_path, "kernel.cpp")
 

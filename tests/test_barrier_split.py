@@ -1,0 +1,364 @@
+"""tm.compile kernels split at their barriers (tiledmm/student/barrier_split.py, issue 34): which
+kernels take the thread loops, which keep the fibers, and that both give the same results as
+NumPy (float64, tolerance growing with K) and as each other."""
+import numpy as np
+import pytest
+
+import tiledmm as tm
+from tiledmm.student.barrier_split import split_kernel
+
+pytestmark = pytest.mark.timeout(300) if hasattr(pytest.mark, "timeout") else []
+
+TILED = r"""
+#define TILE 16
+__global__ void tiled(const float *A, const float *B, float *C, int m, int n, int k)
+{
+    __shared__ float As[TILE][TILE];
+    __shared__ float Bs[TILE][TILE];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    int row = blockIdx.y * TILE + ty;
+    int col = blockIdx.x * TILE + tx;
+    float sum = 0.0f;
+    for (int t = 0; t < (k + TILE - 1) / TILE; ++t) {
+        As[ty][tx] = (row < m && t * TILE + tx < k) ? A[row * k + t * TILE + tx] : 0.0f;
+        Bs[ty][tx] = (col < n && t * TILE + ty < k) ? B[(t * TILE + ty) * n + col] : 0.0f;
+        __syncthreads();
+        for (int i = 0; i < TILE; ++i)
+            sum += As[ty][i] * Bs[i][tx];
+        __syncthreads();
+    }
+    if (row < m && col < n)
+        C[row * n + col] = sum;
+}
+"""
+
+# A local array live across barriers, a uniform local in the loop bound, an early return after
+# the last barrier.
+REGTILE = r"""
+#define T 8
+__global__ void regtile(const float *A, const float *B, float *C, int m, int n, int k)
+{
+    __shared__ float As[T][T];
+    __shared__ float Bs[T][2 * T];
+    const int steps = (k + T - 1) / T;
+    int tx = threadIdx.x;
+    int ty = threadIdx.y;
+    int row = blockIdx.y * T + ty;
+    int col = blockIdx.x * 2 * T + tx;
+    float acc[2] = {0.0f, 0.0f};
+    for (int s = 0; s < steps; ++s) {
+        As[ty][tx] = (row < m && s * T + tx < k) ? A[row * k + s * T + tx] : 0.0f;
+        for (int j = 0; j < 2; ++j)
+            Bs[ty][tx + j * T] = (col + j * T < n && s * T + ty < k) ? B[(s * T + ty) * n + col + j * T] : 0.0f;
+        __syncthreads();
+        for (int i = 0; i < T; ++i)
+            for (int j = 0; j < 2; ++j)
+                acc[j] += As[ty][i] * Bs[i][tx + j * T];
+        __syncthreads();
+    }
+    if (row >= m)
+        return;
+    for (int j = 0; j < 2; ++j)
+        if (col + j * T < n)
+            C[row * n + col + j * T] = acc[j];
+}
+"""
+
+
+def _matmul(kernel, tile, m, n, k, grid_x_scale=1, **call):
+    rng = np.random.default_rng(m * 131 + n * 7 + k)
+    A = rng.standard_normal((m, k)).astype(np.float32)
+    B = rng.standard_normal((k, n)).astype(np.float32)
+    C = np.full((m, n), np.nan, np.float32)
+    grid = (-(-n // (tile * grid_x_scale)), -(-m // tile))
+    res = kernel(grid, (tile, tile), A, B, C, np.int32(m), np.int32(n), np.int32(k), **call)
+    ref = A.astype(np.float64) @ B.astype(np.float64)
+    tol = 1e-6 * k * np.abs(A).max() * np.abs(B).max() * 4
+    np.testing.assert_allclose(C, ref, rtol=0, atol=tol)
+    return res, C
+
+
+@pytest.mark.parametrize("m,n,k", [(37, 53, 29), (16, 16, 16), (65, 17, 100), (1, 33, 47)])
+def test_tiled_matches_numpy_and_fibers(m, n, k):
+    split = tm.compile(TILED, backend="emu")
+    res, got = _matmul(split, 16, m, n, k)
+    assert res.launch.path == "thread loops", res.launch.path_reason
+    checked = tm.compile(TILED, backend="emu", check=True)   # check mode: the fibers
+    res_f, want = _matmul(checked, 16, m, n, k)
+    assert res_f.launch.path == "fibers" and "check" in res_f.launch.path_reason
+    np.testing.assert_array_equal(got, want)   # the same sums in the same order
+
+
+@pytest.mark.parametrize("m,n,k", [(23, 41, 19), (8, 16, 8)])
+def test_local_array_live_across_barriers_and_return_after_them(m, n, k):
+    kernel = tm.compile(REGTILE, backend="emu")
+    res, _ = _matmul(kernel, 8, m, n, k, grid_x_scale=2)
+    assert res.launch.path == "thread loops", res.launch.path_reason
+    plan = split_kernel(REGTILE, "regtile")
+    assert plan.frame >= 2 * 4 and plan.regions >= 3
+
+
+def _fallback_reason(src, name):
+    plan = split_kernel(src, name)
+    assert plan.text is None
+    return plan.reason
+
+
+def test_barrier_in_thread_dependent_loop_falls_back_and_is_reported_divergent():
+    src = r"""
+__global__ void diverge(float *out)
+{
+    for (int i = 0; i < (int)threadIdx.x; ++i) {
+        __syncthreads();
+    }
+    out[threadIdx.x] = 1.0f;
+}
+"""
+    assert "differ between threads" in _fallback_reason(src, "diverge")
+    out = np.zeros(64, np.float32)
+    with pytest.raises(tm.KernelError, match="barrier|__syncthreads"):
+        tm.compile(src, backend="emu")(1, 64, out)
+
+
+def test_early_return_before_a_barrier_falls_back_with_the_same_results():
+    src = r"""
+__global__ void early(const float *x, float *out, int n)
+{
+    __shared__ float s[64];
+    int i = blockIdx.x * 64 + threadIdx.x;
+    if (i >= n) return;
+    s[threadIdx.x] = x[i] * 2.0f;
+    __syncthreads();
+    out[i] = s[threadIdx.x] + s[(threadIdx.x + 1) % 64];
+}
+"""
+    assert "return before a barrier" in _fallback_reason(src, "early")
+    n = 128
+    x = np.random.default_rng(3).standard_normal(n).astype(np.float32)
+    out = np.zeros(n, np.float32)
+    res = tm.compile(src, backend="emu")(2, 64, x, out, np.int32(n))
+    assert res.launch.path == "fibers"
+    want = (2.0 * x).reshape(2, 64)
+    want = (want + np.roll(want, -1, axis=1)).ravel()
+    np.testing.assert_allclose(out, want, rtol=1e-6)
+
+
+def test_syncthreads_count_and_or_fall_back_and_keep_their_values():
+    src = r"""
+__global__ void votes(const int *flags, int *out)
+{
+    int f = flags[threadIdx.x];
+    int c = __syncthreads_count(f);
+    int a = __syncthreads_and(f);
+    int o = __syncthreads_or(f);
+    if (threadIdx.x == 0) { out[0] = c; out[1] = a; out[2] = o; }
+}
+"""
+    assert "__syncthreads_count" in _fallback_reason(src, "votes")
+    flags = (np.arange(96) % 3 == 0).astype(np.int32)
+    out = np.zeros(3, np.int32)
+    res = tm.compile(src, backend="emu")(1, 96, flags, out)
+    assert res.launch.path == "fibers"
+    assert out.tolist() == [32, 0, 1]
+
+
+def test_shuffles_between_barriers_fall_back():
+    src = r"""
+__global__ void shuf(const float *x, float *out)
+{
+    __shared__ float s[64];
+    float v = x[threadIdx.x];
+    v += __shfl_down_sync(0xffffffffu, v, 1);
+    s[threadIdx.x] = v;
+    __syncthreads();
+    out[threadIdx.x] = s[63 - threadIdx.x];
+}
+"""
+    assert "warp operation" in _fallback_reason(src, "shuf")
+    x = np.random.default_rng(5).standard_normal(64).astype(np.float32)
+    out = np.zeros(64, np.float32)
+    res = tm.compile(src, backend="emu")(1, 64, x, out)
+    assert res.launch.path == "fibers"
+    lanes = x.reshape(2, 32)
+    down = np.concatenate([lanes[:, 1:], lanes[:, 31:]], axis=1)   # the last lane keeps its own
+    want = (lanes + down).ravel()[::-1]
+    np.testing.assert_allclose(out, want, rtol=1e-6)
+
+
+def test_barrier_free_kernel_with_return_runs_as_one_thread_loop():
+    src = r"""
+__global__ void axpy(float a, const float *x, float *y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    y[i] = a * x[i] + y[i];
+}
+"""
+    n = 1000
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal(n).astype(np.float32)
+    y = rng.standard_normal(n).astype(np.float32)
+    want = 1.5 * x.astype(np.float64) + y
+    scale = np.abs(1.5 * x.astype(np.float64)) + np.abs(y)
+    y_fibers = y.copy()
+    res = tm.compile(src, backend="emu")(-(-n // 128), 128, np.float32(1.5), x, y, np.int32(n))
+    assert res.launch.path == "thread loops", res.launch.path_reason
+    assert np.all(np.abs(y - want) <= 2 * np.finfo(np.float32).eps * scale)
+    tm.compile(src, backend="emu", check=True)(-(-n // 128), 128, np.float32(1.5), x, y_fibers,
+                                               np.int32(n))
+    np.testing.assert_array_equal(y, y_fibers)
+
+
+def test_loop_variable_written_inside_the_loop_falls_back():
+    src = r"""
+__global__ void skip(float *out, int n)
+{
+    __shared__ float s[32];
+    for (int t = 0; t < n; ++t) {
+        s[threadIdx.x] = t;
+        __syncthreads();
+        if (t == 1) t += 1;
+        out[threadIdx.x] += s[31 - threadIdx.x];
+        __syncthreads();
+    }
+}
+"""
+    assert "changes its variable" in _fallback_reason(src, "skip")
+
+
+def test_a_fault_in_thread_loops_names_the_thread_and_block():
+    src = r"""
+__global__ void trap(const float *x, float *out)
+{
+    __shared__ float s[64];
+    s[threadIdx.x] = x[threadIdx.x];
+    __syncthreads();
+    long long far = (threadIdx.x == 37 && blockIdx.x == 1) ? (1LL << 40) : 0;
+    out[blockIdx.x * 64 + threadIdx.x + far] = s[63 - threadIdx.x];
+}
+"""
+    assert split_kernel(src, "trap").text is not None
+    kernel = tm.compile(src, backend="emu")
+    x = np.arange(64, dtype=np.float32)
+    out = np.zeros(128, np.float32)
+    with pytest.raises(tm.KernelError, match=r"by thread \(37,0,0\) of block \(1,0,0\)"):
+        kernel(2, 64, x, out)
+
+
+def test_a_fault_in_a_thread_loop_without_pointers_names_the_block():
+    """A region that reads only shared memory and locals (the loops that vectorise) does not
+    note each thread: its fault report names the block and says check=True names the thread."""
+    src = r"""
+__global__ void trap(float *out, int far)
+{
+    __shared__ float s[64];
+    int i = threadIdx.x == 5 ? far : threadIdx.x;
+    s[i] = 1.0f;
+    __syncthreads();
+    out[threadIdx.x] = s[63 - threadIdx.x];
+}
+"""
+    assert split_kernel(src, "trap").text is not None
+    with pytest.raises(tm.KernelError, match=r"by a thread of block \(0,0,0\) \(the kernel "
+                       r"ran as loops over the block's threads; check=True"):
+        tm.compile(src, backend="emu")(1, 64, np.zeros(64, np.float32), np.int32(1 << 30))
+
+
+@pytest.mark.parametrize("body,reason", [
+    ("static int c; c += 1; __syncthreads(); o[threadIdx.x] = c;", "static local"),
+    ("__shared__ float x[64]; float &r = x[threadIdx.x]; r = 1; __syncthreads(); "
+     "o[threadIdx.x] = r;", "reference live across a barrier"),
+    ("if (threadIdx.x < 32) { __syncthreads(); } o[threadIdx.x] = 1;", "control flow"),
+    ("int i = 0; while (i < 3) { __syncthreads(); ++i; } o[threadIdx.x] = i;", "control flow"),
+    ("int i = 0; again: if (++i < 3) goto again; __syncthreads(); o[threadIdx.x] = i;", "goto"),
+    ("for (int t = 0; t < 4; ++t) { __syncthreads(); if (t == threadIdx.x) break; } "
+     "o[threadIdx.x] = 1;", "break of a loop with barriers"),
+])
+def test_what_keeps_the_fibers(body, reason):
+    src = "__global__ void k(float *o)\n{\n" + body + "\n}\n"
+    assert reason in _fallback_reason(src, "k")
+
+
+def test_template_kernel_keeps_the_fibers():
+    src = "template <int N> __global__ void k(float *o) { __syncthreads(); o[threadIdx.x] = N; }\n"
+    assert "template" in _fallback_reason(src, "k")
+
+
+def test_a_large_local_array_keeps_the_fibers_and_their_stack_overflow_report():
+    src = r"""
+__global__ void big(float *y, int n)
+{
+    float buf[1 << 20];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    buf[i % 7] = i;
+    y[i % n] = buf[(i * 3) % 7];
+}
+"""
+    assert "bytes of local variables" in _fallback_reason(src, "big")
+    with pytest.raises(tm.KernelError, match="stack overflow"):
+        tm.compile(src, backend="emu")(1, 32, np.zeros(32, np.float32), np.int32(32))
+
+
+@pytest.mark.parametrize("threads,path", [(256, "thread loops"), (1024, "fibers")])
+def test_per_thread_arrays_too_large_for_the_block_run_on_fibers(threads, path):
+    """1 KiB of per-thread arrays: 256 threads fit the 512 KiB frame, 1024 do not (the
+    launcher and res.launch.path decide alike); the sums are right either way."""
+    src = r"""
+__global__ void wide(const float *x, float *out)
+{
+    __shared__ float s[1024];
+    float acc[256];
+    for (int j = 0; j < 256; ++j)
+        acc[j] = x[threadIdx.x] * j;
+    s[threadIdx.x] = x[threadIdx.x];
+    __syncthreads();
+    float total = 0.0f;
+    for (int j = 0; j < 256; ++j)
+        total += acc[j] * s[blockDim.x - 1 - threadIdx.x];
+    out[threadIdx.x] = total;
+}
+"""
+    plan = split_kernel(src, "wide")
+    assert plan.text is not None and plan.frame >= 1024
+    x = np.random.default_rng(11).standard_normal(threads).astype(np.float32)
+    out = np.zeros(threads, np.float32)
+    res = tm.compile(src, backend="emu")(1, threads, x, out)
+    assert res.launch.path == path, res.launch.path_reason
+    want = x.astype(np.float64) * x[::-1] * np.arange(256).sum()
+    tol = 1e-6 * 256 * 256 * np.abs(x).max() ** 2
+    np.testing.assert_allclose(out, want, rtol=0, atol=tol)
+
+
+def test_lecture_tree_reduction_runs_as_thread_loops():
+    """The lecture's shared-memory reduction: a barrier in a loop whose bound is blockDim.x."""
+    src = r"""
+__global__ void block_sums(const float *x, float *out, int n)
+{
+    extern __shared__ float sdata[];
+    unsigned tid = threadIdx.x;
+    unsigned i = blockIdx.x * blockDim.x * 2 + threadIdx.x;
+    float v = 0.0f;
+    if (i < n) v = x[i];
+    if (i + blockDim.x < n) v += x[i + blockDim.x];
+    sdata[tid] = v;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (tid < s)
+            sdata[tid] += sdata[tid + s];
+        __syncthreads();
+    }
+    if (tid == 0)
+        out[blockIdx.x] = sdata[0];
+}
+"""
+    n, threads = 100_003, 128
+    blocks = -(-n // (2 * threads))
+    x = np.random.default_rng(13).standard_normal(n).astype(np.float32)
+    out = np.zeros(blocks, np.float32)
+    res = tm.compile(src, backend="emu")(blocks, threads, x, out, np.int32(n),
+                                         shared_bytes=threads * 4)
+    assert res.launch.path == "thread loops", res.launch.path_reason
+    padded = np.zeros(blocks * 2 * threads)
+    padded[:n] = x
+    want = padded.reshape(blocks, 2 * threads).sum(axis=1)
+    np.testing.assert_allclose(out, want, rtol=0, atol=1e-6 * 2 * threads * np.abs(x).max() * 8)
