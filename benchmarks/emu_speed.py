@@ -78,28 +78,10 @@ int main(int argc, char **argv)
 }
 """
 
-USER_TILED = r"""
-#define TILE 16
-__global__ void tiled(const float *A, const float *B, float *C, int n)
-{
-    __shared__ float As[TILE][TILE];
-    __shared__ float Bs[TILE][TILE];
-    int tx = threadIdx.x, ty = threadIdx.y;
-    int row = blockIdx.y * TILE + ty;
-    int col = blockIdx.x * TILE + tx;
-    float sum = 0.0f;
-    for (int t = 0; t < (n + TILE - 1) / TILE; ++t) {
-        As[ty][tx] = (row < n && t * TILE + tx < n) ? A[row * n + t * TILE + tx] : 0.0f;
-        Bs[ty][tx] = (col < n && t * TILE + ty < n) ? B[(t * TILE + ty) * n + col] : 0.0f;
-        __syncthreads();
-        for (int k = 0; k < TILE; ++k)
-            sum += As[ty][k] * Bs[k][tx];
-        __syncthreads();
-    }
-    if (row < n && col < n)
-        C[row * n + col] = sum;
-}
-"""
+# the lecture's tiled kernel (M x K @ K x N), shared with tests/test_barrier_split.py
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "kernels",
+                       "tiled16.cu")) as _f:
+    USER_TILED = _f.read()
 USER_NAIVE = r"""
 __global__ void naive(const float *A, const float *B, float *C, int n)
 {
@@ -125,7 +107,8 @@ def user_rows(A, B, ref, repeat):
             # a distinct source per path: tm.compile's in-memory cache keys on the source
             kernel = tm.compile(src + f"// {path}\n", backend="emu")
             C = np.zeros((n, n), np.float32)
-            res = kernel(((n + 15) // 16, (n + 15) // 16), (16, 16), A, B, C, np.int32(n),
+            sizes = (np.int32(n),) * (3 if kname == "tiled" else 1)   # tiled: m, n, k
+            res = kernel(((n + 15) // 16, (n + 15) // 16), (16, 16), A, B, C, *sizes,
                          warmup=1, repeat=repeat)
             err = float(np.max(np.abs(C - ref)))
             if not err <= 1e-3 * np.sqrt(n) * np.max(np.abs(ref)):

@@ -636,6 +636,26 @@ static auto fast_kernel_for()
     else return matmul_fast_async_kernel<Cfg, S_B, Index>;
 }
 
+// Launch one of fast's kernels with `shared` bytes of dynamic shared memory: above 48 KiB the
+// kernel must opt in first; grids taller than gridDim.y allows go in row chunks, the kernel's
+// last argument being the chunk's first block row.
+template <typename Kernel, typename... Args>
+static int launch_fast_grid(Kernel kernel, dim3 grid, dim3 block, size_t shared,
+                            tm_launch_facts *facts, Args... args)
+{
+    if (shared > 48 * 1024) {
+        cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               (int)shared);
+        if (err != cudaSuccess) return err;
+    }
+    int err = tm_launch_row_chunks((const void *)kernel, grid, block, shared, facts,
+                                   [&](dim3 chunk, unsigned first_block_y) {
+        return tm_launch(kernel, chunk, block, shared, args..., first_block_y);
+    });
+    facts->dynamic_shared_bytes = shared;
+    return err;
+}
+
 template <typename Cfg, int S_B, typename Index>
 static int launch_fast_index(const tm_problem *p, tm_launch_facts *facts)
 {
@@ -647,19 +667,9 @@ static int launch_fast_index(const tm_problem *p, tm_launch_facts *facts)
     const int vec_c = p->N % 4 == 0 && aligned16(p->out);
     const size_t shared = S_B == 0 ? (size_t)Cfg::SHARED_BYTES
                                    : (size_t)(2 * Cfg::A_STAGE + S_B * Cfg::B_STAGE) * sizeof(float);
-    if (shared > 48 * 1024) {
-        cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               (int)shared);
-        if (err != cudaSuccess) return err;
-    }
-    int err = tm_launch_row_chunks((const void *)kernel, grid, block, shared, facts,
-                                   [&](dim3 chunk, unsigned first_block_y) {
-        return tm_launch(kernel, chunk, block, shared, (const float *)p->in0, (const float *)p->in1,
-                         (float *)p->out, (Index)p->M, (Index)p->N, (Index)p->K, vec_a, vec_b, vec_c,
-                         first_block_y);
-    });
-    facts->dynamic_shared_bytes = shared;
-    return err;
+    return launch_fast_grid(kernel, grid, block, shared, facts, (const float *)p->in0,
+                            (const float *)p->in1, (float *)p->out, (Index)p->M, (Index)p->N,
+                            (Index)p->K, vec_a, vec_b, vec_c);
 }
 
 // Config 7: matmul_fast_simt_kernel with STAGES shared stages of both operands.
@@ -672,19 +682,9 @@ static int launch_simt_index(const tm_problem *p, tm_launch_facts *facts)
     const dim3 grid(tm_ceil_div(p->N, S::BN), tm_ceil_div(p->M, S::BM));
     const int vec_c = p->N % 4 == 0 && aligned16(p->out);
     const size_t shared = (size_t)STAGES * (S::A_STAGE + S::B_STAGE) * sizeof(float);
-    if (shared > 48 * 1024) {
-        cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               (int)shared);
-        if (err != cudaSuccess) return err;
-    }
-    int err = tm_launch_row_chunks((const void *)kernel, grid, block, shared, facts,
-                                   [&](dim3 chunk, unsigned first_block_y) {
-        return tm_launch(kernel, chunk, block, shared, (const float *)p->in0, (const float *)p->in1,
-                         (float *)p->out, (Index)p->M, (Index)p->N, (Index)p->K, vec_c,
-                         first_block_y);
-    });
-    facts->dynamic_shared_bytes = shared;
-    return err;
+    return launch_fast_grid(kernel, grid, block, shared, facts, (const float *)p->in0,
+                            (const float *)p->in1, (float *)p->out, (Index)p->M, (Index)p->N,
+                            (Index)p->K, vec_c);
 }
 
 template <int STAGES>

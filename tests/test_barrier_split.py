@@ -1,6 +1,8 @@
 """tm.compile kernels split at their barriers (tiledmm/student/barrier_split.py, issue 34): which
 kernels take the thread loops, which keep the fibers, and that both give the same results as
 NumPy (float64, tolerance growing with K) and as each other."""
+import os
+
 import numpy as np
 import pytest
 
@@ -9,28 +11,9 @@ from tiledmm.student.barrier_split import split_kernel
 
 pytestmark = pytest.mark.timeout(300) if hasattr(pytest.mark, "timeout") else []
 
-TILED = r"""
-#define TILE 16
-__global__ void tiled(const float *A, const float *B, float *C, int m, int n, int k)
-{
-    __shared__ float As[TILE][TILE];
-    __shared__ float Bs[TILE][TILE];
-    int tx = threadIdx.x, ty = threadIdx.y;
-    int row = blockIdx.y * TILE + ty;
-    int col = blockIdx.x * TILE + tx;
-    float sum = 0.0f;
-    for (int t = 0; t < (k + TILE - 1) / TILE; ++t) {
-        As[ty][tx] = (row < m && t * TILE + tx < k) ? A[row * k + t * TILE + tx] : 0.0f;
-        Bs[ty][tx] = (col < n && t * TILE + ty < k) ? B[(t * TILE + ty) * n + col] : 0.0f;
-        __syncthreads();
-        for (int i = 0; i < TILE; ++i)
-            sum += As[ty][i] * Bs[i][tx];
-        __syncthreads();
-    }
-    if (row < m && col < n)
-        C[row * n + col] = sum;
-}
-"""
+# the lecture's tiled kernel, shared with benchmarks/emu_speed.py
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernels", "tiled16.cu")) as _f:
+    TILED = _f.read()
 
 # A local array live across barriers, a uniform local in the loop bound, an early return after
 # the last barrier.

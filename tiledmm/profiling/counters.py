@@ -1,36 +1,10 @@
 """Profile mode's counters: what the GPU's memory system would count, counted on the CPU emulator.
 
-The floor below tiledmm._core: binding the hooks, a counted run, Profile, collect (emu) and
-from_ncu (cuda). tiledmm.profile (count, row_fields, lesson_table) is the public face above.
-
-    res = tm.matmul(A, B, kernel="tiled", tile=16, backend="emu", profile=True)
-    res.profile.global_load_requests, res.profile.global_load_sectors_per_request
-    res.profile.predict(device="H100")      # predicted GPU time and the bounding resource
-
-`profile=True` runs the call as usual (its output and CPU timing are the normal ones) and then
-runs the same launches once more in `tiledmm._emu_profile`, a build of the emulator whose
-kernel objects are compiled with g++'s ThreadSanitizer instrumentation. Its hooks
-(emu/profile/emu_profile.cpp) see every load and store the kernel source makes, classify it
-as global (device memory) or shared, and count with Nsight Compute's definitions::
-
-    counter                                                   Nsight Compute metric
-    global_load_requests / global_store_requests              l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum / _st.sum
-    global_load_sectors / global_store_sectors                l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum / _st.sum
-    shared_load_requests / shared_store_requests              smsp__sass_inst_executed_op_shared_ld.sum / _st.sum
-    shared_load_bank_conflicts / shared_store_bank_conflicts  l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum / _st.sum
-    global_ldgsts_requests / global_ldgsts_sectors            l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts.sum / l1tex__t_sectors_... (cp.async)
-    divergent_branches                                        smsp__sass_branch_targets_threads_divergent.sum (branches of the source as GCC compiles it)
-
-A warp instruction is the k-th execution of one access of the kernel code (one program
-counter; of one kind: global load, global store, shared load, shared store, cp.async) by each
-of its 32 lanes between two barriers, so lanes that skip an access are inactive in it; lanes
-are threads 32w..32w+31 of the block in x-major order. The counts follow the kernel source:
-where nvcc merges a thread's adjacent accesses into one wider instruction (tiled's four
-A_tile[ty][k] reads become one LDS.128), ncu counts fewer shared requests than this. See
-docs/profile.md.
-
-Above the validation sizes (matmul beyond 256^3) the profiled run samples blocks and scales
-the counts; `Profile.sampled` and `Profile.sample_stride` say so.
+The floor below tiledmm._core: binding the hooks of `tiledmm._emu_profile` (the emulator built
+with ThreadSanitizer's instrumentation, emu/profile/emu_profile.cpp), a counted run, Profile,
+collect (emu) and from_ncu (cuda). tiledmm.profile (count, row fields, lesson_table) is the
+public face above, and its docstring says what each counter is, which Nsight Compute metric it
+equals and how a warp instruction is formed.
 """
 import ctypes
 import importlib
