@@ -48,7 +48,8 @@ def main(argv=None):
     names = {k.name for k in tm.kernels()}
     rng = np.random.default_rng(0)
     rows = []
-    print(f"{tm.device_info(backend)['name']} ({backend}), median of {repeat} timed launches "
+    device = tm.device_info(backend)["name"]   # each row names its device (benchmarks/results)
+    print(f"{device} ({backend}), median of {repeat} timed launches "
           f"after 3 warm-up; ms flushed / warm (ratio)")
     for family, (sizes, kernels) in cases.items():
         for kernel, params in kernels:
@@ -62,7 +63,8 @@ def main(argv=None):
                            params=" ".join(f"{k}={v}" for k, v in params.items()), n=n,
                            data_mib=nbytes / 2**20, flushed_ms=f_ms, warm_ms=w_ms,
                            ratio=f_ms / w_ms if w_ms > 0 else float("nan"),
-                           flushed_l2=flushed.timing.l2, warm_l2=warm.timing.l2)
+                           flushed_l2=flushed.timing.l2, warm_l2=warm.timing.l2,
+                           backend=backend, device=device)
                 rows.append(row)
                 print(f"{family:<7}{kernel:<12}{row['params']:<10}n={n:<11}"
                       f"{row['data_mib']:>9.1f} MiB  {f_ms:>9.4f} / {w_ms:>9.4f} ms  "

@@ -66,18 +66,27 @@ def test_10000_calls_leave_memory_flat(backend):
         fn()
     gc.collect()
     refs = [sys.getrefcount(v) for v in inputs]
-    free, rss, objects = tm.mem_info(backend=backend)[0], rss_bytes(), len(gc.get_objects())
+    free, objects = tm.mem_info(backend=backend)[0], len(gc.get_objects())
 
-    for fn in calls * 2500:  # 10,000 calls
-        fn()
+    # A leaked result (array + dict, > 150 bytes) per call grows the process by > 1.5 MB in
+    # every window of 10,000 calls. Growth once, not again, is an allocator's or the CUDA
+    # driver's (in the GPU run's serial pass the emu window read 1.04 MiB once after the cuda
+    # tests in the same process; alone 0.00 MiB in four windows in a row): up to three windows.
+    growths = []
+    for _window in range(3):
+        rss = rss_bytes()
+        for fn in calls * 2500:  # 10,000 calls
+            fn()
+        gc.collect()
+        growths.append(rss_bytes() - rss)
+        if growths[-1] < 1 << 20:
+            break
 
-    gc.collect()
     assert tm.mem_info(backend=backend)[0] >= free - device_slack(backend)
     assert [sys.getrefcount(v) for v in inputs] == refs, "the glue keeps references to inputs"
     assert len(gc.get_objects()) - objects < 100, "Python objects accumulate"
-    # A leaked result (array + dict, > 150 bytes) per call would be > 1.5 MB here.
-    growth = rss_bytes() - rss
-    assert growth < 1 << 20, f"process memory grew by {growth / 2**20:.2f} MiB over 10,000 calls"
+    assert min(growths) < 1 << 20, ("process memory grew in every window of 10,000 calls: "
+                                    + ", ".join(f"{g / 2**20:.2f} MiB" for g in growths))
 
 
 def error_calls(backend):
