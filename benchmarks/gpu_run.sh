@@ -48,9 +48,9 @@ if [ "$stage" = all ] || [ "$stage" = test ]; then
     # In parallel where pytest-xdist is there, except the tests that measure device memory:
     # other processes on the GPU would move their readings. Those run after, serially.
     workers=$(python3 -c "import xdist" 2>/dev/null && echo "-n 8" || echo "")
-    python3 -m pytest -q $workers -m "not device_memory" --maxfail=20 -p no:cacheprovider 2>&1 \
+    python3 -m pytest -q $workers -m "not device_memory and not gpu_alone" --maxfail=20 -p no:cacheprovider 2>&1 \
         | tee "$OUT/pytest.log" | tail -8
-    python3 -m pytest -q -m device_memory --maxfail=20 -p no:cacheprovider 2>&1 \
+    python3 -m pytest -q -m "device_memory or gpu_alone" --maxfail=20 -p no:cacheprovider 2>&1 \
         | tee -a "$OUT/pytest.log" | tail -8
 
     echo "== compute-sanitizer over every kernel"
