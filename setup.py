@@ -50,6 +50,67 @@ PROFILE_KERNEL_FLAGS = _EMU_BUILD["PROFILE_KERNEL_FLAGS"]
 PROFILE_HOOK_FLAGS = _EMU_BUILD["PROFILE_HOOK_FLAGS"]
 PROFILE_WRAPPED = _EMU_BUILD["PROFILE_WRAPPED"]
 compiler_accepts = _EMU_BUILD["accepts"]
+# The barrier-splitting transform (issue 34), run over cuda/*.cu for tiledmm._emu: loaded by
+# path as a package of its own (tiledmm/student imports nothing of tiledmm's compiled modules).
+SPLIT_SOURCES = [os.path.join("tiledmm", "student", f) for f in
+                 ("__init__.py", "barrier_split.py", "kernel_source.py", "kernel_diagnostics.py")]
+
+
+def load_barrier_split():
+    """tiledmm/student/barrier_split.py, or None where it cannot load (then every registry
+    kernel keeps its fibers)."""
+    import importlib
+    import importlib.util
+    name = "_tiledmm_build_student"
+    try:
+        if name not in sys.modules:
+            spec = importlib.util.spec_from_file_location(
+                name, os.path.join(HERE, "tiledmm", "student", "__init__.py"),
+                submodule_search_locations=[os.path.join(HERE, "tiledmm", "student")])
+            pkg = importlib.util.module_from_spec(spec)
+            sys.modules[name] = pkg
+            spec.loader.exec_module(pkg)
+        return importlib.import_module(name + ".barrier_split")
+    except Exception as exc:   # noqa: BLE001 -- any failure means fibers, never a failed build
+        print(f"tiledmm: the barrier-splitting transform did not load ({exc}): registry kernels "
+              "run on fibers on emu", file=sys.stderr)
+        return None
+
+
+def split_registry_sources(out_dir):
+    """{cuda/X.cu: out_dir/X.cu} for the kernel files the transform changed (written only when
+    their text changes, so builds stay incremental); {} without libclang."""
+    split = load_barrier_split()
+    if split is None or split._cindex() is None:
+        print("tiledmm: libclang is not importable at build time: registry kernels run on "
+              "fibers on emu (pip install libclang)", file=sys.stderr)
+        return {}
+    os.makedirs(out_dir, exist_ok=True)
+    made = {}
+    for src in KERNEL_SOURCES:
+        with open(src) as f:
+            text = f.read()
+        try:
+            new, reasons = split.registry_source(text, src)
+        except Exception as exc:   # noqa: BLE001 -- a transform bug costs speed, not the build
+            print(f"tiledmm: {src}: the barrier split failed ({exc}): fibers", file=sys.stderr)
+            continue
+        if new == f'#line 1 "{src}"\n' + text:
+            continue
+        dst = os.path.join(out_dir, os.path.basename(src))
+        old = None
+        if os.path.exists(dst):
+            with open(dst) as f:
+                old = f.read()
+        if old != new:
+            with open(dst, "w") as f:
+                f.write(new)
+        made[src] = dst
+    for stale in set(glob.glob(os.path.join(out_dir, "*.cu"))) - set(made.values()):
+        os.remove(stale)   # a kernel file the transform no longer changes compiles as written
+    return made
+
+
 DEFAULT_ARCHS = "75;80;86;89;90"
 # Kernel files that need a newer GPU than DEFAULT_ARCHS's oldest: compiled only for the listed
 # architectures at or above this compute capability (CUTLASS's SM80 SIMT GEMM uses cp.async).
@@ -136,7 +197,8 @@ def up_to_date(obj, src):
         return False
     stamp = os.path.getmtime(obj)
     return all(os.path.getmtime(p) <= stamp
-               for p in [src, *HEADERS, __file__, os.path.join("tiledmm", "_emu_build.py")])
+               for p in [src, *HEADERS, *SPLIT_SOURCES, __file__,
+                         os.path.join("tiledmm", "_emu_build.py")])
 
 
 class BuildExt(build_ext):
@@ -189,9 +251,14 @@ class BuildExt(build_ext):
         else:
             compile_one = self._emu_command
             sources = KERNEL_SOURCES + EMU_RUNTIME_SOURCES
+        # plain emu builds compile the registry kernels split at their barriers where the
+        # transform applies (profile mode keeps the fibers: its counts are the fibers' own)
+        split = split_registry_sources(os.path.join(build_temp, "split")) \
+            if backend == "emu" else {}
         jobs = []
         for src in sources:
             obj = os.path.join(build_temp, os.path.basename(src) + ".o")
+            src = split.get(src, src)
             if not (up_to_date(obj, src) and not self.force):
                 jobs.append(compile_one(src, obj))
             ext.extra_objects.append(obj)

@@ -29,6 +29,16 @@ static inline cudaError_t tm_launch(void (*kernel)(Params...), dim3 grid, dim3 b
 #endif
 }
 
+#ifdef TM_EMU
+// A registry kernel the emulator's build split at its barriers (emu/cuda_emu.h): thread loops.
+template <typename Fn, typename... Args>
+static inline cudaError_t tm_launch(const tm_emu_split_kernel<Fn> &kernel, dim3 grid, dim3 block,
+                                    size_t shared_bytes, Args... args)
+{
+    return tm_emu_launch_split(kernel, grid, block, shared_bytes, args...);
+}
+#endif
+
 // Largest gridDim.y / gridDim.z the hardware allows (gridDim.x allows 2^31-1).
 #define TM_MAX_GRID_YZ 65535u
 

@@ -386,3 +386,41 @@ static inline cudaError_t tm_emu_launch_blocks(void (*kernel)(Params...), void (
                           },
                           &pack, grid, block, shared_bytes);
 }
+
+// A registry kernel paired with its split at barriers (setup.py runs
+// tiledmm/student/barrier_split.registry_source over cuda/*.cu for this build): the kernel's
+// name in the rest of its file names this pair, which converts back to the kernel, so only
+// tm_launch (cuda/common.h) sees the difference. `frame`: bytes of per-thread arrays per thread.
+template <typename Fn> struct tm_emu_split_kernel;
+template <typename... Params> struct tm_emu_split_kernel<void (*)(Params...)> {
+    typedef void (*fn_type)(Params...);
+    fn_type kernel, split;
+    size_t frame;
+    operator fn_type() const { return kernel; }
+    operator const void *() const { return reinterpret_cast<const void *>(kernel); }
+};
+
+// Whether registry launches may take the thread loops: TILEDMM_EMU_SPLIT=0 keeps the fibers
+// (read once, as for tm.compile kernels, where it is read at compile time).
+static inline bool tm_emu_registry_split_enabled()
+{
+    static const bool enabled = [] {
+        const char *v = getenv("TILEDMM_EMU_SPLIT");
+        return !(v && v[0] == '0' && v[1] == 0);
+    }();
+    return enabled;
+}
+
+// The largest per-block frame run as thread loops (barrier_split.MAX_FRAME; larger: fibers).
+#define TM_EMU_SPLIT_MAX_FRAME (512u * 1024u)
+
+template <typename... Params, typename... Args>
+static inline cudaError_t tm_emu_launch_split(const tm_emu_split_kernel<void (*)(Params...)> &k,
+                                              dim3 grid, dim3 block, size_t shared_bytes,
+                                              Args... args)
+{
+    const unsigned long long frame = (unsigned long long)block.x * block.y * block.z * k.frame;
+    if (frame <= TM_EMU_SPLIT_MAX_FRAME && tm_emu_registry_split_enabled())
+        return tm_emu_launch_blocks(k.kernel, k.split, grid, block, shared_bytes, args...);
+    return tm_emu_launch(k.kernel, grid, block, shared_bytes, args...);
+}

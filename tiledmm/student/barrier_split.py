@@ -80,6 +80,12 @@ WARP_OPS = {"__syncwarp", "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "
             "__match_all_sync", "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync"}
 BARRIER_OPS = {"__syncthreads_count", "__syncthreads_and", "__syncthreads_or"}
 SYNC_NAMES = WARP_OPS | BARRIER_OPS | {"__syncthreads"}
+# Functions the body parse's prelude declares: a call to one needs no further check.
+KNOWN_CALLS = PURE_CALLS | SYNC_NAMES | {
+    "atomicAdd", "atomicSub", "atomicExch", "atomicMin", "atomicMax", "atomicAnd", "atomicOr",
+    "atomicXor", "atomicCAS", "atomicInc", "atomicDec", "__ldg", "printf", "clock64",
+    "__threadfence", "__threadfence_block", "__threadfence_system", "fabsf", "powf", "fmaxf",
+    "fminf", "fmaf"}
 UNIFORM_BUILTINS = {"blockIdx", "blockDim", "gridDim", "warpSize"}
 _WRITE_AFTER = {"=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=", "++", "--"}
 _WRITE_BEFORE = {"++", "--", "&"}
@@ -102,28 +108,30 @@ class SplitPlan:
     reason: str
     regions: int = 0
     frame: int = 0      # bytes of per-thread arrays per thread of the block
+    end: int = -1       # offset just past the kernel's definition (registry_source inserts there)
+    template_args: str = ""   # "<T, TILE, Index>" of a template kernel
 
 
 class _Fallback(Exception):
     """The kernel keeps its fibers; the message says why."""
 
 
-def split_kernel(source, name, define_lines=()):
+def split_kernel(source, name, define_lines=(), templates=False):
     """SplitPlan for kernel `name` of `source` (the user's text as written; the emulator's
     dialect is applied here, as full_source does)."""
     ci = _cindex()
     if ci is None:
         return SplitPlan(None, "libclang is not available")
-    text = emu_dialect(source)
+    text = source if templates else emu_dialect(source)
     try:
-        return _Splitter(ci, text, name, define_lines).plan()
+        return _Splitter(ci, text, name, define_lines, templates).plan()
     except _Fallback as exc:
         return SplitPlan(None, str(exc))
 
 
 class _Splitter:
-    def __init__(self, ci, text, name, define_lines):
-        self.ci, self.name = ci, name
+    def __init__(self, ci, text, name, define_lines, templates=False):
+        self.ci, self.name, self.templates = ci, name, templates
         blanked = _INCLUDE_RE.sub(lambda m: " " * len(m.group(0)), text)
         prelude = _BODY_PRELUDE + "\n".join(define_lines) + "\n"
         self.data = blanked.encode()
@@ -136,7 +144,6 @@ class _Splitter:
         self.n_regions = 0
         self.live_types = {}     # VAR_DECL hash -> (cursor) of per-thread arrays
         self.uniform = set()     # VAR_DECL hashes of block-uniform scalars
-        self.shared_text = []    # __shared__ declarations, hoisted to the block level
         self.written = set()     # VAR_DECL hashes written anywhere in the body
         self.hoisted = set()     # FOR_STMT hashes the thread loops go inside of
         self.recompute = {}      # VAR_DECL hash -> its DECL_STMT, recomputed per thread loop
@@ -160,6 +167,9 @@ class _Splitter:
 
     def plan(self):
         ci = self.ci
+        if not _ARRAY_KINDS:
+            _ARRAY_KINDS.update(getattr(ci.TypeKind, k) for k in (
+                "CONSTANTARRAY", "DEPENDENTSIZEDARRAY", "VARIABLEARRAY", "INCOMPLETEARRAY"))
         if not _SCALAR_KINDS:
             _SCALAR_KINDS.update(getattr(ci.TypeKind, k) for k in (
                 "BOOL", "CHAR_U", "UCHAR", "USHORT", "UINT", "ULONG", "ULONGLONG", "CHAR_S",
@@ -170,11 +180,12 @@ class _Splitter:
         if len(kernels) != 1:
             raise _Fallback("the kernel's definition was not found by the body parse")
         k = kernels[0]
-        if k.kind != ci.CursorKind.FUNCTION_DECL:
+        if k.kind != ci.CursorKind.FUNCTION_DECL and not self.templates:
             raise _Fallback("a template kernel")
         for d in self.tu.diagnostics:
             loc = d.location
-            if d.severity >= 3 and loc.file is not None and loc.file.name == SOURCE_NAME:
+            if d.severity >= 3 and loc.file is not None and loc.file.name == SOURCE_NAME and \
+                    (not self.templates or k.extent.start.offset <= loc.offset <= k.extent.end.offset):
                 raise _Fallback(f"libclang could not read the source ({d.spelling})")
         body = [c for c in k.get_children() if c.kind == ci.CursorKind.COMPOUND_STMT]
         if len(body) != 1:
@@ -186,7 +197,20 @@ class _Splitter:
         stmts = list(body.get_children())
         self._classify_decls(stmts)   # a kernel without barriers: one region (and its loops)
         out = self._emit_seq(stmts, top=True)
-        return SplitPlan(self._function(k, body, out), "", self.n_regions, self.frame)
+        args = ""
+        if k.kind == ci.CursorKind.FUNCTION_TEMPLATE:
+            names = []
+            for c in k.get_children():
+                if c.kind in (ci.CursorKind.TEMPLATE_TYPE_PARAMETER,
+                              ci.CursorKind.TEMPLATE_NON_TYPE_PARAMETER):
+                    if "..." in "".join(t.spelling for t in c.get_tokens()):
+                        raise _Fallback("a template parameter pack")
+                    names.append(c.spelling)
+                elif c.kind == ci.CursorKind.TEMPLATE_TEMPLATE_PARAMETER:
+                    raise _Fallback("a template template parameter")
+            args = "<" + ", ".join(names) + ">"
+        return SplitPlan(self._function(k, body, out), "", self.n_regions, self.frame,
+                         k.extent.end.offset, args)
 
     def _check_body(self, body):
         ci = self.ci
@@ -213,13 +237,42 @@ class _Splitter:
                 if c.spelling in BARRIER_OPS:
                     raise _Fallback(f"{c.spelling} (a barrier with a value: fibers)")
                 ref = c.referenced
+                if ref is None and self.templates:
+                    self._check_dependent_call(c, seen_funcs)
                 if ref is not None and ref.location.file is not None and \
                         ref.location.file.name == SOURCE_NAME and ref.hash not in seen_funcs:
                     seen_funcs.add(ref.hash)
                     self._check_helper(ref, seen_funcs)
-            if kind == ci.CursorKind.DECL_REF_EXPR and c.spelling in SYNC_NAMES and \
+            if kind in (ci.CursorKind.DECL_REF_EXPR, ci.CursorKind.OVERLOADED_DECL_REF) and \
+                    c.spelling in SYNC_NAMES and \
                     c.spelling != "__syncthreads":
                 raise _Fallback(f"{c.spelling}")
+
+    def _check_dependent_call(self, c, seen):
+        """A call in a template that libclang leaves unresolved until instantiation: `T(0)` (a
+        cast), or a call of a name whose candidates the kernel's file must define (then they
+        are checked as helpers); a helper from a header the parse does not read might use
+        threadIdx or synchronise, so the kernel keeps its fibers."""
+        ci = self.ci
+        kids = list(c.get_children())
+        if not kids or kids[0].kind == ci.CursorKind.TYPE_REF:
+            return   # T(0): a functional cast
+        refs = [x for x in self.walk(kids[0]) if x.kind == ci.CursorKind.OVERLOADED_DECL_REF]
+        name = refs[0].spelling if refs else (c.spelling or kids[0].spelling or "?")
+        if name in WARP_OPS or name in BARRIER_OPS:
+            raise _Fallback(f"{name} (warp operations and barriers with a value: fibers)")
+        if name in KNOWN_CALLS:
+            return
+        decls = [d for d in self.tu.cursor.get_children() if d.spelling == name and d.kind in (
+            ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE)] if refs else []
+        if not decls or any(d.location.file is None or d.location.file.name != SOURCE_NAME
+                            for d in decls):
+            raise _Fallback(f"a call of {name} that libclang cannot resolve (line "
+                            f"{c.location.line}; a helper from a header)")
+        for d in decls:
+            if d.hash not in seen:
+                seen.add(d.hash)
+                self._check_helper(d, seen)
 
     def _check_helper(self, fn, seen):
         """A helper function the kernel calls may not read threadIdx or synchronise (the
@@ -228,11 +281,14 @@ class _Splitter:
         if d is None:
             return
         for c in self.walk(d):
-            if c.kind == self.ci.CursorKind.DECL_REF_EXPR and \
+            if c.kind in (self.ci.CursorKind.DECL_REF_EXPR,
+                          self.ci.CursorKind.OVERLOADED_DECL_REF) and \
                     (c.spelling == "threadIdx" or c.spelling in SYNC_NAMES):
                 raise _Fallback(f"helper function {fn.spelling} uses {c.spelling}")
             if c.kind == self.ci.CursorKind.CALL_EXPR:
                 r = c.referenced
+                if r is None and self.templates:
+                    self._check_dependent_call(c, seen)
                 if r is not None and r.location.file is not None and \
                         r.location.file.name == SOURCE_NAME and r.hash not in seen:
                     seen.add(r.hash)
@@ -298,7 +354,7 @@ class _Splitter:
             self.same_stmt = {}
         region = counter[0]
         seen_return = False
-        for s in stmts:
+        for s in map(self._unwrap, stmts):
             if self._is_barrier_stmt(s):
                 counter[0] += 1
                 region = counter[0]
@@ -349,6 +405,15 @@ class _Splitter:
             for c in self.walk(s):
                 if c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None:
                     self.uses.setdefault(c.referenced.hash, set()).add(region)
+
+    def _unwrap(self, s):
+        """The for loop under `#pragma unroll` (libclang: an attributed statement holding it);
+        the pragma is a hint the emulator's compiler does not need."""
+        ci = self.ci
+        kids = list(s.get_children()) if s.kind == ci.CursorKind.UNEXPOSED_STMT else []
+        if len(kids) == 1 and kids[0].kind == ci.CursorKind.FOR_STMT:
+            return kids[0]
+        return s
 
     def _for_parts(self, s):
         """(header cursors, body cursor, body statements) of a for loop."""
@@ -407,7 +472,8 @@ class _Splitter:
                     continue
                 return False   # threadIdx, and anything else the prelude declares
             if r.kind in (ci.CursorKind.ENUM_CONSTANT_DECL, ci.CursorKind.FUNCTION_DECL,
-                          ci.CursorKind.FUNCTION_TEMPLATE):
+                          ci.CursorKind.FUNCTION_TEMPLATE,
+                          ci.CursorKind.TEMPLATE_NON_TYPE_PARAMETER):
                 continue
             if r.hash in allowed or r.hash in self.uniform:
                 continue
@@ -430,7 +496,8 @@ class _Splitter:
         ci = self.ci
         allowed = set(self.recompute) | {-1}
         for d in decls:
-            if d.hash in self.written or d.type.kind not in _SCALAR_KINDS:
+            if d.hash in self.written or (d.type.kind not in _SCALAR_KINDS and not (
+                    self.templates and d.type.kind == ci.TypeKind.UNEXPOSED)):
                 return False
             inits = [c for c in d.get_children() if c.kind.is_expression()]
             if not inits:
@@ -449,8 +516,8 @@ class _Splitter:
         return True
 
     def _uniform_decl(self, d):
-        if d.hash in self.written or d.type.kind == self.ci.TypeKind.CONSTANTARRAY:
-            return False
+        if d.hash in self.written or d.type.kind in _ARRAY_KINDS:
+            return False   # (a dependent array's size expression is no initializer)
         inits = [c for c in d.get_children() if c.kind.is_expression()]
         return bool(inits) and self._uniform_expr(inits[-1])
 
@@ -485,7 +552,7 @@ class _Splitter:
         level, each barrier-free run of statements as one thread loop."""
         ci = self.ci
         out, run = [], []
-        last_barrier = max((i for i, s in enumerate(stmts) if self._is_barrier_stmt(s) or
+        last_barrier = max((i for i, s in enumerate(map(self._unwrap, stmts)) if self._is_barrier_stmt(s) or
                             (s.kind == ci.CursorKind.FOR_STMT and self._has_barrier(s))),
                            default=-1)   # hoisted barrier-free loops end no region for return
 
@@ -497,7 +564,7 @@ class _Splitter:
                 out.append(self._thread_loop(run, final))
                 run.clear()
 
-        for i, s in enumerate(stmts):
+        for i, s in enumerate(map(self._unwrap, stmts)):
             if self._is_barrier_stmt(s):
                 flush(False)
                 out.append(f"/* __syncthreads() line {s.location.line} */")
@@ -505,7 +572,7 @@ class _Splitter:
             if self._is_shared_decl(s):
                 if not top:
                     raise _Fallback("a __shared__ declaration inside a loop with barriers")
-                self.shared_text.append(self.src(s))
+                out.append(self.src(s))   # in place: it may use a uniform local declared above
                 continue
             if self._split_loop(s):
                 flush(False)
@@ -685,11 +752,23 @@ class _Splitter:
             tname = t.spelling
             arrays.append(f"std::remove_cv_t<{tname}> tm_pt_{self._pt_name(h)}[tm_nt_]{dims};")
             size = d.type.get_size()
-            if size <= 0:
+            if size <= 0 and self.templates:
+                size = f"sizeof({tname}{dims})"   # a dependent type: known per instance
+            elif size <= 0:
                 raise _Fallback(f"{d.spelling}: the size of {d.type.spelling} is not known")
             sizes.append(size)
-        self.frame = frame = sum(sizes)
         fn = f"tm_split_{self.name}"
+        template = ""
+        if k.kind == ci.CursorKind.FUNCTION_TEMPLATE:
+            template = head[:m.start()]
+            template = template[:template.rfind(">") + 1].strip()
+            if not template.startswith("template"):
+                raise _Fallback("the kernel's template header was not understood")
+        self.frame = sum(x for x in sizes if isinstance(x, int))
+        frame = " + ".join(str(x) for x in sizes) or "0"
+        frame_decl = (f"{template} constexpr size_t tm_split_frame_{self.name} = {frame};"
+                      if template else
+                      f"static const size_t tm_split_frame_{self.name} = {frame};")
         return f"""
 #line 1 "tiledmm-split"
 #pragma GCC diagnostic push
@@ -716,15 +795,14 @@ class _Splitter:
 #define blockIdx tm_blockIdx_
 #define blockDim tm_bd_
 #define gridDim tm_gridDim_
-static const size_t tm_split_frame_{self.name} = {frame};
-static void {fn}({params})
+{frame_decl}
+{template} static void {fn}({params})
 {{
     const uint3 tm_blockIdx_ = tm_emu_tls.block_idx;
     const dim3 tm_bd_ = tm_emu_tls.block_dim, tm_gridDim_ = tm_emu_tls.grid_dim;
     const unsigned tm_nt_ = tm_bd_.x * tm_bd_.y * tm_bd_.z;
     volatile unsigned *const tm_tv_ = &tm_emu_tls.thread_idx.x;
     (void)tm_blockIdx_; (void)tm_gridDim_; (void)tm_nt_; (void)tm_tv_;
-    {' '.join(self.shared_text)}
     {' '.join(arrays)}
 {inner}
 }}
@@ -739,6 +817,48 @@ static void {fn}({params})
 """
 
 
+def registry_source(source, path):
+    """The emulator's text of a registry kernel file (cuda/*.cu, setup.py at build time): the
+    file as written, with each template kernel the transform applies to followed by its split
+    function template and `tm_with_split_<kernel>`, a variable template pairing each instance
+    with its split (emu/cuda_emu.h's tm_emu_split_kernel), which a macro then names as the
+    kernel for the rest of the file, so the launcher's tm_launch (cuda/common.h) takes the
+    thread loops. (text, {kernel: reason or ""}); kernels the transform refuses keep fibers."""
+    ci = _cindex()
+    if ci is None:
+        return source, {}
+    index = ci.Index.create()
+    tu = index.parse(SOURCE_NAME, args=["-x", "c++", "-std=c++17", "-nostdinc", "-nostdinc++",
+                                        "-include", "/tiledmm-split/p.h"],
+                     unsaved_files=[(SOURCE_NAME, _INCLUDE_RE.sub(
+                         lambda m: " " * len(m.group(0)), source)),
+                         ("/tiledmm-split/p.h", _BODY_PRELUDE)],
+                     options=ci.TranslationUnit.PARSE_INCOMPLETE)
+    names = sorted({c.spelling for c in _kernel_cursors(ci, tu.cursor) if c.is_definition()})
+    inserts, reasons = [], {}
+    for name in names:
+        plan = split_kernel(source, name, templates=True)
+        reasons[name] = plan.reason
+        if plan.text is None or not plan.template_args:
+            reasons[name] = plan.reason or "not a template (the registry's kernels are)"
+            continue
+        a = plan.template_args
+        header = plan.text[plan.text.index(" static void tm_split_"):]   # after the template
+        template = plan.text[plan.text.rindex("\ntemplate", 0, plan.text.index(header)) + 1:
+                             plan.text.index(header)].strip()
+        pair = (f"\n{template} inline const tm_emu_split_kernel<decltype(&{name}{a})> "
+                f"tm_with_split_{name} = {{&{name}{a}, &tm_split_{name}{a}, "
+                f"tm_split_frame_{name}{a}}};\n#define {name} tm_with_split_{name}\n")
+        line = source.count("\n", 0, plan.end) + 1
+        text = plan.text.replace(f'"{SOURCE_NAME}"', f'"{path}"')
+        inserts.append((plan.end, text + pair + f'#line {line} "{path}"\n'))
+    out = source
+    for end, text in sorted(inserts, reverse=True):
+        out = out[:end] + "\n" + text + out[end:]
+    return f'#line 1 "{path}"\n' + out, reasons
+
+
+_ARRAY_KINDS = set()    # filled from clang.cindex's TypeKind, when it loads
 _SCALAR_KINDS = set()   # filled below from clang.cindex's TypeKind, when it loads
 _VECTOR_TYPES = {"float2", "float3", "float4", "double2", "int2", "int3", "int4", "uint3",
                  "dim3"}
