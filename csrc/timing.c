@@ -311,6 +311,11 @@ int tm_execute(tm_job *job)
     }
     if (job->facts.launches > 0 && job->facts.func != NULL)
         TRY("querying launch facts", query_launch_facts(job));
+#ifdef TM_EMU
+    job->launch_path = job->facts.launches > 0 ? tm_emu_last_launch_path() : "";
+#else
+    job->launch_path = "";
+#endif
 
     if (job->out_on_device) {
         TRY("kernel execution", cudaDeviceSynchronize());

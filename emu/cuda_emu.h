@@ -401,14 +401,11 @@ template <typename... Params> struct tm_emu_split_kernel<void (*)(Params...)> {
 };
 
 // Whether registry launches may take the thread loops: TILEDMM_EMU_SPLIT=0 keeps the fibers
-// (read once, as for tm.compile kernels, where it is read at compile time).
+// (read at each launch, so that it can be changed between calls, as for tm.compile kernels).
 static inline bool tm_emu_registry_split_enabled()
 {
-    static const bool enabled = [] {
-        const char *v = getenv("TILEDMM_EMU_SPLIT");
-        return !(v && v[0] == '0' && v[1] == 0);
-    }();
-    return enabled;
+    const char *v = getenv("TILEDMM_EMU_SPLIT");
+    return !(v && v[0] == '0' && v[1] == 0);
 }
 
 // The largest per-block frame run as thread loops (barrier_split.MAX_FRAME; larger: fibers).

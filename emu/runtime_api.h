@@ -227,6 +227,10 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, const 
 /* ---- emulator extras ---- */
 /* Human-readable detail of the last failed launch on this host thread ("" if none). */
 const char *tm_emu_last_error_detail(void);
+/* How the last launch on this host thread ran its blocks: "thread loops" (a kernel split at
+ * its barriers, tiledmm/student/barrier_split.py), "fibers" (one per CUDA thread), "" before
+ * any launch. For Launch.path. */
+const char *tm_emu_last_launch_path(void);
 /* OS worker threads that run blocks (default: env TILEDMM_EMU_THREADS, else the CPUs this
  * process may run on). tm_emu_set_threads(n <= 0) restores the default. */
 int tm_emu_threads(void);

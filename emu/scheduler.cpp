@@ -929,9 +929,12 @@ long long clock64()
         .count();
 }
 
+static thread_local const char *tl_launch_path = "";   // tm_emu_last_launch_path
+
 static cudaError_t launch_impl(const void *func, void (*invoke)(void *), void *pack, dim3 grid,
                                dim3 block, size_t shared_bytes, bool whole_block)
 {
+    tl_launch_path = whole_block ? "thread loops" : "fibers";
     char buf[512];
     unsigned long long nthreads = (unsigned long long)block.x * block.y * block.z;
     if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z || block.x > (unsigned)kMaxBlockDim[0] ||
@@ -1109,6 +1112,8 @@ extern "C" int tm_emu_syncthreads_op(int op, int pred, const char *file, int lin
     if (b->n == 1) return op == 0 ? (int)(pred != 0) : (pred != 0);
     return syncthreads_fold(b, op, pred, file, line);
 }
+
+extern "C" const char *tm_emu_last_launch_path(void) { return tm_emu::tl_launch_path; }
 
 extern "C" int tm_emu_threads(void)
 {

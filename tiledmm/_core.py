@@ -62,8 +62,9 @@ class Launch:
     blocks_per_sm: int          # resident blocks per multiprocessor (CUDA occupancy API)
     occupancy: float            # resident threads / max threads per multiprocessor
     launches: int               # kernel launches per call (grid chunks, tree levels, ...)
-    # emu, tm.compile kernels: "thread loops" (split at its barriers, tiledmm/student/barrier_split.py)
-    # or "fibers" (one per CUDA thread), and why not split; "" elsewhere
+    # emu: "thread loops" (split at its barriers, tiledmm/student/barrier_split.py; registry
+    # kernels by setup.py) or "fibers" (one per CUDA thread); tm.compile kernels say why not
+    # split (path_reason); "" on cuda
     path: str = ""
     path_reason: str = ""
 
@@ -113,7 +114,8 @@ class Result:
         self.launch = Launch(
             grid=raw["grid"], block=raw["block"], shared_bytes=raw["shared_bytes"],
             registers=raw["registers"] or None, blocks_per_sm=raw["blocks_per_sm"],
-            occupancy=raw["occupancy"], launches=raw["launches"])
+            occupancy=raw["occupancy"], launches=raw["launches"],
+            path=raw.get("path", ""))
         self.flops = flops
         self.min_bytes = min_bytes          # inputs read once + output written once
         self.model_bytes = raw["model_bytes"]  # the lecture's traffic model for this kernel

@@ -1,0 +1,142 @@
+"""The registry's kernels split at their barriers on emu (issue 34): setup.py runs
+tiledmm/student/barrier_split.registry_source over cuda/*.cu, and tm_launch takes the thread
+loops for the instances it made. Which kernels take them, that `res.launch.path` says so, and
+that their results equal the fibers' (TILEDMM_EMU_SPLIT=0) bit for bit and NumPy's (float64,
+tolerance growing with K).
+
+Every launch here is a registry kernel on small problems; the emulator's own launch checks
+bound them (no kernel here loops on data)."""
+import os
+
+import numpy as np
+import pytest
+
+import tiledmm as tm
+from tiledmm.student.barrier_split import registry_source
+from tiledmm.student.kernel_source import _cindex
+
+pytestmark = pytest.mark.skipif(_cindex() is None, reason="libclang is not importable here")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+MATMUL_SPLIT = [("tiled", {"tile": 8}), ("tiled", {"tile": 16}), ("tiled", {"tile": 32}),
+                ("naive", {"block": 16}), ("naive_uncoalesced", {"block": 16}),
+                ("colmajor_b", {"corner": 1, "tile": 16}), ("colmajor_b", {"corner": 0, "tile": 16})]
+REDUCE_SPLIT = ["per_level", "single_block", "multi_pass", "shared"]
+# helpers from headers (tm_block_sum), helpers reading threadIdx, per-thread arrays of a
+# dependent size, barriers under a compile-time `if`: fibers
+KEEP_FIBERS = [("matmul", "coarse"), ("matmul", "regtile"), ("matmul", "fast"),
+               ("reduce", "shuffle"), ("reduce", "vectorized"), ("reduce", "first_add"),
+               ("reduce", "atomic")]
+
+
+def _both_paths(call):
+    """(result on the thread loops, result on fibers) of the same call."""
+    split = call()
+    os.environ["TILEDMM_EMU_SPLIT"] = "0"
+    try:
+        fibers = call()
+    finally:
+        del os.environ["TILEDMM_EMU_SPLIT"]
+    return split, fibers
+
+
+@pytest.mark.parametrize("kernel,params", MATMUL_SPLIT)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m,n,k", [(37, 53, 29), (64, 16, 100)])
+def test_matmul_kernels_run_as_thread_loops_with_the_fibers_bits(kernel, params, dtype, m, n, k):
+    rng = np.random.default_rng(m * 1000 + n * 10 + k)
+    A = rng.standard_normal((m, k)).astype(dtype)
+    B = rng.standard_normal((k, n)).astype(dtype)
+    split, fibers = _both_paths(lambda: tm.matmul(A, B, kernel=kernel, backend="emu", warmup=0,
+                                                  repeat=1, **params))
+    assert split.launch.path == "thread loops" and fibers.launch.path == "fibers"
+    np.testing.assert_array_equal(split.out, fibers.out)
+    ref = A.astype(np.float64) @ B.astype(np.float64)
+    eps = np.finfo(dtype).eps
+    np.testing.assert_allclose(split.out, ref, rtol=0, atol=4 * eps * k * np.abs(ref).max() + eps)
+
+
+@pytest.mark.parametrize("kernel", REDUCE_SPLIT)
+@pytest.mark.parametrize("n", [1, 1000, 70001])
+def test_reductions_run_as_thread_loops_with_the_fibers_bits(kernel, n):
+    x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+    split, fibers = _both_paths(lambda: tm.reduce(x, kernel=kernel, backend="emu", warmup=0,
+                                                  repeat=1))
+    assert split.launch.path == "thread loops" and fibers.launch.path == "fibers"
+    assert split.out.tobytes() == fibers.out.tobytes()
+    ref = x.astype(np.float64).sum()
+    assert abs(float(split.out) - ref) <= 1e-6 * np.log2(n + 1) * np.abs(x).sum() + 1e-6
+
+
+@pytest.mark.parametrize("family,kernel", KEEP_FIBERS)
+def test_kernels_the_transform_refuses_keep_the_fibers(family, kernel):
+    rng = np.random.default_rng(7)
+    if family == "matmul":
+        A, B = (rng.standard_normal((40, 40)).astype(np.float32) for _ in range(2))
+        res = tm.matmul(A, B, kernel=kernel, backend="emu", warmup=0, repeat=1)
+        ref = A.astype(np.float64) @ B.astype(np.float64)
+        np.testing.assert_allclose(res.out, ref, rtol=0, atol=1e-5 * 40 * np.abs(ref).max())
+    else:
+        x = rng.standard_normal(5000).astype(np.float32)
+        res = tm.reduce(x, kernel=kernel, backend="emu", warmup=0, repeat=1)
+        assert abs(float(res.out) - x.astype(np.float64).sum()) <= 1e-4 * np.abs(x).sum()
+    assert res.launch.path == "fibers"
+
+
+def test_profile_counts_come_from_the_fibers_build_on_either_path():
+    """profile=True counts in tiledmm._emu_profile, built without the split (its counts are
+    the fibers' own); the timed launch beside it may take the thread loops."""
+    A = np.random.default_rng(3).standard_normal((48, 40)).astype(np.float32)
+    split, fibers = _both_paths(lambda: tm.matmul(A, A.T.copy(), kernel="tiled", tile=16,
+                                                  backend="emu", profile=True, warmup=0,
+                                                  repeat=1))
+    assert split.launch.path == "thread loops" and fibers.launch.path == "fibers"
+    assert repr(split.profile) == repr(fibers.profile) and "global" in repr(split.profile)
+
+
+def _reasons(path):
+    with open(os.path.join(ROOT, path)) as f:
+        return registry_source(f.read(), path)[1]
+
+
+def test_registry_source_splits_the_tiled_template_and_names_each_instance():
+    with open(os.path.join(ROOT, "cuda", "matmul_tiled.cu")) as f:
+        text, reasons = registry_source(f.read(), "cuda/matmul_tiled.cu")
+    assert reasons == {"matmul_tiled_kernel": ""}
+    assert "template <typename T, int TILE, typename Index> static void " \
+           "tm_split_matmul_tiled_kernel(" in text
+    assert "tm_with_split_matmul_tiled_kernel = {&matmul_tiled_kernel<T, TILE, Index>, " \
+           "&tm_split_matmul_tiled_kernel<T, TILE, Index>" in text
+    assert text.startswith('#line 1 "cuda/matmul_tiled.cu"')
+
+
+@pytest.mark.parametrize("path,kernel,reason", [
+    ("cuda/reduce_shuffle.cu", "reduce_shuffle_kernel", "tm_block_sum that libclang cannot resolve"),
+    ("cuda/reduce_steps.cu", "reduce_step_kernel", "load_per_thread uses threadIdx"),
+    ("cuda/matmul_coarse.cu", "matmul_coarse_kernel", "per-thread variable of type T[COARSEN]"),
+])
+def test_registry_source_says_why_a_kernel_keeps_the_fibers(path, kernel, reason):
+    assert reason in _reasons(path)[kernel]
+
+
+WARP_HELPER = r"""
+template <typename T> __device__ T lane_sum(T v)
+{
+    for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
+    return v;
+}
+template <typename T>
+__global__ void k(const T *x, T *out)
+{
+    __shared__ T s[32];
+    s[threadIdx.x % 32] = x[threadIdx.x];
+    __syncthreads();
+    out[threadIdx.x] = lane_sum(s[threadIdx.x % 32]);
+}
+"""
+
+
+def test_a_dependent_call_of_a_helper_with_shuffles_keeps_the_fibers():
+    text, reasons = registry_source(WARP_HELPER, "cuda/x.cu")
+    assert "__shfl_down_sync" in reasons["k"] and "tm_split_k" not in text
