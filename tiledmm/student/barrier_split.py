@@ -17,8 +17,13 @@ than stored, so the compiler sees them as affine in the thread index.
 Everything else keeps the fibers (the kernel says why, `SplitPlan.reason`): barriers under an
 `if`, a `while` or a loop with a thread-dependent header (the fibers report divergence there as
 before), `__syncthreads_count/and/or`, warp operations (shuffles, votes, __syncwarp), `goto`,
-`asm`, a `return` before a barrier, `break`/`continue` that would leave a thread loop, templates,
-helper functions that read threadIdx or synchronise, and any source libclang cannot read.
+`asm`, a `return` before a barrier, `break`/`continue` that would leave a thread loop, templates
+(tm.compile), helper functions that read threadIdx or synchronise, and any source libclang
+cannot read.
+
+The registry's own kernels (cuda/*.cu, templates) go through `registry_source` at build time
+(setup.py, tiledmm._emu only): each split becomes a function template beside its kernel, and
+`tm_with_split_<kernel>` pairs every instance with its split for tm_launch (cuda/common.h).
 
 The split function is compiled beside the original kernel: only plain launches use it (check
 mode and profile mode build the kernel without it, so their reports and counts are the fibers'
