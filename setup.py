@@ -20,6 +20,8 @@ Environment:
   CUDA_HOME           where the CUDA toolkit is (default: from nvcc on PATH, /usr/local/cuda)
 """
 import glob
+import importlib
+import importlib.util
 import os
 import runpy
 import shutil
@@ -59,8 +61,6 @@ SPLIT_SOURCES = [os.path.join("tiledmm", "student", f) for f in
 def load_barrier_split():
     """tiledmm/student/barrier_split.py, or None where it cannot load (then every registry
     kernel keeps its fibers)."""
-    import importlib
-    import importlib.util
     name = "_tiledmm_build_student"
     try:
         if name not in sys.modules:
