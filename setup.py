@@ -291,18 +291,18 @@ class BuildExt(build_ext):
 
     def _nvcc_command(self, src, obj):
         return [os.path.join(self.cuda_home, "bin", "nvcc"), "-std=c++17", "-O3", "-lineinfo",
-                "-Xcompiler", "-fPIC", "-Icuda", "-Icsrc", *kernel_nvcc_flags(src), "-c", src,
+                "-Xcompiler", "-fPIC", "-Icuda", "-Itiledmm/include", "-Icsrc", *kernel_nvcc_flags(src), "-c", src,
                 "-o", obj]
 
     def _emu_command(self, src, obj, extra=()):
         flags = [f for f in EMU_FLAGS if f != "-fopenmp" or self._openmp()]
         return [os.environ.get("CXX", "g++"), *flags, "-Wall", "-Wno-unknown-pragmas", "-Icsrc",
-                "-Icuda", "-Iemu", *(extra or emu_asan_flags()), "-c", src, "-o", obj]
+                "-Icuda", "-Itiledmm/include", "-Iemu", *(extra or emu_asan_flags()), "-c", src, "-o", obj]
 
 
 class BuildPy(build_py):
-    """Ship the kernel dialect (cuda/common.h, cuda/registry.h, and cuda/kernel_dialect.h, which
-    the prelude includes) and the emulator's headers and runtime sources (emu/, emu/profile/)
+    """Ship the kernel dialect (cuda/common.h and cuda/registry.h; the macros they share with the
+    prelude, kernel_dialect.h, live in tiledmm/include already) and the emulator's headers and runtime sources (emu/, emu/profile/)
     inside the package, as tiledmm/include, so that tm.compile can build a user's kernel for the
     emulator from an installed copy (an editable install reads them from the source tree
     instead)."""
@@ -310,7 +310,7 @@ class BuildPy(build_py):
     def run(self):
         super().run()
         include = os.path.join(self.build_lib, "tiledmm", "include")
-        dialect = ["cuda/common.h", "cuda/registry.h", "cuda/kernel_dialect.h"]
+        dialect = ["cuda/common.h", "cuda/registry.h"]
         shipped = [(f, "") for f in dialect] + [
             (f, "emu") for f in sorted(glob.glob("emu/*.h") + glob.glob("emu/*.cpp"))] + [
             (f, os.path.join("emu", "profile")) for f in PROFILE_SOURCES]   # profile=True builds
@@ -321,7 +321,7 @@ class BuildPy(build_py):
 
 GLUE_ARGS = dict(
     sources=GLUE_SOURCES,
-    include_dirs=["csrc", "cuda", "emu", numpy.get_include()],
+    include_dirs=["csrc", "cuda", "tiledmm/include", "emu", numpy.get_include()],
     # OpenMP: the emulator's blocks, and the multi-threaded copies into pinned staging buffers
     extra_compile_args=["-std=c11", "-O2", "-fopenmp"],
     language="c++",  # link with the C++ driver: the kernel objects are C++

@@ -346,45 +346,45 @@ static inline cudaError_t cudaMemcpyFromSymbol(void *dst, const T &symbol, size_
 }
 
 // ---- launch: runs the whole grid synchronously; returns the launch's error ----
+// Packs the arguments as the kernel's own parameter types and hands `fn` (the kernel, or its
+// split) to one of the scheduler's two entries; `kernel` names the launch (its attributes,
+// its reports).
+template <typename... Params, typename... Args>
+static inline cudaError_t tm_emu_launch_via(decltype(&tm_emu::launch) entry, void (*kernel)(Params...),
+                                            void (*fn)(Params...), dim3 grid, dim3 block,
+                                            size_t shared_bytes, Args... args)
+{
+    static_assert(sizeof...(Params) == sizeof...(Args), "kernel argument count mismatch");
+    typedef std::tuple<std::decay_t<Params>...> Tuple;
+    struct Pack {
+        void (*k)(Params...);
+        Tuple a;
+    };
+    Pack pack{fn, Tuple(args...)};
+    return entry(reinterpret_cast<const void *>(kernel),
+                 [](void *p) {
+                     Pack *pk = static_cast<Pack *>(p);
+                     std::apply(pk->k, pk->a);
+                 },
+                 &pack, grid, block, shared_bytes);
+}
+
+// One fiber per thread.
 template <typename... Params, typename... Args>
 static inline cudaError_t tm_emu_launch(void (*kernel)(Params...), dim3 grid, dim3 block,
                                         size_t shared_bytes, Args... args)
 {
-    static_assert(sizeof...(Params) == sizeof...(Args), "kernel argument count mismatch");
-    typedef std::tuple<std::decay_t<Params>...> Tuple;
-    struct Pack {
-        void (*k)(Params...);
-        Tuple a;
-    };
-    Pack pack{kernel, Tuple(args...)};
-    return tm_emu::launch(reinterpret_cast<const void *>(kernel),
-                          [](void *p) {
-                              Pack *pk = static_cast<Pack *>(p);
-                              std::apply(pk->k, pk->a);
-                          },
-                          &pack, grid, block, shared_bytes);
+    return tm_emu_launch_via(&tm_emu::launch, kernel, kernel, grid, block, shared_bytes, args...);
 }
 
 // The same launch of a kernel split at its barriers (tiledmm/student/barrier_split.py): `block_fn`,
-// with the kernel's parameters, runs one whole block per call; `kernel` names the launch (its
-// attributes, its reports).
+// with the kernel's parameters, runs one whole block per call.
 template <typename... Params, typename... Args>
 static inline cudaError_t tm_emu_launch_blocks(void (*kernel)(Params...), void (*block_fn)(Params...),
                                                dim3 grid, dim3 block, size_t shared_bytes, Args... args)
 {
-    static_assert(sizeof...(Params) == sizeof...(Args), "kernel argument count mismatch");
-    typedef std::tuple<std::decay_t<Params>...> Tuple;
-    struct Pack {
-        void (*k)(Params...);
-        Tuple a;
-    };
-    Pack pack{block_fn, Tuple(args...)};
-    return tm_emu::launch_whole_blocks(reinterpret_cast<const void *>(kernel),
-                          [](void *p) {
-                              Pack *pk = static_cast<Pack *>(p);
-                              std::apply(pk->k, pk->a);
-                          },
-                          &pack, grid, block, shared_bytes);
+    return tm_emu_launch_via(&tm_emu::launch_whole_blocks, kernel, block_fn, grid, block,
+                             shared_bytes, args...);
 }
 
 // A registry kernel paired with its split at barriers (setup.py runs

@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 EMU_SRC = sorted((ROOT / "emu").glob("*.cpp"))
 TEST_SRC = ROOT / "tests" / "emu"
 CXX = os.environ.get("CXX", "g++")
-COMPILE = [*EMU_FLAGS, "-I" + str(ROOT / "emu"), "-I" + str(ROOT / "cuda")]
+COMPILE = [*EMU_FLAGS, "-I" + str(ROOT / "emu"), "-I" + str(ROOT / "cuda"),
+           "-I" + str(ROOT / "tiledmm" / "include")]
 ASAN = ["-fsanitize=address", "-fsanitize-recover=address", "-fno-omit-frame-pointer"]
 ASAN_WANTED = os.environ.get("TILEDMM_EMU_ASAN") == "1"
 

@@ -1,5 +1,5 @@
 """The kernel headers' rooms (issue 33): the dialect macros shared by the registry's kernels and
-the prelude live in one header (cuda/kernel_dialect.h); the prelude is small and brings check
+the prelude live in one header (tiledmm/include/kernel_dialect.h); the prelude is small and brings check
 mode's runtime (tiledmm_check.h) only into check-mode compiles; the emulator is its own floor
 (emu/), which the kernels and the glue include, and which includes neither."""
 import glob
@@ -26,11 +26,11 @@ def test_dialect_macros_are_defined_in_one_header():
     sources = _headers("cuda/*.h", "cuda/*.cu", "csrc/*.[ch]", "emu/**/*.[ch]*",
                        "tiledmm/include/**/*.h")
     ceil_div = [p for p in sources if re.search(r"\btm_ceil_div\s*\(\s*long long", open(p).read())]
-    assert [os.path.relpath(p, ROOT) for p in ceil_div] == ["cuda/kernel_dialect.h"]
+    assert [os.path.relpath(p, ROOT) for p in ceil_div] == ["tiledmm/include/kernel_dialect.h"]
     first = [p for p in sources
              if re.search(r"^#define TM_DYNAMIC_SHARED\(", open(p).read(), re.M)
              and "#undef TM_DYNAMIC_SHARED" not in open(p).read()]
-    assert [os.path.relpath(p, ROOT) for p in first] == ["cuda/kernel_dialect.h"]
+    assert [os.path.relpath(p, ROOT) for p in first] == ["tiledmm/include/kernel_dialect.h"]
     for includer in ("cuda/common.h", "tiledmm/include/tiledmm_kernel.h"):
         assert '#include "kernel_dialect.h"' in open(os.path.join(ROOT, includer)).read()
 

@@ -32,8 +32,7 @@ def package_files():
 
 def shipped_runtime_sources():
     """What setup.py's build_py copies into tiledmm/include for tm.compile and profile mode."""
-    return ({"tiledmm/include/common.h", "tiledmm/include/registry.h",
-             "tiledmm/include/kernel_dialect.h"}
+    return ({"tiledmm/include/common.h", "tiledmm/include/registry.h"}
             | {f"tiledmm/include/emu/{os.path.basename(f)}"
                for f in glob.glob(os.path.join(ROOT, "emu", "*.[hc]*"))}
             | {f"tiledmm/include/emu/profile/{os.path.basename(f)}"

@@ -3,7 +3,8 @@
 // share. Small and self-contained on purpose: the prelude must not include cuda/common.h (the
 // registry's names M, N, K would meet a student's -DN=64). It includes nothing: under TM_EMU
 // its includer has included the emulator's cuda_emu.h first; otherwise the compiler is nvcc or
-// NVRTC, whose built-ins it uses. setup.py's build_py copies it into tiledmm/include, and
+// NVRTC, whose built-ins it uses. It lives in tiledmm/include (package data, one path in a
+// checkout and an installed copy); the registry's builds add -Itiledmm/include, and
 // tiledmm/student/compile_nvrtc.py hands it to NVRTC by name.
 #pragma once
 

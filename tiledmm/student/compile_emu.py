@@ -218,15 +218,11 @@ extern "C" __attribute__((visibility("default"))) int tm_user_launch(
 def prelude_text():
     """tiledmm's prelude as the compilers see it (part of every cache key): the prelude, the
     dialect macros it includes, check mode's runtime and the fault report."""
-    includes = _headers()[0]
-    return "".join(open(os.path.join(HERE, "include", h)).read()
-                   for h in ("tiledmm_kernel.h", "tiledmm_check.h", "tiledmm_fault.h")) + \
-        "".join(open(p).read() for p in _first_found(includes, "kernel_dialect.h"))
-
-
-def _first_found(includes, name):
-    """[the first of includes/name that exists] (empty when none does)."""
-    return [p for p in (os.path.join(d, name) for d in includes) if os.path.exists(p)][:1]
+    text = []
+    for name in ("tiledmm_kernel.h", "kernel_dialect.h", "tiledmm_check.h", "tiledmm_fault.h"):
+        with open(os.path.join(HERE, "include", name)) as f:
+            text.append(f.read())
+    return "".join(text)
 
 
 def _profile_hooks_source(includes):

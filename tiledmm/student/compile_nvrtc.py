@@ -136,17 +136,13 @@ def load_cuda(artifact):
 
 def prelude_headers():
     """The headers NVRTC is given by name, as (name, text) pairs: the prelude and the dialect
-    macros it includes (cuda/kernel_dialect.h: tiledmm/include's copy when installed, else the
-    source tree's). NVRTC skips the prelude's emulator and check-mode includes (TM_EMU)."""
-    with open(os.path.join(HERE, "include", "tiledmm_kernel.h")) as f:
-        prelude = f.read()
-    for path in (os.path.join(HERE, "include", "kernel_dialect.h"),
-                 os.path.join(os.path.dirname(HERE), "cuda", "kernel_dialect.h")):
-        if os.path.exists(path):
-            with open(path) as f:
-                return (("tiledmm_kernel.h", prelude), ("kernel_dialect.h", f.read()))
-    raise RuntimeError("tiledmm's kernel_dialect.h is not installed (tiledmm/include); "
-                       "reinstall tiledmm")
+    macros it includes (tiledmm/include/kernel_dialect.h). NVRTC skips the prelude's emulator
+    and check-mode includes (TM_EMU)."""
+    headers = []
+    for name in ("tiledmm_kernel.h", "kernel_dialect.h"):
+        with open(os.path.join(HERE, "include", name)) as f:
+            headers.append((name, f.read()))
+    return tuple(headers)
 
 
 def _nvrtc_compile(lib, text, name, headers, options, cubin):

@@ -166,17 +166,9 @@ def compile_policy(scratch, read=(), *, memory_bytes=4 * GiB, cpu_seconds=600):
                   memory_bytes=memory_bytes, cpu_seconds=cpu_seconds)
 
 
-def _dialect_header():
-    """The kernel dialect's macros, which NVRTC compiles in the worker read (compile_nvrtc's
-    prelude_headers): tiledmm/include's copy when installed, from a checkout cuda/'s, the one
-    file of cuda/ a worker may read (the registry's kernel sources stay out of its reach)."""
-    path = os.path.join(PACKAGE_PARENT, "cuda", "kernel_dialect.h")
-    return (path,) if os.path.isfile(path) else ()
-
-
 def run_policy(scratch, read=(), devices=False, *, memory_bytes=None):
     """A child that runs student code: what it loads readable, `scratch` writable, no exec."""
-    return Policy(read=tuple(read) + _python_paths() + _dialect_header(), write=(scratch,),
+    return Policy(read=tuple(read) + _python_paths(), write=(scratch,),
                   devices=devices,
                   memory_bytes=memory_bytes)
 
