@@ -237,21 +237,29 @@ class _Splitter:
             if kind == ci.CursorKind.LAMBDA_EXPR:
                 raise _Fallback("a lambda")
             if kind == ci.CursorKind.CALL_EXPR:
-                if c.spelling in WARP_OPS:
-                    raise _Fallback(f"warp operation {c.spelling} (32-lane semantics: fibers)")
-                if c.spelling in BARRIER_OPS:
-                    raise _Fallback(f"{c.spelling} (a barrier with a value: fibers)")
-                ref = c.referenced
-                if ref is None and self.templates:
-                    self._check_dependent_call(c, seen_funcs)
-                if ref is not None and ref.location.file is not None and \
-                        ref.location.file.name == SOURCE_NAME and ref.hash not in seen_funcs:
-                    seen_funcs.add(ref.hash)
-                    self._check_helper(ref, seen_funcs)
+                self._check_call(c, seen_funcs)
             if kind in (ci.CursorKind.DECL_REF_EXPR, ci.CursorKind.OVERLOADED_DECL_REF) and \
                     c.spelling in SYNC_NAMES and \
                     c.spelling != "__syncthreads":
                 raise _Fallback(f"{c.spelling}")
+
+    def _check_call(self, c, seen, helper=None):
+        """A call in the kernel or in `helper`, a function it calls: warp operations and
+        barriers with a value keep the fibers; a call libclang leaves unresolved (templates) is
+        checked by name; a function the kernel's file defines is checked as a helper, once
+        (`seen`: hashes of the functions checked so far). In a helper, the name it refers to
+        is checked by _check_helper (which says the helper's name)."""
+        if helper is None and c.spelling in WARP_OPS:
+            raise _Fallback(f"warp operation {c.spelling} (32-lane semantics: fibers)")
+        if helper is None and c.spelling in BARRIER_OPS:
+            raise _Fallback(f"{c.spelling} (a barrier with a value: fibers)")
+        ref = c.referenced
+        if ref is None and self.templates:
+            self._check_dependent_call(c, seen)
+        if ref is not None and ref.location.file is not None and \
+                ref.location.file.name == SOURCE_NAME and ref.hash not in seen:
+            seen.add(ref.hash)
+            self._check_helper(ref, seen)
 
     def _check_dependent_call(self, c, seen):
         """A call in a template that libclang leaves unresolved until instantiation: `T(0)` (a
@@ -291,13 +299,7 @@ class _Splitter:
                     (c.spelling == "threadIdx" or c.spelling in SYNC_NAMES):
                 raise _Fallback(f"helper function {fn.spelling} uses {c.spelling}")
             if c.kind == self.ci.CursorKind.CALL_EXPR:
-                r = c.referenced
-                if r is None and self.templates:
-                    self._check_dependent_call(c, seen)
-                if r is not None and r.location.file is not None and \
-                        r.location.file.name == SOURCE_NAME and r.hash not in seen:
-                    seen.add(r.hash)
-                    self._check_helper(r, seen)
+                self._check_call(c, seen, helper=fn)
 
     def _find_writes(self, body):
         """Variables assigned, incremented or whose address is taken anywhere in the body."""
