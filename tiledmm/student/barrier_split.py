@@ -1,4 +1,409 @@
-"""Splitting a kernel at its barriers (issue 34, design 1): the public entry points, for now
-those of split_analysis (moved there by this commit; the next one splits analysis from text)."""
-from .split_analysis import (MAX_FRAME, SplitPlan, _cindex, registry_source,  # noqa: F401
-                             split_kernel)
+"""Splitting a kernel at its barriers (issue 34, design 1): a source transform that runs a whole
+block of a `tm.compile` kernel as loops over its threads, instead of one fiber per CUDA thread.
+
+The kernel's body is cut at each top-level `__syncthreads();` into barrier-free regions; each
+region becomes `for z, y, x over the block: { threadIdx = (x, y, z); region }`, so a barrier is
+the end of one loop and the start of the next, and the compiler sees several threads' arithmetic
+side by side. Local variables that one region declares and another uses become per-thread
+arrays (one element per thread of the block, on the OS thread's stack). A `for` loop that holds
+barriers stays outside the thread loops when its header is block-uniform: it reads only
+parameters the kernel never writes, blockIdx, blockDim, gridDim, constants, its own variable,
+and locals of that kind (the tile loop); its body is split the same way. A barrier-free `for`
+loop of that kind also goes outside the thread loops (interchange: `for k { for threads {
+sum += As[ty][k] * Bs[k][tx]; } }`, which g++ vectorises across threads), and locals computed
+only from threadIdx and uniform values (tx, row, col) are recomputed in each thread loop rather
+than stored, so the compiler sees them as affine in the thread index.
+
+Everything else keeps the fibers (the kernel says why, `SplitPlan.reason`): barriers under an
+`if`, a `while` or a loop with a thread-dependent header (the fibers report divergence there as
+before), `__syncthreads_count/and/or`, warp operations (shuffles, votes, __syncwarp), `goto`,
+`asm`, a `return` before a barrier, `break`/`continue` that would leave a thread loop, templates
+(tm.compile), helper functions that read threadIdx or synchronise, and any source libclang
+cannot read.
+
+The registry's own kernels (cuda/*.cu, templates) go through `registry_source` at build time
+(setup.py, tiledmm._emu only): each split becomes a function template beside its kernel, and
+`tm_with_split_<kernel>` pairs every instance with its split for tm_launch (cuda/common.h).
+
+The split function is compiled beside the original kernel: only plain launches use it (check
+mode and profile mode build the kernel without it, so their reports and counts are the fibers'
+own). The launcher picks it at run time (tm_emu_launch_blocks) when the block's per-thread arrays
+fit in MAX_FRAME bytes; otherwise the same launch runs on fibers. benchmarks/emu_notes.md has
+the figures. split_analysis.py holds the analysis (what is uniform, live, recomputed, and the
+checks that keep the fibers); this module writes the text and is the transform's public face.
+"""
+import re
+from dataclasses import dataclass
+
+from .kernel_diagnostics import SOURCE_NAME
+from .kernel_source import _cindex, emu_dialect, split_top_level
+from .split_analysis import (MAX_FRAME, PURE_CALLS, KernelAnalysis, _Fallback,  # noqa: F401
+                             kernel_names)
+
+
+@dataclass
+class SplitPlan:
+    """The transform's answer for one kernel: `text` (C++ appended after the user's source:
+    the split function and its frame size) or None, and `reason` (why the kernel keeps its
+    fibers; "" when split). `regions`: barrier-free regions made. `frame`: bytes of per-thread
+    arrays per CUDA thread."""
+    text: object
+    reason: str
+    regions: int = 0
+    frame: int = 0      # bytes of per-thread arrays per thread of the block
+    end: int = -1       # offset just past the kernel's definition (registry_source inserts there)
+    template_args: str = ""   # "<T, TILE, Index>" of a template kernel
+
+
+def split_kernel(source, name, define_lines=(), templates=False):
+    """SplitPlan for kernel `name` of `source` (the user's text as written; the emulator's
+    dialect is applied here, as full_source does)."""
+    ci = _cindex()
+    if ci is None:
+        return SplitPlan(None, "libclang is not available")
+    text = source if templates else emu_dialect(source)
+    try:
+        analysis = KernelAnalysis(ci, text, name, define_lines, templates)
+        analysis.analyse()
+        return _Emitter(analysis).plan()
+    except _Fallback as exc:
+        return SplitPlan(None, str(exc))
+
+
+class _Emitter:
+    """The split function's text, from a kernel's analysis (split_analysis.KernelAnalysis)."""
+
+    def __init__(self, analysis):
+        self.a = analysis
+        self.ci, self.name, self.templates = analysis.ci, analysis.name, analysis.templates
+        self.data, self.src, self.walk = analysis.data, analysis.src, analysis.walk
+        self.n_regions = 0   # barrier-free regions made
+        self.frame = 0       # bytes of per-thread arrays per thread (those known here)
+
+    def plan(self):
+        a = self.a
+        out = self._emit_seq(a.stmts, top=True)
+        return SplitPlan(self._function(a.kernel, a.body, out), "", self.n_regions, self.frame,
+                         a.kernel.extent.end.offset, a.template_args)
+
+    def _emit_seq(self, stmts, top):
+        """C++ for a statement list: shared declarations hoisted, uniform parts at the block
+        level, each barrier-free run of statements as one thread loop."""
+        ci = self.ci
+        out, run = [], []
+        last_barrier = max((i for i, s in enumerate(map(self.a.unwrap, stmts))
+                            if self.a.is_barrier_stmt(s) or
+                            (s.kind == ci.CursorKind.FOR_STMT and self.a.has_barrier(s))),
+                           default=-1)   # hoisted barrier-free loops end no region for return
+
+        def flush(final):
+            if run:
+                if not final and any(c.kind == ci.CursorKind.RETURN_STMT for r in run
+                                     for c in self.walk(r)):
+                    raise _Fallback(f"return before a barrier (line {run[0].location.line})")
+                out.append(self._thread_loop(run, final))
+                run.clear()
+
+        for i, s in enumerate(map(self.a.unwrap, stmts)):
+            if self.a.is_barrier_stmt(s):
+                flush(False)
+                out.append(f"/* __syncthreads() line {s.location.line} */")
+                continue
+            if self.a.is_shared_decl(s):
+                if not top:
+                    raise _Fallback("a __shared__ declaration inside a loop with barriers")
+                out.append(self.src(s))   # in place: it may use a uniform local declared above
+                continue
+            if self.a.split_loop(s):
+                flush(False)
+                header, body, inner = self.a.for_parts(s)
+                head = self.data[s.extent.start.offset:body.extent.start.offset].decode()
+                out.append(head + "{\n" + self._emit_seq(inner, False) + "\n}")
+                continue
+            if s.kind == ci.CursorKind.DECL_STMT and \
+                    any(d.hash in self.a.recompute for d in self.a.var_decls(s)):
+                continue   # emitted where used (_thread_loop)
+            if s.kind == ci.CursorKind.DECL_STMT and top and \
+                    any(d.hash in self.a.uniform for d in self.a.var_decls(s)):
+                flush(False)
+                out.append(self.src(s))
+                continue
+            run.append(s)
+            self._check_region_stmt(s, final=top and i > last_barrier)
+        flush(top)
+        return "\n".join(out)
+
+    def _check_region_stmt(self, s, final):
+        """return only after the last barrier; break/continue only inside their own loop."""
+        ci = self.ci
+        loops = (ci.CursorKind.FOR_STMT, ci.CursorKind.WHILE_STMT, ci.CursorKind.DO_STMT,
+                 ci.CursorKind.CXX_FOR_RANGE_STMT)
+
+        def visit(c, depth_loop, depth_switch):
+            if c.kind == ci.CursorKind.RETURN_STMT and not final:
+                raise _Fallback(f"return before a barrier (line {c.location.line})")
+            if c.kind == ci.CursorKind.CONTINUE_STMT and depth_loop == 0:
+                raise _Fallback(f"continue of a loop with barriers (line {c.location.line})")
+            if c.kind == ci.CursorKind.BREAK_STMT and depth_loop == 0 and depth_switch == 0:
+                raise _Fallback(f"break of a loop with barriers (line {c.location.line})")
+            for k in c.get_children():
+                visit(k, depth_loop + (c.kind in loops), depth_switch +
+                      (c.kind == ci.CursorKind.SWITCH_STMT))
+        visit(s, 0, 0)
+
+    def _stmt_text(self, s, label):
+        """A region statement's text, with declarations of per-thread variables turned into
+        assignments to this thread's element, and return into a jump to the next thread."""
+        ci = self.ci
+        if s.kind == ci.CursorKind.DECL_STMT:
+            decls = self.a.var_decls(s)
+            if any(d.hash in self.a.live_types for d in decls):
+                return " ".join(self._decl_assign(s, d, part) for d, part in
+                                zip(decls, self._declarators(s, decls)))
+        return self._text_with_returns(s, label)
+
+    def _declarators(self, s, decls):
+        """The declarator texts of a declaration (`a = 1`, `*p = q`, `acc[4]`)."""
+        start = decls[0].location.offset
+        text = self.data[start:s.extent.end.offset].decode().rstrip().rstrip(";")
+        parts = split_top_level(text)
+        if len(parts) != len(decls):
+            raise _Fallback(f"a declaration not understood (line {s.location.line})")
+        return parts
+
+    def _decl_assign(self, s, d, part):
+        """One declarator of a per-thread variable as an assignment to this thread's element."""
+        eq = _top_level_eq(part)
+        if eq < 0:
+            if re.search(r"[({]", part):
+                raise _Fallback(f"an initializer form not handled (line {s.location.line})")
+            return f"/* {d.spelling}: per-thread */"
+        init = part[eq + 1:].strip()
+        if d.type.kind == self.ci.TypeKind.CONSTANTARRAY:
+            return (f"{{ std::remove_cv_t<std::remove_reference_t<decltype({d.spelling})>>"
+                    f" tm_init_ = {init}; std::memcpy(&{d.spelling}, &tm_init_, "
+                    f"sizeof tm_init_); }}")
+        return f"{d.spelling} = {init};"
+
+    def _text_with_returns(self, s, label):
+        ci = self.ci
+        base = s.extent.start.offset
+        text = self.src(s)
+        edits = []
+        for c in self.walk(s):
+            if c.kind == ci.CursorKind.RETURN_STMT:
+                edits.append((c.extent.start.offset - base, c.extent.end.offset - base))
+        for a, b in sorted(edits, reverse=True):
+            text = text[:a] + "goto " + label + text[b:]
+        return text
+
+    def _thread_loop(self, stmts, final):
+        self.n_regions += 1
+        used = set()
+        for s in stmts:
+            for c in self.walk(s):
+                if c.kind == self.ci.CursorKind.DECL_REF_EXPR and \
+                        c.referenced is not None and c.referenced.hash in self.a.live_types:
+                    used.add(c.referenced.hash)
+            if s.kind == self.ci.CursorKind.DECL_STMT:
+                used |= {d.hash for d in self.a.var_decls(s) if d.hash in self.a.live_types}
+        refs = "".join(f"auto &{self.a.live_types[h].spelling} = tm_r_{self._pt_name(h)}[tm_x_]; "
+                       for h in sorted(used, key=lambda h: self._pt_name(h)))
+        need = {c.referenced.hash for s in stmts for c in self.walk(s)
+                if c.kind == self.ci.CursorKind.DECL_REF_EXPR and c.referenced is not None
+                and c.referenced.hash in self.a.recompute}
+        decls = {}
+        while need:
+            h = need.pop()
+            d = self.a.recompute[h]
+            if d.hash not in decls:
+                decls[d.hash] = d
+                need |= self.a.recompute_deps[d.hash]
+        refs += "\n" + "\n".join(self.src(d) for d in sorted(
+            decls.values(), key=lambda d: d.extent.start.offset))
+        label = f"tm_next_thread_{self.n_regions}_"
+        body = "\n".join(self._stmt_text(s, label) for s in stmts)
+        has_return = any(c.kind == self.ci.CursorKind.RETURN_STMT for s in stmts
+                         for c in self.walk(s))
+        label = label if has_return else None
+        rows = "".join(f"auto *__restrict tm_r_{self._pt_name(h)} = tm_pt_{self._pt_name(h)} + "
+                       f"tm_row_; " for h in sorted(used, key=lambda h: self._pt_name(h)))
+        line = stmts[0].location.line
+        # The fault report's thread (tiledmm_fault.h): where the region may fault (it reads a
+        # pointer or calls a function), each thread's index is stored as it runs (volatile:
+        # the compiler would sink a plain store out of the loop); elsewhere (shared memory
+        # and locals only, the loops that vectorise) the report names the block alone.
+        precise = self._may_fault(stmts)
+        note_row = "tm_tv_[1] = tm_y_; tm_tv_[2] = tm_z_;\n" if precise else ""
+        note = "tm_tv_[0] = (unsigned)tm_x_;\n" if precise else ""
+        # size_t indices and restrict row pointers: what the vectoriser needs to see the
+        # per-thread arrays as affine and unaliased along the innermost (x) loop
+        return (f"tm_emu_tls.linear_tid = {0 if precise else -1};\n"
+                f"for (unsigned tm_z_ = 0; tm_z_ < tm_bd_.z; ++tm_z_)\n"
+                f"for (unsigned tm_y_ = 0; tm_y_ < tm_bd_.y; ++tm_y_) {{\n"
+                f"const size_t tm_row_ = (size_t)tm_bd_.x * (tm_y_ + (size_t)tm_bd_.y * tm_z_);\n"
+                f"{rows}\n{note_row}"
+                f"for (size_t tm_x_ = 0; tm_x_ < tm_bd_.x; ++tm_x_) {{\n"
+                f"const uint3 tm_threadIdx_ = {{(unsigned)tm_x_, tm_y_, tm_z_}};\n{note}"
+                f"{refs}\n{{\n#line {line} \"{SOURCE_NAME}\"\n{body}\n}}\n"
+                + (f"{label}: ;\n" if label else "") + "}}")
+
+    def _may_fault(self, stmts):
+        """Whether a region reads through a pointer, calls a function that is not pure math,
+        throws, or divides (an integer division by zero is SIGFPE)."""
+        ci = self.ci
+        for st in stmts:
+            if any(t.spelling in ("/", "%", "/=", "%=", "throw") for t in st.get_tokens()):
+                return True
+            for c in self.walk(st):
+                if c.kind == ci.CursorKind.CALL_EXPR and c.spelling not in PURE_CALLS:
+                    return True
+                if c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None and \
+                        c.referenced.type.get_canonical().kind == ci.TypeKind.POINTER:
+                    return True
+        return False
+
+    def _pt_name(self, h):
+        d = self.a.live_types[h]
+        return f"{d.spelling}_{d.location.line}_{d.location.column}"
+
+    def _function(self, k, body, inner):
+        ci = self.ci
+        head = self.data[k.extent.start.offset:body.extent.start.offset].decode()
+        # the signature with the kernel's name replaced
+        m = re.search(r"\b" + re.escape(self.name) + r"\s*\(", head)
+        if m is None:
+            raise _Fallback("the kernel's name was not found in its signature")
+        params = head[m.end():]
+        params = params[:params.rfind(")")]
+        arrays, sizes = [], []
+        for h, d in sorted(self.a.live_types.items(), key=lambda kv: self._pt_name(kv[0])):
+            t = d.type
+            dims = ""
+            while t.kind == ci.TypeKind.CONSTANTARRAY:
+                dims += f"[{t.get_array_size()}]"
+                t = t.get_array_element_type()
+            if t.kind in (ci.TypeKind.LVALUEREFERENCE, ci.TypeKind.RVALUEREFERENCE):
+                raise _Fallback(f"{d.spelling}: a reference live across a barrier")
+            if t.kind in (ci.TypeKind.INCOMPLETEARRAY, ci.TypeKind.VARIABLEARRAY,
+                          ci.TypeKind.DEPENDENTSIZEDARRAY, ci.TypeKind.RECORD) and \
+                    t.spelling not in _VECTOR_TYPES:
+                raise _Fallback(f"{d.spelling}: a per-thread variable of type {d.type.spelling}")
+            tname = t.spelling
+            arrays.append(f"std::remove_cv_t<{tname}> tm_pt_{self._pt_name(h)}[tm_nt_]{dims};")
+            size = d.type.get_size()
+            if size <= 0 and self.templates:
+                size = f"sizeof({tname}{dims})"   # a dependent type: known per instance
+            elif size <= 0:
+                raise _Fallback(f"{d.spelling}: the size of {d.type.spelling} is not known")
+            sizes.append(size)
+        fn = f"tm_split_{self.name}"
+        template = ""
+        if k.kind == ci.CursorKind.FUNCTION_TEMPLATE:
+            template = head[:m.start()]
+            template = template[:template.rfind(">") + 1].strip()
+            if not template.startswith("template"):
+                raise _Fallback("the kernel's template header was not understood")
+        self.frame = sum(x for x in sizes if isinstance(x, int))
+        frame = " + ".join(str(x) for x in sizes) or "0"
+        frame_decl = (f"{template} constexpr size_t tm_split_frame_{self.name} = {frame};"
+                      if template else
+                      f"static const size_t tm_split_frame_{self.name} = {frame};")
+        return f"""
+#line 1 "tiledmm-split"
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-variable"
+#pragma GCC diagnostic ignored "-Wunused-label"
+#pragma GCC diagnostic ignored "-Wvla"
+#if defined(__clang__)
+#pragma clang diagnostic ignored "-Wunknown-warning-option"
+#pragma clang diagnostic ignored "-Wvla-extension"
+#pragma clang diagnostic ignored "-Wvla-cxx-extension"
+#else
+#pragma GCC push_options
+#pragma GCC optimize("tree-vectorize")
+#endif
+#pragma push_macro("threadIdx")
+#pragma push_macro("blockIdx")
+#pragma push_macro("blockDim")
+#pragma push_macro("gridDim")
+#undef threadIdx
+#undef blockIdx
+#undef blockDim
+#undef gridDim
+#define threadIdx tm_threadIdx_
+#define blockIdx tm_blockIdx_
+#define blockDim tm_bd_
+#define gridDim tm_gridDim_
+{frame_decl}
+{template} static void {fn}({params})
+{{
+    const uint3 tm_blockIdx_ = tm_emu_tls.block_idx;
+    const dim3 tm_bd_ = tm_emu_tls.block_dim, tm_gridDim_ = tm_emu_tls.grid_dim;
+    const unsigned tm_nt_ = tm_bd_.x * tm_bd_.y * tm_bd_.z;
+    volatile unsigned *const tm_tv_ = &tm_emu_tls.thread_idx.x;
+    (void)tm_blockIdx_; (void)tm_gridDim_; (void)tm_nt_; (void)tm_tv_;
+    {' '.join(arrays)}
+{inner}
+}}
+#pragma pop_macro("threadIdx")
+#pragma pop_macro("blockIdx")
+#pragma pop_macro("blockDim")
+#pragma pop_macro("gridDim")
+#if !defined(__clang__)
+#pragma GCC pop_options
+#endif
+#pragma GCC diagnostic pop
+"""
+
+
+def registry_source(source, path):
+    """The emulator's text of a registry kernel file (cuda/*.cu, setup.py at build time): the
+    file as written, with each template kernel the transform applies to followed by its split
+    function template and `tm_with_split_<kernel>`, a variable template pairing each instance
+    with its split (emu/cuda_emu.h's tm_emu_split_kernel), which a macro then names as the
+    kernel for the rest of the file, so the launcher's tm_launch (cuda/common.h) takes the
+    thread loops. (text, {kernel: reason or ""}); kernels the transform refuses keep fibers."""
+    ci = _cindex()
+    if ci is None:
+        return source, {}
+    names = kernel_names(source)
+    inserts, reasons = [], {}
+    for name in names:
+        plan = split_kernel(source, name, templates=True)
+        reasons[name] = plan.reason
+        if plan.text is None or not plan.template_args:
+            reasons[name] = plan.reason or "not a template (the registry's kernels are)"
+            continue
+        a = plan.template_args
+        header = plan.text[plan.text.index(" static void tm_split_"):]   # after the template
+        template = plan.text[plan.text.rindex("\ntemplate", 0, plan.text.index(header)) + 1:
+                             plan.text.index(header)].strip()
+        pair = (f"\n{template} inline const tm_emu_split_kernel<decltype(&{name}{a})> "
+                f"tm_with_split_{name} = {{&{name}{a}, &tm_split_{name}{a}, "
+                f"tm_split_frame_{name}{a}}};\n#define {name} tm_with_split_{name}\n")
+        line = source.count("\n", 0, plan.end) + 1
+        text = plan.text.replace(f'"{SOURCE_NAME}"', f'"{path}"')
+        inserts.append((plan.end, text + pair + f'#line {line} "{path}"\n'))
+    out = source
+    for end, text in sorted(inserts, reverse=True):
+        out = out[:end] + "\n" + text + out[end:]
+    return f'#line 1 "{path}"\n' + out, reasons
+
+
+_VECTOR_TYPES = {"float2", "float3", "float4", "double2", "int2", "int3", "int4", "uint3",
+                 "dim3"}
+
+
+def _top_level_eq(text):
+    """Offset of the declaration's `=` (not inside brackets or parentheses), or -1."""
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch in "([{<":
+            depth += ch != "<"
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "=" and depth == 0 and text[i + 1:i + 2] != "=" and \
+                text[i - 1:i] not in ("=", "!", "<", ">"):
+            return i
+    return -1
