@@ -53,6 +53,10 @@ class SplitPlan:
     frame: int = 0      # bytes of per-thread arrays per thread of the block
     end: int = -1       # offset just past the kernel's definition (registry_source inserts there)
     template_args: str = ""   # "<T, TILE, Index>" of a template kernel
+    # A template's instances that keep the fibers: a compile-time condition over its parameters
+    # ("" for none), and why (a warp operation on the paths those instances take).
+    fiber_guard: str = ""
+    fiber_guard_reason: str = ""
 
 
 def split_kernel(source, name, define_lines=(), templates=False):
@@ -83,8 +87,10 @@ class _Emitter:
     def plan(self):
         a = self.a
         out = self._emit_seq(a.stmts, top=True)
+        guard = " || ".join(f"({g})" for g, _ in a.fiber_guards)
+        why = "; ".join(sorted({r for _, r in a.fiber_guards}))
         return SplitPlan(self._function(a.kernel, a.body, out), "", self.n_regions, self.frame,
-                         a.kernel.extent.end.offset, a.template_args)
+                         a.kernel.extent.end.offset, a.template_args, guard, why)
 
     def _emit_seq(self, stmts, top):
         """C++ for a statement list: shared declarations hoisted, uniform parts at the block
@@ -93,7 +99,8 @@ class _Emitter:
         out, run = [], []
         last_barrier = max((i for i, s in enumerate(map(self.a.unwrap, stmts))
                             if self.a.is_barrier_stmt(s) or
-                            (s.kind == ci.CursorKind.FOR_STMT and self.a.has_barrier(s))),
+                            (s.kind in (ci.CursorKind.FOR_STMT, ci.CursorKind.IF_STMT) and
+                             self.a.has_barrier(s))),
                            default=-1)   # hoisted barrier-free loops end no region for return
 
         def flush(final):
@@ -119,6 +126,16 @@ class _Emitter:
                 header, body, inner = self.a.for_parts(s)
                 head = self.data[s.extent.start.offset:body.extent.start.offset].decode()
                 out.append(head + "{\n" + self._emit_seq(inner, False) + "\n}")
+                continue
+            if self.a.split_if(s):   # a block-uniform condition: every thread takes one branch
+                flush(False)
+                kids = list(s.get_children())
+                head = self.data[s.extent.start.offset:kids[1].extent.start.offset].decode()
+                text = head + "{\n" + self._emit_seq(self.a.branch_stmts(kids[1]), False) + "\n}"
+                if len(kids) == 3:
+                    text += " else {\n" + self._emit_seq(self.a.branch_stmts(kids[2]), False) + \
+                        "\n}"
+                out.append(text)
                 continue
             if s.kind == ci.CursorKind.DECL_STMT and \
                     any(d.hash in self.a.recompute for d in self.a.var_decls(s)):
@@ -233,7 +250,9 @@ class _Emitter:
         # pointer or calls a function), each thread's index is stored as it runs (volatile:
         # the compiler would sink a plain store out of the loop); elsewhere (shared memory
         # and locals only, the loops that vectorise) the report names the block alone.
-        precise = self._may_fault(stmts)
+        # A region calling a function stores the index too: a helper reads threadIdx from there
+        # (tm_emu_tls.thread_idx, through the emulator's macro; split_analysis._check_helper).
+        precise = self._may_fault(stmts) or self._calls_function(stmts)
         note_row = "tm_tv_[1] = tm_y_; tm_tv_[2] = tm_z_;\n" if precise else ""
         note = "tm_tv_[0] = (unsigned)tm_x_;\n" if precise else ""
         # size_t indices and restrict row pointers: what the vectoriser needs to see the
@@ -247,6 +266,10 @@ class _Emitter:
                 f"const uint3 tm_threadIdx_ = {{(unsigned)tm_x_, tm_y_, tm_z_}};\n{note}"
                 f"{refs}\n{{\n#line {line} \"{SOURCE_NAME}\"\n{body}\n}}\n"
                 + (f"{label}: ;\n" if label else "") + "}}")
+
+    def _calls_function(self, stmts):
+        return any(c.kind == self.ci.CursorKind.CALL_EXPR and c.spelling not in PURE_CALLS
+                   for st in stmts for c in self.walk(st))
 
     def _may_fault(self, stmts):
         """Whether a region reads through a pointer, calls a function that is not pure math,
@@ -379,9 +402,20 @@ def registry_source(source, path):
         header = plan.text[plan.text.index(" static void tm_split_"):]   # after the template
         template = plan.text[plan.text.rindex("\ntemplate", 0, plan.text.index(header)) + 1:
                              plan.text.index(header)].strip()
-        pair = (f"\n{template} inline const tm_emu_split_kernel<decltype(&{name}{a})> "
-                f"tm_with_split_{name} = {{&{name}{a}, &tm_split_{name}{a}, "
-                f"tm_split_frame_{name}{a}}};\n#define {name} tm_with_split_{name}\n")
+        split = (f"tm_emu_split_kernel<decltype(&{name}{a})>{{&{name}{a}, &tm_split_{name}{a}, "
+                 f"tm_split_frame_{name}{a}}}")
+        if plan.fiber_guard:
+            # instances where the guard holds name the kernel itself: tm_launch's fibers
+            reasons[name] = (f"thread loops, except instances where {plan.fiber_guard}: fibers "
+                             f"({plan.fiber_guard_reason})")
+            pair = (f"\n{template} constexpr auto tm_pick_split_{name}()\n{{\n"
+                    f"    if constexpr ({plan.fiber_guard}) return &{name}{a};\n"
+                    f"    else return {split};\n}}\n"
+                    f"{template} inline const auto tm_with_split_{name} = "
+                    f"tm_pick_split_{name}{a}();\n")
+        else:
+            pair = f"\n{template} inline const auto tm_with_split_{name} = {split};\n"
+        pair += f"#define {name} tm_with_split_{name}\n"
         line = source.count("\n", 0, plan.end) + 1
         text = plan.text.replace(f'"{SOURCE_NAME}"', f'"{path}"')
         inserts.append((plan.end, text + pair + f'#line {line} "{path}"\n'))

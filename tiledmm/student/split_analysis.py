@@ -97,6 +97,11 @@ class KernelAnalysis:
         self.uniform = set()     # VAR_DECL hashes of block-uniform scalars
         self.written = set()     # VAR_DECL hashes written anywhere in the body
         self.hoisted = set()     # FOR_STMT hashes the thread loops go inside of
+        self.split_ifs = set()   # IF_STMT hashes with barriers and a block-uniform condition
+        # Template kernels: compile-time conditions (C++ text over the template's parameters)
+        # under which an instance reaches something that needs the fibers (a warp operation,
+        # reduce_steps' last warp): those instances keep the fibers, the others split.
+        self.fiber_guards = []   # [(condition text, reason)]
         self.recompute = {}      # VAR_DECL hash -> its DECL_STMT, recomputed per thread loop
         self.recompute_deps = {} # DECL_STMT hash -> VAR_DECL hashes of recomputed it reads
 
@@ -166,7 +171,10 @@ class KernelAnalysis:
         ci = self.ci
         seen_funcs = set()
         local_bytes = 0
-        for c in self.walk(body):
+
+        def visit(c, guard):
+            """`guard`: the compile-time conditions (texts) every path to `c` passes."""
+            nonlocal local_bytes
             kind = c.kind
             if kind == ci.CursorKind.VAR_DECL and not any(
                     a.kind == ci.CursorKind.ANNOTATE_ATTR for a in c.get_children()):
@@ -182,11 +190,47 @@ class KernelAnalysis:
             if kind == ci.CursorKind.LAMBDA_EXPR:
                 raise _Fallback("a lambda")
             if kind == ci.CursorKind.CALL_EXPR:
-                self._check_call(c, seen_funcs)
+                if not guard:
+                    self._check_call(c, seen_funcs)
+                else:   # the instances reaching this call keep the fibers if it needs them
+                    tried = set(seen_funcs)
+                    try:
+                        self._check_call(c, tried)
+                        seen_funcs.update(tried)
+                    except _Fallback as exc:
+                        self.fiber_guards.append((" && ".join(guard), str(exc)))
             if kind in (ci.CursorKind.DECL_REF_EXPR, ci.CursorKind.OVERLOADED_DECL_REF) and \
                     c.spelling in SYNC_NAMES and \
                     c.spelling != "__syncthreads":
-                raise _Fallback(f"{c.spelling}")
+                if not guard:
+                    raise _Fallback(f"{c.spelling}")
+                self.fiber_guards.append((" && ".join(guard), c.spelling))
+            kids = list(c.get_children())
+            cond = self._constant_condition(c)
+            for i, k in enumerate(kids):
+                branch = [f"({cond})", f"!({cond})"][i - 1] if cond and i else None
+                visit(k, guard + [branch] if branch else guard)
+        visit(body, [])
+
+    def _constant_condition(self, s):
+        """The text of an `if`'s condition when it is a compile-time constant of a template
+        kernel (`if (STEP == STEP_SEQUENTIAL)`, `if constexpr (...)`: it reads only template
+        parameters, enumerators and literals), else None."""
+        ci = self.ci
+        if not self.templates or s.kind != ci.CursorKind.IF_STMT:
+            return None
+        kids = list(s.get_children())
+        if len(kids) not in (2, 3) or not kids[0].kind.is_expression():
+            return None   # an if with an init-statement or a declared condition
+        for c in self.walk(kids[0]):
+            if c.kind in (ci.CursorKind.CALL_EXPR, ci.CursorKind.MEMBER_REF_EXPR):
+                return None
+            if c.kind == ci.CursorKind.DECL_REF_EXPR and (c.referenced is None or (
+                    c.referenced.kind not in (ci.CursorKind.TEMPLATE_NON_TYPE_PARAMETER,
+                                              ci.CursorKind.ENUM_CONSTANT_DECL))):
+                return None
+        text = self.src(kids[0]).strip()
+        return text or None
 
     def _check_call(self, c, seen, helper=None):
         """A call in the kernel or in `helper`, a function it calls: warp operations and
@@ -233,15 +277,15 @@ class KernelAnalysis:
                 self._check_helper(d, seen)
 
     def _check_helper(self, fn, seen):
-        """A helper function the kernel calls may not read threadIdx or synchronise (the
-        thread loops give threadIdx only to the kernel's own text)."""
+        """A helper function the kernel calls may not synchronise. It may read threadIdx: a
+        thread loop that calls a function stores the thread's index where the emulator's
+        threadIdx reads it (tm_emu_tls.thread_idx; barrier_split's _thread_loop)."""
         d = fn.get_definition()
         if d is None:
             return
         for c in self.walk(d):
             if c.kind in (self.ci.CursorKind.DECL_REF_EXPR,
-                          self.ci.CursorKind.OVERLOADED_DECL_REF) and \
-                    (c.spelling == "threadIdx" or c.spelling in SYNC_NAMES):
+                          self.ci.CursorKind.OVERLOADED_DECL_REF) and c.spelling in SYNC_NAMES:
                 raise _Fallback(f"helper function {fn.spelling} uses {c.spelling}")
             if c.kind == self.ci.CursorKind.CALL_EXPR:
                 self._check_call(c, seen, helper=fn)
@@ -329,6 +373,15 @@ class KernelAnalysis:
                 counter[0] += 1
                 region = counter[0]
                 continue
+            if s.kind == ci.CursorKind.IF_STMT and self.has_barrier(s):
+                self._check_uniform_if(s)
+                self.split_ifs.add(s.hash)
+                for branch in list(s.get_children())[1:]:
+                    counter[0] += 1
+                    self._assign_regions(self.branch_stmts(branch), counter, top=False)
+                counter[0] += 1
+                region = counter[0]
+                continue
             seen_return = seen_return or any(c.kind == ci.CursorKind.RETURN_STMT
                                              for c in self.walk(s))
             if self.has_barrier(s):
@@ -366,6 +419,24 @@ class KernelAnalysis:
         if len(kids) == 1 and kids[0].kind == ci.CursorKind.FOR_STMT:
             return kids[0]
         return s
+
+    def branch_stmts(self, branch):
+        """The statements of an if's branch (a compound statement or one statement)."""
+        if branch.kind == self.ci.CursorKind.COMPOUND_STMT:
+            return list(branch.get_children())
+        return [branch]
+
+    def split_if(self, s):
+        """Whether `s` is an `if` holding barriers whose condition is block-uniform: the thread
+        loops go inside its branches."""
+        return s.hash in self.split_ifs
+
+    def _check_uniform_if(self, s):
+        kids = list(s.get_children())
+        if len(kids) not in (2, 3) or not kids[0].kind.is_expression() or \
+                not self._uniform_expr(kids[0]):
+            raise _Fallback(f"a barrier under thread-dependent or unsupported control flow "
+                            f"(line {s.location.line})")
 
     def for_parts(self, s):
         """(header cursors, body cursor, body statements) of a for loop."""
