@@ -21,14 +21,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 MATMUL_SPLIT = [("tiled", {"tile": 8}), ("tiled", {"tile": 16}), ("tiled", {"tile": 32}),
                 ("naive", {"block": 16}), ("naive_uncoalesced", {"block": 16}),
-                ("colmajor_b", {"corner": 1, "tile": 16}), ("colmajor_b", {"corner": 0, "tile": 16})]
+                ("colmajor_b", {"corner": 1, "tile": 16}), ("colmajor_b", {"corner": 0, "tile": 16}),
+                ("regtile", {"dims": 1}), ("regtile", {"dims": 2})]
 REDUCE_SPLIT = ["per_level", "single_block", "multi_pass", "shared", "vectorized"]
 # the reduce_steps ladder: barriers under `if (STEP == ...)` (a template parameter: uniform),
 # a helper reading threadIdx (load_per_thread)
 STEPS_SPLIT = ["interleaved_divergent", "interleaved_bank_conflicts", "sequential", "first_add"]
-# helpers from headers (tm_block_sum), per-thread arrays of a dependent size, and the ladder's
-# steps whose path reaches the last warp's __syncwarp: fibers
-KEEP_FIBERS = [("matmul", "coarse"), ("matmul", "regtile"), ("matmul", "fast"),
+# coarse (slower split: REGISTRY_KEEP_FIBERS), helpers from headers (tm_block_sum), and the
+# ladder's steps whose path reaches the last warp's __syncwarp: fibers
+KEEP_FIBERS = [("matmul", "coarse"), ("matmul", "fast"),
                ("reduce", "shuffle"), ("reduce", "atomic"), ("reduce", "unroll_last_warp"),
                ("reduce", "multi_element")]
 
@@ -147,7 +148,7 @@ def test_registry_source_splits_the_tiled_template_and_names_each_instance():
 @pytest.mark.parametrize("path,kernel,reason", [
     ("cuda/reduce_shuffle.cu", "reduce_shuffle_kernel", "tm_block_sum that libclang cannot resolve"),
     ("cuda/reduce_steps.cu", "reduce_step_kernel", "last_warp_sum uses __syncwarp"),
-    ("cuda/matmul_coarse.cu", "matmul_coarse_kernel", "per-thread variable of type T[COARSEN]"),
+    ("cuda/matmul_coarse.cu", "matmul_coarse_kernel", "slower as thread loops than on fibers"),
 ])
 def test_registry_source_says_why_a_kernel_keeps_the_fibers(path, kernel, reason):
     assert reason in _reasons(path)[kernel]
@@ -185,3 +186,14 @@ def test_registry_source_keeps_the_fibers_only_for_the_steps_reaching_a_warp_ope
     assert guard in reasons["reduce_step_kernel"]
     assert f"if constexpr (({guard})) return &reduce_step_kernel<T, STEP>;" in text
     assert "if (STEP == STEP_SEQUENTIAL || STEP == STEP_FIRST_ADD) {\nfor (unsigned half" in text
+
+
+def test_per_thread_arrays_of_template_dependent_size_are_declared_from_their_type():
+    """regtile's `T acc[TM][TN]` live across barriers: one T[TM][TN] per thread, sized by
+    sizeof of the type in each instance; its k-step loop nest stays inside the thread loop."""
+    with open(os.path.join(ROOT, "cuda", "matmul_regtile.cu")) as f:
+        text, reasons = registry_source(f.read(), "cuda/matmul_regtile.cu")
+    assert reasons == {"matmul_regtile_kernel": ""}
+    assert "constexpr size_t tm_split_frame_matmul_regtile_kernel = " \
+           "sizeof(std::remove_cv_t<T[TM][TN]>);" in text
+    assert "std::remove_cv_t<T[TM][TN]> tm_pt_acc_" in text and "tm_pt_a_" not in text

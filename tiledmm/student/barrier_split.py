@@ -196,7 +196,7 @@ class _Emitter:
                 raise _Fallback(f"an initializer form not handled (line {s.location.line})")
             return f"/* {d.spelling}: per-thread */"
         init = part[eq + 1:].strip()
-        if d.type.kind == self.ci.TypeKind.CONSTANTARRAY:
+        if d.type.kind in (self.ci.TypeKind.CONSTANTARRAY, self.ci.TypeKind.DEPENDENTSIZEDARRAY):
             return (f"{{ std::remove_cv_t<std::remove_reference_t<decltype({d.spelling})>>"
                     f" tm_init_ = {init}; std::memcpy(&{d.spelling}, &tm_init_, "
                     f"sizeof tm_init_); }}")
@@ -306,14 +306,20 @@ class _Emitter:
             while t.kind == ci.TypeKind.CONSTANTARRAY:
                 dims += f"[{t.get_array_size()}]"
                 t = t.get_array_element_type()
-            if t.kind in (ci.TypeKind.LVALUEREFERENCE, ci.TypeKind.RVALUEREFERENCE):
+            element = t   # under bounds that are template parameters (T acc[TM][TN]): T
+            while self.templates and element.kind == ci.TypeKind.DEPENDENTSIZEDARRAY:
+                element = element.get_array_element_type()
+            if element.kind in (ci.TypeKind.LVALUEREFERENCE, ci.TypeKind.RVALUEREFERENCE):
                 raise _Fallback(f"{d.spelling}: a reference live across a barrier")
-            if t.kind in (ci.TypeKind.INCOMPLETEARRAY, ci.TypeKind.VARIABLEARRAY,
-                          ci.TypeKind.DEPENDENTSIZEDARRAY, ci.TypeKind.RECORD) and \
-                    t.spelling not in _VECTOR_TYPES:
+            if element.kind in (ci.TypeKind.INCOMPLETEARRAY, ci.TypeKind.VARIABLEARRAY,
+                                ci.TypeKind.DEPENDENTSIZEDARRAY, ci.TypeKind.RECORD,
+                                ci.TypeKind.INVALID) and element.spelling not in _VECTOR_TYPES:
                 raise _Fallback(f"{d.spelling}: a per-thread variable of type {d.type.spelling}")
-            tname = t.spelling
-            arrays.append(f"std::remove_cv_t<{tname}> tm_pt_{self._pt_name(h)}[tm_nt_]{dims};")
+            # clang's spelling of the type; a dependent array's (`T[TM][TN]`) names only the
+            # template's parameters, which the split template declares too. remove_cv_t of it
+            # is the type itself, as one name, so `tm_pt_acc[tm_nt_]` is tm_nt_ of them.
+            tname = f"std::remove_cv_t<{t.spelling}>"
+            arrays.append(f"{tname} tm_pt_{self._pt_name(h)}[tm_nt_]{dims};")
             size = d.type.get_size()
             if size <= 0 and self.templates:
                 size = f"sizeof({tname}{dims})"   # a dependent type: known per instance
@@ -380,6 +386,14 @@ class _Emitter:
 """
 
 
+# Registry kernels the transform could split but that ran slower as thread loops than on their
+# fibers (measured, interleaved, one core: benchmarks/emu_notes.md): they keep the fibers.
+REGISTRY_KEEP_FIBERS = {
+    "matmul_coarse_kernel": "slower as thread loops than on fibers (tile 32: 41-44 against "
+                            "25.4 ms; benchmarks/emu_notes.md)",
+}
+
+
 def registry_source(source, path):
     """The emulator's text of a registry kernel file (cuda/*.cu, setup.py at build time): the
     file as written, with each template kernel the transform applies to followed by its split
@@ -393,6 +407,9 @@ def registry_source(source, path):
     names = kernel_names(source)
     inserts, reasons = [], {}
     for name in names:
+        if name in REGISTRY_KEEP_FIBERS:
+            reasons[name] = REGISTRY_KEEP_FIBERS[name]
+            continue
         plan = split_kernel(source, name, templates=True)
         reasons[name] = plan.reason
         if plan.text is None or not plan.template_args:

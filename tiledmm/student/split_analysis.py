@@ -475,6 +475,12 @@ class KernelAnalysis:
                 return True
             return any(exits(k, depth_loop + (c.kind in loops), depth_switch +
                              (c.kind == ci.CursorKind.SWITCH_STMT)) for k in c.get_children())
+        if any(c.kind in loops for b in stmts for c in self.walk(b)):
+            # a loop nest (regtile's k step over its TM x TN register tile) stays inside the
+            # thread loop: its inner loops vectorise within the thread and its locals stay the
+            # thread's own; interchanged, they became per-thread arrays reached with a stride
+            # (regtile: 3x slower than its fibers, benchmarks/emu_notes.md)
+            return False
         return not any(exits(b, 0, 0) for b in stmts)
 
     def _uniform_expr(self, cursor, allowed=()):
