@@ -22,14 +22,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MATMUL_SPLIT = [("tiled", {"tile": 8}), ("tiled", {"tile": 16}), ("tiled", {"tile": 32}),
                 ("naive", {"block": 16}), ("naive_uncoalesced", {"block": 16}),
                 ("colmajor_b", {"corner": 1, "tile": 16}), ("colmajor_b", {"corner": 0, "tile": 16}),
-                ("regtile", {"dims": 1}), ("regtile", {"dims": 2})]
+                ("regtile", {"dims": 1}), ("regtile", {"dims": 2}),
+                ("coarse", {"coarsen": 4, "tile": 16}), ("coarse", {"coarsen": 8, "tile": 8})]
 REDUCE_SPLIT = ["per_level", "single_block", "multi_pass", "shared", "vectorized"]
 # the reduce_steps ladder: barriers under `if (STEP == ...)` (a template parameter: uniform),
 # a helper reading threadIdx (load_per_thread)
 STEPS_SPLIT = ["interleaved_divergent", "interleaved_bank_conflicts", "sequential", "first_add"]
-# coarse (slower split: REGISTRY_KEEP_FIBERS), helpers from headers (tm_block_sum), and the
-# ladder's steps whose path reaches the last warp's __syncwarp: fibers
-KEEP_FIBERS = [("matmul", "coarse"), ("matmul", "fast"),
+# helpers from headers (tm_block_sum), a lambda (fast), and the ladder's steps whose path
+# reaches the last warp's __syncwarp: fibers
+KEEP_FIBERS = [("matmul", "fast"),
                ("reduce", "shuffle"), ("reduce", "atomic"), ("reduce", "unroll_last_warp"),
                ("reduce", "multi_element")]
 
@@ -148,7 +149,6 @@ def test_registry_source_splits_the_tiled_template_and_names_each_instance():
 @pytest.mark.parametrize("path,kernel,reason", [
     ("cuda/reduce_shuffle.cu", "reduce_shuffle_kernel", "tm_block_sum that libclang cannot resolve"),
     ("cuda/reduce_steps.cu", "reduce_step_kernel", "last_warp_sum uses __syncwarp"),
-    ("cuda/matmul_coarse.cu", "matmul_coarse_kernel", "slower as thread loops than on fibers"),
 ])
 def test_registry_source_says_why_a_kernel_keeps_the_fibers(path, kernel, reason):
     assert reason in _reasons(path)[kernel]

@@ -386,14 +386,6 @@ class _Emitter:
 """
 
 
-# Registry kernels the transform could split but that ran slower as thread loops than on their
-# fibers (measured, interleaved, one core: benchmarks/emu_notes.md): they keep the fibers.
-REGISTRY_KEEP_FIBERS = {
-    "matmul_coarse_kernel": "slower as thread loops than on fibers (tile 32: 41-44 against "
-                            "25.4 ms; benchmarks/emu_notes.md)",
-}
-
-
 def registry_source(source, path):
     """The emulator's text of a registry kernel file (cuda/*.cu, setup.py at build time): the
     file as written, with each template kernel the transform applies to followed by its split
@@ -407,9 +399,6 @@ def registry_source(source, path):
     names = kernel_names(source)
     inserts, reasons = [], {}
     for name in names:
-        if name in REGISTRY_KEEP_FIBERS:
-            reasons[name] = REGISTRY_KEEP_FIBERS[name]
-            continue
         plan = split_kernel(source, name, templates=True)
         reasons[name] = plan.reason
         if plan.text is None or not plan.template_args:
