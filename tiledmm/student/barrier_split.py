@@ -273,7 +273,9 @@ class _Emitter:
 
     def _may_fault(self, stmts):
         """Whether a region reads through a pointer, calls a function that is not pure math,
-        throws, or divides (an integer division by zero is SIGFPE)."""
+        throws, or divides (an integer division by zero is SIGFPE). The pointer to the block's
+        dynamic shared memory (TM_DYNAMIC_SHARED) counts as shared memory, as `__shared__`
+        arrays do."""
         ci = self.ci
         for st in stmts:
             if any(t.spelling in ("/", "%", "/=", "%=", "throw") for t in st.get_tokens()):
@@ -282,7 +284,9 @@ class _Emitter:
                 if c.kind == ci.CursorKind.CALL_EXPR and c.spelling not in PURE_CALLS:
                     return True
                 if c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None and \
-                        c.referenced.type.get_canonical().kind == ci.TypeKind.POINTER:
+                        c.referenced.type.get_canonical().kind == ci.TypeKind.POINTER and \
+                        not any(a.kind == ci.CursorKind.ANNOTATE_ATTR and a.spelling == "tm_shared"
+                                for a in c.referenced.get_children()):
                     return True
         return False
 
