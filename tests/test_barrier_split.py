@@ -408,3 +408,44 @@ def test_a_barrier_under_an_if_on_a_written_parameter_falls_back():
     src = ("__global__ void k(float *o, int n)\n{\n__shared__ float s[64];\nn += threadIdx.x;\n"
            "if (n > 3) { __syncthreads(); }\no[threadIdx.x] = s[0];\n}\n")
     assert "control flow" in _fallback_reason(src, "k")
+
+
+# A grid-stride load loop (`for (i = tid; i < n; i += blockDim.x)`: the thread only in its start,
+# a bound of the data's size) runs as rounds over the threads: each thread's iterations keep
+# their order, so its sum is the fibers' bit for bit.
+STRIDE_SUM = r"""
+__global__ void stride_sum(const float *x, float *out, int n)
+{
+    __shared__ float s[128];
+    const int TILE = 4;
+    float mine = 0.0f;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        mine += x[i] * x[i];
+    for (int r = threadIdx.x; r < TILE; r += 2)
+        mine += 0.0f;
+    s[threadIdx.x] = mine;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float t = 0.0f;
+        for (int j = 0; j < blockDim.x; ++j) t += s[j];
+        out[blockIdx.x] = t;
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("n,blocks", [(1, 1), (1000, 3), (70001, 5)])
+def test_grid_stride_loop_runs_as_rounds_with_the_fibers_bits(n, blocks):
+    plan = split_kernel(STRIDE_SUM, "stride_sum")
+    assert plan.text is not None, plan.reason
+    assert plan.text.count("for (bool tm_more_") == 1   # the data-size loop, not `r < TILE`
+    x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+    outs = []
+    for check in (False, True):   # check mode: the fibers
+        out = np.full(blocks, np.nan, np.float32)
+        res = tm.compile(STRIDE_SUM, backend="emu", check=check)(blocks, 128, x, out, np.int32(n))
+        assert res.launch.path == ("fibers" if check else "thread loops"), res.launch.path_reason
+        outs.append(out)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    x2 = x.astype(np.float64) ** 2
+    assert abs(outs[0].astype(np.float64).sum() - x2.sum()) <= 1e-6 * np.log2(n + 1) * x2.sum() + 1e-6

@@ -127,6 +127,10 @@ class _Emitter:
                 head = self.data[s.extent.start.offset:body.extent.start.offset].decode()
                 out.append(head + "{\n" + self._emit_seq(inner, False) + "\n}")
                 continue
+            if self.a.round_loop(s):
+                flush(False)   # (no return before it in this region: split_analysis)
+                out.append(self._round_loop(s))
+                continue
             if self.a.split_if(s):   # a block-uniform condition: every thread takes one branch
                 flush(False)
                 kids = list(s.get_children())
@@ -214,7 +218,22 @@ class _Emitter:
             text = text[:a] + "goto " + label + text[b:]
         return text
 
-    def _thread_loop(self, stmts, final):
+    def _round_loop(self, s):
+        """`for (init; cond; inc) body` as rounds over the threads: one thread loop sets each
+        thread's variable (a per-thread array), then rounds of thread loops run one iteration
+        of every thread still active, until none is (split_analysis._is_round_loop)."""
+        init, cond, inc, body = s.get_children()
+
+        def text(c):
+            return self.data[c.extent.start.offset:c.extent.end.offset].decode()
+        step = (f"if ({text(cond)}) {{\n{self.src(body)}\n{text(inc)};\n"
+                f"tm_more_ = true;\n}}")
+        return (self._thread_loop([init], False) + "\n"
+                "for (bool tm_more_ = true; tm_more_;) {\ntm_more_ = false;\n" +
+                self._thread_loop([cond, inc, body], False, text=step) + "\n}")
+
+    def _thread_loop(self, stmts, final, text=None):
+        """One thread loop running `stmts` (or `text`, written from them) for every thread."""
         self.n_regions += 1
         used = set()
         for s in stmts:
@@ -239,7 +258,7 @@ class _Emitter:
         refs += "\n" + "\n".join(self.src(d) for d in sorted(
             decls.values(), key=lambda d: d.extent.start.offset))
         label = f"tm_next_thread_{self.n_regions}_"
-        body = "\n".join(self._stmt_text(s, label) for s in stmts)
+        body = text if text is not None else "\n".join(self._stmt_text(s, label) for s in stmts)
         has_return = any(c.kind == self.ci.CursorKind.RETURN_STMT for s in stmts
                          for c in self.walk(s))
         label = label if has_return else None

@@ -98,6 +98,7 @@ class KernelAnalysis:
         self.written = set()     # VAR_DECL hashes written anywhere in the body
         self.hoisted = set()     # FOR_STMT hashes the thread loops go inside of
         self.split_ifs = set()   # IF_STMT hashes with barriers and a block-uniform condition
+        self.round_loops = set() # FOR_STMT hashes run as rounds over the threads (round_loop)
         # Template kernels: compile-time conditions (C++ text over the template's parameters)
         # under which an instance reaches something that needs the fibers (a warp operation,
         # reduce_steps' last warp): those instances keep the fibers, the others split.
@@ -373,6 +374,25 @@ class KernelAnalysis:
                 counter[0] += 1
                 region = counter[0]
                 continue
+            if not seen_return and self._is_round_loop(s):
+                # its variable, set in one thread loop and stepped in the next: per-thread
+                init, cond, inc, body = s.get_children()
+                counter[0] += 1
+                for d in self.var_decls(init):
+                    self.region_of[d.hash] = counter[0]
+                    self.same_stmt[d.hash] = [d]
+                for c in self.walk(init):
+                    if c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None:
+                        self.uses.setdefault(c.referenced.hash, set()).add(counter[0])
+                counter[0] += 1
+                for part in (cond, inc, body):
+                    for c in self.walk(part):
+                        if c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None:
+                            self.uses.setdefault(c.referenced.hash, set()).add(counter[0])
+                self.round_loops.add(s.hash)
+                counter[0] += 1
+                region = counter[0]
+                continue
             if s.kind == ci.CursorKind.IF_STMT and self.has_barrier(s):
                 self._check_uniform_if(s)
                 self.split_ifs.add(s.hash)
@@ -462,10 +482,78 @@ class KernelAnalysis:
             return False
         loops = (ci.CursorKind.FOR_STMT, ci.CursorKind.WHILE_STMT, ci.CursorKind.DO_STMT,
                  ci.CursorKind.CXX_FOR_RANGE_STMT)
+        if any(c.kind in loops for b in stmts for c in self.walk(b)):
+            # a loop nest (regtile's k step over its TM x TN register tile) stays inside the
+            # thread loop: its inner loops vectorise within the thread and its locals stay the
+            # thread's own; interchanged, they became per-thread arrays reached with a stride
+            # (regtile: 3x slower than its fibers, benchmarks/emu_notes.md)
+            return False
+        return not self._exits(stmts)
+
+    def round_loop(self, s):
+        """Whether `s` runs as rounds over the threads (see _is_round_loop)."""
+        return s.hash in self.round_loops
+
+    def _is_round_loop(self, s):
+        """A barrier-free `for` whose header depends on the thread only through its start
+        (`for (long long i = tid; i < n; i += blockDim.x)`: a uniform bound and step, a variable
+        the body never writes, no exit from the body): it can run as rounds outer, threads
+        inner (`while any thread is active: for threads: if (i < n) { body; i += step; }`),
+        one of the interleavings a GPU may run, so that neighbouring threads' iterations sit
+        side by side (consecutive addresses) instead of one thread's whole chain at a time."""
+        ci = self.ci
+        if s.kind != ci.CursorKind.FOR_STMT or self.has_barrier(s):
+            return False
+        header, body, stmts = self.for_parts(s)
+        if len(header) != 3 or header[0].kind != ci.CursorKind.DECL_STMT:
+            return False
+        decls = self.var_decls(header[0])
+        if len(decls) != 1 or decls[0].type.kind not in _SCALAR_KINDS or \
+                not header[1].kind.is_expression() or not header[2].kind.is_expression():
+            return False
+        var = {decls[0].hash}
+        if not (self._uniform_expr(header[1], var) and self._uniform_expr(header[2], var)):
+            return False
+        inits = [c for c in decls[0].get_children() if c.kind.is_expression()]
+        if not inits or self._uniform_expr(inits[-1]):
+            return False   # a start every thread shares (no interleaving to gain)
+        # a bound of the data's size (a parameter or a local: n, count), not a compile-time
+        # one: tile loads (`for (e = t; e < BM * BK; e += THREADS)`) take a few iterations per
+        # thread, and rounds there cost more than they gain (regtile, colmajor_b, coarse: 1.5-2.5x
+        # slower, benchmarks/emu_notes.md)
+        if not any(c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None and
+                   c.referenced.hash not in var and
+                   c.referenced.kind in (ci.CursorKind.PARM_DECL, ci.CursorKind.VAR_DECL) and
+                   c.referenced.location.file is not None and
+                   c.referenced.location.file.name == SOURCE_NAME and
+                   not self._constant_local(c.referenced)
+                   for c in self.walk(header[1])):
+            return False
+        if var & self._body_writes(body) or self._exits(stmts):
+            return False
+        return True
+
+    def _constant_local(self, d):
+        """A const local initialised from literals, template parameters and enumerators only
+        (`const int TILE = 32;`, `const int THREADS = (BM / TM) * (BN / TN);`)."""
+        ci = self.ci
+        if d.kind != ci.CursorKind.VAR_DECL or not d.type.is_const_qualified():
+            return False
+        inits = [c for c in d.get_children() if c.kind.is_expression()]
+        constants = (ci.CursorKind.TEMPLATE_NON_TYPE_PARAMETER, ci.CursorKind.ENUM_CONSTANT_DECL)
+        return bool(inits) and all(
+            c.kind != ci.CursorKind.DECL_REF_EXPR or
+            (c.referenced is not None and c.referenced.kind in constants)
+            for c in self.walk(inits[-1]))
+
+    def _exits(self, stmts):
+        """Whether a loop body (`stmts`) leaves the loop (return, break, continue) or declares
+        shared memory, which must stay at the block level."""
+        ci = self.ci
+        loops = (ci.CursorKind.FOR_STMT, ci.CursorKind.WHILE_STMT, ci.CursorKind.DO_STMT,
+                 ci.CursorKind.CXX_FOR_RANGE_STMT)
 
         def exits(c, depth_loop, depth_switch):
-            """Whether `c` leaves the loop body (or declares shared memory, which must stay at
-            the block level)."""
             if c.kind == ci.CursorKind.RETURN_STMT or (c.kind == ci.CursorKind.DECL_STMT and
                                                       self.is_shared_decl(c)):
                 return True
@@ -475,13 +563,7 @@ class KernelAnalysis:
                 return True
             return any(exits(k, depth_loop + (c.kind in loops), depth_switch +
                              (c.kind == ci.CursorKind.SWITCH_STMT)) for k in c.get_children())
-        if any(c.kind in loops for b in stmts for c in self.walk(b)):
-            # a loop nest (regtile's k step over its TM x TN register tile) stays inside the
-            # thread loop: its inner loops vectorise within the thread and its locals stay the
-            # thread's own; interchanged, they became per-thread arrays reached with a stride
-            # (regtile: 3x slower than its fibers, benchmarks/emu_notes.md)
-            return False
-        return not any(exits(b, 0, 0) for b in stmts)
+        return any(exits(b, 0, 0) for b in stmts)
 
     def _uniform_expr(self, cursor, allowed=()):
         ci = self.ci
