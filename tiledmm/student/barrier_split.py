@@ -10,20 +10,27 @@ barriers stays outside the thread loops when its header is block-uniform: it rea
 parameters the kernel never writes, blockIdx, blockDim, gridDim, constants, its own variable,
 and locals of that kind (the tile loop); its body is split the same way. A barrier-free `for`
 loop of that kind also goes outside the thread loops (interchange: `for k { for threads {
-sum += As[ty][k] * Bs[k][tx]; } }`, which g++ vectorises across threads), and locals computed
-only from threadIdx and uniform values (tx, row, col) are recomputed in each thread loop rather
-than stored, so the compiler sees them as affine in the thread index.
+sum += As[ty][k] * Bs[k][tx]; } }`, which g++ vectorises across threads) when its body holds
+no further loop, and locals computed only from threadIdx and uniform values (tx, row, col) are
+recomputed in each thread loop rather than stored, so the compiler sees them as affine in the
+thread index. An `if` holding barriers whose condition is block-uniform (`if (STEP == 3)`)
+stays at block level and its branches are split. A grid-stride loop (`for (i = tid; i < n;
+i += blockDim.x)`: the thread only in its start, a bound of the data's size) runs as rounds:
+every active thread's next iteration, until none is left. A thread loop calling a function
+stores each thread's index where the emulator's threadIdx reads it, so helpers may read it.
 
 Everything else keeps the fibers (the kernel says why, `SplitPlan.reason`): barriers under an
-`if`, a `while` or a loop with a thread-dependent header (the fibers report divergence there as
-before), `__syncthreads_count/and/or`, warp operations (shuffles, votes, __syncwarp), `goto`,
-`asm`, a `return` before a barrier, `break`/`continue` that would leave a thread loop, templates
-(tm.compile), helper functions that read threadIdx or synchronise, and any source libclang
-cannot read.
+`if` with a thread-dependent condition, a `while` or a loop with a thread-dependent header (the
+fibers report divergence there as before), `__syncthreads_count/and/or`, warp operations
+(shuffles, votes, __syncwarp), `goto`, `asm`, a `return` before a barrier, `break`/`continue`
+that would leave a thread loop, templates (tm.compile), helper functions that synchronise, and
+any source libclang cannot read.
 
 The registry's own kernels (cuda/*.cu, templates) go through `registry_source` at build time
 (setup.py, tiledmm._emu only): each split becomes a function template beside its kernel, and
-`tm_with_split_<kernel>` pairs every instance with its split for tm_launch (cuda/common.h).
+`tm_with_split_<kernel>` pairs every instance with its split for tm_launch (cuda/common.h). A
+template whose warp operations sit under compile-time conditions (`if (STEP == ...)`) splits for
+the instances that never reach them; the others name the kernel itself (fibers).
 
 The split function is compiled beside the original kernel: only plain launches use it (check
 mode and profile mode build the kernel without it, so their reports and counts are the fibers'
