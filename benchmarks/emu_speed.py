@@ -17,6 +17,13 @@ taken after a warm-up launch, so a busy machine inflates them less than medians 
 
 --baseline prints, beside each row, how many times faster than a previous --json run it is.
 
+--fibers times every registry kernel on both of the emulator's paths in the same run, each
+launch series on the thread loops followed at once by the same on fibers (TILEDMM_EMU_SPLIT=0,
+read per launch), --rounds times over (best of all rounds per path), and prints the fibers'
+time and fibers / thread loops beside each row: the ratio the issue's "3x faster than today"
+target is stated in, measured interleaved. The `path` column says which path a row's default
+launch took.
+
 `user ...` rows: the lecture's tiled kernel (tile 16) and the naive kernel as a student writes
 them, through tm.compile, on both of the emulator's paths: split at their barriers into loops
 over the block's threads ("thread loops", tiledmm/student/barrier_split.py) and one fiber per CUDA
@@ -157,6 +164,24 @@ def plain_loop_ms(n, repeat, cpu):
     return {line.split()[0]: float(line.split()[1]) for line in out.splitlines()}
 
 
+def timed_paths(run, args):
+    """(best ms on the default path, the path it took, best ms on fibers or None): `run` on the
+    default path, then (--fibers) on fibers, alternating --rounds times."""
+    best, fibers, path = float("inf"), None, "fibers"
+    for _ in range(args.rounds if args.fibers else 1):
+        res = run()
+        best = min(best, res.timing.kernel_ms_min)
+        path = getattr(res.launch, "path", None) or "fibers"
+        if args.fibers:
+            os.environ["TILEDMM_EMU_SPLIT"] = "0"
+            try:
+                ms = run().timing.kernel_ms_min
+            finally:
+                del os.environ["TILEDMM_EMU_SPLIT"]
+            fibers = ms if fibers is None else min(fibers, ms)
+    return best, path, fibers
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", type=int, default=256, help="matmul M = N = K (default 256)")
@@ -166,6 +191,11 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated kernel names to time (default all)")
     ap.add_argument("--json", help="write the figures to this file")
     ap.add_argument("--baseline", help="a previous --json file: print the speed-up against it")
+    ap.add_argument("--fibers", action="store_true",
+                    help="also time each registry kernel on fibers (TILEDMM_EMU_SPLIT=0), "
+                         "interleaved with its default path")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="with --fibers: alternations of the two paths per kernel (default 1)")
     args = ap.parse_args()
 
     # One emulator thread on one core: the emulator reads the variable at its first launch.
@@ -185,12 +215,16 @@ def main():
     for kernel, params in MATMUL_CASES:
         if only and kernel not in only and (kernel, params) != BARRIER_FREE_MATMUL:
             continue
-        res = tm.matmul(A, B, kernel=kernel, backend="emu", warmup=1, repeat=args.repeat, **params)
-        err = float(np.max(np.abs(res.out - ref)))
-        if not err <= 1e-3 * np.sqrt(n) * np.max(np.abs(ref)):
-            sys.exit(f"{label(kernel, params)}: wrong result (max error {err:g})")
-        ms = res.timing.kernel_ms_min
-        rows[label(kernel, params)] = {"family": "matmul", "ms": ms, "gflops": 2.0 * n ** 3 / ms / 1e6}
+        def run_matmul():
+            res = tm.matmul(A, B, kernel=kernel, backend="emu", warmup=1, repeat=args.repeat,
+                            **params)
+            err = float(np.max(np.abs(res.out - ref)))
+            if not err <= 1e-3 * np.sqrt(n) * np.max(np.abs(ref)):
+                sys.exit(f"{label(kernel, params)}: wrong result (max error {err:g})")
+            return res
+        ms, path, fibers_ms = timed_paths(run_matmul, args)
+        rows[label(kernel, params)] = {"family": "matmul", "ms": ms, "gflops": 2.0 * n ** 3 / ms / 1e6,
+                                       "path": path, "fibers_ms": fibers_ms}
     if not only or "user" in only:
         rows.update(user_rows(A, B, ref, args.repeat))
     for kernel in REDUCE_KERNELS:
@@ -198,12 +232,15 @@ def main():
             break
         if only and kernel not in only and kernel != BARRIER_FREE_REDUCE:
             continue
-        res = tm.reduce(x, kernel=kernel, backend="emu", warmup=1, repeat=args.repeat)
-        want = float(np.sum(x, dtype=np.float64))
-        if abs(float(res.out) - want) > 1e-4 * np.sum(np.abs(x)):
-            sys.exit(f"{kernel}: wrong sum {float(res.out)} (want {want})")
-        ms = res.timing.kernel_ms_min
-        rows[kernel] = {"family": "reduce", "ms": ms, "gbps": 4.0 * x.size / ms / 1e6}
+        def run_reduce():
+            res = tm.reduce(x, kernel=kernel, backend="emu", warmup=1, repeat=args.repeat)
+            want = float(np.sum(x, dtype=np.float64))
+            if abs(float(res.out) - want) > 1e-4 * np.sum(np.abs(x)):
+                sys.exit(f"{kernel}: wrong sum {float(res.out)} (want {want})")
+            return res
+        ms, path, fibers_ms = timed_paths(run_reduce, args)
+        rows[kernel] = {"family": "reduce", "ms": ms, "gbps": 4.0 * x.size / ms / 1e6,
+                        "path": path, "fibers_ms": fibers_ms}
     plain = plain_loop_ms(n, args.repeat, args.cpu)
     baseline = None
     if args.baseline:
@@ -219,16 +256,21 @@ def main():
     free_red = rows.get(BARRIER_FREE_REDUCE, {}).get("ms")
     fastest_plain = min(plain.values()) if plain else None
     head = f"{'kernel':36} {'ms':>9} {'rate':>12} {'/barrier-free':>14} {'/plain':>8}"
+    head += f" {'path':>12}"
+    if args.fibers:
+        head += f" {'fibers ms':>10} {'fibers/this':>11}"
     if baseline:
         head += f" {'speed-up':>9}"
     print(head)
     for name, r in rows.items():
         rate = f"{r['gflops']:.2f} GFLOP/s" if "gflops" in r else f"{r['gbps']:.2f} GB/s"
         free = free_mm if r["family"] == "matmul" else free_red
-        if r.get("path") and not name.endswith(f"[{r['path']}]"):
-            name += f" (ran on {r['path']})"
         line = f"{name:36} {r['ms']:9.2f} {rate:>12} {r['ms'] / free:14.2f}"
         line += f" {r['ms'] / fastest_plain:8.2f}" if plain and r["family"] == "matmul" else f" {'':>8}"
+        line += f" {r.get('path', ''):>12}"
+        if args.fibers:
+            f_ms = r.get("fibers_ms")
+            line += (f" {f_ms:10.2f} {f_ms / r['ms']:10.2f}x" if f_ms else f" {'':>10} {'':>11}")
         if baseline and name in baseline:
             line += f" {baseline[name]['ms'] / r['ms']:8.2f}x"
         print(line)

@@ -345,3 +345,107 @@ __global__ void block_sums(const float *x, float *out, int n)
     padded[:n] = x
     want = padded.reshape(blocks, 2 * threads).sum(axis=1)
     np.testing.assert_allclose(out, want, rtol=0, atol=1e-6 * 2 * threads * np.abs(x).max() * 8)
+
+
+# A helper reading threadIdx (the thread loop stores each thread's index where the emulator's
+# threadIdx reads it) and barriers under a block-uniform `if` (a parameter the kernel never
+# writes: every thread takes the same branch; the thread loops go inside it).
+UNIFORM_IF = r"""
+__device__ float load_mine(const float *x, int n, int per)
+{
+    float s = 0.0f;
+    for (int j = 0; j < per; ++j) {
+        int i = (blockIdx.x * per + j) * blockDim.x + threadIdx.x;
+        if (i < n) s += x[i];
+    }
+    return s;
+}
+
+__global__ void tree(const float *x, float *out, int n, int per, int sequential)
+{
+    __shared__ float s[256];
+    unsigned tid = threadIdx.x;
+    s[tid] = load_mine(x, n, per);
+    __syncthreads();
+    if (sequential) {
+        for (unsigned h = blockDim.x / 2; h > 0; h /= 2) {
+            if (tid < h) s[tid] += s[tid + h];
+            __syncthreads();
+        }
+    } else {
+        for (unsigned st = 1; st < blockDim.x; st *= 2) {
+            if (tid % (2 * st) == 0) s[tid] += s[tid + st];
+            __syncthreads();
+        }
+    }
+    if (tid == 0) out[blockIdx.x] = s[0];
+}
+"""
+
+
+@pytest.mark.parametrize("n,per,sequential", [(1, 1, 1), (1000, 2, 0), (70001, 3, 1),
+                                              (4099, 1, 0)])
+def test_uniform_if_around_barriers_and_a_helper_reading_threadIdx_run_as_thread_loops(
+        n, per, sequential):
+    plan = split_kernel(UNIFORM_IF, "tree")
+    assert plan.text is not None, plan.reason
+    x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+    blocks = -(-n // (256 * per))
+    outs = []
+    for check in (False, True):   # check mode: the fibers
+        out = np.full(blocks, np.nan, np.float32)
+        res = tm.compile(UNIFORM_IF, backend="emu", check=check)(
+            blocks, 256, x, out, np.int32(n), np.int32(per), np.int32(sequential))
+        assert res.launch.path == ("fibers" if check else "thread loops"), res.launch.path_reason
+        outs.append(out)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    ref = np.add.reduceat(np.pad(x.astype(np.float64), (0, blocks * 256 * per - n)),
+                          np.arange(0, blocks * 256 * per, 256 * per))
+    np.testing.assert_allclose(outs[0], ref, rtol=0, atol=1e-6 * 9 * np.abs(x).sum() + 1e-6)
+
+
+def test_a_barrier_under_an_if_on_a_written_parameter_falls_back():
+    src = ("__global__ void k(float *o, int n)\n{\n__shared__ float s[64];\nn += threadIdx.x;\n"
+           "if (n > 3) { __syncthreads(); }\no[threadIdx.x] = s[0];\n}\n")
+    assert "control flow" in _fallback_reason(src, "k")
+
+
+# A grid-stride load loop (`for (i = tid; i < n; i += blockDim.x)`: the thread only in its start,
+# a bound of the data's size) runs as rounds over the threads: each thread's iterations keep
+# their order, so its sum is the fibers' bit for bit.
+STRIDE_SUM = r"""
+__global__ void stride_sum(const float *x, float *out, int n)
+{
+    __shared__ float s[128];
+    const int TILE = 4;
+    float mine = 0.0f;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        mine += x[i] * x[i];
+    for (int r = threadIdx.x; r < TILE; r += 2)
+        mine += 0.0f;
+    s[threadIdx.x] = mine;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float t = 0.0f;
+        for (int j = 0; j < blockDim.x; ++j) t += s[j];
+        out[blockIdx.x] = t;
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("n,blocks", [(1, 1), (1000, 3), (70001, 5)])
+def test_grid_stride_loop_runs_as_rounds_with_the_fibers_bits(n, blocks):
+    plan = split_kernel(STRIDE_SUM, "stride_sum")
+    assert plan.text is not None, plan.reason
+    assert plan.text.count("for (bool tm_more_") == 1   # the data-size loop, not `r < TILE`
+    x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+    outs = []
+    for check in (False, True):   # check mode: the fibers
+        out = np.full(blocks, np.nan, np.float32)
+        res = tm.compile(STRIDE_SUM, backend="emu", check=check)(blocks, 128, x, out, np.int32(n))
+        assert res.launch.path == ("fibers" if check else "thread loops"), res.launch.path_reason
+        outs.append(out)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    x2 = x.astype(np.float64) ** 2
+    assert abs(outs[0].astype(np.float64).sum() - x2.sum()) <= 1e-6 * np.log2(n + 1) * x2.sum() + 1e-6

@@ -21,13 +21,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 MATMUL_SPLIT = [("tiled", {"tile": 8}), ("tiled", {"tile": 16}), ("tiled", {"tile": 32}),
                 ("naive", {"block": 16}), ("naive_uncoalesced", {"block": 16}),
-                ("colmajor_b", {"corner": 1, "tile": 16}), ("colmajor_b", {"corner": 0, "tile": 16})]
-REDUCE_SPLIT = ["per_level", "single_block", "multi_pass", "shared"]
-# helpers from headers (tm_block_sum), helpers reading threadIdx, per-thread arrays of a
-# dependent size, barriers under a compile-time `if`: fibers
-KEEP_FIBERS = [("matmul", "coarse"), ("matmul", "regtile"), ("matmul", "fast"),
-               ("reduce", "shuffle"), ("reduce", "vectorized"), ("reduce", "first_add"),
-               ("reduce", "atomic")]
+                ("colmajor_b", {"corner": 1, "tile": 16}), ("colmajor_b", {"corner": 0, "tile": 16}),
+                ("regtile", {"dims": 1}), ("regtile", {"dims": 2}),
+                ("coarse", {"coarsen": 4, "tile": 16}), ("coarse", {"coarsen": 8, "tile": 8})]
+REDUCE_SPLIT = ["per_level", "single_block", "multi_pass", "shared", "vectorized"]
+# the reduce_steps ladder: barriers under `if (STEP == ...)` (a template parameter: uniform),
+# a helper reading threadIdx (load_per_thread)
+STEPS_SPLIT = ["interleaved_divergent", "interleaved_bank_conflicts", "sequential", "first_add"]
+# helpers from headers (tm_block_sum), a lambda (fast), and the ladder's steps whose path
+# reaches the last warp's __syncwarp: fibers
+KEEP_FIBERS = [("matmul", "fast"),
+               ("reduce", "shuffle"), ("reduce", "atomic"), ("reduce", "unroll_last_warp"),
+               ("reduce", "multi_element")]
 
 
 def _both_paths(call):
@@ -58,15 +63,45 @@ def test_matmul_kernels_run_as_thread_loops_with_the_fibers_bits(kernel, params,
 
 
 @pytest.mark.parametrize("kernel", REDUCE_SPLIT)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("n", [1, 1000, 70001])
-def test_reductions_run_as_thread_loops_with_the_fibers_bits(kernel, n):
-    x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+def test_reductions_run_as_thread_loops_with_the_fibers_bits(kernel, dtype, n):
+    x = np.random.default_rng(n).standard_normal(n).astype(dtype)
     split, fibers = _both_paths(lambda: tm.reduce(x, kernel=kernel, backend="emu", warmup=0,
                                                   repeat=1))
     assert split.launch.path == "thread loops" and fibers.launch.path == "fibers"
     assert split.out.tobytes() == fibers.out.tobytes()
     ref = x.astype(np.float64).sum()
     assert abs(float(split.out) - ref) <= 1e-6 * np.log2(n + 1) * np.abs(x).sum() + 1e-6
+
+
+@pytest.mark.parametrize("kernel", STEPS_SPLIT)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n,block", [(1, 128), (1000, 256), (70001, 128), (100003, 512)])
+def test_reduce_steps_run_as_thread_loops_with_the_fibers_bits(kernel, dtype, n, block):
+    x = np.random.default_rng(n + block).standard_normal(n).astype(dtype)
+    split, fibers = _both_paths(lambda: tm.reduce(x, kernel=kernel, block=block, backend="emu",
+                                                  warmup=0, repeat=1))
+    assert split.launch.path == "thread loops" and fibers.launch.path == "fibers"
+    assert split.out.tobytes() == fibers.out.tobytes()
+    ref = x.astype(np.float64).sum()
+    eps = np.finfo(dtype).eps
+    assert abs(float(split.out) - ref) <= 4 * eps * np.log2(n + 1) * np.abs(x).sum() + eps
+
+
+@pytest.mark.parametrize("kernel,params", [("unroll_last_warp", {}),
+                                           ("multi_element", {"per_thread": 4})])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_reduce_steps_reaching_the_last_warp_keep_the_fibers(kernel, params, dtype):
+    """Their instances (STEP 4 and 5) reach __syncwarp: the pair names the kernel itself."""
+    x = np.random.default_rng(11).standard_normal(30001).astype(dtype)
+    split, fibers = _both_paths(lambda: tm.reduce(x, kernel=kernel, backend="emu", warmup=0,
+                                                  repeat=1, **params))
+    assert split.launch.path == "fibers" == fibers.launch.path
+    assert split.out.tobytes() == fibers.out.tobytes()
+    eps = np.finfo(dtype).eps
+    assert abs(float(split.out) - x.astype(np.float64).sum()) <= \
+        4 * eps * 15 * np.abs(x).sum() + eps
 
 
 @pytest.mark.parametrize("family,kernel", KEEP_FIBERS)
@@ -106,15 +141,15 @@ def test_registry_source_splits_the_tiled_template_and_names_each_instance():
     assert reasons == {"matmul_tiled_kernel": ""}
     assert "template <typename T, int TILE, typename Index> static void " \
            "tm_split_matmul_tiled_kernel(" in text
-    assert "tm_with_split_matmul_tiled_kernel = {&matmul_tiled_kernel<T, TILE, Index>, " \
+    assert "tm_with_split_matmul_tiled_kernel = tm_emu_split_kernel<decltype(" \
+           "&matmul_tiled_kernel<T, TILE, Index>)>{&matmul_tiled_kernel<T, TILE, Index>, " \
            "&tm_split_matmul_tiled_kernel<T, TILE, Index>" in text
     assert text.startswith('#line 1 "cuda/matmul_tiled.cu"')
 
 
 @pytest.mark.parametrize("path,kernel,reason", [
     ("cuda/reduce_shuffle.cu", "reduce_shuffle_kernel", "tm_block_sum that libclang cannot resolve"),
-    ("cuda/reduce_steps.cu", "reduce_step_kernel", "load_per_thread uses threadIdx"),
-    ("cuda/matmul_coarse.cu", "matmul_coarse_kernel", "per-thread variable of type T[COARSEN]"),
+    ("cuda/reduce_steps.cu", "reduce_step_kernel", "last_warp_sum uses __syncwarp"),
 ])
 def test_registry_source_says_why_a_kernel_keeps_the_fibers(path, kernel, reason):
     assert reason in _reasons(path)[kernel]
@@ -140,3 +175,26 @@ __global__ void k(const T *x, T *out)
 def test_a_dependent_call_of_a_helper_with_shuffles_keeps_the_fibers():
     text, reasons = registry_source(WARP_HELPER, "cuda/x.cu")
     assert "__shfl_down_sync" in reasons["k"] and "tm_split_k" not in text
+
+
+def test_registry_source_keeps_the_fibers_only_for_the_steps_reaching_a_warp_operation():
+    """reduce_steps: the split is a template over STEP; instances whose compile-time path reaches
+    last_warp_sum's __syncwarp name the kernel itself (fibers), the others the pair."""
+    with open(os.path.join(ROOT, "cuda", "reduce_steps.cu")) as f:
+        text, reasons = registry_source(f.read(), "cuda/reduce_steps.cu")
+    guard = ("!(STEP == STEP_INTERLEAVED_DIVERGENT) && !(STEP == STEP_INTERLEAVED_BANK_CONFLICTS)"
+             " && !(STEP == STEP_SEQUENTIAL || STEP == STEP_FIRST_ADD)")
+    assert guard in reasons["reduce_step_kernel"]
+    assert f"if constexpr (({guard})) return &reduce_step_kernel<T, STEP>;" in text
+    assert "if (STEP == STEP_SEQUENTIAL || STEP == STEP_FIRST_ADD) {\nfor (unsigned half" in text
+
+
+def test_per_thread_arrays_of_template_dependent_size_are_declared_from_their_type():
+    """regtile's `T acc[TM][TN]` live across barriers: one T[TM][TN] per thread, sized by
+    sizeof of the type in each instance; its k-step loop nest stays inside the thread loop."""
+    with open(os.path.join(ROOT, "cuda", "matmul_regtile.cu")) as f:
+        text, reasons = registry_source(f.read(), "cuda/matmul_regtile.cu")
+    assert reasons == {"matmul_regtile_kernel": ""}
+    frame = text[text.index("constexpr size_t tm_split_frame_matmul_regtile_kernel = "):]
+    assert "sizeof(std::remove_cv_t<T[TM][TN]>)" in frame[:frame.index(";")]
+    assert "std::remove_cv_t<T[TM][TN]> tm_pt_acc_" in text and "tm_pt_a_" not in text

@@ -1,0 +1,675 @@
+"""What the barrier split (barrier_split.py, issue 34 design 1) knows about a kernel before it
+writes any text: libclang's parse of the body, the checks that keep the fibers (raising
+_Fallback with the reason), which variables are block-uniform, written, recomputed per thread
+or live across a barrier (per-thread arrays), and which loops the thread loops go inside of.
+barrier_split.py turns this analysis into the split function's text.
+"""
+import re
+
+from .kernel_diagnostics import SOURCE_NAME
+from .kernel_source import _INCLUDE_RE, _PARSE_PRELUDE, _VECTORS, _cindex, _kernel_cursors
+
+# What the body parse needs beyond the signature parse's prelude: CUDA's built-ins, declared
+# (libclang must see them to keep the calls in its tree). A body with any parse error is left to
+# the fibers, so a missing declaration costs speed, never correctness.
+_BODY_PRELUDE = _PARSE_PRELUDE + r"""
+#undef __shared__
+#define __shared__ __attribute__((annotate("tm_shared")))
+#undef TM_DYNAMIC_SHARED
+#define TM_DYNAMIC_SHARED(type, name) __attribute__((annotate("tm_shared"))) type *name = 0
+extern const uint3 threadIdx, blockIdx; extern const dim3 blockDim, gridDim;
+static const int warpSize = 32;
+void __syncthreads(); int __syncthreads_count(int); int __syncthreads_and(int);
+int __syncthreads_or(int); void __syncwarp(unsigned = 0xffffffffu); unsigned __activemask();
+template <class T> T __shfl_sync(unsigned, T, int, int = 32);
+template <class T> T __shfl_up_sync(unsigned, T, unsigned, int = 32);
+template <class T> T __shfl_down_sync(unsigned, T, unsigned, int = 32);
+template <class T> T __shfl_xor_sync(unsigned, T, int, int = 32);
+unsigned __ballot_sync(unsigned, int); int __all_sync(unsigned, int); int __any_sync(unsigned, int);
+void __threadfence(); void __threadfence_block(); void __threadfence_system();
+long long clock64(); int printf(const char *, ...);
+template <class A, class B> A min(A, B); template <class A, class B> A max(A, B);
+template <class T> T __ldg(const T *);
+""" + "".join(f"template <class T> T {a}(T *, T);\n" for a in (
+    "atomicAdd", "atomicSub", "atomicExch", "atomicMin", "atomicMax", "atomicAnd", "atomicOr",
+    "atomicXor")) + "template <class T> T atomicCAS(T *, T, T);\n" + (
+    "unsigned atomicInc(unsigned *, unsigned); unsigned atomicDec(unsigned *, unsigned);\n") + "".join(
+    f"{v} make_{v}({', '.join(f'{c} {a}' for a in 'xyzw'[:k])});\n"
+    for v, (c, k) in _VECTORS.items()) + "".join(
+    f"float {f}f(float); double {f}(double);\n" for f in (
+        "sqrt", "rsqrt", "exp", "exp2", "log", "log2", "log10", "sin", "cos", "tan", "tanh",
+        "fabs", "floor", "ceil", "round", "trunc", "erf", "cbrt")) + r"""
+float powf(float, float); double pow(double, double); float fmaxf(float, float);
+float fminf(float, float); double fmax(double, double); double fmin(double, double);
+float fmaf(float, float, float); double fma(double, double, double);
+float __expf(float); float __logf(float); float __fdividef(float, float);
+int abs(int); float fabsf(float);
+"""
+
+# Calls a uniform or recomputed expression may make: pure functions of their arguments.
+PURE_CALLS = {f"{f}{s}" for f in ("sqrt", "rsqrt", "exp", "exp2", "log", "log2", "log10", "sin",
+                                  "cos", "tan", "tanh", "fabs", "floor", "ceil", "round", "trunc",
+                                  "erf", "cbrt", "pow", "fmax", "fmin", "fma") for s in ("", "f")}
+PURE_CALLS |= {"min", "max", "abs", "__fdividef", "__expf", "__logf"}
+WARP_OPS = {"__syncwarp", "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
+            "__ballot_sync", "__all_sync", "__any_sync", "__activemask", "__match_any_sync",
+            "__match_all_sync", "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync"}
+BARRIER_OPS = {"__syncthreads_count", "__syncthreads_and", "__syncthreads_or"}
+SYNC_NAMES = WARP_OPS | BARRIER_OPS | {"__syncthreads"}
+# Functions the body parse's prelude declares: a call to one needs no further check.
+KNOWN_CALLS = PURE_CALLS | SYNC_NAMES | {
+    "atomicAdd", "atomicSub", "atomicExch", "atomicMin", "atomicMax", "atomicAnd", "atomicOr",
+    "atomicXor", "atomicCAS", "atomicInc", "atomicDec", "__ldg", "printf", "clock64",
+    "__threadfence", "__threadfence_block", "__threadfence_system", "fabsf", "powf", "fmaxf",
+    "fminf", "fmaf"}
+UNIFORM_BUILTINS = {"blockIdx", "blockDim", "gridDim", "warpSize"}
+_WRITE_AFTER = {"=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=", "++", "--"}
+_WRITE_BEFORE = {"++", "--", "&"}
+# The largest per-thread frame (bytes of per-thread arrays times threads) run as thread loops:
+# they live on the OS thread's stack; larger blocks run on fibers (the launcher decides).
+MAX_FRAME = 512 * 1024
+# Kernels with larger locals keep the fibers: a CUDA thread's stack there is small
+# (TILEDMM_EMU_STACK_KB), and overflowing it is reported as such; the thread loops run on the
+# OS thread's stack, where the same kernel would run, or fail with a plain fault.
+MAX_LOCALS = 4096
+
+
+class _Fallback(Exception):
+    """The kernel keeps its fibers; the message says why."""
+
+
+class KernelAnalysis:
+    """The analysis of kernel `name` of `text` (the emulator's dialect applied): analyse()
+    raises _Fallback with the reason where the kernel must keep its fibers."""
+
+    def __init__(self, ci, text, name, define_lines, templates=False):
+        self.ci, self.name, self.templates = ci, name, templates
+        blanked = _INCLUDE_RE.sub(lambda m: " " * len(m.group(0)), text)
+        prelude = _BODY_PRELUDE + "\n".join(define_lines) + "\n"
+        self.data = blanked.encode()
+        index = ci.Index.create()
+        self.tu = index.parse(SOURCE_NAME, args=["-x", "c++", "-std=c++17", "-nostdinc",
+                                                 "-nostdinc++", "-include", "/tiledmm-split/p.h"],
+                              unsaved_files=[(SOURCE_NAME, blanked),
+                                             ("/tiledmm-split/p.h", prelude)],
+                              options=ci.TranslationUnit.PARSE_INCOMPLETE)
+        self.live_types = {}     # VAR_DECL hash -> (cursor) of per-thread arrays
+        self.uniform = set()     # VAR_DECL hashes of block-uniform scalars
+        self.written = set()     # VAR_DECL hashes written anywhere in the body
+        self.hoisted = set()     # FOR_STMT hashes the thread loops go inside of
+        self.split_ifs = set()   # IF_STMT hashes with barriers and a block-uniform condition
+        self.round_loops = set() # FOR_STMT hashes run as rounds over the threads (round_loop)
+        # Template kernels: compile-time conditions (C++ text over the template's parameters)
+        # under which an instance reaches something that needs the fibers (a warp operation,
+        # reduce_steps' last warp): those instances keep the fibers, the others split.
+        self.fiber_guards = []   # [(condition text, reason)]
+        self.recompute = {}      # VAR_DECL hash -> its DECL_STMT, recomputed per thread loop
+        self.recompute_deps = {} # DECL_STMT hash -> VAR_DECL hashes of recomputed it reads
+
+    # ---- small helpers ----
+    def src(self, cursor):
+        """The cursor's text; a statement's with its `;` (libclang's extent of `x = 1;` or of
+        `if (c) x = 1;` ends before it)."""
+        e = cursor.extent
+        end = e.end.offset
+        m = re.compile(rb"\s*;").match(self.data, end)
+        if m and (cursor.kind.is_statement() or cursor.kind.is_expression()):
+            end = m.end()
+        return self.data[e.start.offset:end].decode()
+
+    def walk(self, cursor):
+        yield cursor
+        for c in cursor.get_children():
+            yield from self.walk(c)
+
+    def analyse(self):
+        ci = self.ci
+        if not _ARRAY_KINDS:
+            _ARRAY_KINDS.update(getattr(ci.TypeKind, k) for k in (
+                "CONSTANTARRAY", "DEPENDENTSIZEDARRAY", "VARIABLEARRAY", "INCOMPLETEARRAY"))
+        if not _SCALAR_KINDS:
+            _SCALAR_KINDS.update(getattr(ci.TypeKind, k) for k in (
+                "BOOL", "CHAR_U", "UCHAR", "USHORT", "UINT", "ULONG", "ULONGLONG", "CHAR_S",
+                "SCHAR", "SHORT", "INT", "LONG", "LONGLONG", "FLOAT", "DOUBLE", "POINTER",
+                "ELABORATED", "TYPEDEF", "AUTO"))
+        kernels = [c for c in _kernel_cursors(ci, self.tu.cursor) if c.spelling == self.name
+                   and c.is_definition()]
+        if len(kernels) != 1:
+            raise _Fallback("the kernel's definition was not found by the body parse")
+        k = kernels[0]
+        if k.kind != ci.CursorKind.FUNCTION_DECL and not self.templates:
+            raise _Fallback("a template kernel")
+        for d in self.tu.diagnostics:
+            loc = d.location
+            if d.severity >= 3 and loc.file is not None and loc.file.name == SOURCE_NAME and \
+                    (not self.templates or k.extent.start.offset <= loc.offset <= k.extent.end.offset):
+                raise _Fallback(f"libclang could not read the source ({d.spelling})")
+        body = [c for c in k.get_children() if c.kind == ci.CursorKind.COMPOUND_STMT]
+        if len(body) != 1:
+            raise _Fallback("no body")
+        body = body[0]
+        self.params = {p.hash for p in k.get_children() if p.kind == ci.CursorKind.PARM_DECL}
+        self._check_body(body)
+        self._find_writes(body)
+        stmts = list(body.get_children())
+        self._classify_decls(stmts)   # a kernel without barriers: one region (and its loops)
+        self.kernel, self.body, self.stmts = k, body, stmts
+        args = ""
+        if k.kind == ci.CursorKind.FUNCTION_TEMPLATE:
+            names = []
+            for c in k.get_children():
+                if c.kind in (ci.CursorKind.TEMPLATE_TYPE_PARAMETER,
+                              ci.CursorKind.TEMPLATE_NON_TYPE_PARAMETER):
+                    if "..." in "".join(t.spelling for t in c.get_tokens()):
+                        raise _Fallback("a template parameter pack")
+                    names.append(c.spelling)
+                elif c.kind == ci.CursorKind.TEMPLATE_TEMPLATE_PARAMETER:
+                    raise _Fallback("a template template parameter")
+            args = "<" + ", ".join(names) + ">"
+        self.template_args = args   # "<T, TILE, Index>" of a template kernel, else ""
+
+    def _check_body(self, body):
+        ci = self.ci
+        seen_funcs = set()
+        local_bytes = 0
+
+        def visit(c, guard):
+            """`guard`: the compile-time conditions (texts) every path to `c` passes."""
+            nonlocal local_bytes
+            kind = c.kind
+            if kind == ci.CursorKind.VAR_DECL and not any(
+                    a.kind == ci.CursorKind.ANNOTATE_ATTR for a in c.get_children()):
+                local_bytes += max(c.type.get_size(), 0)
+                if local_bytes > MAX_LOCALS:
+                    raise _Fallback(f"more than {MAX_LOCALS} bytes of local variables per thread "
+                                    "(the fibers' stacks report an overflow)")
+            if kind in (ci.CursorKind.GOTO_STMT, ci.CursorKind.INDIRECT_GOTO_STMT,
+                        ci.CursorKind.LABEL_STMT):
+                raise _Fallback("goto or a label")
+            if kind in (ci.CursorKind.ASM_STMT, ci.CursorKind.MS_ASM_STMT):
+                raise _Fallback("inline asm")
+            if kind == ci.CursorKind.LAMBDA_EXPR:
+                raise _Fallback("a lambda")
+            if kind == ci.CursorKind.CALL_EXPR:
+                if not guard:
+                    self._check_call(c, seen_funcs)
+                else:   # the instances reaching this call keep the fibers if it needs them
+                    tried = set(seen_funcs)
+                    try:
+                        self._check_call(c, tried)
+                        seen_funcs.update(tried)
+                    except _Fallback as exc:
+                        self.fiber_guards.append((" && ".join(guard), str(exc)))
+            if kind in (ci.CursorKind.DECL_REF_EXPR, ci.CursorKind.OVERLOADED_DECL_REF) and \
+                    c.spelling in SYNC_NAMES and \
+                    c.spelling != "__syncthreads":
+                if not guard:
+                    raise _Fallback(f"{c.spelling}")
+                self.fiber_guards.append((" && ".join(guard), c.spelling))
+            kids = list(c.get_children())
+            cond = self._constant_condition(c)
+            for i, k in enumerate(kids):
+                branch = [f"({cond})", f"!({cond})"][i - 1] if cond and i else None
+                visit(k, guard + [branch] if branch else guard)
+        visit(body, [])
+
+    def _constant_condition(self, s):
+        """The text of an `if`'s condition when it is a compile-time constant of a template
+        kernel (`if (STEP == STEP_SEQUENTIAL)`, `if constexpr (...)`: it reads only template
+        parameters, enumerators and literals), else None."""
+        ci = self.ci
+        if not self.templates or s.kind != ci.CursorKind.IF_STMT:
+            return None
+        kids = list(s.get_children())
+        if len(kids) not in (2, 3) or not kids[0].kind.is_expression():
+            return None   # an if with an init-statement or a declared condition
+        for c in self.walk(kids[0]):
+            if c.kind in (ci.CursorKind.CALL_EXPR, ci.CursorKind.MEMBER_REF_EXPR):
+                return None
+            if c.kind == ci.CursorKind.DECL_REF_EXPR and (c.referenced is None or (
+                    c.referenced.kind not in (ci.CursorKind.TEMPLATE_NON_TYPE_PARAMETER,
+                                              ci.CursorKind.ENUM_CONSTANT_DECL))):
+                return None
+        text = self.src(kids[0]).strip()
+        return text or None
+
+    def _check_call(self, c, seen, helper=None):
+        """A call in the kernel or in `helper`, a function it calls: warp operations and
+        barriers with a value keep the fibers; a call libclang leaves unresolved (templates) is
+        checked by name; a function the kernel's file defines is checked as a helper, once
+        (`seen`: hashes of the functions checked so far). In a helper, the name it refers to
+        is checked by _check_helper (which says the helper's name)."""
+        if helper is None and c.spelling in WARP_OPS:
+            raise _Fallback(f"warp operation {c.spelling} (32-lane semantics: fibers)")
+        if helper is None and c.spelling in BARRIER_OPS:
+            raise _Fallback(f"{c.spelling} (a barrier with a value: fibers)")
+        ref = c.referenced
+        if ref is None and self.templates:
+            self._check_dependent_call(c, seen)
+        if ref is not None and ref.location.file is not None and \
+                ref.location.file.name == SOURCE_NAME and ref.hash not in seen:
+            seen.add(ref.hash)
+            self._check_helper(ref, seen)
+
+    def _check_dependent_call(self, c, seen):
+        """A call in a template that libclang leaves unresolved until instantiation: `T(0)` (a
+        cast), or a call of a name whose candidates the kernel's file must define (then they
+        are checked as helpers); a helper from a header the parse does not read might use
+        threadIdx or synchronise, so the kernel keeps its fibers."""
+        ci = self.ci
+        kids = list(c.get_children())
+        if not kids or kids[0].kind == ci.CursorKind.TYPE_REF:
+            return   # T(0): a functional cast
+        refs = [x for x in self.walk(kids[0]) if x.kind == ci.CursorKind.OVERLOADED_DECL_REF]
+        name = refs[0].spelling if refs else (c.spelling or kids[0].spelling or "?")
+        if name in WARP_OPS or name in BARRIER_OPS:
+            raise _Fallback(f"{name} (warp operations and barriers with a value: fibers)")
+        if name in KNOWN_CALLS:
+            return
+        decls = [d for d in self.tu.cursor.get_children() if d.spelling == name and d.kind in (
+            ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE)] if refs else []
+        if not decls or any(d.location.file is None or d.location.file.name != SOURCE_NAME
+                            for d in decls):
+            raise _Fallback(f"a call of {name} that libclang cannot resolve (line "
+                            f"{c.location.line}; a helper from a header)")
+        for d in decls:
+            if d.hash not in seen:
+                seen.add(d.hash)
+                self._check_helper(d, seen)
+
+    def _check_helper(self, fn, seen):
+        """A helper function the kernel calls may not synchronise. It may read threadIdx: a
+        thread loop that calls a function stores the thread's index where the emulator's
+        threadIdx reads it (tm_emu_tls.thread_idx; barrier_split's _thread_loop)."""
+        d = fn.get_definition()
+        if d is None:
+            return
+        for c in self.walk(d):
+            if c.kind in (self.ci.CursorKind.DECL_REF_EXPR,
+                          self.ci.CursorKind.OVERLOADED_DECL_REF) and c.spelling in SYNC_NAMES:
+                raise _Fallback(f"helper function {fn.spelling} uses {c.spelling}")
+            if c.kind == self.ci.CursorKind.CALL_EXPR:
+                self._check_call(c, seen, helper=fn)
+
+    def _find_writes(self, body):
+        """Variables assigned, incremented or whose address is taken anywhere in the body."""
+        toks = list(body.get_tokens())
+        pos = {t.extent.start.offset: i for i, t in enumerate(toks)}
+        for c in self.walk(body):
+            if c.kind != self.ci.CursorKind.DECL_REF_EXPR or c.referenced is None:
+                continue
+            i = pos.get(c.extent.start.offset)
+            if i is None:
+                self.written.add(c.referenced.hash)   # a macro's expansion: assume written
+                continue
+            j = i + 1
+            while j + 1 < len(toks) and toks[j].spelling == "." :
+                j += 2
+            after = toks[j].spelling if j < len(toks) else ""
+            before = toks[i - 1].spelling if i > 0 else ""
+            if after in _WRITE_AFTER or before in _WRITE_BEFORE:
+                self.written.add(c.referenced.hash)
+
+    # ---- structure ----
+    def is_barrier_stmt(self, s):
+        ci = self.ci
+        c = s
+        while c.kind in (ci.CursorKind.UNEXPOSED_EXPR, ci.CursorKind.PAREN_EXPR) and \
+                len(list(c.get_children())) == 1:
+            c = next(c.get_children())
+        return c.kind == ci.CursorKind.CALL_EXPR and c.spelling == "__syncthreads"
+
+    def has_barrier(self, s):
+        return any(c.kind == self.ci.CursorKind.CALL_EXPR and c.spelling == "__syncthreads"
+                   for c in self.walk(s))
+
+    def is_shared_decl(self, s):
+        if s.kind != self.ci.CursorKind.DECL_STMT:
+            return False
+        return any(a.kind == self.ci.CursorKind.ANNOTATE_ATTR and a.spelling == "tm_shared"
+                   for d in self.var_decls(s) for a in d.get_children())
+
+    def var_decls(self, s):
+        return [c for c in s.get_children() if c.kind == self.ci.CursorKind.VAR_DECL]
+
+    def _classify_decls(self, stmts):
+        # A declaration with one per-thread variable makes all of its variables per-thread.
+        """Per-thread arrays: locals declared at the top level of a region and used in another
+        region. Uniform scalars: top-level locals whose initializer is block-uniform and that
+        are never written afterwards (they may stay outside the thread loops)."""
+        self.region_of = {}   # VAR_DECL hash -> region id where declared
+        self.uses = {}        # VAR_DECL hash -> set of region ids using it
+        self._assign_regions(stmts, [0], top=True)
+        for h, regions in self.uses.items():
+            if h in self.region_of and regions - {self.region_of[h]} and h not in self.uniform:
+                for other in self.same_stmt[h]:
+                    self.live_types[other.hash] = other
+
+    def _assign_regions(self, stmts, counter, top):
+        ci = self.ci
+        if not hasattr(self, "same_stmt"):
+            self.same_stmt = {}
+        region = counter[0]
+        seen_return = False
+        for s in map(self.unwrap, stmts):
+            if self.is_barrier_stmt(s):
+                counter[0] += 1
+                region = counter[0]
+                continue
+            if self.is_shared_decl(s):
+                continue
+            barrier_loop = s.kind == ci.CursorKind.FOR_STMT and self.has_barrier(s)
+            if barrier_loop:
+                self._check_uniform_for(s)
+            if barrier_loop or (not seen_return and not self.has_barrier(s) and
+                                self._hoistable(s)):
+                self.hoisted.add(s.hash)
+                counter[0] += 1
+                header, body, inner = self.for_parts(s)
+                for h in header:
+                    for c in self.walk(h):
+                        if c.kind == ci.CursorKind.VAR_DECL:
+                            self.uniform.add(c.hash)
+                self._assign_regions(inner, counter, top=False)
+                counter[0] += 1
+                region = counter[0]
+                continue
+            if not seen_return and self._is_round_loop(s):
+                # its variable, set in one thread loop and stepped in the next: per-thread
+                init, cond, inc, body = s.get_children()
+                counter[0] += 1
+                for d in self.var_decls(init):
+                    self.region_of[d.hash] = counter[0]
+                    self.same_stmt[d.hash] = [d]
+                for c in self.walk(init):
+                    if c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None:
+                        self.uses.setdefault(c.referenced.hash, set()).add(counter[0])
+                counter[0] += 1
+                for part in (cond, inc, body):
+                    for c in self.walk(part):
+                        if c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None:
+                            self.uses.setdefault(c.referenced.hash, set()).add(counter[0])
+                self.round_loops.add(s.hash)
+                counter[0] += 1
+                region = counter[0]
+                continue
+            if s.kind == ci.CursorKind.IF_STMT and self.has_barrier(s):
+                self._check_uniform_if(s)
+                self.split_ifs.add(s.hash)
+                for branch in list(s.get_children())[1:]:
+                    counter[0] += 1
+                    self._assign_regions(self.branch_stmts(branch), counter, top=False)
+                counter[0] += 1
+                region = counter[0]
+                continue
+            seen_return = seen_return or any(c.kind == ci.CursorKind.RETURN_STMT
+                                             for c in self.walk(s))
+            if self.has_barrier(s):
+                raise _Fallback(f"a barrier under thread-dependent or unsupported control flow "
+                                f"(line {s.location.line})")
+            if s.kind == ci.CursorKind.DECL_STMT:
+                decls = self.var_decls(s)
+                if any(d.storage_class == ci.StorageClass.STATIC for d in decls):
+                    raise _Fallback(f"a static local variable (line {s.location.line}): one "
+                                    "for all threads")
+                if len(decls) == 1 and top and self._uniform_decl(decls[0]):
+                    self.uniform.add(decls[0].hash)   # emitted between two thread loops
+                    counter[0] += 1
+                    region = counter[0]
+                    continue
+                if self._recomputable(s, decls):
+                    self.recompute.update({d.hash: s for d in decls})
+                    self.recompute_deps[s.hash] = {
+                        c.referenced.hash for c in self.walk(s)
+                        if c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None
+                        and c.referenced.hash in self.recompute}
+                    continue
+                for d in decls:
+                    self.region_of[d.hash] = region
+                    self.same_stmt[d.hash] = decls
+            for c in self.walk(s):
+                if c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None:
+                    self.uses.setdefault(c.referenced.hash, set()).add(region)
+
+    def unwrap(self, s):
+        """The for loop under `#pragma unroll` (libclang: an attributed statement holding it);
+        the pragma is a hint the emulator's compiler does not need."""
+        ci = self.ci
+        kids = list(s.get_children()) if s.kind == ci.CursorKind.UNEXPOSED_STMT else []
+        if len(kids) == 1 and kids[0].kind == ci.CursorKind.FOR_STMT:
+            return kids[0]
+        return s
+
+    def branch_stmts(self, branch):
+        """The statements of an if's branch (a compound statement or one statement)."""
+        if branch.kind == self.ci.CursorKind.COMPOUND_STMT:
+            return list(branch.get_children())
+        return [branch]
+
+    def split_if(self, s):
+        """Whether `s` is an `if` holding barriers whose condition is block-uniform: the thread
+        loops go inside its branches."""
+        return s.hash in self.split_ifs
+
+    def _check_uniform_if(self, s):
+        kids = list(s.get_children())
+        if len(kids) not in (2, 3) or not kids[0].kind.is_expression() or \
+                not self._uniform_expr(kids[0]):
+            raise _Fallback(f"a barrier under thread-dependent or unsupported control flow "
+                            f"(line {s.location.line})")
+
+    def for_parts(self, s):
+        """(header cursors, body cursor, body statements) of a for loop."""
+        kids = list(s.get_children())
+        body = kids[-1]
+        stmts = list(body.get_children()) if body.kind == self.ci.CursorKind.COMPOUND_STMT \
+            else [body]
+        return kids[:-1], body, stmts
+
+    def split_loop(self, s):
+        """Whether `s` is a loop the thread loops go inside of: one with barriers, or (design
+        1's interchange) a barrier-free loop with a block-uniform header and no exit from its
+        body, so that `for k { for threads { body } }` runs each thread's iterations in order
+        and the compiler can vectorise across threads (decided once per loop, in order)."""
+        return s.hash in self.hoisted
+
+    def _hoistable(self, s):
+        ci = self.ci
+        if s.kind != ci.CursorKind.FOR_STMT:
+            return False
+        header, body, stmts = self.for_parts(s)
+        if len(header) != 3 or self._uniform_for_problem(s) is not None:
+            return False
+        loops = (ci.CursorKind.FOR_STMT, ci.CursorKind.WHILE_STMT, ci.CursorKind.DO_STMT,
+                 ci.CursorKind.CXX_FOR_RANGE_STMT)
+        if any(c.kind in loops for b in stmts for c in self.walk(b)):
+            # a loop nest (regtile's k step over its TM x TN register tile) stays inside the
+            # thread loop: its inner loops vectorise within the thread and its locals stay the
+            # thread's own; interchanged, they became per-thread arrays reached with a stride
+            # (regtile: 3x slower than its fibers, benchmarks/emu_notes.md)
+            return False
+        return not self._exits(stmts)
+
+    def round_loop(self, s):
+        """Whether `s` runs as rounds over the threads (see _is_round_loop)."""
+        return s.hash in self.round_loops
+
+    def _is_round_loop(self, s):
+        """A barrier-free `for` whose header depends on the thread only through its start
+        (`for (long long i = tid; i < n; i += blockDim.x)`: a uniform bound and step, a variable
+        the body never writes, no exit from the body): it can run as rounds outer, threads
+        inner (`while any thread is active: for threads: if (i < n) { body; i += step; }`),
+        one of the interleavings a GPU may run, so that neighbouring threads' iterations sit
+        side by side (consecutive addresses) instead of one thread's whole chain at a time."""
+        ci = self.ci
+        if s.kind != ci.CursorKind.FOR_STMT or self.has_barrier(s):
+            return False
+        header, body, stmts = self.for_parts(s)
+        if len(header) != 3 or header[0].kind != ci.CursorKind.DECL_STMT:
+            return False
+        decls = self.var_decls(header[0])
+        if len(decls) != 1 or decls[0].type.kind not in _SCALAR_KINDS or \
+                not header[1].kind.is_expression() or not header[2].kind.is_expression():
+            return False
+        var = {decls[0].hash}
+        if not (self._uniform_expr(header[1], var) and self._uniform_expr(header[2], var)):
+            return False
+        inits = [c for c in decls[0].get_children() if c.kind.is_expression()]
+        if not inits or self._uniform_expr(inits[-1]):
+            return False   # a start every thread shares (no interleaving to gain)
+        # a bound of the data's size (a parameter or a local: n, count), not a compile-time
+        # one: tile loads (`for (e = t; e < BM * BK; e += THREADS)`) take a few iterations per
+        # thread, and rounds there cost more than they gain (regtile, colmajor_b, coarse: 1.5-2.5x
+        # slower, benchmarks/emu_notes.md)
+        if not any(c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None and
+                   c.referenced.hash not in var and
+                   c.referenced.kind in (ci.CursorKind.PARM_DECL, ci.CursorKind.VAR_DECL) and
+                   c.referenced.location.file is not None and
+                   c.referenced.location.file.name == SOURCE_NAME and
+                   not self._constant_local(c.referenced)
+                   for c in self.walk(header[1])):
+            return False
+        if var & self._body_writes(body) or self._exits(stmts):
+            return False
+        return True
+
+    def _constant_local(self, d):
+        """A const local initialised from literals, template parameters and enumerators only
+        (`const int TILE = 32;`, `const int THREADS = (BM / TM) * (BN / TN);`)."""
+        ci = self.ci
+        if d.kind != ci.CursorKind.VAR_DECL or not d.type.is_const_qualified():
+            return False
+        inits = [c for c in d.get_children() if c.kind.is_expression()]
+        constants = (ci.CursorKind.TEMPLATE_NON_TYPE_PARAMETER, ci.CursorKind.ENUM_CONSTANT_DECL)
+        return bool(inits) and all(
+            c.kind != ci.CursorKind.DECL_REF_EXPR or
+            (c.referenced is not None and c.referenced.kind in constants)
+            for c in self.walk(inits[-1]))
+
+    def _exits(self, stmts):
+        """Whether a loop body (`stmts`) leaves the loop (return, break, continue) or declares
+        shared memory, which must stay at the block level."""
+        ci = self.ci
+        loops = (ci.CursorKind.FOR_STMT, ci.CursorKind.WHILE_STMT, ci.CursorKind.DO_STMT,
+                 ci.CursorKind.CXX_FOR_RANGE_STMT)
+
+        def exits(c, depth_loop, depth_switch):
+            if c.kind == ci.CursorKind.RETURN_STMT or (c.kind == ci.CursorKind.DECL_STMT and
+                                                      self.is_shared_decl(c)):
+                return True
+            if c.kind == ci.CursorKind.CONTINUE_STMT and depth_loop == 0:
+                return True
+            if c.kind == ci.CursorKind.BREAK_STMT and depth_loop == 0 and depth_switch == 0:
+                return True
+            return any(exits(k, depth_loop + (c.kind in loops), depth_switch +
+                             (c.kind == ci.CursorKind.SWITCH_STMT)) for k in c.get_children())
+        return any(exits(b, 0, 0) for b in stmts)
+
+    def _uniform_expr(self, cursor, allowed=()):
+        ci = self.ci
+        for c in self.walk(cursor):
+            if c.kind == ci.CursorKind.CALL_EXPR and c.spelling not in PURE_CALLS:
+                return False   # a helper or clock64() could return anything
+            if c.kind != ci.CursorKind.DECL_REF_EXPR:
+                continue
+            r = c.referenced
+            if r is None:
+                return False
+            if c.spelling in UNIFORM_BUILTINS:
+                continue
+            if r.location.file is None or r.location.file.name != SOURCE_NAME:
+                if r.kind in (ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE) \
+                        and c.spelling in PURE_CALLS:
+                    continue
+                return False   # threadIdx, and anything else the prelude declares
+            if r.kind in (ci.CursorKind.ENUM_CONSTANT_DECL, ci.CursorKind.FUNCTION_DECL,
+                          ci.CursorKind.FUNCTION_TEMPLATE,
+                          ci.CursorKind.TEMPLATE_NON_TYPE_PARAMETER):
+                continue
+            if r.hash in allowed or r.hash in self.uniform:
+                continue
+            if r.kind == ci.CursorKind.PARM_DECL and r.hash in self.params and \
+                    r.hash not in self.written:
+                continue
+            if r.kind == ci.CursorKind.VAR_DECL and r.semantic_parent is not None and \
+                    r.semantic_parent.kind in (ci.CursorKind.TRANSLATION_UNIT,
+                                               ci.CursorKind.NAMESPACE) and \
+                    r.type.is_const_qualified():
+                continue
+            return False
+        return True
+
+    def _recomputable(self, s, decls):
+        """A declaration of scalars never written again whose initializers read only threadIdx,
+        block-uniform values and other such variables (tx, row, col): recomputed at the top of
+        every thread loop that uses it, so the compiler sees it as affine in the thread index
+        (a per-thread array would hide that)."""
+        ci = self.ci
+        allowed = set(self.recompute) | {-1}
+        for d in decls:
+            if d.hash in self.written or (d.type.kind not in _SCALAR_KINDS and not (
+                    self.templates and d.type.kind == ci.TypeKind.UNEXPOSED)):
+                return False
+            inits = [c for c in d.get_children() if c.kind.is_expression()]
+            if not inits:
+                return False
+            for c in self.walk(inits[-1]):
+                if c.kind == ci.CursorKind.DECL_REF_EXPR and c.spelling == "threadIdx":
+                    continue
+                if c.kind == ci.CursorKind.MEMBER_REF_EXPR:
+                    continue
+                if c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None and \
+                        c.referenced.hash in allowed:
+                    continue
+                if c.kind in (ci.CursorKind.DECL_REF_EXPR, ci.CursorKind.CALL_EXPR) and \
+                        not self._uniform_expr(c):
+                    return False
+        return True
+
+    def _uniform_decl(self, d):
+        if d.hash in self.written or d.type.kind in _ARRAY_KINDS:
+            return False   # (a dependent array's size expression is no initializer)
+        inits = [c for c in d.get_children() if c.kind.is_expression()]
+        return bool(inits) and self._uniform_expr(inits[-1])
+
+    def _uniform_for_problem(self, s):
+        """Why the loop's trip count may differ between threads, or None."""
+        header, body, _ = self.for_parts(s)
+        loop_vars = {c.hash for h in header for c in self.walk(h)
+                     if c.kind == self.ci.CursorKind.VAR_DECL}
+        for h in header:
+            if not self._uniform_expr(h, loop_vars):
+                return (f"a barrier inside a loop whose trip count may differ between "
+                        f"threads (line {s.location.line})")
+        if loop_vars & self._body_writes(body):
+            return f"the loop at line {s.location.line} changes its variable inside its body"
+        return None
+
+    def _check_uniform_for(self, s):
+        problem = self._uniform_for_problem(s)
+        if problem is not None:
+            raise _Fallback(problem)
+
+    def _body_writes(self, body):
+        saved = self.written
+        self.written = set()
+        self._find_writes(body)
+        w, self.written = self.written, saved
+        return w
+
+
+_ARRAY_KINDS = set()    # filled from clang.cindex's TypeKind, when it loads
+_SCALAR_KINDS = set()   # filled below from clang.cindex's TypeKind, when it loads
+
+
+def kernel_names(source):
+    """The names of the kernels `source` defines (libclang; templates included)."""
+    ci = _cindex()
+    index = ci.Index.create()
+    tu = index.parse(SOURCE_NAME, args=["-x", "c++", "-std=c++17", "-nostdinc", "-nostdinc++",
+                                        "-include", "/tiledmm-split/p.h"],
+                     unsaved_files=[(SOURCE_NAME, _INCLUDE_RE.sub(
+                         lambda m: " " * len(m.group(0)), source)),
+                         ("/tiledmm-split/p.h", _BODY_PRELUDE)],
+                     options=ci.TranslationUnit.PARSE_INCOMPLETE)
+    return sorted({c.spelling for c in _kernel_cursors(ci, tu.cursor) if c.is_definition()})
