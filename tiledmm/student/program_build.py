@@ -14,13 +14,24 @@ as nvcc's launch would). On emu tm_prog::config is emu/program_runtime.h's emula
 on cuda it is tiledmm/include/tiledmm_program_cuda.h's real launch between two CUDA events.
 Then g++ (emu) or nvcc (cuda) builds the program as a shared object that tiledmm/student/program_main.py
 loads and whose `main` it calls. The answer is JSON (result.json), never anything executable.
+
+On emu (plain builds: not check mode, not profile mode) each kernel of the program's file that
+the barrier transform applies to (tiledmm/student/barrier_split.py, issue 34) gets its split
+twin after its definition, and a pair `tm_with_split_<k>` (emu/cuda_emu.h's
+tm_emu_split_kernel; a variable template for a template kernel) that the program's launches of
+that kernel pass instead of `k`: tm_prog::config then runs the launch as thread loops when the
+block's per-thread arrays fit (emu/program_runtime.h), else on fibers. A kernel the transform
+refuses, or a build where the split text does not compile (built again without it), keeps the
+fibers; the answer says why per kernel ("paths").
 """
 import json
 import os
 import re
 import subprocess
 
+from . import barrier_split
 from .check_mode import checked_casts, checked_shared
+from .kernel_diagnostics import SOURCE_NAME as SPLIT_SOURCE_NAME
 from .kernel_source import emu_dialect
 
 SOURCE_NAME_DEFAULT = "program.cu"
@@ -93,15 +104,21 @@ def _parse_args(scratch, includes, defines, user_includes):
 
 
 def rewrite_launches(source, source_name, scratch, includes, defines=(), user_includes=(),
-                     check=False):
+                     check=False, split=None):
     """(the source with every launch rewritten on its own lines, the launches found: a list of
-    {"kernel", "params", "line"}). Raises BuildError for a `<<<` the parse could not read."""
+    {"kernel", "params", "line"}). Raises BuildError for a `<<<` the parse could not read.
+    split (emu plain builds): None, or {"define_lines": [...], "paths": {}}: the file's kernels
+    get their split twins (module docstring) and "paths" is filled with kernel -> why it keeps
+    the fibers ("" for a kernel split)."""
     import clang.cindex as ci
     data = source.encode()
     path = os.path.join(scratch, source_name)
     with open(path, "wb") as f:
         f.write(data)
-    tu = ci.Index.create().parse(path, args=_parse_args(scratch, includes, defines, user_includes))
+    # the detailed record (macro expansions) only where the kernels are split (_split_guard)
+    options = ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD if split is not None else 0
+    tu = ci.Index.create().parse(path, args=_parse_args(scratch, includes, defines, user_includes),
+                                 options=options)
     edits, launches, seen = [], [], set()
     # the parameter names of every kernel (templates too), for launches in templates
     kernel_params = {}
@@ -110,6 +127,11 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
                 any(k.kind == ci.CursorKind.CUDAGLOBAL_ATTR for k in c.get_children()):
             kernel_params[c.spelling] = [k.spelling for k in c.get_children()
                                          if k.kind == ci.CursorKind.PARM_DECL]
+    splits = {}   # kernel -> the text inserted after its definition
+    if split is not None:
+        splits = _split_kernels(ci, tu, path, source, source_name, scratch, includes,
+                                split["define_lines"], split["paths"])
+        edits.extend((end, 0, text.encode()) for end, text in splits.values())
 
     def visit(cursor):
         for child in cursor.get_children():
@@ -140,6 +162,10 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
         seen.add(c0)
         head = f'tm_prog::config("{kernel}", "{",".join(params)}", __FILE__, __LINE__, '
         edits.extend([(start, 0, head.encode()), (c0, 3, b", "), (c1 - 3, 3, b")")])
+        if kernel in splits:   # the kernel and its split, as a pair (emu/program_runtime.h)
+            named = _split_callee(ci, ref, data[start:c0], kernel)
+            if named is not None:
+                edits.append((start + named, len(kernel), f"tm_with_split_{kernel}".encode()))
         deduced = _deduced_template_arguments(ci, call, ref, data, start, c0)
         if deduced:   # kernel<<<...>>>(args) of a template: its arguments, as nvcc deduced them
             edits.append(deduced)
@@ -165,6 +191,129 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
     for offset, length, text in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
         out = out[:offset] + text + out[offset + length:]
     return out.decode(), launches
+
+
+# ---- kernels split at their barriers (issue 34) ----
+
+# Folders whose headers are tiledmm's, the compiler's or the system's: what a program's kernels
+# reach there neither synchronises nor reads threadIdx (the stand-ins are empty).
+_SYSTEM_ROOTS = ("/usr/include/", "/usr/lib/", "/usr/local/include/", "/usr/share/")
+
+
+def _split_kernels(ci, tu, path, source, source_name, scratch, includes, define_lines, paths):
+    """{kernel: (offset just past its definition, the text inserted there)} for the kernels
+    of this file that the transform splits; every kernel of the file gets its reason in
+    `paths` ("" when split). The transform (barrier_split.split_kernel) reads this file alone,
+    without its headers; the real parse here (headers read) refuses first the kernels that
+    reach into the program's own headers (_split_guard)."""
+    trusted = tuple(os.path.join(os.path.realpath(d), "") for d in
+                    [*includes, os.path.join(scratch, "parse-include"), _gcc_include() or "/usr"]) \
+        + _SYSTEM_ROOTS
+    kernels = {}
+    for c in tu.cursor.walk_preorder():
+        if c.kind in (ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE) and \
+                c.is_definition() and c.location.file is not None and \
+                c.location.file.name == path and \
+                any(k.kind == ci.CursorKind.CUDAGLOBAL_ATTR for k in c.get_children()):
+            kernels.setdefault(c.spelling, []).append(c)
+    out = {}
+    for name, defs in kernels.items():
+        try:
+            if len(defs) != 1:
+                raise _NoSplit("several kernels of this name")
+            if defs[0].semantic_parent is None or defs[0].semantic_parent.kind not in (
+                    ci.CursorKind.TRANSLATION_UNIT, ci.CursorKind.LINKAGE_SPEC):
+                raise _NoSplit("a kernel in a namespace")
+            _split_guard(ci, tu, defs[0], path, trusted)
+            plan = barrier_split.split_kernel(source, name, define_lines, templates=True)
+            if plan.text is None:
+                raise _NoSplit(plan.reason)
+            out[name] = (plan.end, _split_text(plan, name, source, source_name))
+            paths[name] = ""
+        except _NoSplit as exc:
+            paths[name] = str(exc) or "refused by the transform"
+        except Exception as exc:   # the transform failing on this program: fibers, never a failed build
+            paths[name] = f"the transform failed ({type(exc).__name__}: {str(exc)[:200]})"
+    return out
+
+
+class _NoSplit(Exception):
+    """This kernel keeps its fibers; the message says why."""
+
+
+def _split_guard(ci, tu, kernel, path, trusted):
+    """Raises _NoSplit when the kernel, or a function of this file it calls, uses anything (a
+    function, a variable, a type, a macro) from the program's own headers: the transform does
+    not read them, so a helper there could synchronise or read threadIdx unseen."""
+    def ours(f):
+        return f is not None and f.name == path
+
+    def users(f):   # a header of the program's own (not tiledmm's, the compiler's, the system's)
+        if f is None or ours(f):
+            return False
+        real = os.path.realpath(f.name)
+        return not real.startswith(trusted) and os.path.basename(real) != "parse-prelude.h"
+
+    todo, done, extents = [kernel], set(), []
+    while todo:
+        fn = todo.pop()
+        if fn.hash in done:
+            continue
+        done.add(fn.hash)
+        extents.append((fn.extent.start.offset, fn.extent.end.offset))
+        for c in fn.walk_preorder():
+            ref = c.referenced if c.kind.is_reference() or c.kind.is_expression() else None
+            if ref is None or ref.location is None:
+                continue
+            if users(ref.location.file):
+                raise _NoSplit(f"it uses {ref.spelling or 'a name'} from the header "
+                               f"{os.path.basename(ref.location.file.name)}, which the "
+                               "transform does not read")
+            if c.kind == ci.CursorKind.CALL_EXPR and ref.kind in (
+                    ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE):
+                d = ref.get_definition()
+                if d is not None and ours(d.location.file):
+                    todo.append(d)
+    for c in tu.cursor.get_children():
+        if c.kind != ci.CursorKind.MACRO_INSTANTIATION or not ours(c.location.file):
+            continue
+        at = c.location.offset
+        if any(a <= at < b for a, b in extents):
+            d = c.referenced
+            if d is not None and users(d.location.file):
+                raise _NoSplit(f"it uses the macro {c.spelling} from the header "
+                               f"{os.path.basename(d.location.file.name)}, which the transform "
+                               "does not read")
+
+
+def _split_text(plan, name, source, source_name):
+    """What follows the kernel's definition: its split (barrier_split's text, its `#line`s
+    naming the program's file), the pair its launches pass, and a `#line` back to the file."""
+    text = plan.text.replace(f'"{SPLIT_SOURCE_NAME}"', f'"{source_name}"')
+    a = plan.template_args
+    if a:   # a template kernel: the pair as a variable template, one per instance
+        header = plan.text[plan.text.index(" static void tm_split_"):]
+        template = plan.text[plan.text.rindex("\ntemplate", 0, plan.text.index(header)) + 1:
+                             plan.text.index(header)].strip()
+        pair = (f"{template} inline const tm_emu_split_kernel<decltype(&{name}{a})> "
+                f"tm_with_split_{name} = {{&{name}{a}, &tm_split_{name}{a}, "
+                f"tm_split_frame_{name}{a}}};")
+    else:
+        pair = (f"static const tm_emu_split_kernel<decltype(&{name})> tm_with_split_{name} = "
+                f"{{&{name}, &tm_split_{name}, tm_split_frame_{name}}};")
+    line = source.encode().count(b"\n", 0, plan.end) + 1
+    return f"\n{text}\n{pair}\n#line {line} \"{source_name}\"\n"
+
+
+def _split_callee(ci, ref, callee, kernel):
+    """Offset of the kernel's name in a launch's callee text (`k`, `::k`, `k<float, 16>`) where
+    the launch names this file's top-level kernel; None otherwise (the launch keeps `k`)."""
+    if ref is not None and (ref.semantic_parent is None or ref.semantic_parent.kind not in (
+            ci.CursorKind.TRANSLATION_UNIT, ci.CursorKind.LINKAGE_SPEC)):
+        return None
+    m = re.match(rb"\s*(::\s*)?(" + re.escape(kernel.encode()) + rb")\s*(<.*>)?\s*$", callee,
+                 re.S)
+    return m.start(2) if m else None
 
 
 # The emulator spells the built-in variables as macros (emu/cuda_emu.h); host code may
@@ -284,7 +433,45 @@ def _compile(cmd, cwd):
     return proc.returncode, (proc.stdout + proc.stderr).decode(errors="replace")
 
 
+# A split build that g++ rejects is built again without the splits: the transform's fault.
+_SPLIT_DID_NOT_COMPILE = ("the split kernels did not compile (tiledmm's transform: please "
+                          "report it)")
+
+
+def _split_request(req):
+    """rewrite_launches' `split` argument for this build: None where the kernels keep their
+    fibers (cuda, check mode, profile mode, the caller's "no_split" reason)."""
+    if req["backend"] != "emu" or req.get("no_split"):
+        return None
+    return {"define_lines": list(req["define_lines"]), "paths": {}}
+
+
 def build(req):
+    """The program built (result.json's answer); with splits where the transform applies, or,
+    when that build fails, once more without them (a program that does not compile fails
+    there with the compiler's own log)."""
+    split = _split_request(req)
+    if split is None:
+        result = _build(req, None)
+        reason = req.get("no_split") or "not the emulator"
+        result["paths"] = {ln["kernel"]: reason for ln in result["launches"]}
+        return result
+    try:
+        result = _build(req, split)
+    except BuildError:
+        if not any(v == "" for v in split["paths"].values()):
+            raise
+        result = _build(req, None)
+        result["paths"] = {k: _SPLIT_DID_NOT_COMPILE if v == "" else v
+                           for k, v in split["paths"].items()}
+    else:
+        result["paths"] = dict(split["paths"])
+    for ln in result["launches"]:   # launched here, defined in a header or another file
+        result["paths"].setdefault(ln["kernel"], "not defined in the file that launches it")
+    return result
+
+
+def _build(req, split):
     scratch = req["scratch"]
     with open(req["source_path"], encoding="utf-8", errors="replace") as f:
         source = f.read()
@@ -292,7 +479,7 @@ def build(req):
     check = bool(req.get("check"))
     text, launches = rewrite_launches(source, name, scratch, req["parse_includes"],
                                       req["defines"], req["user_includes"],
-                                      check=check and req["backend"] == "emu")
+                                      check=check and req["backend"] == "emu", split=split)
     backend = req["backend"]
     define_lines = "".join(d + "\n" for d in req["define_lines"])
     if backend == "emu":
@@ -310,7 +497,7 @@ def build(req):
         f.write(full)
     out = os.path.join(scratch, "program.so")
     if req.get("extra_sources"):   # a program of several files: each compiled, then linked
-        return _build_several(req, src, launches, out)
+        return _build_several(req, src, launches, out, split)
     if req.get("link_cmd"):   # compiled, then linked apart (profile mode: see _compile_emu)
         obj = os.path.join(scratch, "program.o")
         returncode, log = _compile([*req["compile"], src, "-o", obj], scratch)
@@ -335,7 +522,7 @@ def _translation_unit(text, name, backend, define_lines, first):
             f'#line 1 "{name}"\n{text}\n')
 
 
-def _build_several(req, first_src, launches, out):
+def _build_several(req, first_src, launches, out, split):
     """A program of several .cu files (tm.run of a list or a folder, %cuda_group_run): every
     file's launches rewritten, each compiled to an object with the program's compile command,
     and the objects linked into one shared object (the runner's entry points in the first)."""
@@ -346,7 +533,8 @@ def _build_several(req, first_src, launches, out):
         with open(path, encoding="utf-8", errors="replace") as f:
             checked = bool(req.get("check")) and backend == "emu"
             text, found = rewrite_launches(f.read(), name, scratch, req["parse_includes"],
-                                           req["defines"], req["user_includes"], check=checked)
+                                           req["defines"], req["user_includes"], check=checked,
+                                           split=split)
             if checked:   # as the first file's (build)
                 text = checked_shared(checked_casts(text))
         launches += [dict(ln, file=name) for ln in found]
