@@ -81,12 +81,23 @@ class ProgramResult:
     # kind ("kernel", "api_error", "unchecked", "leak", "sanitizer"), file, line and message
     problems: list = dataclasses.field(default_factory=list)
 
+    @property
+    def paths(self):
+        """{kernel: (path, path_reason)} of the launches that ran (emu; the last launch of each
+        kernel): how each kernel ran, "thread loops" or "fibers" and why."""
+        return {ln.kernel: (ln.path, ln.path_reason) for ln in self.launches
+                if ln.path is not None}
+
     def _headers(self):
         head = ("kernel", "grid", "block", "shared", "ms")
-        return head + ("predicted H100 ms",) if self._profiled() else head
+        head += ("predicted H100 ms",) if self._profiled() else ()
+        return head + ("path",) if self._pathed() else head
 
     def _profiled(self):
         return any(ln.profile is not None for ln in self.launches)
+
+    def _pathed(self):
+        return any(ln.path is not None for ln in self.launches)
 
     def _table_rows(self):
         rows = []
@@ -95,6 +106,8 @@ class ProgramResult:
                    str(ln.shared_bytes), "-" if ln.ms is None else f"{ln.ms:.3f}")
             if self._profiled():
                 row += ("-" if ln.predicted_ms is None else f"{ln.predicted_ms:.4f}",)
+            if self._pathed():
+                row += (ln.path or "-",)
             rows.append(row)
         return rows
 
