@@ -210,12 +210,19 @@ def _split_kernels(ci, tu, path, source, source_name, scratch, includes, define_
                     [*includes, os.path.join(scratch, "parse-include"), _gcc_include() or "/usr"]) \
         + _SYSTEM_ROOTS
     kernels = {}
-    for c in tu.cursor.walk_preorder():
-        if c.kind in (ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE) and \
-                c.is_definition() and c.location.file is not None and \
-                c.location.file.name == path and \
-                any(k.kind == ci.CursorKind.CUDAGLOBAL_ATTR for k in c.get_children()):
-            kernels.setdefault(c.spelling, []).append(c)
+
+    def find(cursor):   # this file's kernel definitions (the headers' declarations not walked)
+        for c in cursor.get_children():
+            if c.location.file is None or c.location.file.name != path:
+                continue
+            if c.kind in (ci.CursorKind.NAMESPACE, ci.CursorKind.LINKAGE_SPEC,
+                          ci.CursorKind.UNEXPOSED_DECL):
+                find(c)
+            elif c.kind in (ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE) and \
+                    c.is_definition() and \
+                    any(k.kind == ci.CursorKind.CUDAGLOBAL_ATTR for k in c.get_children()):
+                kernels.setdefault(c.spelling, []).append(c)
+    find(tu.cursor)
     out = {}
     for name, defs in kernels.items():
         try:
@@ -224,7 +231,8 @@ def _split_kernels(ci, tu, path, source, source_name, scratch, includes, define_
             if defs[0].semantic_parent is None or defs[0].semantic_parent.kind not in (
                     ci.CursorKind.TRANSLATION_UNIT, ci.CursorKind.LINKAGE_SPEC):
                 raise _NoSplit("a kernel in a namespace")
-            _split_guard(ci, tu, defs[0], path, trusted)
+            _split_guard(ci, tu, defs[0], path, trusted,
+                         os.path.realpath(os.path.join(scratch, "parse-prelude.h")))
             plan = barrier_split.split_kernel(source, name, define_lines, templates=True)
             if plan.text is None:
                 raise _NoSplit(plan.reason)
@@ -241,7 +249,7 @@ class _NoSplit(Exception):
     """This kernel keeps its fibers; the message says why."""
 
 
-def _split_guard(ci, tu, kernel, path, trusted):
+def _split_guard(ci, tu, kernel, path, trusted, prelude):
     """Raises _NoSplit when the kernel, or a function of this file it calls, uses anything (a
     function, a variable, a type, a macro) from the program's own headers: the transform does
     not read them, so a helper there could synchronise or read threadIdx unseen."""
@@ -252,7 +260,7 @@ def _split_guard(ci, tu, kernel, path, trusted):
         if f is None or ours(f):
             return False
         real = os.path.realpath(f.name)
-        return not real.startswith(trusted) and os.path.basename(real) != "parse-prelude.h"
+        return not real.startswith(trusted) and real != prelude
 
     todo, done, extents = [kernel], set(), []
     while todo:
