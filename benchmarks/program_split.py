@@ -3,7 +3,8 @@ their barriers (thread loops) against the same build with TILEDMM_EMU_SPLIT=0 (f
 interleaved, best of N. The program fills A and B itself (no stdin), launches the kernel
 `--launches` times and prints a checksum; the times are the launches' own (the emulator's wall
 time, `ProgramLaunch.ms`: the best launch of each run, then the best run) and each tm.run's
-whole wall time. Measure on one core:
+whole wall time. Beside them, interleaved: the same kernel through tm.compile (thread loops,
+`res.timing.kernel_ms_min` of as many launches). Measure on one core:
 
     TILEDMM_EMU_THREADS=1 taskset -c 0 python benchmarks/program_split.py --size 256 --runs 5
 """
@@ -14,6 +15,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+import numpy as np  # noqa: E402
+
 import tiledmm as tm  # noqa: E402
 
 with open(os.path.join(os.path.dirname(HERE), "tests", "kernels", "tiled16.cu")) as _f:
@@ -60,6 +63,19 @@ def one(size, launches, split):
     return min(ln.ms for ln in r.launches), wall, r.stdout.strip(), paths
 
 
+def compiled(size, launches):
+    """The kernel_ms_min of the same kernel through tm.compile (thread loops), as a reference."""
+    os.environ.pop("TILEDMM_EMU_SPLIT", None)
+    kernel = tm.compile(KERNEL, backend="emu")
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((size, size)).astype(np.float32)
+    B = rng.standard_normal((size, size)).astype(np.float32)
+    C = np.zeros((size, size), np.float32)
+    g = (size + 15) // 16
+    res = kernel((g, g), (16, 16), A, B, C, *(np.int32(size),) * 3, warmup=0, repeat=launches)
+    return res.timing.kernel_ms_min, res.launch.path
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--size", type=int, default=256)
@@ -68,19 +84,23 @@ def main():
     args = ap.parse_args()
     one(16, 1, True)   # the build, cached from here on (one build serves both paths)
     best = {True: (float("inf"), float("inf")), False: (float("inf"), float("inf"))}
-    sums, seen = set(), {}
+    sums, seen, user = set(), {}, (float("inf"), "")
+    compiled(16, 1)   # its compile, cached
     for _ in range(args.runs):
         for split in (True, False):
             ms, wall, out, paths = one(args.size, args.launches, split)
             best[split] = (min(best[split][0], ms), min(best[split][1], wall))
             sums.add(out)
             seen[split] = paths
+        ms, path = compiled(args.size, args.launches)
+        user = (min(user[0], ms), path)
     print(f"tiled 16, {args.size}^3 float32, whole program on emu, best of {args.runs} runs "
           f"(each the best of {args.launches} launches), TILEDMM_EMU_THREADS="
           f"{os.environ.get('TILEDMM_EMU_THREADS', '(default)')}")
     for split, name in ((True, "split (thread loops)"), (False, "TILEDMM_EMU_SPLIT=0 (fibers)")):
         print(f"  {name:30s} kernel {best[split][0]:9.2f} ms   tm.run wall {best[split][1]:7.2f} s"
               f"   paths {sorted(seen[split])}")
+    print(f"  {'tm.compile, same kernel':30s} kernel {user[0]:9.2f} ms   path {user[1]}")
     print(f"  ratio fibers/split (kernel): {best[False][0] / best[True][0]:.2f}x; "
           f"checksums {'identical' if len(sums) == 1 else 'DIFFER: ' + str(sums)}")
 
