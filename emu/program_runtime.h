@@ -1111,6 +1111,16 @@ inline Launcher<P...> config(const char *kernel_name, const char *params, const 
     return l;
 }
 
+// A kernel of another file of the program: its pair where that file split it (`pair`, a weak
+// symbol, is null where no file defines it), else the kernel alone (fibers).
+template <typename... P>
+inline tm_emu_split_kernel<void (*)(P...)> split_if_linked(const tm_emu_split_kernel<void (*)(P...)> *pair,
+                                                           void (*kernel)(P...))
+{
+    if (pair) return *pair;
+    return tm_emu_split_kernel<void (*)(P...)>{kernel, nullptr, 0};
+}
+
 template <typename T>
 inline void **as_void(T **p) { return reinterpret_cast<void **>(p); }
 

@@ -247,6 +247,46 @@ int main()
     assert path == "fibers" and "BLOCK_SYNC" in reason and "sync.cuh" in reason
 
 
+def test_a_program_of_several_files_splits_kernels_launched_from_another_file(tmp_path):
+    # main.cu launches `tiled`, declared in the program's header (with TILE, a plain constant)
+    # and defined in kernel.cu; each file has a static kernel `local_k` of its own
+    (tmp_path / "kernel.cuh").write_text(
+        "#pragma once\n#define TILE 16\n"
+        "__global__ void tiled(const float *A, const float *B, float *C, int m, int n, int k);\n"
+        "void run_local(int *d);\n")
+    body = TILED_KERNEL[TILED_KERNEL.index("__global__"):]
+    (tmp_path / "kernel.cu").write_text('#include "kernel.cuh"\n' + body + r"""
+static __global__ void local_k(int *x)
+{
+    __shared__ int s[32];
+    s[threadIdx.x] = x[threadIdx.x];
+    __syncthreads();
+    x[threadIdx.x] = s[31 - threadIdx.x];
+}
+void run_local(int *d) { local_k<<<1, 32>>>(d); }
+""")
+    (tmp_path / "main.cu").write_text('#include <cstdio>\n#include <cstdlib>\n#include "kernel.cuh"\n'
+                                      "static __global__ void local_k(int *x) "
+                                      "{ x[threadIdx.x] += 100; }\n" +
+                                      TILED_MAIN.replace("return 0;\n}", r"""
+    int hi[32], *d;
+    for (int i = 0; i < 32; ++i) hi[i] = i;
+    cudaMalloc(&d, sizeof hi);
+    cudaMemcpy(d, hi, sizeof hi, cudaMemcpyHostToDevice);
+    local_k<<<1, 32>>>(d);
+    run_local(d);
+    cudaMemcpy(hi, d, sizeof hi, cudaMemcpyDeviceToHost);
+    fprintf(stderr, "%d %d\n", hi[0], hi[31]);
+    return 0;
+}"""))
+    files = [str(tmp_path / n) for n in ("main.cu", "kernel.cu", "kernel.cuh")]
+    c, want, r = run_tiled(29, 35, 41, seed=11, program=files)
+    np.testing.assert_allclose(c, want, rtol=tolerance(41), atol=tolerance(41))
+    assert r.stderr == "131 100\n"
+    assert [(ln.kernel, ln.path) for ln in r.launches] == \
+        [("tiled", "thread loops"), ("local_k", "thread loops"), ("local_k", "thread loops")]
+
+
 def test_per_thread_arrays_too_large_for_a_block_run_on_fibers():
     src = r"""
 #include <cstdio>

@@ -133,7 +133,9 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
                                 split["define_lines"], split["paths"])
         edits.extend((end, 0, text.encode()) for end, text in splits.values())
 
-    def visit(cursor):
+    linked = set()   # kernels of another file whose split this file's launches look for
+
+    def visit(cursor, top=None):
         for child in cursor.get_children():
             loc = child.location
             if loc.file is not None and loc.file.name != path:
@@ -142,10 +144,12 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
                 kids = list(child.get_children())
                 if len(kids) >= 2 and kids[1].kind == ci.CursorKind.CALL_EXPR and \
                         kids[1].spelling in ("__cudaPushCallConfiguration", "cudaConfigureCall"):
-                    _launch(child, kids[1])
-            visit(child)
+                    _launch(child, kids[1], top)
+            visit(child, top if top is not None or child.kind in (
+                ci.CursorKind.NAMESPACE, ci.CursorKind.LINKAGE_SPEC,
+                ci.CursorKind.UNEXPOSED_DECL) else child)
 
-    def _launch(call, cfg):
+    def _launch(call, cfg, top):
         start = call.extent.start.offset
         c0, c1 = cfg.extent.start.offset, cfg.extent.end.offset
         if call.extent.start.file is None or call.extent.start.file.name != path or \
@@ -166,6 +170,20 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
             named = _split_callee(ci, ref, data[start:c0], kernel)
             if named is not None:
                 edits.append((start + named, len(kernel), f"tm_with_split_{kernel}".encode()))
+        elif split is not None and _defined_elsewhere(ci, ref) and top is not None:
+            # a kernel of another file of the program: its pair if that file split it (a weak
+            # declaration, null where no file defines it), declared before the function that
+            # launches it, on the same line
+            named = _split_callee(ci, ref, data[start:c0], kernel)
+            if named is not None and data[start + named:c0].strip() == kernel.encode():
+                edits.append((start + named, len(kernel),
+                              f"tm_prog::split_if_linked(&tm_with_split_{kernel}, {kernel})"
+                              .encode()))
+                if kernel not in linked:
+                    linked.add(kernel)
+                    edits.append((top.extent.start.offset, 0,
+                                  f"extern const tm_emu_split_kernel<decltype(&{kernel})> "
+                                  f"tm_with_split_{kernel} __attribute__((weak)); ".encode()))
         deduced = _deduced_template_arguments(ci, call, ref, data, start, c0)
         if deduced:   # kernel<<<...>>>(args) of a template: its arguments, as nvcc deduced them
             edits.append(deduced)
@@ -209,6 +227,9 @@ def _split_kernels(ci, tu, path, source, source_name, scratch, includes, define_
     trusted = tuple(os.path.join(os.path.realpath(d), "") for d in
                     [*includes, os.path.join(scratch, "parse-include"), _gcc_include() or "/usr"]) \
         + _SYSTEM_ROOTS
+    users = _users_header(path, trusted, os.path.realpath(os.path.join(scratch, "parse-prelude.h")))
+    constants = _header_constants(ci, tu, users)
+    define_lines = [*define_lines, *(f"#define {k} {v}" for k, v in constants.items())]
     kernels = {}
 
     def find(cursor):   # this file's kernel definitions (the headers' declarations not walked)
@@ -231,12 +252,12 @@ def _split_kernels(ci, tu, path, source, source_name, scratch, includes, define_
             if defs[0].semantic_parent is None or defs[0].semantic_parent.kind not in (
                     ci.CursorKind.TRANSLATION_UNIT, ci.CursorKind.LINKAGE_SPEC):
                 raise _NoSplit("a kernel in a namespace")
-            _split_guard(ci, tu, defs[0], path, trusted,
-                         os.path.realpath(os.path.join(scratch, "parse-prelude.h")))
+            _split_guard(ci, tu, defs[0], path, users, constants)
             plan = barrier_split.split_kernel(source, name, define_lines, templates=True)
             if plan.text is None:
                 raise _NoSplit(plan.reason)
-            out[name] = (plan.end, _split_text(plan, name, source, source_name))
+            static = defs[0].storage_class == ci.StorageClass.STATIC
+            out[name] = (plan.end, _split_text(plan, name, source, source_name, static))
             paths[name] = ""
         except _NoSplit as exc:
             paths[name] = str(exc) or "refused by the transform"
@@ -249,18 +270,50 @@ class _NoSplit(Exception):
     """This kernel keeps its fibers; the message says why."""
 
 
-def _split_guard(ci, tu, kernel, path, trusted, prelude):
-    """Raises _NoSplit when the kernel, or a function of this file it calls, uses anything (a
-    function, a variable, a type, a macro) from the program's own headers: the transform does
-    not read them, so a helper there could synchronise or read threadIdx unseen."""
-    def ours(f):
-        return f is not None and f.name == path
-
-    def users(f):   # a header of the program's own (not tiledmm's, the compiler's, the system's)
-        if f is None or ours(f):
+def _users_header(path, trusted, prelude):
+    """f -> whether the libclang File f is a header of the program's own (not the program's
+    file, nor tiledmm's, the compiler's or the system's)."""
+    def users(f):
+        if f is None or f.name == path:
             return False
         real = os.path.realpath(f.name)
         return not real.startswith(trusted) and real != prelude
+    return users
+
+
+def _header_constants(ci, tu, users):
+    """{name: replacement} of the program's headers' object-like macros that are plain constants
+    (`#define TILE 16`: literals and operators only), defined once: the transform, which reads
+    the .cu alone, gets them as definitions (a kernel's `As[TILE][TILE]`)."""
+    found, twice = {}, set()
+    for c in tu.cursor.get_children():
+        if c.kind != ci.CursorKind.MACRO_DEFINITION:
+            continue
+        if c.spelling in found:
+            twice.add(c.spelling)
+        if not users(c.location.file):
+            found.setdefault(c.spelling, None)   # defined elsewhere too: not taken
+            continue
+        name, *toks = list(c.get_tokens())
+        if toks and toks[0].spelling == "(" and \
+                toks[0].extent.start.offset == name.extent.end.offset:   # F(x): function-like
+            found.setdefault(c.spelling, None)
+            continue
+        if toks and all(t.kind in (ci.TokenKind.LITERAL, ci.TokenKind.PUNCTUATION) for t in toks) \
+                and not any(t.spelling in ("#", "##", "\\") for t in toks):
+            found.setdefault(c.spelling, " ".join(t.spelling for t in toks))
+        else:
+            found.setdefault(c.spelling, None)
+    return {k: v for k, v in found.items() if v is not None and k not in twice}
+
+
+def _split_guard(ci, tu, kernel, path, users, constants):
+    """Raises _NoSplit when the kernel, or a function of this file it calls, uses anything (a
+    function, a variable, a type, a macro other than a plain constant) from the program's own
+    headers: the transform does not read them, so a helper there could synchronise or read
+    threadIdx unseen."""
+    def ours(f):
+        return f is not None and f.name == path
 
     todo, done, extents = [kernel], set(), []
     while todo:
@@ -288,13 +341,13 @@ def _split_guard(ci, tu, kernel, path, trusted, prelude):
         at = c.location.offset
         if any(a <= at < b for a, b in extents):
             d = c.referenced
-            if d is not None and users(d.location.file):
+            if d is not None and users(d.location.file) and c.spelling not in constants:
                 raise _NoSplit(f"it uses the macro {c.spelling} from the header "
                                f"{os.path.basename(d.location.file.name)}, which the transform "
                                "does not read")
 
 
-def _split_text(plan, name, source, source_name):
+def _split_text(plan, name, source, source_name, static):
     """What follows the kernel's definition: its split (barrier_split's text, its `#line`s
     naming the program's file), the pair its launches pass, and a `#line` back to the file."""
     text = plan.text.replace(f'"{SPLIT_SOURCE_NAME}"', f'"{source_name}"')
@@ -306,11 +359,20 @@ def _split_text(plan, name, source, source_name):
         pair = (f"{template} inline const tm_emu_split_kernel<decltype(&{name}{a})> "
                 f"tm_with_split_{name} = {{&{name}{a}, &tm_split_{name}{a}, "
                 f"tm_split_frame_{name}{a}}};")
-    else:
-        pair = (f"static const tm_emu_split_kernel<decltype(&{name})> tm_with_split_{name} = "
+    else:   # a kernel other files can launch: its pair too (their weak declarations)
+        linkage = "static" if static else "extern"
+        pair = (f"{linkage} const tm_emu_split_kernel<decltype(&{name})> tm_with_split_{name} = "
                 f"{{&{name}, &tm_split_{name}, tm_split_frame_{name}}};")
     line = source.encode().count(b"\n", 0, plan.end) + 1
     return f"\n{text}\n{pair}\n#line {line} \"{source_name}\"\n"
+
+
+def _defined_elsewhere(ci, ref):
+    """Whether a launch names a plain (not template) top-level kernel this file only declares."""
+    return ref is not None and ref.kind == ci.CursorKind.FUNCTION_DECL and \
+        ref.get_definition() is None and ref.get_num_template_arguments() <= 0 and \
+        ref.semantic_parent is not None and ref.semantic_parent.kind in (
+            ci.CursorKind.TRANSLATION_UNIT, ci.CursorKind.LINKAGE_SPEC)
 
 
 def _split_callee(ci, ref, callee, kernel):
