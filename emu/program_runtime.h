@@ -829,6 +829,24 @@ struct LaunchSite {
     int line;
 };
 
+// Kernels split at their barriers (tiledmm/student/program_build.py): each plain kernel's split
+// registered by the kernel's address as the program loads (static initialisers, one thread),
+// read at each launch.
+struct SplitEntry {
+    void (*split)();   // the kernel's own parameter types: cast back by the launch
+    size_t frame;
+};
+inline std::map<const void *, SplitEntry> &split_table()
+{
+    static std::map<const void *, SplitEntry> table;
+    return table;
+}
+inline bool register_split(const void *kernel, void (*split)(), size_t frame)
+{
+    split_table()[kernel] = SplitEntry{split, frame};
+    return true;
+}
+
 // How a launch that ran was run (issue 34): `path` "thread loops" (the kernel split at its
 // barriers) or "fibers", and `reason`, why fibers where this launch decided it ("" otherwise:
 // tiledmm/student/programs.py adds the build's reason for the kernel).
@@ -965,11 +983,21 @@ struct Launcher {
     void (*split)(P...) = nullptr;
     size_t frame = 0;
 
-    // Whether this launch takes the thread loops; where it could and does not, why.
-    bool use_split(std::string &why) const
+    // The split this launch may take (the pair's, else the one registered for the kernel), or
+    // null; whether it takes it; where it could and does not, why.
+    void (*split_for(size_t &fr) const)(P...)
     {
-        if (!split) return false;
-        const unsigned long long bytes = (unsigned long long)block.x * block.y * block.z * frame;
+        fr = frame;
+        if (split) return split;
+        const auto it = split_table().find(reinterpret_cast<const void *>(kernel));
+        if (it == split_table().end()) return nullptr;
+        fr = it->second.frame;
+        return reinterpret_cast<void (*)(P...)>(it->second.split);
+    }
+    bool use_split(void (*sp)(P...), size_t fr, std::string &why) const
+    {
+        if (!sp) return false;
+        const unsigned long long bytes = (unsigned long long)block.x * block.y * block.z * fr;
         if (bytes > TM_EMU_SPLIT_MAX_FRAME) {
             why = "per-thread arrays of " + std::to_string(bytes) + " bytes per block (more than " +
                   std::to_string(TM_EMU_SPLIT_MAX_FRAME) + ")";
@@ -1061,8 +1089,10 @@ struct Launcher {
 #ifdef TM_PROG_CHECK
         cudaError_t err = checked(std::index_sequence_for<P...>{}, args...);
 #else
-        cudaError_t err = use_split(how.reason)
-                              ? tm_emu_launch_blocks(kernel, split, grid, block, shared, args...)
+        size_t fr = 0;
+        void (*const sp)(P...) = split_for(fr);
+        cudaError_t err = use_split(sp, fr, how.reason)
+                              ? tm_emu_launch_blocks(kernel, sp, grid, block, shared, args...)
                               : tm_emu_launch(kernel, grid, block, shared, args...);
 #endif
         how.path = tm_emu_last_launch_path();
@@ -1109,16 +1139,6 @@ inline Launcher<P...> config(const char *kernel_name, const char *params, const 
     l.split = kernel.split;
     l.frame = kernel.frame;
     return l;
-}
-
-// A kernel of another file of the program: its pair where that file split it (`pair`, a weak
-// symbol, is null where no file defines it), else the kernel alone (fibers).
-template <typename... P>
-inline tm_emu_split_kernel<void (*)(P...)> split_if_linked(const tm_emu_split_kernel<void (*)(P...)> *pair,
-                                                           void (*kernel)(P...))
-{
-    if (pair) return *pair;
-    return tm_emu_split_kernel<void (*)(P...)>{kernel, nullptr, 0};
 }
 
 template <typename T>

@@ -212,6 +212,42 @@ def test_a_template_kernel_takes_the_thread_loops():
     assert r.paths == {"scale_reversed": ("thread loops", "")}
 
 
+def test_a_kernel_launched_before_its_definition_and_through_a_pointer_is_split():
+    src = r"""
+#include <cstdio>
+__global__ void rev(int *x);
+int main()
+{
+    int h[64], *d;
+    for (int i = 0; i < 64; ++i) h[i] = 3 * i - 50;
+    cudaMalloc(&d, sizeof h);
+    cudaMemcpy(d, h, sizeof h, cudaMemcpyHostToDevice);
+    rev<<<1, 64>>>(d);
+    void (*again)(int *) = rev;
+    again<<<2, 32>>>(d);
+    cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+    for (int i = 0; i < 64; ++i) printf("%d ", h[i]);
+    return 0;
+}
+__global__ void rev(int *x)
+{
+    __shared__ int s[64];
+    int t = threadIdx.x + blockIdx.x * blockDim.x;
+    s[threadIdx.x] = x[t] + 1;
+    __syncthreads();
+    x[t] = s[blockDim.x - 1 - threadIdx.x];
+}
+"""
+    r = run(src)
+    assert r.returncode == 0, r.stderr
+    h = np.arange(64) * 3 - 50
+    h = (h + 1)[::-1]                                        # one block of 64
+    h = np.concatenate([(h[:32] + 1)[::-1], (h[32:] + 1)[::-1]])   # two blocks of 32
+    assert r.stdout.split() == [str(v) for v in h]
+    assert [(ln.kernel, ln.path) for ln in r.launches] == \
+        [("rev", "thread loops"), ("again", "thread loops")]
+
+
 def test_a_helper_from_the_programs_own_header_keeps_the_fibers(tmp_path):
     # the transform reads the .cu alone: a barrier in a macro of the program's header must
     # not be taken for plain code

@@ -17,10 +17,11 @@ loads and whose `main` it calls. The answer is JSON (result.json), never anythin
 
 On emu (plain builds: not check mode, not profile mode) each kernel of the program's file that
 the barrier transform applies to (tiledmm/student/barrier_split.py, issue 34) gets its split
-twin after its definition, and a pair `tm_with_split_<k>` (emu/cuda_emu.h's
-tm_emu_split_kernel; a variable template for a template kernel) that the program's launches of
-that kernel pass instead of `k`: tm_prog::config then runs the launch as thread loops when the
-block's per-thread arrays fit (emu/program_runtime.h), else on fibers. A kernel the transform
+twin after its definition. A plain kernel's split is registered with the runtime by the
+kernel's address as the program loads (tm_prog::register_split), so every launch of it finds
+it; a template kernel gets a pair `tm_with_split_<k>` (emu/cuda_emu.h's tm_emu_split_kernel, a
+variable template) that its launches pass instead of `k<...>`. The launch (emu/program_runtime.h)
+runs as thread loops when the block's per-thread arrays fit, else on fibers. A kernel the transform
 refuses, or a build where the split text does not compile (built again without it), keeps the
 fibers; the answer says why per kernel ("paths").
 """
@@ -127,15 +128,14 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
                 any(k.kind == ci.CursorKind.CUDAGLOBAL_ATTR for k in c.get_children()):
             kernel_params[c.spelling] = [k.spelling for k in c.get_children()
                                          if k.kind == ci.CursorKind.PARM_DECL]
-    splits = {}   # kernel -> the text inserted after its definition
+    template_splits = set()   # template kernels split here: their launches name the pair
     if split is not None:
         splits = _split_kernels(ci, tu, path, source, source_name, scratch, includes,
                                 split["define_lines"], split["paths"])
-        edits.extend((end, 0, text.encode()) for end, text in splits.values())
+        edits.extend((end, 0, text.encode()) for end, text, _template in splits.values())
+        template_splits = {k for k, (_e, _t, template) in splits.items() if template}
 
-    linked = set()   # kernels of another file whose split this file's launches look for
-
-    def visit(cursor, top=None):
+    def visit(cursor):
         for child in cursor.get_children():
             loc = child.location
             if loc.file is not None and loc.file.name != path:
@@ -144,12 +144,10 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
                 kids = list(child.get_children())
                 if len(kids) >= 2 and kids[1].kind == ci.CursorKind.CALL_EXPR and \
                         kids[1].spelling in ("__cudaPushCallConfiguration", "cudaConfigureCall"):
-                    _launch(child, kids[1], top)
-            visit(child, top if top is not None or child.kind in (
-                ci.CursorKind.NAMESPACE, ci.CursorKind.LINKAGE_SPEC,
-                ci.CursorKind.UNEXPOSED_DECL) else child)
+                    _launch(child, kids[1])
+            visit(child)
 
-    def _launch(call, cfg, top):
+    def _launch(call, cfg):
         start = call.extent.start.offset
         c0, c1 = cfg.extent.start.offset, cfg.extent.end.offset
         if call.extent.start.file is None or call.extent.start.file.name != path or \
@@ -166,24 +164,10 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
         seen.add(c0)
         head = f'tm_prog::config("{kernel}", "{",".join(params)}", __FILE__, __LINE__, '
         edits.extend([(start, 0, head.encode()), (c0, 3, b", "), (c1 - 3, 3, b")")])
-        if kernel in splits:   # the kernel and its split, as a pair (emu/program_runtime.h)
+        if kernel in template_splits:   # a template's instance and its split, as a pair
             named = _split_callee(ci, ref, data[start:c0], kernel)
             if named is not None:
                 edits.append((start + named, len(kernel), f"tm_with_split_{kernel}".encode()))
-        elif split is not None and _defined_elsewhere(ci, ref) and top is not None:
-            # a kernel of another file of the program: its pair if that file split it (a weak
-            # declaration, null where no file defines it), declared before the function that
-            # launches it, on the same line
-            named = _split_callee(ci, ref, data[start:c0], kernel)
-            if named is not None and data[start + named:c0].strip() == kernel.encode():
-                edits.append((start + named, len(kernel),
-                              f"tm_prog::split_if_linked(&tm_with_split_{kernel}, {kernel})"
-                              .encode()))
-                if kernel not in linked:
-                    linked.add(kernel)
-                    edits.append((top.extent.start.offset, 0,
-                                  f"extern const tm_emu_split_kernel<decltype(&{kernel})> "
-                                  f"tm_with_split_{kernel} __attribute__((weak)); ".encode()))
         deduced = _deduced_template_arguments(ci, call, ref, data, start, c0)
         if deduced:   # kernel<<<...>>>(args) of a template: its arguments, as nvcc deduced them
             edits.append(deduced)
@@ -219,7 +203,8 @@ _SYSTEM_ROOTS = ("/usr/include/", "/usr/lib/", "/usr/local/include/", "/usr/shar
 
 
 def _split_kernels(ci, tu, path, source, source_name, scratch, includes, define_lines, paths):
-    """{kernel: (offset just past its definition, the text inserted there)} for the kernels
+    """{kernel: (offset just past its definition, the text inserted there, whether a template)}
+    for the kernels
     of this file that the transform splits; every kernel of the file gets its reason in
     `paths` ("" when split). The transform (barrier_split.split_kernel) reads this file alone,
     without its headers; the real parse here (headers read) refuses first the kernels that
@@ -256,8 +241,8 @@ def _split_kernels(ci, tu, path, source, source_name, scratch, includes, define_
             plan = barrier_split.split_kernel(source, name, define_lines, templates=True)
             if plan.text is None:
                 raise _NoSplit(plan.reason)
-            static = defs[0].storage_class == ci.StorageClass.STATIC
-            out[name] = (plan.end, _split_text(plan, name, source, source_name, static))
+            out[name] = (plan.end, _split_text(plan, name, source, source_name),
+                         bool(plan.template_args))
             paths[name] = ""
         except _NoSplit as exc:
             paths[name] = str(exc) or "refused by the transform"
@@ -347,7 +332,7 @@ def _split_guard(ci, tu, kernel, path, users, constants):
                                "does not read")
 
 
-def _split_text(plan, name, source, source_name, static):
+def _split_text(plan, name, source, source_name):
     """What follows the kernel's definition: its split (barrier_split's text, its `#line`s
     naming the program's file), the pair its launches pass, and a `#line` back to the file."""
     text = plan.text.replace(f'"{SPLIT_SOURCE_NAME}"', f'"{source_name}"')
@@ -359,20 +344,13 @@ def _split_text(plan, name, source, source_name, static):
         pair = (f"{template} inline const tm_emu_split_kernel<decltype(&{name}{a})> "
                 f"tm_with_split_{name} = {{&{name}{a}, &tm_split_{name}{a}, "
                 f"tm_split_frame_{name}{a}}};")
-    else:   # a kernel other files can launch: its pair too (their weak declarations)
-        linkage = "static" if static else "extern"
-        pair = (f"{linkage} const tm_emu_split_kernel<decltype(&{name})> tm_with_split_{name} = "
-                f"{{&{name}, &tm_split_{name}, tm_split_frame_{name}}};")
+    else:   # registered with the runtime when the program loads: found from the kernel's
+        # address at every launch (declared before, launched from another file, through a pointer)
+        pair = (f"static const bool tm_split_registered_{name} = tm_prog::register_split("
+                f"reinterpret_cast<const void *>(&{name}), "
+                f"reinterpret_cast<void (*)()>(&tm_split_{name}), tm_split_frame_{name});")
     line = source.encode().count(b"\n", 0, plan.end) + 1
     return f"\n{text}\n{pair}\n#line {line} \"{source_name}\"\n"
-
-
-def _defined_elsewhere(ci, ref):
-    """Whether a launch names a plain (not template) top-level kernel this file only declares."""
-    return ref is not None and ref.kind == ci.CursorKind.FUNCTION_DECL and \
-        ref.get_definition() is None and ref.get_num_template_arguments() <= 0 and \
-        ref.semantic_parent is not None and ref.semantic_parent.kind in (
-            ci.CursorKind.TRANSLATION_UNIT, ci.CursorKind.LINKAGE_SPEC)
 
 
 def _split_callee(ci, ref, callee, kernel):
