@@ -334,7 +334,8 @@ def _split_guard(ci, tu, kernel, path, users, constants):
 
 def _split_text(plan, name, source, source_name):
     """What follows the kernel's definition: its split (barrier_split's text, its `#line`s
-    naming the program's file), the pair its launches pass, and a `#line` back to the file."""
+    naming the program's file), its registration (a plain kernel) or the pair its launches pass
+    (a template), and a `#line` back to the file."""
     text = plan.text.replace(f'"{SPLIT_SOURCE_NAME}"', f'"{source_name}"')
     a = plan.template_args
     if a:   # a template kernel: the pair as a variable template, one per instance
