@@ -128,7 +128,8 @@ def test_a_divergent_barrier_keeps_the_fibers_and_is_reported_with_its_line():
     assert "__syncthreads() at program.cu:6" in r.stderr, r.stderr
     assert "no thread can proceed" in r.stderr
     ln, = r.launches
-    assert ln.path == "fibers" and "barrier" in ln.path_reason and "(line 5)" in ln.path_reason   # the `if`
+    # the reason names the `if` (line 5) around the barrier
+    assert ln.path == "fibers" and "barrier" in ln.path_reason and "(line 5)" in ln.path_reason
 
 
 # A kernel with a shuffle between barriers: fibers (32-lane semantics), a right answer; and a
@@ -301,7 +302,8 @@ static __global__ void local_k(int *x)
 }
 void run_local(int *d) { local_k<<<1, 32>>>(d); }
 """)
-    (tmp_path / "main.cu").write_text('#include <cstdio>\n#include <cstdlib>\n#include "kernel.cuh"\n'
+    (tmp_path / "main.cu").write_text('#include <cstdio>\n#include <cstdlib>\n'
+                                      '#include "kernel.cuh"\n'
                                       "static __global__ void local_k(int *x) "
                                       "{ x[threadIdx.x] += 100; }\n" +
                                       TILED_MAIN.replace("return 0;\n}", r"""

@@ -246,7 +246,7 @@ def _split_kernels(ci, tu, path, source, source_name, scratch, includes, define_
             paths[name] = ""
         except _NoSplit as exc:
             paths[name] = str(exc) or "refused by the transform"
-        except Exception as exc:   # the transform failing on this program: fibers, never a failed build
+        except Exception as exc:   # the transform failing here: fibers, never a failed build
             paths[name] = f"the transform failed ({type(exc).__name__}: {str(exc)[:200]})"
     return out
 
