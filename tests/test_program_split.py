@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tiledmm as tm
-from tiledmm.student import barrier_split, program_build, programs
+from tiledmm.student import program_build, programs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUN_S = 120
@@ -382,8 +382,10 @@ def test_a_failing_transform_falls_back_to_fibers(compile_child_here, monkeypatc
     def broken(source, name, define_lines=(), templates=False):
         if failure == "raises":
             raise RuntimeError("transform crashed")
-        return barrier_split.SplitPlan("static void tm_split_tiled( { this is not C++", "", 1, 0,
-                                       source.index("int main") - 1, "")
+        # a plan as split_kernel gives it (text, reason, end, template_args), its text broken
+        return types.SimpleNamespace(text="static void tm_split_tiled( { this is not C++",
+                                     reason="", regions=1, frame=0,
+                                     end=source.index("int main") - 1, template_args="")
     monkeypatch.setattr(program_build.barrier_split, "split_kernel", broken)
     fresh = f"// {uuid.uuid4()}\n" + TILED_PROGRAM   # a new cache entry
     c, want, r = run_tiled(19, 23, 29, seed=9, program=fresh)
