@@ -829,9 +829,36 @@ struct LaunchSite {
     int line;
 };
 
+// Kernels split at their barriers (tiledmm/student/program_build.py): each plain kernel's split
+// registered by the kernel's address as the program loads (static initialisers, one thread),
+// read at each launch.
+struct SplitEntry {
+    void (*split)();   // the kernel's own parameter types: cast back by the launch
+    size_t frame;
+};
+inline std::map<const void *, SplitEntry> &split_table()
+{
+    static std::map<const void *, SplitEntry> table;
+    return table;
+}
+inline bool register_split(const void *kernel, void (*split)(), size_t frame)
+{
+    split_table()[kernel] = SplitEntry{split, frame};
+    return true;
+}
+
+// How a launch that ran was run (issue 34): `path` "thread loops" (the kernel split at its
+// barriers) or "fibers", and `reason`, why fibers where this launch decided it ("" otherwise:
+// tiledmm/student/programs.py adds the build's reason for the kernel).
+struct LaunchPath {
+    const char *path;
+    std::string reason;
+};
+
 // started: when the launch began (Unix time, seconds), for benchmarks/program_startup.py
 inline void record_launch(const LaunchSite &site, dim3 g, dim3 b, size_t shm, double ms, int err,
-                          double started = 0.0, const std::string &profile = std::string())
+                          double started = 0.0, const std::string &profile = std::string(),
+                          const LaunchPath *how = nullptr)
 {
     std::string line = "{\"event\": \"launch\", \"kernel\": ";
     json_str(line, site.kernel);
@@ -841,6 +868,13 @@ inline void record_launch(const LaunchSite &site, dim3 g, dim3 b, size_t shm, do
              b.z, shm, ms, err, site.line, started);
     line += buf;
     if (!profile.empty()) line.insert(line.size() - 1, ", \"profile\": " + profile);
+    if (how && how->path && *how->path) {   // launches that ran (a refused one took no path)
+        std::string p = ", \"path\": ";
+        json_str(p, how->path);
+        p += ", \"path_reason\": ";
+        json_str(p, how->reason.c_str());
+        line.insert(line.size() - 1, p);
+    }
     report(line);
 #ifdef TM_PROG_CHECK
     if (err) {   // a launch that failed: its error is the program's to check (cudaGetLastError)
@@ -944,6 +978,37 @@ struct Launcher {
     dim3 grid, block;
     size_t shared;
     cudaStream_t stream;
+    // the kernel split at its barriers (tiledmm/student/program_build.py), when it was:
+    // one call runs a whole block as loops over its threads; frame: per-thread array bytes
+    void (*split)(P...) = nullptr;
+    size_t frame = 0;
+
+    // The split this launch may take (the pair's, else the one registered for the kernel), or
+    // null; whether it takes it; where it could and does not, why.
+    void (*split_for(size_t &fr) const)(P...)
+    {
+        fr = frame;
+        if (split) return split;
+        const auto it = split_table().find(reinterpret_cast<const void *>(kernel));
+        if (it == split_table().end()) return nullptr;
+        fr = it->second.frame;
+        return reinterpret_cast<void (*)(P...)>(it->second.split);
+    }
+    bool use_split(void (*sp)(P...), size_t fr, std::string &why) const
+    {
+        if (!sp) return false;
+        const unsigned long long bytes = (unsigned long long)block.x * block.y * block.z * fr;
+        if (bytes > TM_EMU_SPLIT_MAX_FRAME) {
+            why = "per-thread arrays of " + std::to_string(bytes) + " bytes per block (more than " +
+                  std::to_string(TM_EMU_SPLIT_MAX_FRAME) + ")";
+            return false;
+        }
+        if (!tm_emu_registry_split_enabled()) {
+            why = "TILEDMM_EMU_SPLIT=0";
+            return false;
+        }
+        return true;
+    }
 
 #ifdef TM_PROG_CHECK
     // The launch in check mode: its problems (the first of the lowest block) reported here,
@@ -1020,11 +1085,17 @@ struct Launcher {
 #endif
         s.launching.store(1);
         set_open(true);
+        LaunchPath how{"", std::string()};
 #ifdef TM_PROG_CHECK
         cudaError_t err = checked(std::index_sequence_for<P...>{}, args...);
 #else
-        cudaError_t err = tm_emu_launch(kernel, grid, block, shared, args...);
+        size_t fr = 0;
+        void (*const sp)(P...) = split_for(fr);
+        cudaError_t err = use_split(sp, fr, how.reason)
+                              ? tm_emu_launch_blocks(kernel, sp, grid, block, shared, args...)
+                              : tm_emu_launch(kernel, grid, block, shared, args...);
 #endif
+        how.path = tm_emu_last_launch_path();
         set_open(false);
         s.launching.store(0);
 #ifdef TM_PROG_PROFILE
@@ -1037,13 +1108,15 @@ struct Launcher {
                                 err == cudaErrorInvalidDeviceFunction || err == cudaErrorNotSupported;
             diag("%s:%d: kernel '%s': %s%s%s", site.file, site.line, site.kernel, cudaGetErrorString(err),
                  detail && *detail ? ": " : "", detail ? detail : "");
+            if (config) how.path = "";   // refused: the kernel did not run
             if (!config) {   // an error of the kernel's execution: at the next synchronising call
                 s.pending = err == cudaErrorMemoryAllocation ? err : cudaErrorLaunchFailure;
                 if (err == cudaErrorIllegalAddress || err == cudaErrorAssert) s.pending = err;
                 cudaGetLastError();
             }
         }
-        record_launch(site, grid, block, shared, ms, (int)err, started, err == cudaSuccess ? counts : "");
+        record_launch(site, grid, block, shared, ms, (int)err, started, err == cudaSuccess ? counts : "",
+                      &how);
     }
 };
 
@@ -1053,6 +1126,19 @@ inline Launcher<P...> config(const char *kernel_name, const char *params, const 
                              cudaStream_t stream = 0)
 {
     return Launcher<P...>{kernel, LaunchSite{kernel_name, params, file, line}, grid, block, shared, stream};
+}
+
+// The launch of a kernel split at its barriers: the pair program_build.py passes for it
+// (emu/cuda_emu.h's tm_emu_split_kernel), run as thread loops where use_split says so.
+template <typename... P>
+inline Launcher<P...> config(const char *kernel_name, const char *params, const char *file, int line,
+                             const tm_emu_split_kernel<void (*)(P...)> &kernel, dim3 grid, dim3 block,
+                             size_t shared = 0, cudaStream_t stream = 0)
+{
+    Launcher<P...> l{kernel.kernel, LaunchSite{kernel_name, params, file, line}, grid, block, shared, stream};
+    l.split = kernel.split;
+    l.frame = kernel.frame;
+    return l;
 }
 
 template <typename T>

@@ -14,13 +14,25 @@ as nvcc's launch would). On emu tm_prog::config is emu/program_runtime.h's emula
 on cuda it is tiledmm/include/tiledmm_program_cuda.h's real launch between two CUDA events.
 Then g++ (emu) or nvcc (cuda) builds the program as a shared object that tiledmm/student/program_main.py
 loads and whose `main` it calls. The answer is JSON (result.json), never anything executable.
+
+On emu (plain builds: not check mode, not profile mode) each kernel of the program's file that
+the barrier transform applies to (tiledmm/student/barrier_split.py, issue 34) gets its split
+twin after its definition. A plain kernel's split is registered with the runtime by the
+kernel's address as the program loads (tm_prog::register_split), so every launch of it finds
+it; a template kernel gets a pair `tm_with_split_<k>` (emu/cuda_emu.h's tm_emu_split_kernel, a
+variable template) that its launches pass instead of `k<...>`. The launch (emu/program_runtime.h)
+runs as thread loops when the block's per-thread arrays fit, else on fibers. A kernel the transform
+refuses, or a build where the split text does not compile (built again without it), keeps the
+fibers; the answer says why per kernel ("paths").
 """
 import json
 import os
 import re
 import subprocess
 
+from . import barrier_split
 from .check_mode import checked_casts, checked_shared
+from .kernel_diagnostics import SOURCE_NAME as SPLIT_SOURCE_NAME
 from .kernel_source import emu_dialect
 
 SOURCE_NAME_DEFAULT = "program.cu"
@@ -93,15 +105,21 @@ def _parse_args(scratch, includes, defines, user_includes):
 
 
 def rewrite_launches(source, source_name, scratch, includes, defines=(), user_includes=(),
-                     check=False):
+                     check=False, split=None):
     """(the source with every launch rewritten on its own lines, the launches found: a list of
-    {"kernel", "params", "line"}). Raises BuildError for a `<<<` the parse could not read."""
+    {"kernel", "params", "line"}). Raises BuildError for a `<<<` the parse could not read.
+    split (emu plain builds): None, or {"define_lines": [...], "paths": {}}: the file's kernels
+    get their split twins (module docstring) and "paths" is filled with kernel -> why it keeps
+    the fibers ("" for a kernel split)."""
     import clang.cindex as ci
     data = source.encode()
     path = os.path.join(scratch, source_name)
     with open(path, "wb") as f:
         f.write(data)
-    tu = ci.Index.create().parse(path, args=_parse_args(scratch, includes, defines, user_includes))
+    # the detailed record (macro expansions) only where the kernels are split (_split_guard)
+    options = ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD if split is not None else 0
+    tu = ci.Index.create().parse(path, args=_parse_args(scratch, includes, defines, user_includes),
+                                 options=options)
     edits, launches, seen = [], [], set()
     # the parameter names of every kernel (templates too), for launches in templates
     kernel_params = {}
@@ -110,6 +128,12 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
                 any(k.kind == ci.CursorKind.CUDAGLOBAL_ATTR for k in c.get_children()):
             kernel_params[c.spelling] = [k.spelling for k in c.get_children()
                                          if k.kind == ci.CursorKind.PARM_DECL]
+    template_splits = set()   # template kernels split here: their launches name the pair
+    if split is not None:
+        splits = _split_kernels(ci, tu, path, source, source_name, scratch, includes,
+                                split["define_lines"], split["paths"])
+        edits.extend((end, 0, text.encode()) for end, text, _template in splits.values())
+        template_splits = {k for k, (_e, _t, template) in splits.items() if template}
 
     def visit(cursor):
         for child in cursor.get_children():
@@ -140,6 +164,10 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
         seen.add(c0)
         head = f'tm_prog::config("{kernel}", "{",".join(params)}", __FILE__, __LINE__, '
         edits.extend([(start, 0, head.encode()), (c0, 3, b", "), (c1 - 3, 3, b")")])
+        if kernel in template_splits:   # a template's instance and its split, as a pair
+            named = _split_callee(ci, ref, data[start:c0], kernel)
+            if named is not None:
+                edits.append((start + named, len(kernel), f"tm_with_split_{kernel}".encode()))
         deduced = _deduced_template_arguments(ci, call, ref, data, start, c0)
         if deduced:   # kernel<<<...>>>(args) of a template: its arguments, as nvcc deduced them
             edits.append(deduced)
@@ -165,6 +193,176 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
     for offset, length, text in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
         out = out[:offset] + text + out[offset + length:]
     return out.decode(), launches
+
+
+# ---- kernels split at their barriers (issue 34) ----
+
+# Folders whose headers are tiledmm's, the compiler's or the system's: what a program's kernels
+# reach there neither synchronises nor reads threadIdx (the stand-ins are empty).
+_SYSTEM_ROOTS = ("/usr/include/", "/usr/lib/", "/usr/local/include/", "/usr/share/")
+
+
+def _split_kernels(ci, tu, path, source, source_name, scratch, includes, define_lines, paths):
+    """{kernel: (offset just past its definition, the text inserted there, whether a template)}
+    for the kernels
+    of this file that the transform splits; every kernel of the file gets its reason in
+    `paths` ("" when split). The transform (barrier_split.split_kernel) reads this file alone,
+    without its headers; the real parse here (headers read) refuses first the kernels that
+    reach into the program's own headers (_split_guard)."""
+    trusted = tuple(os.path.join(os.path.realpath(d), "") for d in
+                    [*includes, os.path.join(scratch, "parse-include"), _gcc_include() or "/usr"]) \
+        + _SYSTEM_ROOTS
+    users = _users_header(path, trusted, os.path.realpath(os.path.join(scratch, "parse-prelude.h")))
+    constants = _header_constants(ci, tu, users)
+    define_lines = [*define_lines, *(f"#define {k} {v}" for k, v in constants.items())]
+    kernels = {}
+
+    def find(cursor):   # this file's kernel definitions (the headers' declarations not walked)
+        for c in cursor.get_children():
+            if c.location.file is None or c.location.file.name != path:
+                continue
+            if c.kind in (ci.CursorKind.NAMESPACE, ci.CursorKind.LINKAGE_SPEC,
+                          ci.CursorKind.UNEXPOSED_DECL):
+                find(c)
+            elif c.kind in (ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE) and \
+                    c.is_definition() and \
+                    any(k.kind == ci.CursorKind.CUDAGLOBAL_ATTR for k in c.get_children()):
+                kernels.setdefault(c.spelling, []).append(c)
+    find(tu.cursor)
+    out = {}
+    for name, defs in kernels.items():
+        try:
+            if len(defs) != 1:
+                raise _NoSplit("several kernels of this name")
+            if defs[0].semantic_parent is None or defs[0].semantic_parent.kind not in (
+                    ci.CursorKind.TRANSLATION_UNIT, ci.CursorKind.LINKAGE_SPEC):
+                raise _NoSplit("a kernel in a namespace")
+            _split_guard(ci, tu, defs[0], path, users, constants)
+            plan = barrier_split.split_kernel(source, name, define_lines, templates=True)
+            if plan.text is None:
+                raise _NoSplit(plan.reason)
+            out[name] = (plan.end, _split_text(plan, name, source, source_name),
+                         bool(plan.template_args))
+            paths[name] = ""
+        except _NoSplit as exc:
+            paths[name] = str(exc) or "refused by the transform"
+        except Exception as exc:   # the transform failing here: fibers, never a failed build
+            paths[name] = f"the transform failed ({type(exc).__name__}: {str(exc)[:200]})"
+    return out
+
+
+class _NoSplit(Exception):
+    """This kernel keeps its fibers; the message says why."""
+
+
+def _users_header(path, trusted, prelude):
+    """f -> whether the libclang File f is a header of the program's own (not the program's
+    file, nor tiledmm's, the compiler's or the system's)."""
+    def users(f):
+        if f is None or f.name == path:
+            return False
+        real = os.path.realpath(f.name)
+        return not real.startswith(trusted) and real != prelude
+    return users
+
+
+def _header_constants(ci, tu, users):
+    """{name: replacement} of the program's headers' object-like macros that are plain constants
+    (`#define TILE 16`: literals and operators only), defined once: the transform, which reads
+    the .cu alone, gets them as definitions (a kernel's `As[TILE][TILE]`)."""
+    found, twice = {}, set()
+    for c in tu.cursor.get_children():
+        if c.kind != ci.CursorKind.MACRO_DEFINITION:
+            continue
+        if c.spelling in found:
+            twice.add(c.spelling)
+        if not users(c.location.file):
+            found.setdefault(c.spelling, None)   # defined elsewhere too: not taken
+            continue
+        name, *toks = list(c.get_tokens())
+        if toks and toks[0].spelling == "(" and \
+                toks[0].extent.start.offset == name.extent.end.offset:   # F(x): function-like
+            found.setdefault(c.spelling, None)
+            continue
+        if toks and all(t.kind in (ci.TokenKind.LITERAL, ci.TokenKind.PUNCTUATION) for t in toks) \
+                and not any(t.spelling in ("#", "##", "\\") for t in toks):
+            found.setdefault(c.spelling, " ".join(t.spelling for t in toks))
+        else:
+            found.setdefault(c.spelling, None)
+    return {k: v for k, v in found.items() if v is not None and k not in twice}
+
+
+def _split_guard(ci, tu, kernel, path, users, constants):
+    """Raises _NoSplit when the kernel, or a function of this file it calls, uses anything (a
+    function, a variable, a type, a macro other than a plain constant) from the program's own
+    headers: the transform does not read them, so a helper there could synchronise or read
+    threadIdx unseen."""
+    def ours(f):
+        return f is not None and f.name == path
+
+    todo, done, extents = [kernel], set(), []
+    while todo:
+        fn = todo.pop()
+        if fn.hash in done:
+            continue
+        done.add(fn.hash)
+        extents.append((fn.extent.start.offset, fn.extent.end.offset))
+        for c in fn.walk_preorder():
+            ref = c.referenced if c.kind.is_reference() or c.kind.is_expression() else None
+            if ref is None or ref.location is None:
+                continue
+            if users(ref.location.file):
+                raise _NoSplit(f"it uses {ref.spelling or 'a name'} from the header "
+                               f"{os.path.basename(ref.location.file.name)}, which the "
+                               "transform does not read")
+            if c.kind == ci.CursorKind.CALL_EXPR and ref.kind in (
+                    ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE):
+                d = ref.get_definition()
+                if d is not None and ours(d.location.file):
+                    todo.append(d)
+    for c in tu.cursor.get_children():
+        if c.kind != ci.CursorKind.MACRO_INSTANTIATION or not ours(c.location.file):
+            continue
+        at = c.location.offset
+        if any(a <= at < b for a, b in extents):
+            d = c.referenced
+            if d is not None and users(d.location.file) and c.spelling not in constants:
+                raise _NoSplit(f"it uses the macro {c.spelling} from the header "
+                               f"{os.path.basename(d.location.file.name)}, which the transform "
+                               "does not read")
+
+
+def _split_text(plan, name, source, source_name):
+    """What follows the kernel's definition: its split (barrier_split's text, its `#line`s
+    naming the program's file), its registration (a plain kernel) or the pair its launches pass
+    (a template), and a `#line` back to the file."""
+    text = plan.text.replace(f'"{SPLIT_SOURCE_NAME}"', f'"{source_name}"')
+    a = plan.template_args
+    if a:   # a template kernel: the pair as a variable template, one per instance
+        header = plan.text[plan.text.index(" static void tm_split_"):]
+        template = plan.text[plan.text.rindex("\ntemplate", 0, plan.text.index(header)) + 1:
+                             plan.text.index(header)].strip()
+        pair = (f"{template} inline const tm_emu_split_kernel<decltype(&{name}{a})> "
+                f"tm_with_split_{name} = {{&{name}{a}, &tm_split_{name}{a}, "
+                f"tm_split_frame_{name}{a}}};")
+    else:   # registered with the runtime when the program loads: found from the kernel's
+        # address at every launch (declared before, launched from another file, through a pointer)
+        pair = (f"static const bool tm_split_registered_{name} = tm_prog::register_split("
+                f"reinterpret_cast<const void *>(&{name}), "
+                f"reinterpret_cast<void (*)()>(&tm_split_{name}), tm_split_frame_{name});")
+    line = source.encode().count(b"\n", 0, plan.end) + 1
+    return f"\n{text}\n{pair}\n#line {line} \"{source_name}\"\n"
+
+
+def _split_callee(ci, ref, callee, kernel):
+    """Offset of the kernel's name in a launch's callee text (`k`, `::k`, `k<float, 16>`) where
+    the launch names this file's top-level kernel; None otherwise (the launch keeps `k`)."""
+    if ref is not None and (ref.semantic_parent is None or ref.semantic_parent.kind not in (
+            ci.CursorKind.TRANSLATION_UNIT, ci.CursorKind.LINKAGE_SPEC)):
+        return None
+    m = re.match(rb"\s*(::\s*)?(" + re.escape(kernel.encode()) + rb")\s*(<.*>)?\s*$", callee,
+                 re.S)
+    return m.start(2) if m else None
 
 
 # The emulator spells the built-in variables as macros (emu/cuda_emu.h); host code may
@@ -284,7 +482,45 @@ def _compile(cmd, cwd):
     return proc.returncode, (proc.stdout + proc.stderr).decode(errors="replace")
 
 
+# A split build that g++ rejects is built again without the splits: the transform's fault.
+_SPLIT_DID_NOT_COMPILE = ("the split kernels did not compile (tiledmm's transform: please "
+                          "report it)")
+
+
+def _split_request(req):
+    """rewrite_launches' `split` argument for this build: None where the kernels keep their
+    fibers (cuda, check mode, profile mode, the caller's "no_split" reason)."""
+    if req["backend"] != "emu" or req.get("no_split"):
+        return None
+    return {"define_lines": list(req["define_lines"]), "paths": {}}
+
+
 def build(req):
+    """The program built (result.json's answer); with splits where the transform applies, or,
+    when that build fails, once more without them (a program that does not compile fails
+    there with the compiler's own log)."""
+    split = _split_request(req)
+    if split is None:
+        result = _build(req, None)
+        reason = req.get("no_split") or "not the emulator"
+        result["paths"] = {ln["kernel"]: reason for ln in result["launches"]}
+        return result
+    try:
+        result = _build(req, split)
+    except BuildError:
+        if not any(v == "" for v in split["paths"].values()):
+            raise
+        result = _build(req, None)
+        result["paths"] = {k: _SPLIT_DID_NOT_COMPILE if v == "" else v
+                           for k, v in split["paths"].items()}
+    else:
+        result["paths"] = dict(split["paths"])
+    for ln in result["launches"]:   # launched here, defined in a header or another file
+        result["paths"].setdefault(ln["kernel"], "not defined in the file that launches it")
+    return result
+
+
+def _build(req, split):
     scratch = req["scratch"]
     with open(req["source_path"], encoding="utf-8", errors="replace") as f:
         source = f.read()
@@ -292,7 +528,7 @@ def build(req):
     check = bool(req.get("check"))
     text, launches = rewrite_launches(source, name, scratch, req["parse_includes"],
                                       req["defines"], req["user_includes"],
-                                      check=check and req["backend"] == "emu")
+                                      check=check and req["backend"] == "emu", split=split)
     backend = req["backend"]
     define_lines = "".join(d + "\n" for d in req["define_lines"])
     if backend == "emu":
@@ -310,7 +546,7 @@ def build(req):
         f.write(full)
     out = os.path.join(scratch, "program.so")
     if req.get("extra_sources"):   # a program of several files: each compiled, then linked
-        return _build_several(req, src, launches, out)
+        return _build_several(req, src, launches, out, split)
     if req.get("link_cmd"):   # compiled, then linked apart (profile mode: see _compile_emu)
         obj = os.path.join(scratch, "program.o")
         returncode, log = _compile([*req["compile"], src, "-o", obj], scratch)
@@ -335,7 +571,7 @@ def _translation_unit(text, name, backend, define_lines, first):
             f'#line 1 "{name}"\n{text}\n')
 
 
-def _build_several(req, first_src, launches, out):
+def _build_several(req, first_src, launches, out, split):
     """A program of several .cu files (tm.run of a list or a folder, %cuda_group_run): every
     file's launches rewritten, each compiled to an object with the program's compile command,
     and the objects linked into one shared object (the runner's entry points in the first)."""
@@ -346,7 +582,8 @@ def _build_several(req, first_src, launches, out):
         with open(path, encoding="utf-8", errors="replace") as f:
             checked = bool(req.get("check")) and backend == "emu"
             text, found = rewrite_launches(f.read(), name, scratch, req["parse_includes"],
-                                           req["defines"], req["user_includes"], check=checked)
+                                           req["defines"], req["user_includes"], check=checked,
+                                           split=split)
             if checked:   # as the first file's (build)
                 text = checked_shared(checked_casts(text))
         launches += [dict(ln, file=name) for ln in found]

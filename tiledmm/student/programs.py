@@ -31,7 +31,7 @@ from ..profiling.counters import GRID_SMS, Profile
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tiledmm/
 PACKAGE_PARENT = os.path.dirname(HERE)
 SOURCE_TEXT_NAME = "program.cu"
-_DIALECT = 1   # bumped when the text tiledmm makes of a program changes (cache key)
+_DIALECT = 2   # bumped when the text tiledmm makes of a program changes (cache key)
 _UNSET = object()
 _SIGNAL_NAMES = {signal.SIGSEGV: "segmentation fault", signal.SIGBUS: "bus error",
                  signal.SIGFPE: "floating-point exception", signal.SIGILL: "illegal instruction",
@@ -48,7 +48,9 @@ class ProgramLaunch:
     shared bytes, its time in ms (None where unknown), and `clock`, what measured it:
     "cuda events" on cuda, "emulator wall time (CPU)" on emu. `error` is the launch's CUDA
     error code (0: none). With tm.run(..., profile=True) on emu, `profile` is the launch's
-    counted traffic (a tm.profile.Profile) and `predicted_ms` the H100 time predicted from it."""
+    counted traffic (a tm.profile.Profile) and `predicted_ms` the H100 time predicted from it.
+    On emu, `path` says how the launch ran: "thread loops" (the kernel split at its barriers)
+    or "fibers", with `path_reason` saying why fibers."""
     kernel: str
     grid: tuple
     block: tuple
@@ -58,6 +60,10 @@ class ProgramLaunch:
     error: int = 0
     profile: object = None        # profile=True on emu: the launch's tm.profile.Profile
     predicted_ms: float = None    # profile=True on emu: the H100 time predicted from it
+    # emu: "thread loops" (the kernel split at its barriers, issue 34) or "fibers"; None on
+    # cuda and for a launch that did not run. path_reason: why fibers ("" for thread loops).
+    path: str = None
+    path_reason: str = ""
 
 
 @dataclasses.dataclass
@@ -75,12 +81,23 @@ class ProgramResult:
     # kind ("kernel", "api_error", "unchecked", "leak", "sanitizer"), file, line and message
     problems: list = dataclasses.field(default_factory=list)
 
+    @property
+    def paths(self):
+        """{kernel: (path, path_reason)} of the launches that ran (emu; the last launch of each
+        kernel): how each kernel ran, "thread loops" or "fibers" and why."""
+        return {ln.kernel: (ln.path, ln.path_reason) for ln in self.launches
+                if ln.path is not None}
+
     def _headers(self):
         head = ("kernel", "grid", "block", "shared", "ms")
-        return head + ("predicted H100 ms",) if self._profiled() else head
+        head += ("predicted H100 ms",) if self._profiled() else ()
+        return head + ("path",) if self._pathed() else head
 
     def _profiled(self):
         return any(ln.profile is not None for ln in self.launches)
+
+    def _pathed(self):
+        return any(ln.path is not None for ln in self.launches)
 
     def _table_rows(self):
         rows = []
@@ -89,6 +106,8 @@ class ProgramResult:
                    str(ln.shared_bytes), "-" if ln.ms is None else f"{ln.ms:.3f}")
             if self._profiled():
                 row += ("-" if ln.predicted_ms is None else f"{ln.predicted_ms:.4f}",)
+            if self._pathed():
+                row += (ln.path or "-",)
             rows.append(row)
         return rows
 
@@ -351,6 +370,31 @@ def _headers_text(includes):
     return parts
 
 
+# What the build child says of the kernels' paths (kernel -> why fibers, "" when split): its
+# answer is checked as data, bounded in count and length.
+PATHS_MOST, PATH_NAME_CHARS, PATH_REASON_CHARS = 1000, 200, 500
+
+
+def _build_paths(raw):
+    """The build child's "paths" as {kernel: reason} (str -> str, bounded), or raises
+    RuntimeError for anything else."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or len(raw) > PATHS_MOST or not all(
+            isinstance(k, str) and isinstance(v, str) and len(k) <= PATH_NAME_CHARS
+            and len(v) <= 4 * PATH_REASON_CHARS for k, v in raw.items()):
+        raise RuntimeError("building the program failed: the compile child's answer is not in "
+                           "tiledmm's schema (its kernels' paths)")
+    return {k: v[:PATH_REASON_CHARS] for k, v in raw.items()}
+
+
+def _no_split_reason(backend, check, profile):
+    """Why no kernel of this build is split ("" where the transform runs)."""
+    if backend != "emu":
+        return "not the emulator"
+    return "check mode" if check else "profile mode" if profile else ""
+
+
 def build(source, source_name, backend, compiler_args=(), source_dir=None, profile=False,
           extra_sources=(), check=False):
     """The program's shared object (bytes) and what the build found, from the cache or built
@@ -390,7 +434,9 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
     meta = cache.read_verified(meta_entry)
     if image is not None and meta is not None:
         cache.count("disk_hits")
-        return image, json.loads(meta), "disk_hits"
+        meta = json.loads(meta)
+        meta["paths"] = _build_paths(meta.get("paths"))
+        return image, meta, "disk_hits"
     with tempfile.TemporaryDirectory(prefix="tiledmm-program-build-") as scratch:
         link = []
         if backend == "emu":
@@ -412,6 +458,7 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
                    "user_includes": user_inc,
                    "compile": [*compile_cmd, *([f"-I{source_dir}"])], "link": link,
                    "link_cmd": link_cmd, "check": bool(check),
+                   "no_split": _no_split_reason(backend, check, profile),
                    "extra_sources": _write_extra_sources(extra_sources, scratch)}
         req_path = os.path.join(scratch, "request.json")
         with open(req_path, "w") as f:
@@ -439,7 +486,8 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
                                f"\n\n{log}", log)
         with open(os.path.join(scratch, "program.so"), "rb") as f:
             image = f.read()
-        meta = {"launches": result.get("launches", []), "log": result.get("log", "")}
+        meta = {"launches": result.get("launches", []), "log": result.get("log", ""),
+                "paths": _build_paths(result.get("paths"))}
         cache.store_bytes(image, so_entry)
         cache.store_bytes(json.dumps(meta).encode(), meta_entry)
     cache.count("compiled")
@@ -468,8 +516,30 @@ def _read_report(path):
     return records
 
 
-def _launches(records, backend):
+PATHS = ("thread loops", "fibers")
+# A fibers launch of a kernel the build split, whose launch named the kernel itself
+_UNNAMED_SPLIT = ("the launch does not name the kernel's split (a kernel of another file, or "
+                  "launched through a pointer)")
+
+
+def _launch_path(r, paths):
+    """(path, path_reason) of a launch record: the path the runtime reports if it is one of
+    PATHS (None otherwise: cuda, or a launch that did not run); the reason the runtime gives,
+    else the build's for the kernel (`paths`)."""
+    path, reason = r.get("path"), r.get("path_reason")
+    if path not in PATHS:
+        return None, ""
+    if path == "thread loops":
+        return path, ""
+    reason = reason[:PATH_REASON_CHARS] if isinstance(reason, str) else ""
+    return path, reason or paths.get(str(r.get("kernel")), "") or _UNNAMED_SPLIT
+
+
+def _launches(records, backend, paths=None):
+    """ProgramLaunch per launch record (records out of schema skipped); paths: the build's
+    {kernel: why fibers} (build's meta)."""
     clock = "cuda events" if backend == "cuda" else "emulator wall time (CPU)"
+    paths = paths or {}
     out = []
     for r in records:
         if r.get("event") != "launch":
@@ -480,7 +550,8 @@ def _launches(records, backend):
                                    tuple(int(v) for v in r["block"]),
                                    int(r.get("shared_bytes", 0)),
                                    None if ms is None or ms < 0 else float(ms), clock,
-                                   int(r.get("error", 0)))
+                                   int(r.get("error", 0)), None, None,
+                                   *_launch_path(r, paths))
         except (KeyError, TypeError, ValueError):
             continue
         if isinstance(r.get("profile"), dict):
@@ -657,8 +728,8 @@ def run(program, *, args=(), stdin=None, backend=None, check=False, profile=Fals
     if stdin is not None and not isinstance(stdin, (str, bytes)):
         raise TypeError("tm.run: stdin is None, str or bytes")
     source, name, folder, others, compiler_args = _read_sources(program, compiler_args)
-    image, _meta, _origin = build(source, name, backend, compiler_args, folder, profile=profile,
-                                  extra_sources=others, check=check and backend == "emu")
+    image, meta, _origin = build(source, name, backend, compiler_args, folder, profile=profile,
+                                 extra_sources=others, check=check and backend == "emu")
     if check and backend == "cuda":
         return _run_sanitized(image, name, args, stdin, timeout)
     done, records, extra = execute(image, name, backend, args, stdin, timeout)
@@ -668,8 +739,8 @@ def run(program, *, args=(), stdin=None, backend=None, check=False, profile=Fals
             stderr += "\n"
         stderr += "\n".join(extra) + "\n"
     return ProgramResult((done.stdout or b"").decode(errors="replace"), stderr, done.returncode,
-                         done.timed_out, _launches(records, backend), backend,
-                         _problems(records))
+                         done.timed_out, _launches(records, backend, meta.get("paths")),
+                         backend, _problems(records))
 
 
 def run_cli(path, backend=None, timeout=None, args=(), compiler_args=(), profile=False,
@@ -688,8 +759,8 @@ def run_cli(path, backend=None, timeout=None, args=(), compiler_args=(), profile
     try:
         _check_options(check, profile, backend)
         source, name, folder = _read_program(os.path.abspath(path))
-        image, _meta, _origin = build(source, name, backend, compiler_args, folder,
-                                      profile=profile, check=check and backend == "emu")
+        image, meta, _origin = build(source, name, backend, compiler_args, folder,
+                                     profile=profile, check=check and backend == "emu")
     except CompileError as exc:
         print(exc.log or str(exc), file=sys.stderr)
         return 1
@@ -706,7 +777,7 @@ def run_cli(path, backend=None, timeout=None, args=(), compiler_args=(), profile
         print(line, file=sys.stderr)
     if profile:
         table = ProgramResult("", "", done.returncode, done.timed_out,
-                              _launches(records, backend), backend)
+                              _launches(records, backend, meta.get("paths")), backend)
         print(repr(table).split("\n", 1)[-1], file=sys.stderr)
     return done.returncode if done.returncode >= 0 else 128 - done.returncode
 
