@@ -361,6 +361,9 @@ struct DivergenceWalk {
     }
 };
 
+struct TState;
+void tp_table_set(TState *s);
+
 struct TState {
     unsigned long long epoch = 0;
     int nthreads = 0;                 // of the block whose logs are pending
@@ -393,15 +396,54 @@ struct TState {
         emu_tls_lo = (uintptr_t)&tm_emu_tls;
         std::lock_guard<std::mutex> g(g_mu);
         g_states.push_back(this);
+        tp_table_set(this);
     }
     ~TState()
     {
         std::lock_guard<std::mutex> g(g_mu);
         g_states.erase(std::remove(g_states.begin(), g_states.end(), this), g_states.end());
+        tp_table_set(nullptr);
     }
     void new_interval(unsigned long long ep);
     void flush();
 };
+
+// The hooks find the OS thread's TState by its thread pointer (%fs:0 on x86-64, TPIDR_EL0 on
+// aarch64: one instruction) in a small open-addressed table, not through thread_local: this
+// module is dlopen'ed, so each thread_local read is a call (_dl_tlsdesc_dynamic or
+// __tls_get_addr), and the hooks read the state on every access and basic block (issue 34:
+// about a tenth of a profiled reduction's time went to those calls). A thread's entry is added
+// when its TState is made and taken out (a tombstone) when the thread ends, before its thread
+// pointer can be reused; a thread not found (a full table) falls back to the thread_local.
+struct TpSlot {
+    std::atomic<uintptr_t> tp{0};   // 0: never used (ends a probe); kTpGone: taken out
+    TState *s = nullptr;
+};
+constexpr uintptr_t kTpGone = 1;
+constexpr size_t kTpSlots = 1024;
+TpSlot g_tp[kTpSlots];
+
+inline uintptr_t thread_pointer() { return (uintptr_t)__builtin_thread_pointer(); }
+inline size_t tp_slot(uintptr_t tp) { return (size_t)((tp >> 12) ^ (tp >> 22)) & (kTpSlots - 1); }
+
+// Adds (s) or takes out (nullptr) the calling thread's entry; under g_mu.
+void tp_table_set(TState *s)
+{
+    uintptr_t tp = thread_pointer();
+    for (size_t k = 0, i = tp_slot(tp); k < kTpSlots; ++k, i = (i + 1) & (kTpSlots - 1)) {
+        uintptr_t at = g_tp[i].tp.load(std::memory_order_relaxed);
+        if (s && (at == 0 || at == kTpGone)) {
+            g_tp[i].s = s;
+            g_tp[i].tp.store(tp, std::memory_order_release);
+            return;
+        }
+        if (!s && at == tp) {
+            g_tp[i].tp.store(kTpGone, std::memory_order_release);
+            return;
+        }
+        if (at == 0) return;
+    }
+}
 
 thread_local TState *tl_state = nullptr;
 thread_local std::unique_ptr<TState> tl_owner;
@@ -420,7 +462,19 @@ inline TState *state()
 }
 
 // The running CUDA thread's state inside a profiled launch (enter() has run on this OS thread).
-inline TState *running() { return tl_state; }
+inline TState *running()
+{
+    uintptr_t tp = thread_pointer();
+    size_t i = tp_slot(tp);
+    uintptr_t at = g_tp[i].tp.load(std::memory_order_acquire);
+    if (__builtin_expect(at == tp, 1)) return g_tp[i].s;
+    for (size_t k = 1; k < kTpSlots && at != 0; ++k) {
+        i = (i + 1) & (kTpSlots - 1);
+        at = g_tp[i].tp.load(std::memory_order_acquire);
+        if (at == tp) return g_tp[i].s;
+    }
+    return state();
+}
 
 void TState::new_interval(unsigned long long ep)
 {
