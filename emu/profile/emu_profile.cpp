@@ -113,7 +113,7 @@ struct Buf {
     }
     __attribute__((noinline)) void grow()
     {
-        size_t c = cap ? 2 * cap : 256;
+        size_t c = cap ? 2 * cap : 16;   // small: a block's 256+ logs stay in cache
         T *p = static_cast<T *>(std::realloc(d, c * sizeof(T)));
         if (!p) std::abort();
         d = p;
@@ -126,6 +126,16 @@ struct Buf {
     void clear() { n = 0; }
     void shrink_to(size_t k) { n = k < n ? k : n; }
 };
+
+// Whether two logs hold the same entries (inline: the logs are short, a memcmp call costs more).
+template <typename T>
+inline bool same_entries(const Buf<T> &a, const Buf<T> &b)
+{
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+        if (a[i] != b[i]) return false;
+    return true;
+}
 
 // One CUDA thread's log between two barriers.
 struct Log {
@@ -365,13 +375,27 @@ struct TState;
 void tp_table_set(TState *s);
 
 struct TState {
+    // The running CUDA thread's basic-block log as a cursor, kept here (one cache line with the
+    // state the hooks read) rather than in its Log: trace-pc's hook, the most frequent one, then
+    // stores without touching the Log. bb_load at enter(), bb_store at every point where the
+    // fiber may be switched out (barriers, warp operations, its end) and before a flush.
+    uintptr_t *bb_at = nullptr, *bb_end = nullptr;
+    Log *cur = nullptr;               // the running CUDA thread's log (enter())
+    void bb_load()
+    {
+        bb_at = cur->bb.d + cur->bb.n;
+        bb_end = cur->bb.d + cur->bb.cap;
+    }
+    void bb_store()
+    {
+        if (cur) cur->bb.n = (size_t)(bb_at - cur->bb.d);
+    }
     unsigned long long epoch = 0;
     int nthreads = 0;                 // of the block whose logs are pending
     uintptr_t tls_lo = 0, tls_size = 0;
     uintptr_t emu_tls_lo = 0;
     uintptr_t dyn_lo = 0;
     std::vector<Log> logs;
-    Log *cur = nullptr;               // the running CUDA thread's log (enter())
     bool pending = false;
     uint64_t c[NFIELDS] = {};         // this launch's counts (folded by the launching thread)
     std::unordered_map<uintptr_t, uint64_t> atom;   // global atomics per address
@@ -461,19 +485,24 @@ inline TState *state()
     return __builtin_expect(s != nullptr, 1) ? s : state_slow();
 }
 
-// The running CUDA thread's state inside a profiled launch (enter() has run on this OS thread).
-inline TState *running()
+__attribute__((noinline)) TState *running_probe(uintptr_t tp, size_t i, uintptr_t at)
 {
-    uintptr_t tp = thread_pointer();
-    size_t i = tp_slot(tp);
-    uintptr_t at = g_tp[i].tp.load(std::memory_order_acquire);
-    if (__builtin_expect(at == tp, 1)) return g_tp[i].s;
     for (size_t k = 1; k < kTpSlots && at != 0; ++k) {
         i = (i + 1) & (kTpSlots - 1);
         at = g_tp[i].tp.load(std::memory_order_acquire);
         if (at == tp) return g_tp[i].s;
     }
     return state();
+}
+
+// The running CUDA thread's state inside a profiled launch (enter() has run on this OS thread).
+__attribute__((always_inline)) inline TState *running()
+{
+    uintptr_t tp = thread_pointer();
+    size_t i = tp_slot(tp);
+    uintptr_t at = g_tp[i].tp.load(std::memory_order_acquire);
+    if (__builtin_expect(at == tp, 1)) return g_tp[i].s;
+    return running_probe(tp, i, at);
 }
 
 void TState::new_interval(unsigned long long ep)
@@ -500,11 +529,12 @@ inline bool in_global(uintptr_t a)
 // the emulator for the epoch and the thread index on every access.
 inline void enter()
 {
-    TState *s = state();
+    TState *s = running();
     unsigned long long ep = tm_emu_barrier_epoch();
     if (ep != s->epoch) s->new_interval(ep);
     s->pending = true;
     s->cur = &s->logs[tm_emu_tls.linear_tid];
+    s->bb_load();
 }
 
 inline Log &cur_log(TState *s) { return *s->cur; }
@@ -567,19 +597,30 @@ inline void record_atomic(const volatile void *p, unsigned lg, uintptr_t pc)
 }
 
 // A barrier (bar) or warp operation of the calling thread.
+// The fiber may be switched out next: its block cursor goes back to its log.
 inline void record_event(bool bar)
 {
     if (!g_active.load(std::memory_order_relaxed)) return;
-    Log &l = cur_log(running());
+    TState *s = running();
+    s->bb_store();
+    Log &l = cur_log(s);
     ++(bar ? l.bar : l.wop);
+}
+
+__attribute__((noinline)) void bb_grow(TState *s)
+{
+    s->bb_store();
+    s->cur->bb.grow();
+    s->bb_load();
 }
 
 // A basic block entered by the calling thread (trace-pc).
 inline void record_bb(uintptr_t pc)
 {
     if (!g_active.load(std::memory_order_relaxed)) return;
-    Log &l = cur_log(running());
-    l.bb.push_back(pc);
+    TState *s = running();
+    if (__builtin_expect(s->bb_at == s->bb_end, 0)) bb_grow(s);
+    *s->bb_at++ = pc;
 }
 
 // Distinct 32-byte sectors touched by a warp instruction's lanes; *lines gets the distinct
@@ -681,8 +722,7 @@ void for_each_instruction(TState *s, int base, int n, int cls, F &&f)
         maxlen = std::max(maxlen, p.size());
         if (!ref)
             ref = &p;
-        else if (same && (p.size() != ref->size() ||
-                          std::memcmp(p.data(), ref->data(), p.size() * sizeof(uintptr_t)) != 0))
+        else if (same && !same_entries(p, *ref))
             same = false;
     }
     if (!maxlen) return;
@@ -749,8 +789,7 @@ uint64_t divergent_branches(TState *s, int base, int lanes)
         if (b.empty()) continue;
         if (!ref)
             ref = &b;
-        else if (b.size() != ref->size() ||
-                 std::memcmp(b.data(), ref->data(), b.size() * sizeof(uintptr_t)) != 0) {
+        else if (!same_entries(b, *ref)) {
             same = false;
             break;
         }
@@ -780,6 +819,7 @@ uint64_t divergent_branches(TState *s, int base, int lanes)
 
 void TState::flush()
 {
+    bb_store();   // the last thread that ran may have ended without a switch point (an error)
     pending = false;
     int n = nthreads;
     // The model's L1 estimate: the sectors of each global load instruction (PC, k-th execution)
@@ -893,6 +933,7 @@ void profiled_invoke(void *p)
     ctx->threads_run.fetch_add(1, std::memory_order_relaxed);
     enter();
     ctx->invoke(ctx->pack);
+    running()->bb_store();   // the thread ends: its blocks go back to its log before the next
 }
 
 }  // namespace
@@ -1100,9 +1141,12 @@ TM_EXPORT void __tsan_write_range(void *p, unsigned long size)
 static inline void cas_begin()
 {
     if (!g_active.load(std::memory_order_relaxed)) return;
-    Log &l = cur_log(running());
+    TState *s = running();
+    Log &l = cur_log(s);
     if (l.cas_retry) {
+        s->bb_store();
         l.bb.shrink_to(l.cas_mark);
+        s->bb_load();
         l.cas_retry = false;
     }
 }
@@ -1110,7 +1154,9 @@ static inline void cas_begin()
 static inline void cas_end(bool ok)
 {
     if (ok || !g_active.load(std::memory_order_relaxed)) return;
-    Log &l = cur_log(running());
+    TState *s = running();
+    s->bb_store();
+    Log &l = cur_log(s);
     l.cas_mark = l.bb.size();
     l.cas_retry = true;
 }
