@@ -400,6 +400,7 @@ struct TState {
     uint64_t c[NFIELDS] = {};         // this launch's counts (folded by the launching thread)
     std::unordered_map<uintptr_t, uint64_t> atom;   // global atomics per address
     std::vector<uint64_t> merge_buf;
+    std::vector<uint32_t> warp_used, warp_bar, warp_wop;   // flush's per-warp summary
     // scratch of the divergent (PC-keyed) grouping and of the divergence walk
     struct Ent {
         uintptr_t pc;
@@ -822,8 +823,24 @@ void TState::flush()
     bb_store();   // the last thread that ran may have ended without a switch point (an error)
     pending = false;
     int n = nthreads;
+    // One pass over the logs for what each warp used (most intervals of a reduction hold no
+    // global access: the block-wide pass below is then skipped).
+    size_t nwarps = ((size_t)n + 31) / 32;
+    warp_used.resize(nwarps), warp_bar.resize(nwarps), warp_wop.resize(nwarps);
+    uint32_t block_used = 0;
+    for (int base = 0, w = 0; base < n; base += 32, ++w) {
+        uint32_t used = 0, bar = 0, wop = 0;
+        for (int l = base, end = std::min(n, base + 32); l < end; ++l) {
+            used |= logs[l].used;
+            bar = std::max(bar, logs[l].bar);
+            wop = std::max(wop, logs[l].wop);
+        }
+        warp_used[w] = used, warp_bar[w] = bar, warp_wop[w] = wop;
+        block_used |= used;
+    }
     // The model's L1 estimate: the sectors of each global load instruction (PC, k-th execution)
     // merged over the warps of the block.
+    if (block_used & (1u << GLD))
     for_each_instruction(this, 0, n, GLD, [&](const uint64_t *e, const int *, int m) {
         merge_buf.clear();
         for (int i = 0; i < m; ++i) {
@@ -836,8 +853,7 @@ void TState::flush()
     });
     for (int base = 0; base < n; base += 32) {
         int lanes = std::min(32, n - base);
-        uint32_t used = 0;
-        for (int l = 0; l < lanes; ++l) used |= logs[base + l].used;
+        uint32_t used = warp_used[base / 32];
         for (int cls = 0; cls < NCLS; ++cls) {
             if (!(used & (1u << cls))) continue;
             switch (cls) {
@@ -876,13 +892,8 @@ void TState::flush()
                 });
             }
         }
-        uint32_t bar = 0, wop = 0;
-        for (int l = 0; l < lanes; ++l) {
-            bar = std::max(bar, logs[base + l].bar);
-            wop = std::max(wop, logs[base + l].wop);
-        }
-        c[F_barriers] += bar;
-        c[F_warp_ops] += wop;
+        c[F_barriers] += warp_bar[base / 32];
+        c[F_warp_ops] += warp_wop[base / 32];
         c[F_divergent_branches] += divergent_branches(this, base, lanes);
     }
     for (int t = 0; t < n; ++t) {
