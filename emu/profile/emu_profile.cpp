@@ -409,6 +409,7 @@ struct TState {
     std::vector<Ent> ents;
     std::vector<uint64_t> grp_e;
     std::vector<int> grp_lane;
+    std::vector<const uint64_t *> grp_vals;
     DivergenceWalk walk;
     TState()
     {
@@ -714,34 +715,38 @@ void for_each_instruction(TState *s, int base, int n, int cls, F &&f)
 {
     std::vector<uint64_t> &e = s->grp_e;
     std::vector<int> &lane = s->grp_lane;
+    std::vector<const uint64_t *> &vals = s->grp_vals;
+    if (lane.size() < (size_t)n) lane.resize(n);   // the divergent path below shrinks them
+    if (e.size() < (size_t)n) e.resize(n);
+    if (vals.size() < (size_t)n) vals.resize(n);
     const Buf<uintptr_t> *ref = nullptr;
     bool same = true;
     size_t maxlen = 0;
+    int active = 0;   // threads with entries: lane[] their index, vals[] their entries
     for (int t = 0; t < n; ++t) {
-        const Buf<uintptr_t> &p = s->logs[base + t].pc[cls];
+        const Log &l = s->logs[base + t];
+        const Buf<uintptr_t> &p = l.pc[cls];
         if (p.empty()) continue;
         maxlen = std::max(maxlen, p.size());
         if (!ref)
             ref = &p;
         else if (same && !same_entries(p, *ref))
             same = false;
+        lane[active] = t;
+        vals[active++] = l.v[cls].data();
     }
     if (!maxlen) return;
     if (same) {
+        // Every active thread logged the same sequence, so each has maxlen entries and takes
+        // part in every k-th instruction.
         for (size_t k = 0; k < maxlen; ++k) {
-            e.clear();
-            lane.clear();
-            for (int t = 0; t < n; ++t) {
-                const Buf<uint64_t> &v = s->logs[base + t].v[cls];
-                if (k < v.size()) {
-                    e.push_back(v[k]);
-                    lane.push_back(t);
-                }
-            }
-            f(e.data(), lane.data(), (int)e.size());
+            for (int i = 0; i < active; ++i) e[i] = vals[i][k];
+            f(e.data(), lane.data(), active);
         }
         return;
     }
+    e.clear();
+    lane.clear();
     // Divergent: sort the entries by (PC, thread, order); within one PC, the k-th entry of each
     // thread's run forms the k-th instruction of that PC.
     std::vector<TState::Ent> &ents = s->ents;
