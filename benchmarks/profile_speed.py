@@ -21,7 +21,9 @@ many profiled launches ran before in the process (each launch draws a new sample
 import argparse
 import json
 import os
+import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -32,14 +34,47 @@ from tiledmm import _families, _registry
 TARGET_S = 5.0
 
 
-def cases(all_params, only):
+def cases(all_params, only, params=None):
     """(family, kernel, params) of every registry kernel the emulator runs."""
     for spec in _registry.kernels():
         if spec.name in _registry.CUDA_ONLY or (only and spec.name not in only):
             continue
-        combos = spec.param_combinations() if all_params else [spec.defaults]
-        for params in combos:
-            yield spec.family, spec.name, params
+        combos = [params] if params is not None else \
+            spec.param_combinations() if all_params else [spec.defaults]
+        for combo in combos:
+            yield spec.family, spec.name, combo
+
+
+def compare(args, against):
+    """Each row in two child processes, the build at `against` (PYTHONPATH) then this one,
+    alternating row by row so that both see the same load; prints both times and whether every
+    counter is the same."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    print(f"tm.profile.count on one core (cpu {args.cpu}), best of {args.repeat}: old = {against}, "
+          f"new = {here}; target <= {TARGET_S:g} s")
+    print(f"{'kernel':40} {'old s':>8} {'new s':>8} {'old/new':>8} {'target':>7}  counts")
+    differ = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for family, kernel, params in cases(args.all_params, set(filter(None, args.only.split(",")))):
+            got = {}
+            for build, path in (("old", against), ("new", here)):
+                times, counts = os.path.join(tmp, build + ".json"), os.path.join(tmp, build + "_c.json")
+                subprocess.run([sys.executable, os.path.abspath(__file__), "--only", kernel,
+                                "--params", json.dumps(params), "--repeat", str(args.repeat),
+                                "--cpu", str(args.cpu), "--scale", str(args.scale), "--json", times,
+                                "--counts", counts], env=dict(os.environ, PYTHONPATH=path),
+                               check=True, timeout=1800, stdout=subprocess.DEVNULL)
+                with open(times) as f, open(counts) as g:
+                    got[build] = (next(iter(json.load(f)["rows"].values()))["s"],
+                                  next(iter(json.load(g).values())))
+            (old_s, old_c), (new_s, new_c) = got["old"], got["new"]
+            moved = [k for k in old_c if not same(old_c[k], new_c.get(k))]
+            differ += bool(moved)
+            print(f"{label(kernel, params):40} {old_s:8.2f} {new_s:8.2f} {old_s / new_s:8.2f} "
+                  f"{'ok' if new_s <= TARGET_S else 'OVER':>7}  "
+                  f"{'identical' if not moved else 'DIFFER: ' + ', '.join(moved)}", flush=True)
+    if differ:
+        sys.exit(f"{differ} rows counted differently")
 
 
 def same(a, b):
@@ -62,7 +97,13 @@ def main():
     ap.add_argument("--baseline", help="a previous --json file: print the speed-up against it")
     ap.add_argument("--counts", help="write every row's counters to this file")
     ap.add_argument("--same-as", help="a previous --counts file: fail where a counter differs")
+    ap.add_argument("--params", help="one parameter combination as JSON (with --only one kernel)")
+    ap.add_argument("--against", help="PYTHONPATH of another build (a copy of tiledmm/ with its "
+                    "extensions): time both, row by row in child processes, and compare counts")
     args = ap.parse_args()
+    if args.against:
+        compare(args, args.against)
+        return
 
     # One emulator thread on one core: the emulator reads the variable at its first launch.
     os.environ["TILEDMM_EMU_THREADS"] = "1"
@@ -80,7 +121,8 @@ def main():
     head = f"{'kernel':40} {'size':>10} {'s':>8} {'target':>7}"
     print(head + (f" {'speed-up':>9}" if baseline else ""), flush=True)
     t_start = time.perf_counter()
-    for family, kernel, params in cases(args.all_params, only):
+    given = json.loads(args.params) if args.params else None
+    for family, kernel, params in cases(args.all_params, only, given):
         size = tm.profile.LESSON_SIZES[family]
         size = size // args.scale if family == "matmul" else size // args.scale ** 3
         row = _families.family_of(kernel)
