@@ -137,13 +137,61 @@ inline bool same_entries(const Buf<T> &a, const Buf<T> &b)
     return true;
 }
 
+// The accesses of one class, in order: entries (v) and their program counters (pc), appended
+// together (one length, one capacity check).
+struct AccessLog {
+    uint64_t *v = nullptr;
+    uintptr_t *pc = nullptr;
+    size_t n = 0, cap = 0;
+    AccessLog() = default;
+    AccessLog(const AccessLog &) = delete;
+    AccessLog &operator=(const AccessLog &) = delete;
+    AccessLog(AccessLog &&o) noexcept : v(o.v), pc(o.pc), n(o.n), cap(o.cap)
+    {
+        o.v = nullptr, o.pc = nullptr, o.n = o.cap = 0;
+    }
+    ~AccessLog()
+    {
+        std::free(v);
+        std::free(pc);
+    }
+    inline void push_back(uint64_t e, uintptr_t at)
+    {
+        if (__builtin_expect(n == cap, 0)) grow();
+        v[n] = e;
+        pc[n++] = at;
+    }
+    __attribute__((noinline)) void grow()
+    {
+        size_t c = cap ? 2 * cap : 16;
+        uint64_t *nv = static_cast<uint64_t *>(std::realloc(v, c * sizeof(uint64_t)));
+        if (!nv) std::abort();
+        v = nv;
+        uintptr_t *np = static_cast<uintptr_t *>(std::realloc(pc, c * sizeof(uintptr_t)));
+        if (!np) std::abort();
+        pc = np;
+        cap = c;
+    }
+    size_t size() const { return n; }
+    bool empty() const { return n == 0; }
+    void clear() { n = 0; }
+};
+
+// Whether two threads logged the same program counters.
+inline bool same_pcs(const AccessLog &a, const AccessLog &b)
+{
+    if (a.n != b.n) return false;
+    for (size_t i = 0; i < a.n; ++i)
+        if (a.pc[i] != b.pc[i]) return false;
+    return true;
+}
+
 // One CUDA thread's log between two barriers.
 struct Log {
-    Buf<uint64_t> v[NCLS];            // the accesses of each class, in order
-    Buf<uintptr_t> pc[NCLS];          // their program counters (the hooks' return addresses)
+    AccessLog acc[NCLS];              // the accesses of each class
     Buf<uintptr_t> bb;                // basic blocks entered (trace-pc), in order
     uint32_t bar = 0, wop = 0;        // barriers and warp operations
-    uint32_t used = 0;                // bit cls: v[cls] / pc[cls] has entries
+    uint32_t used = 0;                // bit cls: acc[cls] has entries
     size_t cas_mark = 0;              // bb's length at a failed compare-and-swap ...
     bool cas_retry = false;           // ... whose retry is still to be taken out of bb
 };
@@ -529,13 +577,15 @@ inline bool in_global(uintptr_t a)
 // on return from a barrier or warp operation (the wrappers below), the only places where a
 // fiber switch or a new barrier epoch can happen. The hooks then log into s->cur without asking
 // the emulator for the epoch and the thread index on every access.
-inline void enter()
+// tid: the CUDA thread's linear index (tm_emu_tls.linear_tid; the wrappers keep it across the
+// switch, which saves a thread_local read).
+inline void enter(int tid)
 {
     TState *s = running();
     unsigned long long ep = tm_emu_barrier_epoch();
     if (ep != s->epoch) s->new_interval(ep);
     s->pending = true;
-    s->cur = &s->logs[tm_emu_tls.linear_tid];
+    s->cur = &s->logs[tid];
     s->bb_load();
 }
 
@@ -560,8 +610,7 @@ inline void record(const volatile void *p, unsigned lg, int store, uintptr_t pc)
         return;
     }
     Log &l = cur_log(s);
-    l.v[cls].push_back((uint64_t)a | (uint64_t)lg << 56);
-    l.pc[cls].push_back(pc);
+    l.acc[cls].push_back((uint64_t)a | (uint64_t)lg << 56, pc);
     l.used |= 1u << cls;
 }
 
@@ -570,8 +619,7 @@ inline void record_ldgsts(const void *src, unsigned lg, bool no_bytes, uintptr_t
 {
     if (!g_active.load(std::memory_order_relaxed)) return;
     Log &l = cur_log(running());
-    l.v[LDGSTS].push_back((uint64_t)(uintptr_t)src | (uint64_t)lg << 56 | (no_bytes ? kNoBytes : 0));
-    l.pc[LDGSTS].push_back(pc);
+    l.acc[LDGSTS].push_back((uint64_t)(uintptr_t)src | (uint64_t)lg << 56 | (no_bytes ? kNoBytes : 0), pc);
     l.used |= 1u << LDGSTS;
 }
 
@@ -593,20 +641,21 @@ inline void record_atomic(const volatile void *p, unsigned lg, uintptr_t pc)
         return;
     }
     Log &l = cur_log(s);
-    l.v[cls].push_back((uint64_t)a | (uint64_t)lg << 56);
-    l.pc[cls].push_back(pc);
+    l.acc[cls].push_back((uint64_t)a | (uint64_t)lg << 56, pc);
     l.used |= 1u << cls;
 }
 
 // A barrier (bar) or warp operation of the calling thread.
-// The fiber may be switched out next: its block cursor goes back to its log.
-inline void record_event(bool bar)
+// The fiber may be switched out next: its block cursor goes back to its log. Returns the CUDA
+// thread's index for enter() after the switch, or -1 outside a profiled launch.
+inline int record_event(bool bar)
 {
-    if (!g_active.load(std::memory_order_relaxed)) return;
+    if (!g_active.load(std::memory_order_relaxed)) return -1;
     TState *s = running();
     s->bb_store();
     Log &l = cur_log(s);
     ++(bar ? l.bar : l.wop);
+    return (int)(s->cur - s->logs.data());
 }
 
 __attribute__((noinline)) void bb_grow(TState *s)
@@ -719,21 +768,21 @@ void for_each_instruction(TState *s, int base, int n, int cls, F &&f)
     if (lane.size() < (size_t)n) lane.resize(n);   // the divergent path below shrinks them
     if (e.size() < (size_t)n) e.resize(n);
     if (vals.size() < (size_t)n) vals.resize(n);
-    const Buf<uintptr_t> *ref = nullptr;
+    const AccessLog *ref = nullptr;
     bool same = true;
     size_t maxlen = 0;
     int active = 0;   // threads with entries: lane[] their index, vals[] their entries
     for (int t = 0; t < n; ++t) {
         const Log &l = s->logs[base + t];
-        const Buf<uintptr_t> &p = l.pc[cls];
+        const AccessLog &p = l.acc[cls];
         if (p.empty()) continue;
         maxlen = std::max(maxlen, p.size());
         if (!ref)
             ref = &p;
-        else if (same && !same_entries(p, *ref))
+        else if (same && !same_pcs(p, *ref))
             same = false;
         lane[active] = t;
-        vals[active++] = l.v[cls].data();
+        vals[active++] = p.v;
     }
     if (!maxlen) return;
     if (same) {
@@ -752,8 +801,8 @@ void for_each_instruction(TState *s, int base, int n, int cls, F &&f)
     std::vector<TState::Ent> &ents = s->ents;
     ents.clear();
     for (int t = 0; t < n; ++t) {
-        const Buf<uintptr_t> &p = s->logs[base + t].pc[cls];
-        for (size_t i = 0; i < p.size(); ++i) ents.push_back(TState::Ent{p[i], (uint32_t)t, (uint32_t)i});
+        const AccessLog &p = s->logs[base + t].acc[cls];
+        for (size_t i = 0; i < p.size(); ++i) ents.push_back(TState::Ent{p.pc[i], (uint32_t)t, (uint32_t)i});
     }
     std::sort(ents.begin(), ents.end(), [](const TState::Ent &a, const TState::Ent &b) {
         return a.pc != b.pc ? a.pc < b.pc : a.lane != b.lane ? a.lane < b.lane : a.seq < b.seq;
@@ -777,7 +826,7 @@ void for_each_instruction(TState *s, int base, int n, int cls, F &&f)
             for (const auto &r : runs) {
                 if (r.first + k >= r.second) continue;
                 const TState::Ent &x = ents[r.first + k];
-                e.push_back(s->logs[base + x.lane].v[cls][x.seq]);
+                e.push_back(s->logs[base + x.lane].acc[cls].v[x.seq]);
                 lane.push_back((int)x.lane);
             }
             f(e.data(), lane.data(), (int)e.size());
@@ -905,8 +954,7 @@ void TState::flush()
         Log &l = logs[t];
         for (uint32_t m = l.used; m; m &= m - 1) {
             int cls = __builtin_ctz(m);
-            l.v[cls].clear();
-            l.pc[cls].clear();
+            l.acc[cls].clear();
         }
         l.used = 0;
         l.bb.clear();
@@ -941,13 +989,15 @@ void profiled_invoke(void *p)
     const dim3 &g = tm_emu_tls.grid_dim;
     long long index = (long long)b.x + (long long)g.x * (b.y + (long long)g.y * b.z);
     if (!block_sampled(index)) return;
-    if (tm_emu_tls.linear_tid == 0) {
+    int tid = tm_emu_tls.linear_tid;
+    if (tid == 0) {   // every thread of a block that runs comes here: counted once per block
         const dim3 &bd = tm_emu_tls.block_dim;
+        long long threads = (long long)bd.x * bd.y * bd.z;
         ctx->blocks_run.fetch_add(1, std::memory_order_relaxed);
-        ctx->warps_run.fetch_add(((long long)bd.x * bd.y * bd.z + 31) / 32, std::memory_order_relaxed);
+        ctx->threads_run.fetch_add(threads, std::memory_order_relaxed);
+        ctx->warps_run.fetch_add((threads + 31) / 32, std::memory_order_relaxed);
     }
-    ctx->threads_run.fetch_add(1, std::memory_order_relaxed);
-    enter();
+    enter(tid);
     ctx->invoke(ctx->pack);
     running()->bb_store();   // the thread ends: its blocks go back to its log before the next
 }
@@ -1035,24 +1085,24 @@ cudaError_t __wrap__ZN6tm_emu6launchEPKvPFvPvES2_4dim3S5_m(const void *func, voi
 unsigned long long __wrap__ZN6tm_emu7warp_opEijyiiPKci(int op, unsigned mask, unsigned long long value, int arg,
                                                        int width, const char *file, int line)
 {
-    record_event(false);
+    int tid = record_event(false);
     unsigned long long r = __real__ZN6tm_emu7warp_opEijyiiPKci(op, mask, value, arg, width, file, line);
-    if (g_active.load(std::memory_order_relaxed)) enter();
+    if (tid >= 0) enter(tid);
     return r;
 }
 
 void __wrap_tm_emu_syncthreads(const char *file, int line)
 {
-    record_event(true);
+    int tid = record_event(true);
     __real_tm_emu_syncthreads(file, line);
-    if (g_active.load(std::memory_order_relaxed)) enter();
+    if (tid >= 0) enter(tid);
 }
 
 int __wrap_tm_emu_syncthreads_op(int op, int pred, const char *file, int line)
 {
-    record_event(true);
+    int tid = record_event(true);
     int r = __real_tm_emu_syncthreads_op(op, pred, file, line);
-    if (g_active.load(std::memory_order_relaxed)) enter();
+    if (tid >= 0) enter(tid);
     return r;
 }
 
