@@ -45,7 +45,7 @@ PROFILE_KERNEL_FLAGS = ["-fsanitize=thread", "--param=tsan-instrument-func-entry
 # emu/profile's hooks read their thread-local state on every access and basic block: TLS
 # descriptors (x86-64's -mtls-dialect=gnu2; aarch64's default) make that read cheaper than a
 # __tls_get_addr call in a dlopen'ed module.
-PROFILE_HOOK_FLAGS = ["-g", "-mtls-dialect=gnu2"] if platform.machine() in ("x86_64", "AMD64") else []
+PROFILE_HOOK_FLAGS = ["-mtls-dialect=gnu2"] if platform.machine() in ("x86_64", "AMD64") else []
 # The emulator entry points whose calls from the kernels emu_profile.cpp sees (ld --wrap).
 PROFILE_WRAPPED = ["_ZN6tm_emu6launchEPKvPFvPvES2_4dim3S5_m", "_ZN6tm_emu7warp_opEijyiiPKci",
                    "tm_emu_syncthreads", "tm_emu_syncthreads_op", "cudaMalloc", "cudaFree",

@@ -901,7 +901,8 @@ void TState::flush()
             uint64_t a = e[i] & kAddrMask, size = 1ull << entry_lg(e[i]);
             for (uint64_t x = a >> 5; x <= (a + size - 1) >> 5; ++x) merge_buf.push_back(x);
         }
-        std::sort(merge_buf.begin(), merge_buf.end());
+        // lanes in order mostly load in address order: the sort is then skipped
+        if (!std::is_sorted(merge_buf.begin(), merge_buf.end())) std::sort(merge_buf.begin(), merge_buf.end());
         c[F_global_load_sectors_block_merged] +=
             std::unique(merge_buf.begin(), merge_buf.end()) - merge_buf.begin();
     });
