@@ -113,7 +113,7 @@ struct Buf {
     }
     __attribute__((noinline)) void grow()
     {
-        size_t c = cap ? 2 * cap : 256;
+        size_t c = cap ? 2 * cap : 16;   // small: a block's 256+ logs stay in cache
         T *p = static_cast<T *>(std::realloc(d, c * sizeof(T)));
         if (!p) std::abort();
         d = p;
@@ -127,13 +127,71 @@ struct Buf {
     void shrink_to(size_t k) { n = k < n ? k : n; }
 };
 
+// Whether two logs hold the same entries (inline: the logs are short, a memcmp call costs more).
+template <typename T>
+inline bool same_entries(const Buf<T> &a, const Buf<T> &b)
+{
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+        if (a[i] != b[i]) return false;
+    return true;
+}
+
+// The accesses of one class, in order: entries (v) and their program counters (pc), appended
+// together (one length, one capacity check).
+struct AccessLog {
+    uint64_t *v = nullptr;
+    uintptr_t *pc = nullptr;
+    size_t n = 0, cap = 0;
+    AccessLog() = default;
+    AccessLog(const AccessLog &) = delete;
+    AccessLog &operator=(const AccessLog &) = delete;
+    AccessLog(AccessLog &&o) noexcept : v(o.v), pc(o.pc), n(o.n), cap(o.cap)
+    {
+        o.v = nullptr, o.pc = nullptr, o.n = o.cap = 0;
+    }
+    ~AccessLog()
+    {
+        std::free(v);
+        std::free(pc);
+    }
+    inline void push_back(uint64_t e, uintptr_t at)
+    {
+        if (__builtin_expect(n == cap, 0)) grow();
+        v[n] = e;
+        pc[n++] = at;
+    }
+    __attribute__((noinline)) void grow()
+    {
+        size_t c = cap ? 2 * cap : 16;
+        uint64_t *nv = static_cast<uint64_t *>(std::realloc(v, c * sizeof(uint64_t)));
+        if (!nv) std::abort();
+        v = nv;
+        uintptr_t *np = static_cast<uintptr_t *>(std::realloc(pc, c * sizeof(uintptr_t)));
+        if (!np) std::abort();
+        pc = np;
+        cap = c;
+    }
+    size_t size() const { return n; }
+    bool empty() const { return n == 0; }
+    void clear() { n = 0; }
+};
+
+// Whether two threads logged the same program counters.
+inline bool same_pcs(const AccessLog &a, const AccessLog &b)
+{
+    if (a.n != b.n) return false;
+    for (size_t i = 0; i < a.n; ++i)
+        if (a.pc[i] != b.pc[i]) return false;
+    return true;
+}
+
 // One CUDA thread's log between two barriers.
 struct Log {
-    Buf<uint64_t> v[NCLS];            // the accesses of each class, in order
-    Buf<uintptr_t> pc[NCLS];          // their program counters (the hooks' return addresses)
+    AccessLog acc[NCLS];              // the accesses of each class
     Buf<uintptr_t> bb;                // basic blocks entered (trace-pc), in order
     uint32_t bar = 0, wop = 0;        // barriers and warp operations
-    uint32_t used = 0;                // bit cls: v[cls] / pc[cls] has entries
+    uint32_t used = 0;                // bit cls: acc[cls] has entries
     size_t cas_mark = 0;              // bb's length at a failed compare-and-swap ...
     bool cas_retry = false;           // ... whose retry is still to be taken out of bb
 };
@@ -361,18 +419,36 @@ struct DivergenceWalk {
     }
 };
 
+struct TState;
+void tp_table_set(TState *s);
+
 struct TState {
+    // The running CUDA thread's basic-block log as a cursor, kept here (one cache line with the
+    // state the hooks read) rather than in its Log: trace-pc's hook, the most frequent one, then
+    // stores without touching the Log. bb_load at enter(), bb_store at every point where the
+    // fiber may be switched out (barriers, warp operations, its end) and before a flush.
+    uintptr_t *bb_at = nullptr, *bb_end = nullptr;
+    Log *cur = nullptr;               // the running CUDA thread's log (enter())
+    void bb_load()
+    {
+        bb_at = cur->bb.d + cur->bb.n;
+        bb_end = cur->bb.d + cur->bb.cap;
+    }
+    void bb_store()
+    {
+        if (cur) cur->bb.n = (size_t)(bb_at - cur->bb.d);
+    }
     unsigned long long epoch = 0;
     int nthreads = 0;                 // of the block whose logs are pending
     uintptr_t tls_lo = 0, tls_size = 0;
     uintptr_t emu_tls_lo = 0;
     uintptr_t dyn_lo = 0;
     std::vector<Log> logs;
-    Log *cur = nullptr;               // the running CUDA thread's log (enter())
     bool pending = false;
     uint64_t c[NFIELDS] = {};         // this launch's counts (folded by the launching thread)
     std::unordered_map<uintptr_t, uint64_t> atom;   // global atomics per address
     std::vector<uint64_t> merge_buf;
+    std::vector<uint32_t> warp_used, warp_bar, warp_wop;   // flush's per-warp summary
     // scratch of the divergent (PC-keyed) grouping and of the divergence walk
     struct Ent {
         uintptr_t pc;
@@ -381,6 +457,7 @@ struct TState {
     std::vector<Ent> ents;
     std::vector<uint64_t> grp_e;
     std::vector<int> grp_lane;
+    std::vector<const uint64_t *> grp_vals;
     DivergenceWalk walk;
     TState()
     {
@@ -393,15 +470,54 @@ struct TState {
         emu_tls_lo = (uintptr_t)&tm_emu_tls;
         std::lock_guard<std::mutex> g(g_mu);
         g_states.push_back(this);
+        tp_table_set(this);
     }
     ~TState()
     {
         std::lock_guard<std::mutex> g(g_mu);
         g_states.erase(std::remove(g_states.begin(), g_states.end(), this), g_states.end());
+        tp_table_set(nullptr);
     }
     void new_interval(unsigned long long ep);
     void flush();
 };
+
+// The hooks find the OS thread's TState by its thread pointer (%fs:0 on x86-64, TPIDR_EL0 on
+// aarch64: one instruction) in a small open-addressed table, not through thread_local: this
+// module is dlopen'ed, so each thread_local read is a call (_dl_tlsdesc_dynamic or
+// __tls_get_addr), and the hooks read the state on every access and basic block (issue 34:
+// about a tenth of a profiled reduction's time went to those calls). A thread's entry is added
+// when its TState is made and taken out (a tombstone) when the thread ends, before its thread
+// pointer can be reused; a thread not found (a full table) falls back to the thread_local.
+struct TpSlot {
+    std::atomic<uintptr_t> tp{0};   // 0: never used (ends a probe); kTpGone: taken out
+    TState *s = nullptr;
+};
+constexpr uintptr_t kTpGone = 1;
+constexpr size_t kTpSlots = 1024;
+TpSlot g_tp[kTpSlots];
+
+inline uintptr_t thread_pointer() { return (uintptr_t)__builtin_thread_pointer(); }
+inline size_t tp_slot(uintptr_t tp) { return (size_t)((tp >> 12) ^ (tp >> 22)) & (kTpSlots - 1); }
+
+// Adds (s) or takes out (nullptr) the calling thread's entry; under g_mu.
+void tp_table_set(TState *s)
+{
+    uintptr_t tp = thread_pointer();
+    for (size_t k = 0, i = tp_slot(tp); k < kTpSlots; ++k, i = (i + 1) & (kTpSlots - 1)) {
+        uintptr_t at = g_tp[i].tp.load(std::memory_order_relaxed);
+        if (s && (at == 0 || at == kTpGone)) {
+            g_tp[i].s = s;
+            g_tp[i].tp.store(tp, std::memory_order_release);
+            return;
+        }
+        if (!s && at == tp) {
+            g_tp[i].tp.store(kTpGone, std::memory_order_release);
+            return;
+        }
+        if (at == 0) return;
+    }
+}
 
 thread_local TState *tl_state = nullptr;
 thread_local std::unique_ptr<TState> tl_owner;
@@ -419,8 +535,25 @@ inline TState *state()
     return __builtin_expect(s != nullptr, 1) ? s : state_slow();
 }
 
+__attribute__((noinline)) TState *running_probe(uintptr_t tp, size_t i, uintptr_t at)
+{
+    for (size_t k = 1; k < kTpSlots && at != 0; ++k) {
+        i = (i + 1) & (kTpSlots - 1);
+        at = g_tp[i].tp.load(std::memory_order_acquire);
+        if (at == tp) return g_tp[i].s;
+    }
+    return state();
+}
+
 // The running CUDA thread's state inside a profiled launch (enter() has run on this OS thread).
-inline TState *running() { return tl_state; }
+__attribute__((always_inline)) inline TState *running()
+{
+    uintptr_t tp = thread_pointer();
+    size_t i = tp_slot(tp);
+    uintptr_t at = g_tp[i].tp.load(std::memory_order_acquire);
+    if (__builtin_expect(at == tp, 1)) return g_tp[i].s;
+    return running_probe(tp, i, at);
+}
 
 void TState::new_interval(unsigned long long ep)
 {
@@ -444,13 +577,16 @@ inline bool in_global(uintptr_t a)
 // on return from a barrier or warp operation (the wrappers below), the only places where a
 // fiber switch or a new barrier epoch can happen. The hooks then log into s->cur without asking
 // the emulator for the epoch and the thread index on every access.
-inline void enter()
+// tid: the CUDA thread's linear index (tm_emu_tls.linear_tid; the wrappers keep it across the
+// switch, which saves a thread_local read).
+inline void enter(int tid)
 {
-    TState *s = state();
+    TState *s = running();
     unsigned long long ep = tm_emu_barrier_epoch();
     if (ep != s->epoch) s->new_interval(ep);
     s->pending = true;
-    s->cur = &s->logs[tm_emu_tls.linear_tid];
+    s->cur = &s->logs[tid];
+    s->bb_load();
 }
 
 inline Log &cur_log(TState *s) { return *s->cur; }
@@ -474,8 +610,7 @@ inline void record(const volatile void *p, unsigned lg, int store, uintptr_t pc)
         return;
     }
     Log &l = cur_log(s);
-    l.v[cls].push_back((uint64_t)a | (uint64_t)lg << 56);
-    l.pc[cls].push_back(pc);
+    l.acc[cls].push_back((uint64_t)a | (uint64_t)lg << 56, pc);
     l.used |= 1u << cls;
 }
 
@@ -484,8 +619,7 @@ inline void record_ldgsts(const void *src, unsigned lg, bool no_bytes, uintptr_t
 {
     if (!g_active.load(std::memory_order_relaxed)) return;
     Log &l = cur_log(running());
-    l.v[LDGSTS].push_back((uint64_t)(uintptr_t)src | (uint64_t)lg << 56 | (no_bytes ? kNoBytes : 0));
-    l.pc[LDGSTS].push_back(pc);
+    l.acc[LDGSTS].push_back((uint64_t)(uintptr_t)src | (uint64_t)lg << 56 | (no_bytes ? kNoBytes : 0), pc);
     l.used |= 1u << LDGSTS;
 }
 
@@ -507,25 +641,37 @@ inline void record_atomic(const volatile void *p, unsigned lg, uintptr_t pc)
         return;
     }
     Log &l = cur_log(s);
-    l.v[cls].push_back((uint64_t)a | (uint64_t)lg << 56);
-    l.pc[cls].push_back(pc);
+    l.acc[cls].push_back((uint64_t)a | (uint64_t)lg << 56, pc);
     l.used |= 1u << cls;
 }
 
 // A barrier (bar) or warp operation of the calling thread.
-inline void record_event(bool bar)
+// The fiber may be switched out next: its block cursor goes back to its log. Returns the CUDA
+// thread's index for enter() after the switch, or -1 outside a profiled launch.
+inline int record_event(bool bar)
 {
-    if (!g_active.load(std::memory_order_relaxed)) return;
-    Log &l = cur_log(running());
+    if (!g_active.load(std::memory_order_relaxed)) return -1;
+    TState *s = running();
+    s->bb_store();
+    Log &l = cur_log(s);
     ++(bar ? l.bar : l.wop);
+    return (int)(s->cur - s->logs.data());
+}
+
+__attribute__((noinline)) void bb_grow(TState *s)
+{
+    s->bb_store();
+    s->cur->bb.grow();
+    s->bb_load();
 }
 
 // A basic block entered by the calling thread (trace-pc).
 inline void record_bb(uintptr_t pc)
 {
     if (!g_active.load(std::memory_order_relaxed)) return;
-    Log &l = cur_log(running());
-    l.bb.push_back(pc);
+    TState *s = running();
+    if (__builtin_expect(s->bb_at == s->bb_end, 0)) bb_grow(s);
+    *s->bb_at++ = pc;
 }
 
 // Distinct 32-byte sectors touched by a warp instruction's lanes; *lines gets the distinct
@@ -618,42 +764,45 @@ void for_each_instruction(TState *s, int base, int n, int cls, F &&f)
 {
     std::vector<uint64_t> &e = s->grp_e;
     std::vector<int> &lane = s->grp_lane;
-    const Buf<uintptr_t> *ref = nullptr;
+    std::vector<const uint64_t *> &vals = s->grp_vals;
+    if (lane.size() < (size_t)n) lane.resize(n);   // the divergent path below shrinks them
+    if (e.size() < (size_t)n) e.resize(n);
+    if (vals.size() < (size_t)n) vals.resize(n);
+    const AccessLog *ref = nullptr;
     bool same = true;
     size_t maxlen = 0;
+    int active = 0;   // threads with entries: lane[] their index, vals[] their entries
     for (int t = 0; t < n; ++t) {
-        const Buf<uintptr_t> &p = s->logs[base + t].pc[cls];
+        const Log &l = s->logs[base + t];
+        const AccessLog &p = l.acc[cls];
         if (p.empty()) continue;
         maxlen = std::max(maxlen, p.size());
         if (!ref)
             ref = &p;
-        else if (same && (p.size() != ref->size() ||
-                          std::memcmp(p.data(), ref->data(), p.size() * sizeof(uintptr_t)) != 0))
+        else if (same && !same_pcs(p, *ref))
             same = false;
+        lane[active] = t;
+        vals[active++] = p.v;
     }
     if (!maxlen) return;
     if (same) {
+        // Every active thread logged the same sequence, so each has maxlen entries and takes
+        // part in every k-th instruction.
         for (size_t k = 0; k < maxlen; ++k) {
-            e.clear();
-            lane.clear();
-            for (int t = 0; t < n; ++t) {
-                const Buf<uint64_t> &v = s->logs[base + t].v[cls];
-                if (k < v.size()) {
-                    e.push_back(v[k]);
-                    lane.push_back(t);
-                }
-            }
-            f(e.data(), lane.data(), (int)e.size());
+            for (int i = 0; i < active; ++i) e[i] = vals[i][k];
+            f(e.data(), lane.data(), active);
         }
         return;
     }
+    e.clear();
+    lane.clear();
     // Divergent: sort the entries by (PC, thread, order); within one PC, the k-th entry of each
     // thread's run forms the k-th instruction of that PC.
     std::vector<TState::Ent> &ents = s->ents;
     ents.clear();
     for (int t = 0; t < n; ++t) {
-        const Buf<uintptr_t> &p = s->logs[base + t].pc[cls];
-        for (size_t i = 0; i < p.size(); ++i) ents.push_back(TState::Ent{p[i], (uint32_t)t, (uint32_t)i});
+        const AccessLog &p = s->logs[base + t].acc[cls];
+        for (size_t i = 0; i < p.size(); ++i) ents.push_back(TState::Ent{p.pc[i], (uint32_t)t, (uint32_t)i});
     }
     std::sort(ents.begin(), ents.end(), [](const TState::Ent &a, const TState::Ent &b) {
         return a.pc != b.pc ? a.pc < b.pc : a.lane != b.lane ? a.lane < b.lane : a.seq < b.seq;
@@ -677,7 +826,7 @@ void for_each_instruction(TState *s, int base, int n, int cls, F &&f)
             for (const auto &r : runs) {
                 if (r.first + k >= r.second) continue;
                 const TState::Ent &x = ents[r.first + k];
-                e.push_back(s->logs[base + x.lane].v[cls][x.seq]);
+                e.push_back(s->logs[base + x.lane].acc[cls].v[x.seq]);
                 lane.push_back((int)x.lane);
             }
             f(e.data(), lane.data(), (int)e.size());
@@ -695,8 +844,7 @@ uint64_t divergent_branches(TState *s, int base, int lanes)
         if (b.empty()) continue;
         if (!ref)
             ref = &b;
-        else if (b.size() != ref->size() ||
-                 std::memcmp(b.data(), ref->data(), b.size() * sizeof(uintptr_t)) != 0) {
+        else if (!same_entries(b, *ref)) {
             same = false;
             break;
         }
@@ -726,24 +874,41 @@ uint64_t divergent_branches(TState *s, int base, int lanes)
 
 void TState::flush()
 {
+    bb_store();   // the last thread that ran may have ended without a switch point (an error)
     pending = false;
     int n = nthreads;
+    // One pass over the logs for what each warp used (most intervals of a reduction hold no
+    // global access: the block-wide pass below is then skipped).
+    size_t nwarps = ((size_t)n + 31) / 32;
+    warp_used.resize(nwarps), warp_bar.resize(nwarps), warp_wop.resize(nwarps);
+    uint32_t block_used = 0;
+    for (int base = 0, w = 0; base < n; base += 32, ++w) {
+        uint32_t used = 0, bar = 0, wop = 0;
+        for (int l = base, end = std::min(n, base + 32); l < end; ++l) {
+            used |= logs[l].used;
+            bar = std::max(bar, logs[l].bar);
+            wop = std::max(wop, logs[l].wop);
+        }
+        warp_used[w] = used, warp_bar[w] = bar, warp_wop[w] = wop;
+        block_used |= used;
+    }
     // The model's L1 estimate: the sectors of each global load instruction (PC, k-th execution)
     // merged over the warps of the block.
+    if (block_used & (1u << GLD))
     for_each_instruction(this, 0, n, GLD, [&](const uint64_t *e, const int *, int m) {
         merge_buf.clear();
         for (int i = 0; i < m; ++i) {
             uint64_t a = e[i] & kAddrMask, size = 1ull << entry_lg(e[i]);
             for (uint64_t x = a >> 5; x <= (a + size - 1) >> 5; ++x) merge_buf.push_back(x);
         }
-        std::sort(merge_buf.begin(), merge_buf.end());
+        // lanes in order mostly load in address order: the sort is then skipped
+        if (!std::is_sorted(merge_buf.begin(), merge_buf.end())) std::sort(merge_buf.begin(), merge_buf.end());
         c[F_global_load_sectors_block_merged] +=
             std::unique(merge_buf.begin(), merge_buf.end()) - merge_buf.begin();
     });
     for (int base = 0; base < n; base += 32) {
         int lanes = std::min(32, n - base);
-        uint32_t used = 0;
-        for (int l = 0; l < lanes; ++l) used |= logs[base + l].used;
+        uint32_t used = warp_used[base / 32];
         for (int cls = 0; cls < NCLS; ++cls) {
             if (!(used & (1u << cls))) continue;
             switch (cls) {
@@ -782,21 +947,15 @@ void TState::flush()
                 });
             }
         }
-        uint32_t bar = 0, wop = 0;
-        for (int l = 0; l < lanes; ++l) {
-            bar = std::max(bar, logs[base + l].bar);
-            wop = std::max(wop, logs[base + l].wop);
-        }
-        c[F_barriers] += bar;
-        c[F_warp_ops] += wop;
+        c[F_barriers] += warp_bar[base / 32];
+        c[F_warp_ops] += warp_wop[base / 32];
         c[F_divergent_branches] += divergent_branches(this, base, lanes);
     }
     for (int t = 0; t < n; ++t) {
         Log &l = logs[t];
         for (uint32_t m = l.used; m; m &= m - 1) {
             int cls = __builtin_ctz(m);
-            l.v[cls].clear();
-            l.pc[cls].clear();
+            l.acc[cls].clear();
         }
         l.used = 0;
         l.bb.clear();
@@ -831,14 +990,17 @@ void profiled_invoke(void *p)
     const dim3 &g = tm_emu_tls.grid_dim;
     long long index = (long long)b.x + (long long)g.x * (b.y + (long long)g.y * b.z);
     if (!block_sampled(index)) return;
-    if (tm_emu_tls.linear_tid == 0) {
+    int tid = tm_emu_tls.linear_tid;
+    if (tid == 0) {   // every thread of a block that runs comes here: counted once per block
         const dim3 &bd = tm_emu_tls.block_dim;
+        long long threads = (long long)bd.x * bd.y * bd.z;
         ctx->blocks_run.fetch_add(1, std::memory_order_relaxed);
-        ctx->warps_run.fetch_add(((long long)bd.x * bd.y * bd.z + 31) / 32, std::memory_order_relaxed);
+        ctx->threads_run.fetch_add(threads, std::memory_order_relaxed);
+        ctx->warps_run.fetch_add((threads + 31) / 32, std::memory_order_relaxed);
     }
-    ctx->threads_run.fetch_add(1, std::memory_order_relaxed);
-    enter();
+    enter(tid);
     ctx->invoke(ctx->pack);
+    running()->bb_store();   // the thread ends: its blocks go back to its log before the next
 }
 
 }  // namespace
@@ -924,24 +1086,24 @@ cudaError_t __wrap__ZN6tm_emu6launchEPKvPFvPvES2_4dim3S5_m(const void *func, voi
 unsigned long long __wrap__ZN6tm_emu7warp_opEijyiiPKci(int op, unsigned mask, unsigned long long value, int arg,
                                                        int width, const char *file, int line)
 {
-    record_event(false);
+    int tid = record_event(false);
     unsigned long long r = __real__ZN6tm_emu7warp_opEijyiiPKci(op, mask, value, arg, width, file, line);
-    if (g_active.load(std::memory_order_relaxed)) enter();
+    if (tid >= 0) enter(tid);
     return r;
 }
 
 void __wrap_tm_emu_syncthreads(const char *file, int line)
 {
-    record_event(true);
+    int tid = record_event(true);
     __real_tm_emu_syncthreads(file, line);
-    if (g_active.load(std::memory_order_relaxed)) enter();
+    if (tid >= 0) enter(tid);
 }
 
 int __wrap_tm_emu_syncthreads_op(int op, int pred, const char *file, int line)
 {
-    record_event(true);
+    int tid = record_event(true);
     int r = __real_tm_emu_syncthreads_op(op, pred, file, line);
-    if (g_active.load(std::memory_order_relaxed)) enter();
+    if (tid >= 0) enter(tid);
     return r;
 }
 
@@ -1046,9 +1208,12 @@ TM_EXPORT void __tsan_write_range(void *p, unsigned long size)
 static inline void cas_begin()
 {
     if (!g_active.load(std::memory_order_relaxed)) return;
-    Log &l = cur_log(running());
+    TState *s = running();
+    Log &l = cur_log(s);
     if (l.cas_retry) {
+        s->bb_store();
         l.bb.shrink_to(l.cas_mark);
+        s->bb_load();
         l.cas_retry = false;
     }
 }
@@ -1056,7 +1221,9 @@ static inline void cas_begin()
 static inline void cas_end(bool ok)
 {
     if (ok || !g_active.load(std::memory_order_relaxed)) return;
-    Log &l = cur_log(running());
+    TState *s = running();
+    s->bb_store();
+    Log &l = cur_log(s);
     l.cas_mark = l.bb.size();
     l.cas_retry = true;
 }
