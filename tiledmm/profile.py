@@ -99,8 +99,9 @@ def row_fields(p, device="H100"):
 
 # The sizes lesson_table counts at: the lesson pairs' sizes, where the grids fill an H100 (at
 # 256^3 the larger tiles leave most SMs idle, as they do on the GPU; below 2^24 a reduction is
-# mostly the call's fixed overhead). Counting takes about a second per matmul on one core
-# (sampled) and 2-5 s per reduction (in full).
+# mostly the call's fixed overhead). Counting on one core takes 0.2-1.2 s per matmul (sampled),
+# 0.4-5 s per reduction without a shared-memory tree and 9-20 s for the tree ladders (in full,
+# one fiber per thread: docs/profile.md, benchmarks/profile_speed.py).
 LESSON_SIZES = {"matmul": 1024, "reduce": 1 << 24, "elementwise": 1 << 24}
 # The lectures' performance lessons as (family, slower kernel, faster kernel) on the H100: what
 # the time model must order right (tests/test_profile.py, benchmarks/predicted_vs_measured.py).
