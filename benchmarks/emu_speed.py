@@ -274,10 +274,13 @@ def main():
         if baseline and name in baseline:
             line += f" {baseline[name]['ms'] / r['ms']:8.2f}x"
         print(line)
-    tiled16 = rows.get("tiled tile=16")
-    if tiled16 and plain:
+    tiled16, naive16 = rows.get("tiled tile=16"), rows.get("naive block=16")
+    if tiled16 and plain and n == 256:
         print(f"target: tiled 16 <= 15 ms and within 4.5x of the plain loop: {tiled16['ms']:.1f} ms, "
               f"{tiled16['ms'] / fastest_plain:.2f}x")
+    elif tiled16 and naive16 and n >= 512:
+        print(f"moonshot: tiled 16 at least as fast as naive 16 at {n}^3: "
+              f"naive / tiled = {naive16['ms'] / tiled16['ms']:.2f}")
     print(f"({time.perf_counter() - t_start:.0f} s)")
     if args.json:
         with open(args.json, "w") as f:
