@@ -130,31 +130,15 @@ def test_device_memory_never_freed_is_reported_with_its_allocation_line():
         r.problems[0]["message"] and "cudaFree(d_b)" in r.problems[0]["message"]
 
 
-DIVERGENT = r"""
-#include <cstdio>
-__global__ void k(float *x)
-{
-    if (threadIdx.x < 16) {
-        __syncthreads();
-    }
-    x[threadIdx.x] = 1.0f;
-}
-int main()
-{
-    float *d;
-    cudaMalloc(&d, 32 * sizeof(float));
-    k<<<1, 32>>>(d);
-    cudaError_t e = cudaDeviceSynchronize();
-    printf("%s\n", cudaGetErrorName(e));
-    cudaFree(d);
-    return 0;
-}
-"""
+# A barrier only half the block's threads reach: line 5 (tests/programs/check/).
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs", "check",
+                       "divergent_barrier.cu")) as _f:
+    DIVERGENT = _f.read()
 
 
 def test_a_divergent_barrier_is_reported_with_its_line():
     r = tm.run(DIVERGENT, backend="emu", check=True, timeout=RUN_S)
-    assert "__syncthreads" in r.stderr and "program.cu:6" in r.stderr, r.stderr
+    assert "__syncthreads" in r.stderr and "program.cu:5" in r.stderr, r.stderr
     assert r.stdout.strip() != "cudaSuccess"
 
 

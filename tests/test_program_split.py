@@ -100,36 +100,20 @@ def test_check_and_profile_builds_keep_the_fibers():
     assert r.launches[0].profile is not None
 
 
-DIVERGENT = r"""
-#include <cstdio>
-__global__ void k(float *x)
-{
-    if (threadIdx.x < 16) {
-        __syncthreads();
-    }
-    x[threadIdx.x] = 1.0f;
-}
-int main()
-{
-    float *d;
-    cudaMalloc(&d, 32 * sizeof(float));
-    k<<<1, 32>>>(d);
-    cudaError_t e = cudaDeviceSynchronize();
-    printf("%s\n", cudaGetErrorName(e));
-    cudaFree(d);
-    return 0;
-}
-"""
+# A barrier only half the block's threads reach: line 5 (tests/programs/check/).
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs", "check",
+                       "divergent_barrier.cu")) as _f:
+    DIVERGENT = _f.read()
 
 
 def test_a_divergent_barrier_keeps_the_fibers_and_is_reported_with_its_line():
     r = run(DIVERGENT)
     assert r.stdout.strip() == "cudaErrorLaunchFailure", r.stdout
-    assert "__syncthreads() at program.cu:6" in r.stderr, r.stderr
+    assert "__syncthreads() at program.cu:5" in r.stderr, r.stderr
     assert "no thread can proceed" in r.stderr
     ln, = r.launches
-    # the reason names the `if` (line 5) around the barrier
-    assert ln.path == "fibers" and "barrier" in ln.path_reason and "(line 5)" in ln.path_reason
+    # the reason names the `if` (line 4) around the barrier
+    assert ln.path == "fibers" and "barrier" in ln.path_reason and "(line 4)" in ln.path_reason
 
 
 # A kernel with a shuffle between barriers: fibers (32-lane semantics), a right answer; and a
