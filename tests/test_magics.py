@@ -118,6 +118,8 @@ def test_compiler_args_define(cells):
     _no_error(out)
     assert _stream(out, "stdout") == "N=8 last=56\n"
     assert "<td>1x1x1</td><td>8x1x1</td>" in _html(out)
+    # on emu each launch says how its kernel ran: a barrier-free kernel as thread loops
+    assert "<th>path</th>" in _html(out) and "<td>thread loops</td>" in _html(out)
 
 
 def test_profile_on_emu_shows_counters_and_predicted_time(cells):
@@ -128,8 +130,10 @@ def test_profile_on_emu_shows_counters_and_predicted_time(cells):
     assert "predicted H100 ms" in table and "gld sectors" in table
     row = re.search(r"<tr><td>copy</td>(.*?)</tr>", table).group(1)
     cols = re.findall(r"<td>(.*?)</td>", row)
-    predicted, gld_req, gld_sectors, gst_req, gst_sectors = \
-        float(cols[4]), *(int(c.replace(",", "")) for c in cols[5:9])
+    # profile mode runs on fibers, and says so in the path column before the counters
+    predicted, path, gld_req, gld_sectors, gst_req, gst_sectors = \
+        float(cols[4]), cols[5], *(int(c.replace(",", "")) for c in cols[6:10])
+    assert path == "fibers"
     # 4096 floats read and written once, 32 threads a request, 4 sectors of 32 B a request
     assert (gld_req, gst_req) == (4096 // 32, 4096 // 32)
     assert (gld_sectors, gst_sectors) == (4096 * 4 // 32, 4096 * 4 // 32)

@@ -167,18 +167,13 @@ def _launch_table(result, profiled):
     """The launches as a small HTML table (profile mode's counters with --profile on emu)."""
     from IPython.display import HTML   # IPython: only in a notebook's kernel
     esc = html.escape
-    head = ["kernel", "grid", "block", "shared bytes", "ms"]
+    head = list(result.table_headers())   # kernel, grid, block, shared, ms, [predicted], [path]
+    rows = [list(r) for r in result.table_rows()[:200]]
     if profiled:
-        head += ["predicted H100 ms"] + [label for _f, label in PROFILE_COLUMNS]
-    rows = []
-    for ln in result.launches[:200]:
-        row = [ln.kernel, "x".join(map(str, ln.grid)), "x".join(map(str, ln.block)),
-               str(ln.shared_bytes), "-" if ln.ms is None else f"{ln.ms:.3f}"]
-        if profiled:
-            row.append("-" if ln.predicted_ms is None else f"{ln.predicted_ms:.4f}")
+        head += [label for _f, label in PROFILE_COLUMNS]
+        for row, ln in zip(rows, result.launches):
             row += ["-" if ln.profile is None else f"{getattr(ln.profile, f):,.0f}"
                     for f, _label in PROFILE_COLUMNS]
-        rows.append(row)
     more = len(result.launches) - len(rows)
     body = "<table class='tiledmm-launches'><tr>" + "".join(f"<th>{esc(h)}</th>" for h in head)
     body += "</tr>" + "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>"

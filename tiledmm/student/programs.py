@@ -88,7 +88,8 @@ class ProgramResult:
         return {ln.kernel: (ln.path, ln.path_reason) for ln in self.launches
                 if ln.path is not None}
 
-    def _headers(self):
+    def table_headers(self):
+        """The launch table's column names (repr, the HTML views, the %%cuda magics)."""
         head = ("kernel", "grid", "block", "shared", "ms")
         head += ("predicted H100 ms",) if self._profiled() else ()
         return head + ("path",) if self._pathed() else head
@@ -99,7 +100,8 @@ class ProgramResult:
     def _pathed(self):
         return any(ln.path is not None for ln in self.launches)
 
-    def _table_rows(self):
+    def table_rows(self):
+        """The launch table's rows, one tuple of text cells per launch."""
         rows = []
         for ln in self.launches:
             row = (ln.kernel, "x".join(map(str, ln.grid)), "x".join(map(str, ln.block)),
@@ -123,9 +125,9 @@ class ProgramResult:
         head += f" backend={self.backend}, {len(self.launches)} launch"
         head += "es>" if len(self.launches) != 1 else ">"
         parts = [head, out + err]
-        rows = self._table_rows()
+        rows = self.table_rows()
         if rows:
-            hdr = self._headers()
+            hdr = self.table_headers()
             shown = rows[:20]
             widths = [max(len(r[i]) for r in [hdr] + shown) for i in range(len(hdr))]
             lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w)
@@ -143,9 +145,9 @@ class ProgramResult:
             body += f"<pre style='color:#a00'>{esc(self.stderr)}</pre>"
         body += f"<p>returncode {self.returncode}{' (timed out)' if self.timed_out else ''}, " \
                 f"backend {esc(self.backend)}</p>"
-        rows = self._table_rows()
+        rows = self.table_rows()
         if rows:
-            body += "<table><tr>" + "".join(f"<th>{h}</th>" for h in self._headers()) + "</tr>"
+            body += "<table><tr>" + "".join(f"<th>{h}</th>" for h in self.table_headers()) + "</tr>"
             body += "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>"
                             for r in rows[:200])
             body += f"</table><p>ms: {esc(self.launches[0].clock)}</p>"
