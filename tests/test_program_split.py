@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tiledmm as tm
-from tiledmm.student import program_build, programs
+from tiledmm.student import compile_emu, program_build, programs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUN_S = 120
@@ -98,6 +98,20 @@ def test_check_and_profile_builds_keep_the_fibers():
     _, _, r = run_tiled(20, 20, 20, seed=6, profile=True)
     assert (r.launches[0].path, r.launches[0].path_reason) == ("fibers", "profile mode")
     assert r.launches[0].profile is not None
+
+
+def test_a_change_to_the_transform_rebuilds_the_program(monkeypatch):
+    # The build applies the barrier transform, so the cache key holds its source: a program
+    # built before the transform changed is rebuilt, not served from the cache.
+    program = f"// {uuid.uuid4()}\n" + TILED_PROGRAM
+    run_tiled(16, 16, 16, seed=7, program=program)
+    compiled = tm.cache_info()["compiled"]
+    run_tiled(16, 16, 16, seed=7, program=program)
+    assert tm.cache_info()["compiled"] == compiled   # the same program: from the cache
+    monkeypatch.setattr(compile_emu, "_SPLIT_SOURCE", "a changed transform")
+    c, want, r = run_tiled(16, 16, 16, seed=7, program=program)
+    assert tm.cache_info()["compiled"] == compiled + 1
+    np.testing.assert_allclose(c, want, rtol=tolerance(16), atol=tolerance(16))
 
 
 # A barrier only half the block's threads reach: line 5 (tests/programs/check/).

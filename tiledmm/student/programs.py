@@ -429,6 +429,7 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
                     link_cmd, hooks and open(hooks, "rb").read(), PROFILE_HOOK_FLAGS,
                     PROFILE_WRAPPED, _headers_text(compile_emu._headers()[0]), runtime, _DIALECT,
                     open(os.path.join(HERE, "student", "program_build.py"), "rb").read(),
+                    compile_emu._SPLIT_SOURCE,   # the barrier transform program_build applies
                     *_group_key_parts(extra_sources, source_dir, compiler_args))
     so_entry = cache.entry_path(f"user-program-{key}.so")
     meta_entry = cache.entry_path(f"user-program-{key}.json")
