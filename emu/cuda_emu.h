@@ -87,6 +87,12 @@ cudaError_t launch(const void *func, void (*invoke)(void *), void *pack, dim3 gr
 cudaError_t launch_whole_blocks(const void *func, void (*invoke)(void *), void *pack, dim3 grid,
                                 dim3 block, size_t shared_bytes);
 long long clock64();
+// A kernel split at warp granularity (barrier_split's warp `if`) found warp `warp` of the block
+// running as thread loops with lanes `waiting` entering an `if` holding a full-mask __syncwarp()
+// at file:line and the other existing lanes `missing` not: on fibers no thread could proceed.
+// Records the failure; the split function returns at once and the block is reported as the
+// fibers report it (scheduler.cpp, run_block).
+void split_warp_stuck(const char *file, int line, int warp, unsigned waiting, unsigned missing);
 
 template <typename T>
 static inline unsigned long long to_bits(T v)

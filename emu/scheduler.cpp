@@ -207,6 +207,9 @@ struct Worker {
     void *altstack = nullptr;
     size_t altstack_size = 0;
     bool signals_ready = false;
+    // Set by split_warp_stuck while a split kernel runs a block (run_block reports it).
+    std::string split_stuck;
+    int split_stuck_threads = 0;
 #ifdef TM_EMU_ASAN
     const void *sched_bottom = nullptr;
     size_t sched_size = 0;
@@ -718,8 +721,20 @@ bool run_block(Worker &w, Launch *L, uint3 bid, long long index)
         // No one thread runs: the fault report says so (tiledmm_fault.h). Storing the thread
         // index per iteration would be sunk out of the loops by the compiler anyway.
         tm_emu_tls.linear_tid = -1;
+        w.split_stuck.clear();
+        w.split_stuck_threads = 0;
         L->invoke(L->pack);
         tm_emu_tls.linear_tid = 0;
+        if (!w.split_stuck.empty()) {   // a divergent full-mask __syncwarp (split_warp_stuck)
+            L->fail(cudaErrorLaunchFailure,
+                    "tiledmm emulator: kernel " + kernel_name(L->func) + ", block " + dim_str(bid) + " of grid " +
+                        dim_str(L->grid) + ", blockDim " + dim_str(L->block) +
+                        ": no thread can proceed (a __syncthreads() or warp operation that not every thread "
+                        "reaches)." + w.split_stuck,
+                    index);
+            w.split_stuck.clear();
+            return false;
+        }
         return true;
     }
     int n = L->nthreads;
@@ -825,6 +840,22 @@ int default_threads()
 }  // namespace
 
 // ---- entry points used by kernels (through cuda_emu.h) ----
+
+void split_warp_stuck(const char *file, int line, int warp, unsigned waiting, unsigned missing)
+{
+    Worker &w = worker();
+    const int n = __builtin_popcount(waiting);
+    char buf[512];
+    if (w.split_stuck.empty()) {
+        snprintf(buf, sizeof buf, "\n  lanes of warps that enter it wait at __syncwarp() at %s:%d", file, line);
+        w.split_stuck = buf;
+    }
+    snprintf(buf, sizeof buf,
+             "\n  warp %d: %d lane%s wait%s at __syncwarp() (%s:%d) with mask 0xffffffff, but lanes 0x%08x "
+             "never arrive (they skip the if holding it)",
+             warp, n, n == 1 ? "" : "s", n == 1 ? "s" : "", file, line, missing);
+    w.split_stuck += buf;
+}
 
 unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int arg, int width, const char *file,
                            int line)

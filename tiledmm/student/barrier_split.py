@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from .kernel_diagnostics import SOURCE_NAME
 from .kernel_source import _cindex, emu_dialect, split_top_level
 from .split_analysis import (MAX_FRAME, PURE_CALLS, KernelAnalysis, _Fallback,  # noqa: F401
-                             kernel_names)
+                             inline_warp_helpers, kernel_names)
 
 
 @dataclass
@@ -74,9 +74,13 @@ def split_kernel(source, name, define_lines=(), templates=False):
         return SplitPlan(None, "libclang is not available")
     text = source if templates else emu_dialect(source)
     try:
-        analysis = KernelAnalysis(ci, text, name, define_lines, templates)
+        inlined = inline_warp_helpers(ci, text, name, define_lines, templates)
+        analysis = KernelAnalysis(ci, inlined, name, define_lines, templates)
         analysis.analyse()
-        return _Emitter(analysis).plan()
+        plan = _Emitter(analysis).plan()
+        # the kernel's end in `text` (the inlined bodies sit inside the kernel)
+        plan.end -= len(inlined.encode()) - len(text.encode())
+        return plan
     except _Fallback as exc:
         return SplitPlan(None, str(exc))
 
@@ -90,6 +94,7 @@ class _Emitter:
         self.data, self.src, self.walk = analysis.data, analysis.src, analysis.walk
         self.n_regions = 0   # barrier-free regions made
         self.frame = 0       # bytes of per-thread arrays per thread (those known here)
+        self.pred_arrays = []   # per-thread predicates of warp `if`s (bool per thread)
 
     def plan(self):
         a = self.a
@@ -107,7 +112,7 @@ class _Emitter:
         last_barrier = max((i for i, s in enumerate(map(self.a.unwrap, stmts))
                             if self.a.is_barrier_stmt(s) or
                             (s.kind in (ci.CursorKind.FOR_STMT, ci.CursorKind.IF_STMT) and
-                             self.a.has_barrier(s))),
+                             (self.a.has_barrier(s) or self.a.warp_if(s)))),
                            default=-1)   # hoisted barrier-free loops end no region for return
 
         def flush(final):
@@ -137,6 +142,10 @@ class _Emitter:
             if self.a.round_loop(s):
                 flush(False)   # (no return before it in this region: split_analysis)
                 out.append(self._round_loop(s))
+                continue
+            if self.a.warp_if(s):
+                flush(False)
+                out.append(self._warp_if(s))
                 continue
             if self.a.split_if(s):   # a block-uniform condition: every thread takes one branch
                 flush(False)
@@ -224,6 +233,52 @@ class _Emitter:
         for a, b in sorted(edits, reverse=True):
             text = text[:a] + "goto " + label + text[b:]
         return text
+
+    def _warp_if(self, s):
+        """`if (cond) { A; __syncwarp(); B; ... }` (split_analysis._find_warp_ifs): a thread loop
+        storing each thread's predicate, a check that the live lanes of every warp agree (on
+        fibers a warp whose lanes disagree waits forever at the first __syncwarp: the same
+        "no thread can proceed" is reported, tm_emu::split_warp_stuck), then one thread loop per
+        stretch between the __syncwarp()s running the threads whose predicate holds. Every
+        warp's lanes finish a stretch before any starts the next: one schedule the fibers
+        may run."""
+        ci = self.ci
+        pred = f"tm_wp_{len(self.pred_arrays)}_"
+        self.pred_arrays.append(pred)
+        cond = list(s.get_children())[0]
+        cond_text = self.data[cond.extent.start.offset:cond.extent.end.offset].decode()
+        stmts = self.a.warp_if_stmts(s)
+        sync_line = next(st.location.line for st in stmts if self.a.is_warp_sync_stmt(st))
+        out = [self._thread_loop([cond], False,
+                                 text=f"{pred}[tm_row_ + tm_x_] = ({cond_text});")]
+        out.append(
+            f"{{ bool tm_stuck_ = false; int tm_nstuck_ = 0;\n"
+            f"for (unsigned tm_w_ = 0; tm_w_ < tm_nt_; tm_w_ += 32) {{\n"
+            f"const unsigned tm_n_ = tm_nt_ - tm_w_ < 32 ? tm_nt_ - tm_w_ : 32;\n"
+            f"const unsigned tm_all_ = tm_n_ == 32 ? ~0u : (1u << tm_n_) - 1u;\n"
+            f"unsigned tm_on_ = 0;\n"
+            f"for (unsigned tm_l_ = 0; tm_l_ < tm_n_; ++tm_l_) "
+            f"tm_on_ |= (unsigned){pred}[tm_w_ + tm_l_] << tm_l_;\n"
+            f"if (tm_on_ != 0 && tm_on_ != tm_all_) {{ tm_stuck_ = true;\n"
+            f"if (++tm_nstuck_ <= 4) tm_emu::split_warp_stuck(\"{SOURCE_NAME}\", {sync_line}, "
+            f"(int)(tm_w_ / 32), tm_on_, tm_all_ & ~tm_on_); }}\n}}\n"
+            f"if (tm_stuck_) return; }}")
+        stretch = []
+        for st in stmts + [None]:
+            if st is None or self.a.is_warp_sync_stmt(st):
+                body = [x for x in stretch if not (x.kind == ci.CursorKind.DECL_STMT and any(
+                    d.hash in self.a.recompute for d in self.a.var_decls(x)))]
+                if body:
+                    label = f"tm_next_thread_{self.n_regions + 1}_"
+                    text = (f"if ({pred}[tm_row_ + tm_x_]) {{\n" +
+                            "\n".join(self._stmt_text(x, label) for x in body) + "\n}")
+                    out.append(self._thread_loop(body, False, text=text))
+                if st is not None:
+                    out.append(f"/* __syncwarp() line {st.location.line} */")
+                stretch = []
+                continue
+            stretch.append(st)
+        return "\n".join(out)
 
     def _round_loop(self, s):
         """`for (init; cond; inc) body` as rounds over the threads: one thread loop sets each
@@ -356,6 +411,9 @@ class _Emitter:
             elif size <= 0:
                 raise _Fallback(f"{d.spelling}: the size of {d.type.spelling} is not known")
             sizes.append(size)
+        for pred in self.pred_arrays:
+            arrays.append(f"bool {pred}[tm_nt_];")
+            sizes.append(1)
         fn = f"tm_split_{self.name}"
         template = ""
         if k.kind == ci.CursorKind.FUNCTION_TEMPLATE:

@@ -105,6 +105,17 @@ class KernelAnalysis:
         self.fiber_guards = []   # [(condition text, reason)]
         self.recompute = {}      # VAR_DECL hash -> its DECL_STMT, recomputed per thread loop
         self.recompute_deps = {} # DECL_STMT hash -> VAR_DECL hashes of recomputed it reads
+        # Warp granularity: the one `if` whose branch's top-level statements include full-mask
+        # `__syncwarp();` (reduce_steps' last warp, once its helper is inlined: inline_warp_helpers)
+        # and whose condition reads only the thread's index and uniform values. The emitter runs
+        # it as a thread loop storing each thread's predicate, a check that every warp's lanes
+        # agree (else the fibers' "no thread can proceed"), then one thread loop per stretch
+        # between the __syncwarp()s, each running the threads whose predicate holds.
+        self.warp_ifs = set()    # IF_STMT hashes of that shape (_find_warp_ifs)
+        self.warp_syncs = set()  # hashes of every cursor of those `__syncwarp()` statements
+        self.warp_ifs_seen = set()  # the ones _assign_regions reached at block level
+        self._loop_depth = 0     # loops around the statements _assign_regions walks
+        self._in_warp_if = False
 
     # ---- small helpers ----
     def src(self, cursor):
@@ -149,10 +160,13 @@ class KernelAnalysis:
             raise _Fallback("no body")
         body = body[0]
         self.params = {p.hash for p in k.get_children() if p.kind == ci.CursorKind.PARM_DECL}
+        self._find_warp_ifs(body)
         self._check_body(body)
         self._find_writes(body)
         stmts = list(body.get_children())
         self._classify_decls(stmts)   # a kernel without barriers: one region (and its loops)
+        if self.warp_ifs - self.warp_ifs_seen:
+            raise _Fallback("__syncwarp under a loop or thread-dependent control flow")
         self.kernel, self.body, self.stmts = k, body, stmts
         args = ""
         if k.kind == ci.CursorKind.FUNCTION_TEMPLATE:
@@ -190,6 +204,8 @@ class KernelAnalysis:
                 raise _Fallback("inline asm")
             if kind == ci.CursorKind.LAMBDA_EXPR:
                 raise _Fallback("a lambda")
+            if c.hash in self.warp_syncs:
+                return   # a __syncwarp() of the warp `if` (_find_warp_ifs)
             if kind == ci.CursorKind.CALL_EXPR:
                 if not guard:
                     self._check_call(c, seen_funcs)
@@ -317,7 +333,89 @@ class KernelAnalysis:
         while c.kind in (ci.CursorKind.UNEXPOSED_EXPR, ci.CursorKind.PAREN_EXPR) and \
                 len(list(c.get_children())) == 1:
             c = next(c.get_children())
-        return c.kind == ci.CursorKind.CALL_EXPR and c.spelling == "__syncthreads"
+        return c.kind == ci.CursorKind.CALL_EXPR and (c.spelling == "__syncthreads" or (
+            self._in_warp_if and c.hash in self.warp_syncs))
+
+    def is_warp_sync_stmt(self, s):
+        """A `__syncwarp();` statement of the warp `if` (a stretch boundary)."""
+        c = s
+        while c.kind in (self.ci.CursorKind.UNEXPOSED_EXPR, self.ci.CursorKind.PAREN_EXPR) and \
+                len(list(c.get_children())) == 1:
+            c = next(c.get_children())
+        return c.hash in self.warp_syncs
+
+    def warp_if(self, s):
+        return s.hash in self.warp_ifs
+
+    def warp_if_stmts(self, s):
+        """The statements of a warp `if`'s branch (one nested block is looked through)."""
+        stmts = self.branch_stmts(list(s.get_children())[1])
+        while len(stmts) == 1 and stmts[0].kind == self.ci.CursorKind.COMPOUND_STMT:
+            stmts = list(stmts[0].get_children())
+        return stmts
+
+    def _find_warp_ifs(self, body):
+        """The kernel's warp `if` (see __init__), if it has exactly one: no else branch, its
+        branch's `__syncwarp()` calls (full mask) are top-level statements, and the branch holds
+        no other synchronisation, no return, break, continue or loop exit. With more than one,
+        lanes skipping one could meet another's __syncwarp on fibers: no split."""
+        ci = self.ci
+        found = []
+        for s in self.walk(body):
+            if s.kind != ci.CursorKind.IF_STMT or not any(
+                    c.kind == ci.CursorKind.CALL_EXPR and c.spelling == "__syncwarp"
+                    for c in self.walk(s)):
+                continue
+            kids = list(s.get_children())
+            if len(kids) != 2 or not kids[0].kind.is_expression():
+                continue
+            syncs, ok = set(), True
+            for st in self.warp_if_stmts(s):
+                c = st
+                while c.kind in (ci.CursorKind.UNEXPOSED_EXPR, ci.CursorKind.PAREN_EXPR) and \
+                        len(list(c.get_children())) == 1:
+                    c = next(c.get_children())
+                if c.kind == ci.CursorKind.CALL_EXPR and c.spelling == "__syncwarp":
+                    toks = [t.spelling for t in c.get_tokens()]
+                    if toks[1:] not in (["(", ")"], ["(", "0xffffffff", ")"],
+                                        ["(", "0xffffffffu", ")"], ["(", "0xFFFFFFFF", ")"],
+                                        ["(", "0xFFFFFFFFu", ")"]):
+                        ok = False
+                    syncs |= {x.hash for x in self.walk(st)}
+                    continue
+                for x in self.walk(st):
+                    if x.kind in (ci.CursorKind.DECL_REF_EXPR, ci.CursorKind.OVERLOADED_DECL_REF,
+                                  ci.CursorKind.CALL_EXPR) and x.spelling in SYNC_NAMES:
+                        ok = False
+                    if x.kind in (ci.CursorKind.RETURN_STMT, ci.CursorKind.GOTO_STMT,
+                                  ci.CursorKind.DECL_STMT) and x.kind != ci.CursorKind.DECL_STMT:
+                        ok = False
+                    if x.kind == ci.CursorKind.DECL_STMT and self.is_shared_decl(x):
+                        ok = False
+                if self._exits([st]):
+                    ok = False
+            if ok and syncs:
+                found.append((s, syncs))
+        if len(found) == 1:
+            self.warp_ifs.add(found[0][0].hash)
+            self.warp_syncs |= found[0][1]
+
+    def _warp_predicate(self, cond):
+        """Whether an `if`'s condition reads only threadIdx, uniform values and locals
+        recomputed from them (nothing shared memory or the branch could change)."""
+        ci = self.ci
+        for c in self.walk(cond):
+            if c.kind == ci.CursorKind.DECL_REF_EXPR and c.spelling == "threadIdx":
+                continue
+            if c.kind == ci.CursorKind.MEMBER_REF_EXPR:
+                continue
+            if c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None and \
+                    c.referenced.hash in self.recompute:
+                continue
+            if c.kind in (ci.CursorKind.DECL_REF_EXPR, ci.CursorKind.CALL_EXPR) and \
+                    not self._uniform_expr(c):
+                return False
+        return True
 
     def has_barrier(self, s):
         return any(c.kind == self.ci.CursorKind.CALL_EXPR and c.spelling == "__syncthreads"
@@ -358,11 +456,33 @@ class KernelAnalysis:
                 continue
             if self.is_shared_decl(s):
                 continue
+            if self.warp_if(s):
+                if self._loop_depth or self._in_warp_if or seen_return:
+                    raise _Fallback(f"__syncwarp under a loop or after a return (line "
+                                    f"{s.location.line})")
+                cond = list(s.get_children())[0]
+                if not self._warp_predicate(cond):
+                    raise _Fallback(f"__syncwarp under an if whose condition reads more than the "
+                                    f"thread's index and uniform values (line {s.location.line})")
+                self.warp_ifs_seen.add(s.hash)
+                counter[0] += 1   # the predicate's thread loop
+                for c in self.walk(cond):
+                    if c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None:
+                        self.uses.setdefault(c.referenced.hash, set()).add(counter[0])
+                counter[0] += 1
+                self._in_warp_if = True
+                self._assign_regions(self.warp_if_stmts(s), counter, top=False)
+                self._in_warp_if = False
+                counter[0] += 1
+                region = counter[0]
+                continue
             barrier_loop = s.kind == ci.CursorKind.FOR_STMT and self.has_barrier(s)
             if barrier_loop:
                 self._check_uniform_for(s)
+            if self._in_warp_if:
+                barrier_loop = False
             if barrier_loop or (not seen_return and not self.has_barrier(s) and
-                                self._hoistable(s)):
+                                not self._in_warp_if and self._hoistable(s)):
                 self.hoisted.add(s.hash)
                 counter[0] += 1
                 header, body, inner = self.for_parts(s)
@@ -370,11 +490,13 @@ class KernelAnalysis:
                     for c in self.walk(h):
                         if c.kind == ci.CursorKind.VAR_DECL:
                             self.uniform.add(c.hash)
+                self._loop_depth += 1
                 self._assign_regions(inner, counter, top=False)
+                self._loop_depth -= 1
                 counter[0] += 1
                 region = counter[0]
                 continue
-            if not seen_return and self._is_round_loop(s):
+            if not seen_return and not self._in_warp_if and self._is_round_loop(s):
                 # its variable, set in one thread loop and stepped in the next: per-thread
                 init, cond, inc, body = s.get_children()
                 counter[0] += 1
@@ -673,3 +795,128 @@ def kernel_names(source):
                          ("/tiledmm-split/p.h", _BODY_PRELUDE)],
                      options=ci.TranslationUnit.PARSE_INCOMPLETE)
     return sorted({c.spelling for c in _kernel_cursors(ci, tu.cursor) if c.is_definition()})
+
+
+def inline_warp_helpers(ci, text, name, define_lines=(), templates=False):
+    """`text` with each call statement of kernel `name` to a helper of the same file that
+    synchronises with `__syncwarp` (reduce_steps' `last_warp_sum(partial, tid);`) replaced by
+    the helper's body, so that the warp `if` around it can split at warp granularity
+    (_find_warp_ifs). The body is written on the call's line (later lines keep their numbers)
+    as `{ P1 tm_wl_p1 = (a1); ...; body }`, the parameters renamed, a declaration per
+    argument evaluated in order (one order a call may take). Only where that is the same as
+    the call: a void helper without return, goto or preprocessor lines in its body, parameters
+    of plain types, no name in its body the kernel redeclares, and, for a template helper,
+    its template parameters are the kernel's and every argument is a variable of exactly the
+    parameter's type (so deduction gives the kernel's own parameters). Anything else: the
+    text unchanged (the kernel keeps the fibers where the helper synchronises)."""
+    a = KernelAnalysis(ci, text, name, define_lines, templates)
+    kernels = [c for c in _kernel_cursors(ci, a.tu.cursor) if c.spelling == name
+               and c.is_definition()]
+    if len(kernels) != 1:
+        return text
+    k = kernels[0]
+    body = [c for c in k.get_children() if c.kind == ci.CursorKind.COMPOUND_STMT]
+    if len(body) != 1:
+        return text
+    kernel_names_ = {c.spelling for c in a.walk(k)
+                     if c.kind in (ci.CursorKind.VAR_DECL, ci.CursorKind.PARM_DECL)}
+    kernel_tparams = {c.spelling for c in k.get_children()
+                      if c.kind in (ci.CursorKind.TEMPLATE_TYPE_PARAMETER,
+                                    ci.CursorKind.TEMPLATE_NON_TYPE_PARAMETER)}
+    edits = []
+
+    def visit(c, parent, index):
+        if c.kind == ci.CursorKind.CALL_EXPR and parent is not None and (
+                parent.kind == ci.CursorKind.COMPOUND_STMT or
+                (parent.kind == ci.CursorKind.IF_STMT and index > 0)):
+            new = _inline_call(ci, a, c, kernel_names_, kernel_tparams)
+            if new is not None:
+                edits.append(new)
+            return
+        for i, kid in enumerate(c.get_children()):
+            visit(kid, c, i)
+    visit(body[0], None, 0)
+    if not edits:
+        return text
+    data = text.encode()
+    for start, end, new in sorted(edits, reverse=True):
+        data = data[:start] + new.encode() + data[end:]
+    return data.decode()
+
+
+def _inline_call(ci, a, c, kernel_names_, kernel_tparams):
+    """(start, end, replacement) for call statement `c` (see inline_warp_helpers), or None."""
+    kids = list(c.get_children())
+    fn = c.referenced
+    if fn is None and kids:
+        refs = [x for x in a.walk(kids[0]) if x.kind == ci.CursorKind.OVERLOADED_DECL_REF]
+        if refs:
+            decls = [d for d in a.tu.cursor.get_children() if d.spelling == refs[0].spelling and
+                     d.kind in (ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE)
+                     and d.is_definition()]
+            fn = decls[0] if len(decls) == 1 else None
+        if refs and "<" in "".join(t.spelling for t in kids[0].get_tokens()):
+            return None   # explicit template arguments
+    if fn is None or fn.location.file is None or fn.location.file.name != SOURCE_NAME:
+        return None
+    fn = fn.get_definition() or fn
+    fbody = [x for x in fn.get_children() if x.kind == ci.CursorKind.COMPOUND_STMT]
+    if len(fbody) != 1 or not any(x.kind == ci.CursorKind.CALL_EXPR and x.spelling == "__syncwarp"
+                                  for x in a.walk(fbody[0])):
+        return None
+    fbody = fbody[0]
+    if fn.result_type.spelling != "void" and fn.kind == ci.CursorKind.FUNCTION_DECL:
+        return None
+    if fn.kind == ci.CursorKind.FUNCTION_TEMPLATE and not fn.spelling or \
+            any(t.spelling in ("return", "goto", "#") for t in fbody.get_tokens()):
+        return None
+    if fn.kind == ci.CursorKind.FUNCTION_TEMPLATE:
+        head = a.data[fn.extent.start.offset:fbody.extent.start.offset].decode()
+        if not re.search(r">\s*(__device__\s+|__forceinline__\s+|static\s+|inline\s+)*void\b",
+                         head):
+            return None
+    params = [x for x in fn.get_children() if x.kind == ci.CursorKind.PARM_DECL]
+    tparams = {x.spelling for x in fn.get_children()
+               if x.kind in (ci.CursorKind.TEMPLATE_TYPE_PARAMETER,
+                             ci.CursorKind.TEMPLATE_NON_TYPE_PARAMETER)}
+    args = [x for x in kids[1:]]
+    if len(args) != len(params) or not tparams <= kernel_tparams:
+        return None
+    decls = []
+    for p, arg in zip(params, args):
+        ptype = p.type.spelling
+        if not p.spelling or re.search(r"[\[\](&]", ptype):
+            return None
+        if tparams:   # deduction must give the kernel's own parameters
+            inner = arg
+            while inner.kind == ci.CursorKind.UNEXPOSED_EXPR and \
+                    len(list(inner.get_children())) == 1:
+                inner = next(inner.get_children())
+            if inner.kind != ci.CursorKind.DECL_REF_EXPR or inner.referenced is None:
+                return None
+
+            def bare(t):
+                return re.sub(r"^const\s+", "", t.strip())
+            if bare(inner.referenced.type.spelling) != bare(ptype):
+                return None
+        atext = a.data[arg.extent.start.offset:arg.extent.end.offset].decode()
+        decls.append(f"{ptype} tm_wl_{p.spelling} = ({atext});")
+    # names the body refers to outside itself must mean the same in the kernel
+    inside = {x.hash for x in a.walk(fn) if x.kind in (ci.CursorKind.VAR_DECL,
+                                                       ci.CursorKind.PARM_DECL)}
+    renames = {}
+    phashes = {p.hash: p.spelling for p in params}
+    for x in a.walk(fbody):
+        if x.kind != ci.CursorKind.DECL_REF_EXPR or x.referenced is None:
+            continue
+        if x.referenced.hash in phashes:
+            renames[x.extent.start.offset] = "tm_wl_" + phashes[x.referenced.hash]
+        elif x.referenced.hash not in inside and x.spelling in kernel_names_:
+            return None
+    toks = list(fbody.get_tokens())[1:-1]   # without the braces
+    text = " ".join(renames.get(t.extent.start.offset, t.spelling) for t in toks)
+    end = c.extent.end.offset
+    m = re.compile(rb"\s*;").match(a.data, end)
+    if m is None:
+        return None
+    return c.extent.start.offset, m.end(), "{ " + " ".join(decls) + " " + text + " }"
