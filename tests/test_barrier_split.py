@@ -449,3 +449,86 @@ def test_grid_stride_loop_runs_as_rounds_with_the_fibers_bits(n, blocks):
     np.testing.assert_array_equal(outs[0], outs[1])
     x2 = x.astype(np.float64) ** 2
     assert abs(outs[0].astype(np.float64).sum() - x2.sum()) <= 1e-6 * np.log2(n + 1) * x2.sum() + 1e-6
+
+
+# Warp granularity: the last warp of a tree reduction, its __syncwarp()s in a helper of the same
+# file (inlined by the transform) under `if (tid < 32)`; the stretches between them run as
+# thread loops over the threads whose predicate holds.
+LAST_WARP = r"""
+__device__ __forceinline__ void warp_tail(float *s, unsigned t)
+{
+    volatile float *p = s;
+    float v = p[t] + p[t + 32];
+    __syncwarp(); p[t] = v; __syncwarp();
+    v += p[t + 16]; __syncwarp(); p[t] = v; __syncwarp();
+    v += p[t + 8];  __syncwarp(); p[t] = v; __syncwarp();
+    v += p[t + 4];  __syncwarp(); p[t] = v; __syncwarp();
+    v += p[t + 2];  __syncwarp(); p[t] = v; __syncwarp();
+    v += p[t + 1];  __syncwarp(); p[t] = v;
+}
+__global__ void tail_sum(const float *x, float *out, int n)
+{
+    __shared__ float s[256];
+    const unsigned tid = threadIdx.x;
+    const int i = blockIdx.x * 256 + tid;
+    s[tid] = i < n ? x[i] : 0.0f;
+    __syncthreads();
+    for (unsigned half = 128; half > 32; half /= 2) {
+        if (tid < half) s[tid] += s[tid + half];
+        __syncthreads();
+    }
+    if (tid < LANES) warp_tail(s, tid);
+    if (tid == 0) out[blockIdx.x] = s[0];
+}
+"""
+
+
+def _tail_sum(src, n, check=False):
+    x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+    blocks = -(-n // 256)
+    out = np.full(blocks, np.nan, np.float32)
+    res = tm.compile(src, backend="emu", check=check)(blocks, 256, x, out, np.int32(n))
+    return res, x, out
+
+
+@pytest.mark.parametrize("n", [1, 1000, 70001])
+def test_syncwarp_in_a_warp_uniform_if_runs_as_thread_loops_with_the_fibers_bits(n):
+    src = LAST_WARP.replace("LANES", "32")
+    plan = split_kernel(src, "tail_sum")
+    assert plan.text is not None, plan.reason
+    res, x, out = _tail_sum(src, n)
+    assert res.launch.path == "thread loops", res.launch.path_reason
+    fib, _, out_fibers = _tail_sum(src, n, check=True)   # check mode: the fibers
+    assert fib.launch.path == "fibers"
+    np.testing.assert_array_equal(out, out_fibers)
+    blocks = len(out)
+    ref = np.add.reduceat(np.pad(x.astype(np.float64), (0, blocks * 256 - n)),
+                          np.arange(0, blocks * 256, 256))
+    np.testing.assert_allclose(out, ref, rtol=0, atol=1e-6 * 9 * np.abs(x).sum() + 1e-6)
+
+
+def test_a_divergent_syncwarp_is_reported_as_the_fibers_report_it():
+    """`tid < 16`: half of warp 0 waits at __syncwarp for lanes that never come. The split
+    checks each warp's predicates before the first stretch and raises the fibers' error."""
+    src = LAST_WARP.replace("LANES", "16")
+    assert split_kernel(src, "tail_sum").text is not None
+    errors = []
+    for check in (False, True):   # check mode: the fibers
+        with pytest.raises(tm.KernelError, match="no thread can proceed") as exc:
+            _tail_sum(src, 600, check=check)
+        errors.append(str(exc.value))
+    assert all("__syncwarp() (kernel.cu:6)" in e and "warp 0" in e and "0xffff0000" in e
+               for e in errors), errors
+
+
+def test_syncwarp_under_a_condition_on_shared_memory_or_in_a_loop_keeps_the_fibers():
+    on_shared = LAST_WARP.replace("LANES", "32 && s[0] > -1e30f")
+    assert "__syncwarp" in _fallback_reason(on_shared, "tail_sum")
+    in_loop = LAST_WARP.replace("if (tid < LANES) warp_tail(s, tid);",
+                                "for (int r = 0; r < 1; ++r) if (tid < 32) warp_tail(s, tid);")
+    assert "__syncwarp" in _fallback_reason(in_loop, "tail_sum")
+    res, x, out = _tail_sum(in_loop, 1000)
+    assert res.launch.path == "fibers"
+    np.testing.assert_allclose(out, [x[:256].sum(dtype=np.float64), x[256:512].sum(dtype=np.float64),
+                                     x[512:768].sum(dtype=np.float64), x[768:].sum(dtype=np.float64)],
+                               rtol=0, atol=1e-5 * np.abs(x).sum())

@@ -28,11 +28,8 @@ REDUCE_SPLIT = ["per_level", "single_block", "multi_pass", "shared", "vectorized
 # the reduce_steps ladder: barriers under `if (STEP == ...)` (a template parameter: uniform),
 # a helper reading threadIdx (load_per_thread)
 STEPS_SPLIT = ["interleaved_divergent", "interleaved_bank_conflicts", "sequential", "first_add"]
-# helpers from headers (tm_block_sum), a lambda (fast), and the ladder's steps whose path
-# reaches the last warp's __syncwarp: fibers
-KEEP_FIBERS = [("matmul", "fast"),
-               ("reduce", "shuffle"), ("reduce", "atomic"), ("reduce", "unroll_last_warp"),
-               ("reduce", "multi_element")]
+# helpers from headers (tm_block_sum), a lambda (fast): fibers
+KEEP_FIBERS = [("matmul", "fast"), ("reduce", "shuffle"), ("reduce", "atomic")]
 
 
 def _both_paths(call):
@@ -90,18 +87,24 @@ def test_reduce_steps_run_as_thread_loops_with_the_fibers_bits(kernel, dtype, n,
 
 
 @pytest.mark.parametrize("kernel,params", [("unroll_last_warp", {}),
-                                           ("multi_element", {"per_thread": 4})])
+                                           ("multi_element", {"per_thread": 4}),
+                                           ("multi_element", {"per_thread": 2})])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_reduce_steps_reaching_the_last_warp_keep_the_fibers(kernel, params, dtype):
-    """Their instances (STEP 4 and 5) reach __syncwarp: the pair names the kernel itself."""
-    x = np.random.default_rng(11).standard_normal(30001).astype(dtype)
-    split, fibers = _both_paths(lambda: tm.reduce(x, kernel=kernel, backend="emu", warmup=0,
-                                                  repeat=1, **params))
-    assert split.launch.path == "fibers" == fibers.launch.path
+@pytest.mark.parametrize("n,block", [(1, 128), (1000, 256), (30001, 128), (100003, 512),
+                                     (300007, 1024)])
+def test_reduce_steps_reaching_the_last_warp_split_at_warp_granularity(kernel, params, dtype, n,
+                                                                        block):
+    """STEP 4 and 5: `if (tid < 32) last_warp_sum(partial, tid);` (the helper inlined, its
+    __syncwarp()s splitting the last warp's stretches) take the thread loops, with the fibers'
+    bits."""
+    x = np.random.default_rng(n + block).standard_normal(n).astype(dtype)
+    split, fibers = _both_paths(lambda: tm.reduce(x, kernel=kernel, block=block, backend="emu",
+                                                  warmup=0, repeat=1, **params))
+    assert split.launch.path == "thread loops" and fibers.launch.path == "fibers"
     assert split.out.tobytes() == fibers.out.tobytes()
     eps = np.finfo(dtype).eps
     assert abs(float(split.out) - x.astype(np.float64).sum()) <= \
-        4 * eps * 15 * np.abs(x).sum() + eps
+        4 * eps * np.log2(n + 1) * np.abs(x).sum() + eps
 
 
 @pytest.mark.parametrize("family,kernel", KEEP_FIBERS)
@@ -149,7 +152,6 @@ def test_registry_source_splits_the_tiled_template_and_names_each_instance():
 
 @pytest.mark.parametrize("path,kernel,reason", [
     ("cuda/reduce_shuffle.cu", "reduce_shuffle_kernel", "tm_block_sum that libclang cannot resolve"),
-    ("cuda/reduce_steps.cu", "reduce_step_kernel", "last_warp_sum uses __syncwarp"),
 ])
 def test_registry_source_says_why_a_kernel_keeps_the_fibers(path, kernel, reason):
     assert reason in _reasons(path)[kernel]
@@ -177,16 +179,18 @@ def test_a_dependent_call_of_a_helper_with_shuffles_keeps_the_fibers():
     assert "__shfl_down_sync" in reasons["k"] and "tm_split_k" not in text
 
 
-def test_registry_source_keeps_the_fibers_only_for_the_steps_reaching_a_warp_operation():
-    """reduce_steps: the split is a template over STEP; instances whose compile-time path reaches
-    last_warp_sum's __syncwarp name the kernel itself (fibers), the others the pair."""
+def test_registry_source_splits_every_step_and_the_last_warp_at_its_syncwarps():
+    """reduce_steps: the split is a template over STEP, every instance takes it (no guard);
+    last_warp_sum is inlined into the split (its parameters renamed) and its __syncwarp()s end
+    the stretches of the warp `if`."""
     with open(os.path.join(ROOT, "cuda", "reduce_steps.cu")) as f:
         text, reasons = registry_source(f.read(), "cuda/reduce_steps.cu")
-    guard = ("!(STEP == STEP_INTERLEAVED_DIVERGENT) && !(STEP == STEP_INTERLEAVED_BANK_CONFLICTS)"
-             " && !(STEP == STEP_SEQUENTIAL || STEP == STEP_FIRST_ADD)")
-    assert guard in reasons["reduce_step_kernel"]
-    assert f"if constexpr (({guard})) return &reduce_step_kernel<T, STEP>;" in text
+    assert reasons["reduce_step_kernel"] == ""
+    assert "if constexpr" not in text and "tm_pick_split_" not in text
     assert "if (STEP == STEP_SEQUENTIAL || STEP == STEP_FIRST_ADD) {\nfor (unsigned half" in text
+    assert "tm_wp_0_[tm_row_ + tm_x_] = (tid < 32);" in text
+    assert text.count("/* __syncwarp() line 90 */") == 11
+    assert 'tm_emu::split_warp_stuck("cuda/reduce_steps.cu", 51,' in text
 
 
 def test_per_thread_arrays_of_template_dependent_size_are_declared_from_their_type():

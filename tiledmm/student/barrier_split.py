@@ -74,8 +74,9 @@ def split_kernel(source, name, define_lines=(), templates=False):
         return SplitPlan(None, "libclang is not available")
     text = source if templates else emu_dialect(source)
     try:
-        inlined = inline_warp_helpers(ci, text, name, define_lines, templates)
+        inlined, sync_lines = inline_warp_helpers(ci, text, name, define_lines, templates)
         analysis = KernelAnalysis(ci, inlined, name, define_lines, templates)
+        analysis.inlined_sync_lines = sync_lines
         analysis.analyse()
         plan = _Emitter(analysis).plan()
         # the kernel's end in `text` (the inlined bodies sit inside the kernel)
@@ -239,16 +240,20 @@ class _Emitter:
         storing each thread's predicate, a check that the live lanes of every warp agree (on
         fibers a warp whose lanes disagree waits forever at the first __syncwarp: the same
         "no thread can proceed" is reported, tm_emu::split_warp_stuck), then one thread loop per
-        stretch between the __syncwarp()s running the threads whose predicate holds. Every
+        stretch between the __syncwarp()s running the threads of the warps whose lanes all
+        take the branch (the others' lanes all skip it). The reported line is the first
+        __syncwarp's, in the helper where one was inlined (as the fibers report it). Every
         warp's lanes finish a stretch before any starts the next: one schedule the fibers
         may run."""
         ci = self.ci
         pred = f"tm_wp_{len(self.pred_arrays)}_"
         self.pred_arrays.append(pred)
+        masks = f"tm_wm_{len(self.pred_arrays) - 1}_"
         cond = list(s.get_children())[0]
         cond_text = self.data[cond.extent.start.offset:cond.extent.end.offset].decode()
         stmts = self.a.warp_if_stmts(s)
         sync_line = next(st.location.line for st in stmts if self.a.is_warp_sync_stmt(st))
+        sync_line = self.a.inlined_sync_lines.get(sync_line, sync_line)
         out = [self._thread_loop([cond], False,
                                  text=f"{pred}[tm_row_ + tm_x_] = ({cond_text});")]
         out.append(
@@ -259,6 +264,7 @@ class _Emitter:
             f"unsigned tm_on_ = 0;\n"
             f"for (unsigned tm_l_ = 0; tm_l_ < tm_n_; ++tm_l_) "
             f"tm_on_ |= (unsigned){pred}[tm_w_ + tm_l_] << tm_l_;\n"
+            f"{masks}[tm_w_ / 32] = tm_on_;\n"
             f"if (tm_on_ != 0 && tm_on_ != tm_all_) {{ tm_stuck_ = true;\n"
             f"if (++tm_nstuck_ <= 4) tm_emu::split_warp_stuck(\"{SOURCE_NAME}\", {sync_line}, "
             f"(int)(tm_w_ / 32), tm_on_, tm_all_ & ~tm_on_); }}\n}}\n"
@@ -270,9 +276,8 @@ class _Emitter:
                     d.hash in self.a.recompute for d in self.a.var_decls(x)))]
                 if body:
                     label = f"tm_next_thread_{self.n_regions + 1}_"
-                    text = (f"if ({pred}[tm_row_ + tm_x_]) {{\n" +
-                            "\n".join(self._stmt_text(x, label) for x in body) + "\n}")
-                    out.append(self._thread_loop(body, False, text=text))
+                    text = "\n".join(self._stmt_text(x, label) for x in body)
+                    out.append(self._thread_loop(body, False, text=text, warps=masks))
                 if st is not None:
                     out.append(f"/* __syncwarp() line {st.location.line} */")
                 stretch = []
@@ -294,8 +299,10 @@ class _Emitter:
                 "for (bool tm_more_ = true; tm_more_;) {\ntm_more_ = false;\n" +
                 self._thread_loop([cond, inc, body], False, text=step) + "\n}")
 
-    def _thread_loop(self, stmts, final, text=None):
-        """One thread loop running `stmts` (or `text`, written from them) for every thread."""
+    def _thread_loop(self, stmts, final, text=None, warps=None):
+        """One thread loop running `stmts` (or `text`, written from them) for every thread, or,
+        with `warps` (the name of a per-warp array of lane masks, _warp_if), for the threads of
+        the warps whose mask is not zero, in linear order."""
         self.n_regions += 1
         used = set()
         for s in stmts:
@@ -336,6 +343,25 @@ class _Emitter:
         precise = self._may_fault(stmts) or self._calls_function(stmts)
         note_row = "tm_tv_[1] = tm_y_; tm_tv_[2] = tm_z_;\n" if precise else ""
         note = "tm_tv_[0] = (unsigned)tm_x_;\n" if precise else ""
+        if warps is not None:
+            # the warps taking the branch: the index of a warp's first thread from its linear
+            # index once, then stepped (no division per thread)
+            return (f"tm_emu_tls.linear_tid = {0 if precise else -1};\n"
+                    f"for (unsigned tm_w_ = 0; tm_w_ * 32 < tm_nt_; ++tm_w_) {{\n"
+                    f"if (!{warps}[tm_w_]) continue;\n"
+                    f"const size_t tm_row_ = 0;\n{rows}\n"
+                    f"const size_t tm_end_ = tm_w_ * 32 + 32 < tm_nt_ ? tm_w_ * 32 + 32 : tm_nt_;\n"
+                    f"unsigned tm_xx_ = (tm_w_ * 32) % tm_bd_.x, "
+                    f"tm_y_ = (tm_w_ * 32 / tm_bd_.x) % tm_bd_.y, "
+                    f"tm_z_ = tm_w_ * 32 / (tm_bd_.x * tm_bd_.y);\n"
+                    f"for (size_t tm_x_ = tm_w_ * 32; tm_x_ < tm_end_; ++tm_x_) {{\n"
+                    f"const uint3 tm_threadIdx_ = {{tm_xx_, tm_y_, tm_z_}};\n"
+                    + ("tm_tv_[0] = tm_xx_; tm_tv_[1] = tm_y_; tm_tv_[2] = tm_z_;\n" if precise
+                       else "") +
+                    f"{refs}\n{{\n#line {line} \"{SOURCE_NAME}\"\n{body}\n}}\n"
+                    f"if (++tm_xx_ == tm_bd_.x) {{ tm_xx_ = 0; "
+                    f"if (++tm_y_ == tm_bd_.y) {{ tm_y_ = 0; ++tm_z_; }} }}\n"
+                    "}}")
         # size_t indices and restrict row pointers: what the vectoriser needs to see the
         # per-thread arrays as affine and unaliased along the innermost (x) loop
         return (f"tm_emu_tls.linear_tid = {0 if precise else -1};\n"
@@ -411,9 +437,10 @@ class _Emitter:
             elif size <= 0:
                 raise _Fallback(f"{d.spelling}: the size of {d.type.spelling} is not known")
             sizes.append(size)
-        for pred in self.pred_arrays:
-            arrays.append(f"bool {pred}[tm_nt_];")
-            sizes.append(1)
+        for i, pred in enumerate(self.pred_arrays):
+            # a bool per thread, a lane mask per warp (4 bytes per 32 threads: one per thread)
+            arrays.append(f"bool {pred}[tm_nt_]; unsigned tm_wm_{i}_[(tm_nt_ + 31) / 32];")
+            sizes.append(2)
         fn = f"tm_split_{self.name}"
         template = ""
         if k.kind == ci.CursorKind.FUNCTION_TEMPLATE:

@@ -114,6 +114,7 @@ class KernelAnalysis:
         self.warp_ifs = set()    # IF_STMT hashes of that shape (_find_warp_ifs)
         self.warp_syncs = set()  # hashes of every cursor of those `__syncwarp()` statements
         self.warp_ifs_seen = set()  # the ones _assign_regions reached at block level
+        self.inlined_sync_lines = {}  # line of an inlined helper call -> its first __syncwarp's
         self._loop_depth = 0     # loops around the statements _assign_regions walks
         self._in_warp_if = False
 
@@ -808,16 +809,17 @@ def inline_warp_helpers(ci, text, name, define_lines=(), templates=False):
     of plain types, no name in its body the kernel redeclares, and, for a template helper,
     its template parameters are the kernel's and every argument is a variable of exactly the
     parameter's type (so deduction gives the kernel's own parameters). Anything else: the
-    text unchanged (the kernel keeps the fibers where the helper synchronises)."""
+    text unchanged (the kernel keeps the fibers where the helper synchronises).
+    Returns (text, {line of an inlined call: line of the helper's first __syncwarp})."""
     a = KernelAnalysis(ci, text, name, define_lines, templates)
     kernels = [c for c in _kernel_cursors(ci, a.tu.cursor) if c.spelling == name
                and c.is_definition()]
     if len(kernels) != 1:
-        return text
+        return text, {}
     k = kernels[0]
     body = [c for c in k.get_children() if c.kind == ci.CursorKind.COMPOUND_STMT]
     if len(body) != 1:
-        return text
+        return text, {}
     kernel_names_ = {c.spelling for c in a.walk(k)
                      if c.kind in (ci.CursorKind.VAR_DECL, ci.CursorKind.PARM_DECL)}
     kernel_tparams = {c.spelling for c in k.get_children()
@@ -837,11 +839,11 @@ def inline_warp_helpers(ci, text, name, define_lines=(), templates=False):
             visit(kid, c, i)
     visit(body[0], None, 0)
     if not edits:
-        return text
+        return text, {}
     data = text.encode()
-    for start, end, new in sorted(edits, reverse=True):
+    for start, end, new, _ in sorted(edits, reverse=True):
         data = data[:start] + new.encode() + data[end:]
-    return data.decode()
+    return data.decode(), {line: sync for _, _, _, (line, sync) in edits}
 
 
 def _inline_call(ci, a, c, kernel_names_, kernel_tparams):
@@ -919,4 +921,7 @@ def _inline_call(ci, a, c, kernel_names_, kernel_tparams):
     m = re.compile(rb"\s*;").match(a.data, end)
     if m is None:
         return None
-    return c.extent.start.offset, m.end(), "{ " + " ".join(decls) + " " + text + " }"
+    sync = next(x.location.line for x in a.walk(fbody)
+                if x.kind == ci.CursorKind.CALL_EXPR and x.spelling == "__syncwarp")
+    return (c.extent.start.offset, m.end(), "{ " + " ".join(decls) + " " + text + " }",
+            (c.location.line, sync))
