@@ -532,3 +532,44 @@ def test_syncwarp_under_a_condition_on_shared_memory_or_in_a_loop_keeps_the_fibe
     np.testing.assert_allclose(out, [x[:256].sum(dtype=np.float64), x[256:512].sum(dtype=np.float64),
                                      x[512:768].sum(dtype=np.float64), x[768:].sum(dtype=np.float64)],
                                rtol=0, atol=1e-5 * np.abs(x).sum())
+
+
+# __syncwarp() written in the kernel's own `if`, a block of 48 threads: warp 1 has 16 lanes.
+PARTIAL_WARP = r"""
+__global__ void pw(const float *x, float *out)
+{
+    __shared__ float s[64];
+    const unsigned t = threadIdx.x;
+    s[t] = x[t];
+    __syncthreads();
+    if (t < LANES) {
+        float v = s[t] + s[t + 16];
+        __syncwarp();
+        s[t] = v;
+        __syncwarp();
+        out[t] = s[t] + s[31 - t % 32];
+    }
+}
+"""
+
+
+def test_a_partial_last_warp_that_skips_the_branch_splits_and_one_that_diverges_fails():
+    x = np.random.default_rng(17).standard_normal(48).astype(np.float32)
+    src = PARTIAL_WARP.replace("LANES", "32")
+    outs = []
+    for check in (False, True):   # check mode: the fibers
+        out = np.full(48, np.nan, np.float32)
+        res = tm.compile(src, backend="emu", check=check)(1, 48, x, out)
+        assert res.launch.path == ("fibers" if check else "thread loops"), res.launch.path_reason
+        outs.append(out)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    v = x[:32].astype(np.float64) + x[16:48]
+    np.testing.assert_allclose(outs[0][:32], v + v[::-1], rtol=0, atol=1e-5 * np.abs(x).max())
+    assert np.isnan(outs[0][32:]).all()
+    # lanes 32-39 of warp 1 take the branch, 40-47 do not
+    src = PARTIAL_WARP.replace("LANES", "40")
+    assert split_kernel(src, "pw").text is not None   # the split checks at run time
+    for check in (False, True):
+        with pytest.raises(tm.KernelError, match=r"no thread can proceed(.|\n)*warp 1: .*"
+                                                 r"lanes 0x0000ff00 never arrive"):
+            tm.compile(src, backend="emu", check=check)(1, 48, x, np.zeros(48, np.float32))

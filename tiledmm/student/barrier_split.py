@@ -18,11 +18,18 @@ stays at block level and its branches are split. A grid-stride loop (`for (i = t
 i += blockDim.x)`: the thread only in its start, a bound of the data's size) runs as rounds:
 every active thread's next iteration, until none is left. A thread loop calling a function
 stores each thread's index where the emulator's threadIdx reads it, so helpers may read it.
+Warp granularity (reduce_steps' last warp): a helper of the same file whose body calls
+`__syncwarp` is inlined at its call statement (split_analysis.inline_warp_helpers), and the one
+`if (cond) { A; __syncwarp(); B; ... }` with full-mask `__syncwarp()`s at the top of its branch,
+outside loops, whose condition reads only the thread index and uniform values, runs as: a
+thread loop storing each thread's predicate, a check that the lanes of every warp agree (if
+not, the block fails as on fibers: "no thread can proceed", tm_emu::split_warp_stuck), then one
+loop per stretch between `__syncwarp()`s over the threads of the warps taking the branch.
 
 Everything else keeps the fibers (the kernel says why, `SplitPlan.reason`): barriers under an
 `if` with a thread-dependent condition, a `while` or a loop with a thread-dependent header (the
 fibers report divergence there as before), `__syncthreads_count/and/or`, warp operations
-(shuffles, votes, __syncwarp), `goto`, `asm`, a `return` before a barrier, `break`/`continue`
+(shuffles, votes, __syncwarp other than in the warp `if` above), `goto`, `asm`, a `return` before a barrier, `break`/`continue`
 that would leave a thread loop, templates (tm.compile), helper functions that synchronise, and
 any source libclang cannot read.
 

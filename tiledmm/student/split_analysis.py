@@ -388,12 +388,9 @@ class KernelAnalysis:
                     if x.kind in (ci.CursorKind.DECL_REF_EXPR, ci.CursorKind.OVERLOADED_DECL_REF,
                                   ci.CursorKind.CALL_EXPR) and x.spelling in SYNC_NAMES:
                         ok = False
-                    if x.kind in (ci.CursorKind.RETURN_STMT, ci.CursorKind.GOTO_STMT,
-                                  ci.CursorKind.DECL_STMT) and x.kind != ci.CursorKind.DECL_STMT:
+                    if x.kind == ci.CursorKind.GOTO_STMT:
                         ok = False
-                    if x.kind == ci.CursorKind.DECL_STMT and self.is_shared_decl(x):
-                        ok = False
-                if self._exits([st]):
+                if self._exits([st]):   # return, break, continue, a __shared__ declaration
                     ok = False
             if ok and syncs:
                 found.append((s, syncs))
