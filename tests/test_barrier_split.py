@@ -573,3 +573,27 @@ def test_a_partial_last_warp_that_skips_the_branch_splits_and_one_that_diverges_
         with pytest.raises(tm.KernelError, match=r"no thread can proceed(.|\n)*warp 1: .*"
                                                  r"lanes 0x0000ff00 never arrive"):
             tm.compile(src, backend="emu", check=check)(1, 48, x, np.zeros(48, np.float32))
+
+
+@pytest.mark.parametrize("change,why", [
+    # the helper reads a global the kernel redeclares as a local: inlined, it would read the local
+    (("__device__ __forceinline__ void warp_tail",
+      "__device__ float bias = 0.0f;\n__device__ __forceinline__ void warp_tail"),
+     ("volatile float *p = s;", "volatile float *p = s; p[t] += bias;")),
+    # a helper that returns a value is not a statement the transform inlines
+    (("__device__ __forceinline__ void warp_tail(float *s, unsigned t)",
+      "__device__ __forceinline__ int warp_tail(float *s, unsigned t)"),
+     ("__syncwarp(); p[t] = v;\n}", "__syncwarp(); p[t] = v;\n    return 0;\n}")),
+])
+def test_a_syncwarp_helper_that_cannot_be_inlined_as_is_keeps_the_fibers(change, why):
+    src = LAST_WARP.replace("LANES", "32").replace(*change).replace(*why)
+    if "bias" in src:
+        src = src.replace("const unsigned tid = threadIdx.x;",
+                          "const unsigned tid = threadIdx.x;\n    float bias = 1.0f; (void)bias;")
+    assert src != LAST_WARP
+    reason = _fallback_reason(src, "tail_sum")
+    assert "__syncwarp" in reason, reason
+    res, x, out = _tail_sum(src, 700)
+    assert res.launch.path == "fibers"
+    sums = [x[i:i + 256].astype(np.float64).sum() for i in range(0, 700, 256)]
+    np.testing.assert_allclose(out, sums, rtol=0, atol=1e-5 * np.abs(x).sum())
