@@ -109,8 +109,8 @@ class KernelAnalysis:
         # `__syncwarp();` (reduce_steps' last warp, once its helper is inlined: inline_warp_helpers)
         # and whose condition reads only the thread's index and uniform values. The emitter runs
         # it as a thread loop storing each thread's predicate, a check that every warp's lanes
-        # agree (else the fibers' "no thread can proceed"), then one thread loop per stretch
-        # between the __syncwarp()s, each running the threads whose predicate holds.
+        # agree (else the fibers' "no thread can proceed"), then one loop per stretch between
+        # the __syncwarp()s over the threads of the warps that take the branch.
         self.warp_ifs = set()    # IF_STMT hashes of that shape (_find_warp_ifs)
         self.warp_syncs = set()  # hashes of every cursor of those `__syncwarp()` statements
         self.warp_ifs_seen = set()  # the ones _assign_regions reached at block level
