@@ -401,14 +401,19 @@ class KernelAnalysis:
     def _warp_predicate(self, cond):
         """Whether an `if`'s condition reads only threadIdx, uniform values and locals
         recomputed from them (nothing shared memory or the branch could change)."""
+        return self._reads_thread_and_uniform(cond, self.recompute)
+
+    def _reads_thread_and_uniform(self, expr, allowed):
+        """Whether `expr` reads only threadIdx, block-uniform values and the variables whose
+        declaration hashes are in `allowed`."""
         ci = self.ci
-        for c in self.walk(cond):
+        for c in self.walk(expr):
             if c.kind == ci.CursorKind.DECL_REF_EXPR and c.spelling == "threadIdx":
                 continue
             if c.kind == ci.CursorKind.MEMBER_REF_EXPR:
                 continue
             if c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None and \
-                    c.referenced.hash in self.recompute:
+                    c.referenced.hash in allowed:
                 continue
             if c.kind in (ci.CursorKind.DECL_REF_EXPR, ci.CursorKind.CALL_EXPR) and \
                     not self._uniform_expr(c):
@@ -733,17 +738,8 @@ class KernelAnalysis:
             inits = [c for c in d.get_children() if c.kind.is_expression()]
             if not inits:
                 return False
-            for c in self.walk(inits[-1]):
-                if c.kind == ci.CursorKind.DECL_REF_EXPR and c.spelling == "threadIdx":
-                    continue
-                if c.kind == ci.CursorKind.MEMBER_REF_EXPR:
-                    continue
-                if c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None and \
-                        c.referenced.hash in allowed:
-                    continue
-                if c.kind in (ci.CursorKind.DECL_REF_EXPR, ci.CursorKind.CALL_EXPR) and \
-                        not self._uniform_expr(c):
-                    return False
+            if not self._reads_thread_and_uniform(inits[-1], allowed):
+                return False
         return True
 
     def _uniform_decl(self, d):
