@@ -33,6 +33,7 @@ typedef struct {
     /* filled by tm_execute */
     tm_launch_facts facts;
     const char *launch_path;            /* emu: how the last launch ran (Launch.path); cuda: "" */
+    char launch_reason[160];            /* emu: why fibers, where a split was refused; else "" */
     double h2d_ms, d2h_ms;             /* h2d_ms includes pin_ms */
     double pin_ms;                      /* host time pinning inputs in place (tm_prepare_job) */
     double *samples_ms;                 /* repeat entries, owned by the job */

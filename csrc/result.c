@@ -42,6 +42,7 @@ PyObject *tm_result_dict(const tm_job *job, PyObject *out)
         put(d, "registers", PyLong_FromLong(job->registers)) < 0 ||
         put(d, "launches", PyLong_FromLong(f->launches)) < 0 ||
         put(d, "path", PyUnicode_FromString(job->launch_path ? job->launch_path : "")) < 0 ||
+        put(d, "path_reason", PyUnicode_FromString(job->launch_reason)) < 0 ||
         put(d, "blocks_per_sm", PyLong_FromLong(job->blocks_per_sm)) < 0 ||
         put(d, "occupancy", PyFloat_FromDouble(job->occupancy)) < 0 ||
         put(d, "l2", PyUnicode_FromString(job->l2 ? job->l2 : tm_l2_state(job->flush_l2))) < 0 ||

@@ -313,6 +313,8 @@ int tm_execute(tm_job *job)
         TRY("querying launch facts", query_launch_facts(job));
 #ifdef TM_EMU
     job->launch_path = job->facts.launches > 0 ? tm_emu_last_launch_path() : "";
+    snprintf(job->launch_reason, sizeof job->launch_reason, "%s",
+             job->facts.launches > 0 ? tm_emu_last_launch_reason() : "");
 #else
     job->launch_path = "";
 #endif

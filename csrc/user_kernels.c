@@ -5,7 +5,9 @@
  *   handle   cuda: a cudaKernel_t from user_load; emu: the address of the generated launcher
  *            `int launch(const unsigned grid[3], const unsigned block[3], size_t shared,
  *                        void **args, const size_t *sizes, int threads, int strict,
- *                        char *detail, size_t detail_size)` in the user's shared object.
+ *                        char *detail, size_t detail_size)` in the user's shared object;
+ *            `detail` is the emulator's report of a failed launch, or after a launch that ran
+ *            "path\nreason" (tiledmm_kernel.h's tm_user_finish): the dict's "path", "path_reason".
  *   args     one tuple per kernel parameter:
  *            ("p", host ndarray or None, device address, nbytes, copy_back)  a pointer: a host
  *                  array is copied to a fresh device buffer (and back when copy_back), else the
@@ -45,6 +47,7 @@ typedef struct {
     const char *step;
     size_t failed_bytes;
     char detail[4096];
+    char path_report[256]; /* emu: the last launch's "path\nreason" (see the top) */
 } user_job;
 
 #ifdef TM_EMU
@@ -60,8 +63,14 @@ static cudaError_t user_launch(user_job *job, void **argv, const size_t *sizes)
     unsigned g[3] = {job->grid.x, job->grid.y, job->grid.z}, b[3] = {job->block.x, job->block.y, job->block.z};
     user_launcher fn = (user_launcher)job->handle;
     job->detail[0] = '\0';
-    return (cudaError_t)fn(g, b, job->shared, argv, sizes, tm_emu_threads(), tm_emu_strict_exit(),
-                           job->detail, sizeof job->detail);
+    const int rc = fn(g, b, job->shared, argv, sizes, tm_emu_threads(), tm_emu_strict_exit(),
+                      job->detail, sizeof job->detail);
+    job->detail[sizeof job->detail - 1] = '\0';
+    if (rc == 0) { /* detail holds the path report: kept apart from the error details */
+        snprintf(job->path_report, sizeof job->path_report, "%s", job->detail);
+        job->detail[0] = '\0';
+    }
+    return (cudaError_t)rc;
 #else
     (void)sizes;
     cudaError_t err = cudaLaunchKernel((const void *)job->handle, job->grid, job->block, argv,
@@ -242,6 +251,10 @@ static int parse_arg(PyObject *item, user_arg *a, int index)
 
 static PyObject *user_result(const user_job *job)
 {
+    /* emu: the last launch's path and reason (cuda: both "") */
+    const char *reason = strchr(job->path_report, '\n');
+    const int path_len = reason ? (int)(reason - job->path_report) : 0;
+    reason = reason ? reason + 1 : "";
     PyObject *samples = PyList_New(job->repeat);
     if (samples == NULL) return NULL;
     for (int i = 0; i < job->repeat; ++i) {
@@ -250,14 +263,15 @@ static PyObject *user_result(const user_job *job)
         PyList_SET_ITEM(samples, i, v);
     }
     return Py_BuildValue(
-        "{s:N,s:d,s:d,s:n,s:n,s:(III),s:(III),s:n,s:i,s:i,s:i,s:i,s:d,s:d,s:s}", "samples_ms", samples,
+        "{s:N,s:d,s:d,s:n,s:n,s:(III),s:(III),s:n,s:i,s:i,s:i,s:i,s:d,s:d,s:s,s:s#,s:s}",
+        "samples_ms", samples,
         "h2d_ms", job->h2d_ms, "d2h_ms", job->d2h_ms, "h2d_bytes", (Py_ssize_t)job->h2d_bytes,
         "d2h_bytes", (Py_ssize_t)job->d2h_bytes, "grid", job->grid.x, job->grid.y, job->grid.z,
         "block", job->block.x, job->block.y, job->block.z, "shared_bytes",
         (Py_ssize_t)(job->shared + (size_t)job->static_shared), "static_shared_bytes",
         job->static_shared, "registers", job->registers, "launches", 1, "blocks_per_sm",
         job->blocks_per_sm, "occupancy", job->occupancy, "model_bytes", 0.0, "l2",
-        tm_l2_state(job->flush_l2));
+        tm_l2_state(job->flush_l2), "path", job->path_report, (Py_ssize_t)path_len, "path_reason", reason);
 }
 
 PyObject *tm_user_run_py(PyObject *self, PyObject *args)

@@ -406,24 +406,39 @@ template <typename... Params> struct tm_emu_split_kernel<void (*)(Params...)> {
     operator const void *() const { return reinterpret_cast<const void *>(kernel); }
 };
 
-// Whether registry launches may take the thread loops: TILEDMM_EMU_SPLIT=0 keeps the fibers
-// (read at each launch, so that it can be changed between calls, as for tm.compile kernels).
-static inline bool tm_emu_registry_split_enabled()
-{
-    const char *v = getenv("TILEDMM_EMU_SPLIT");
-    return !(v && v[0] == '0' && v[1] == 0);
-}
-
 // The largest per-block frame run as thread loops (barrier_split.MAX_FRAME; larger: fibers).
 #define TM_EMU_SPLIT_MAX_FRAME (512u * 1024u)
+
+// The one decision whether a kernel that has a split (`split`, `frame` bytes of per-thread
+// arrays per thread) takes its thread loops, for registry launches, tm.compile launchers and
+// whole programs alike: not when the block's per-thread arrays exceed TM_EMU_SPLIT_MAX_FRAME,
+// nor under TILEDMM_EMU_SPLIT=0 (read at each launch, so that it can change between calls).
+// Why not is noted for Launch.path_reason (tm_emu_last_launch_reason).
+template <typename... Params, typename... Args>
+static inline cudaError_t tm_emu_launch_pair(void (*kernel)(Params...), void (*split)(Params...),
+                                             size_t frame, dim3 grid, dim3 block,
+                                             size_t shared_bytes, Args... args)
+{
+    char why[160] = "";
+    const unsigned long long bytes = (unsigned long long)block.x * block.y * block.z * frame;
+    const char *env = getenv("TILEDMM_EMU_SPLIT");
+    if (!split)
+        return tm_emu_launch(kernel, grid, block, shared_bytes, args...);
+    if (bytes > TM_EMU_SPLIT_MAX_FRAME)
+        snprintf(why, sizeof why, "per-thread arrays of %llu bytes per block (more than %u)", bytes,
+                 TM_EMU_SPLIT_MAX_FRAME);
+    else if (env && env[0] == '0' && env[1] == 0)
+        snprintf(why, sizeof why, "TILEDMM_EMU_SPLIT=0");
+    if (!why[0]) return tm_emu_launch_blocks(kernel, split, grid, block, shared_bytes, args...);
+    const cudaError_t err = tm_emu_launch(kernel, grid, block, shared_bytes, args...);
+    tm_emu_note_launch_reason(why);
+    return err;
+}
 
 template <typename... Params, typename... Args>
 static inline cudaError_t tm_emu_launch_split(const tm_emu_split_kernel<void (*)(Params...)> &k,
                                               dim3 grid, dim3 block, size_t shared_bytes,
                                               Args... args)
 {
-    const unsigned long long frame = (unsigned long long)block.x * block.y * block.z * k.frame;
-    if (frame <= TM_EMU_SPLIT_MAX_FRAME && tm_emu_registry_split_enabled())
-        return tm_emu_launch_blocks(k.kernel, k.split, grid, block, shared_bytes, args...);
-    return tm_emu_launch(k.kernel, grid, block, shared_bytes, args...);
+    return tm_emu_launch_pair(k.kernel, k.split, k.frame, grid, block, shared_bytes, args...);
 }

@@ -984,7 +984,7 @@ struct Launcher {
     size_t frame = 0;
 
     // The split this launch may take (the pair's, else the one registered for the kernel), or
-    // null; whether it takes it; where it could and does not, why.
+    // null; whether it takes it is tm_emu_launch_pair's decision (emu/cuda_emu.h).
     void (*split_for(size_t &fr) const)(P...)
     {
         fr = frame;
@@ -993,21 +993,6 @@ struct Launcher {
         if (it == split_table().end()) return nullptr;
         fr = it->second.frame;
         return reinterpret_cast<void (*)(P...)>(it->second.split);
-    }
-    bool use_split(void (*sp)(P...), size_t fr, std::string &why) const
-    {
-        if (!sp) return false;
-        const unsigned long long bytes = (unsigned long long)block.x * block.y * block.z * fr;
-        if (bytes > TM_EMU_SPLIT_MAX_FRAME) {
-            why = "per-thread arrays of " + std::to_string(bytes) + " bytes per block (more than " +
-                  std::to_string(TM_EMU_SPLIT_MAX_FRAME) + ")";
-            return false;
-        }
-        if (!tm_emu_registry_split_enabled()) {
-            why = "TILEDMM_EMU_SPLIT=0";
-            return false;
-        }
-        return true;
     }
 
 #ifdef TM_PROG_CHECK
@@ -1091,9 +1076,8 @@ struct Launcher {
 #else
         size_t fr = 0;
         void (*const sp)(P...) = split_for(fr);
-        cudaError_t err = use_split(sp, fr, how.reason)
-                              ? tm_emu_launch_blocks(kernel, sp, grid, block, shared, args...)
-                              : tm_emu_launch(kernel, grid, block, shared, args...);
+        cudaError_t err = tm_emu_launch_pair(kernel, sp, fr, grid, block, shared, args...);
+        how.reason = tm_emu_last_launch_reason();
 #endif
         how.path = tm_emu_last_launch_path();
         set_open(false);
@@ -1129,7 +1113,7 @@ inline Launcher<P...> config(const char *kernel_name, const char *params, const 
 }
 
 // The launch of a kernel split at its barriers: the pair program_build.py passes for it
-// (emu/cuda_emu.h's tm_emu_split_kernel), run as thread loops where use_split says so.
+// (emu/cuda_emu.h's tm_emu_split_kernel), run as thread loops where tm_emu_launch_pair says so.
 template <typename... P>
 inline Launcher<P...> config(const char *kernel_name, const char *params, const char *file, int line,
                              const tm_emu_split_kernel<void (*)(P...)> &kernel, dim3 grid, dim3 block,

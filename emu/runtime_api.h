@@ -231,6 +231,10 @@ const char *tm_emu_last_error_detail(void);
  * its barriers, tiledmm/student/barrier_split.py), "fibers" (one per CUDA thread), "" before
  * any launch. For Launch.path. */
 const char *tm_emu_last_launch_path(void);
+/* Why the last launch on this host thread kept the fibers although its kernel has a split
+ * (tm_emu_launch_pair, emu/cuda_emu.h); "" otherwise. For Launch.path_reason. */
+const char *tm_emu_last_launch_reason(void);
+void tm_emu_note_launch_reason(const char *why);
 /* OS worker threads that run blocks (default: env TILEDMM_EMU_THREADS, else the CPUs this
  * process may run on). tm_emu_set_threads(n <= 0) restores the default. */
 int tm_emu_threads(void);

@@ -961,11 +961,13 @@ long long clock64()
 }
 
 static thread_local const char *tl_launch_path = "";   // tm_emu_last_launch_path
+static thread_local char tl_launch_reason[160];          // tm_emu_last_launch_reason
 
 static cudaError_t launch_impl(const void *func, void (*invoke)(void *), void *pack, dim3 grid,
                                dim3 block, size_t shared_bytes, bool whole_block)
 {
     tl_launch_path = whole_block ? "thread loops" : "fibers";
+    tl_launch_reason[0] = '\0';
     char buf[512];
     unsigned long long nthreads = (unsigned long long)block.x * block.y * block.z;
     if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z || block.x > (unsigned)kMaxBlockDim[0] ||
@@ -1145,6 +1147,13 @@ extern "C" int tm_emu_syncthreads_op(int op, int pred, const char *file, int lin
 }
 
 extern "C" const char *tm_emu_last_launch_path(void) { return tm_emu::tl_launch_path; }
+
+extern "C" const char *tm_emu_last_launch_reason(void) { return tm_emu::tl_launch_reason; }
+
+extern "C" void tm_emu_note_launch_reason(const char *why)
+{
+    snprintf(tm_emu::tl_launch_reason, sizeof tm_emu::tl_launch_reason, "%s", why ? why : "");
+}
 
 extern "C" int tm_emu_threads(void)
 {

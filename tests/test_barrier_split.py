@@ -307,6 +307,10 @@ __global__ void wide(const float *x, float *out)
     out = np.zeros(threads, np.float32)
     res = tm.compile(src, backend="emu")(1, threads, x, out)
     assert res.launch.path == path, res.launch.path_reason
+    # the runtime's reason (emu/cuda_emu.h tm_emu_launch_pair), with this block's bytes
+    assert res.launch.path_reason == ("" if threads == 256 else
+                                      f"per-thread arrays of {threads * plan.frame} bytes per "
+                                      "block (more than 524288)")
     want = x.astype(np.float64) * x[::-1] * np.arange(256).sum()
     tol = 1e-6 * 256 * 256 * np.abs(x).max() ** 2
     np.testing.assert_allclose(out, want, rtol=0, atol=tol)

@@ -53,6 +53,8 @@ def test_matmul_kernels_run_as_thread_loops_with_the_fibers_bits(kernel, params,
     split, fibers = _both_paths(lambda: tm.matmul(A, B, kernel=kernel, backend="emu", warmup=0,
                                                   repeat=1, **params))
     assert split.launch.path == "thread loops" and fibers.launch.path == "fibers"
+    # the runtime's reason for refusing the split (emu/cuda_emu.h tm_emu_launch_pair)
+    assert (split.launch.path_reason, fibers.launch.path_reason) == ("", "TILEDMM_EMU_SPLIT=0")
     np.testing.assert_array_equal(split.out, fibers.out)
     ref = A.astype(np.float64) @ B.astype(np.float64)
     eps = np.finfo(dtype).eps

@@ -63,8 +63,9 @@ class Launch:
     occupancy: float            # resident threads / max threads per multiprocessor
     launches: int               # kernel launches per call (grid chunks, tree levels, ...)
     # emu: "thread loops" (split at its barriers, tiledmm/student/barrier_split.py; registry
-    # kernels by setup.py) or "fibers" (one per CUDA thread); tm.compile kernels say why not
-    # split (path_reason); "" on cuda
+    # kernels by setup.py) or "fibers" (one per CUDA thread); path_reason: why fibers where the
+    # launch refused a split (frame too large, TILEDMM_EMU_SPLIT=0) or tm.compile's transform
+    # kept them; "" on cuda
     path: str = ""
     path_reason: str = ""
 
@@ -115,7 +116,7 @@ class Result:
             grid=raw["grid"], block=raw["block"], shared_bytes=raw["shared_bytes"],
             registers=raw["registers"] or None, blocks_per_sm=raw["blocks_per_sm"],
             occupancy=raw["occupancy"], launches=raw["launches"],
-            path=raw.get("path", ""))
+            path=raw.get("path", ""), path_reason=raw.get("path_reason", ""))
         self.flops = flops
         self.min_bytes = min_bytes          # inputs read once + output written once
         self.model_bytes = raw["model_bytes"]  # the lecture's traffic model for this kernel

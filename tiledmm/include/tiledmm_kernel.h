@@ -32,7 +32,9 @@ struct tm_extern_shared {
     explicit operator U *() const { return reinterpret_cast<U *>(get()); }
 };
 
-// What the generated launcher calls after a launch: the emulator's report of a failed launch.
+// What the generated launcher calls after a launch. `detail` gets the emulator's report of a
+// failed launch; after a launch that ran, the path it took and why ("fibers\n<reason>" or
+// "thread loops\n"), which csrc/user_kernels.c returns as Launch.path and path_reason.
 static inline int tm_user_finish(cudaError_t err, char *detail, size_t detail_size)
 {
     if (err != cudaSuccess) {
@@ -40,6 +42,7 @@ static inline int tm_user_finish(cudaError_t err, char *detail, size_t detail_si
         snprintf(detail, detail_size, "%s", d ? d : "");
         return (int)err;
     }
+    snprintf(detail, detail_size, "%s\n%s", tm_emu_last_launch_path(), tm_emu_last_launch_reason());
     return 0;
 }
 #endif

@@ -27,7 +27,7 @@ from .._emu_build import (EMU_FLAGS, PROFILE_HOOK_FLAGS, PROFILE_KERNEL_FLAGS, P
                           build_flags, link_flags)
 from . import kernel_cache as cache
 from . import barrier_split, sandbox, split_analysis
-from .barrier_split import MAX_FRAME, split_kernel
+from .barrier_split import split_kernel
 from .check_mode import checked_shared, checked_source, checked_type
 from .kernel_diagnostics import CompileError, compile_error, parse_warnings
 from .kernel_source import (_ELEMENTS, _SCALARS, _VECTORS, Param, full_source, kernel_signature,
@@ -192,9 +192,8 @@ def _launcher(name, params, check, split=None):
     config = ("dim3(tm_g_[0], tm_g_[1], tm_g_[2]), dim3(tm_b_[0], tm_b_[1], tm_b_[2]), tm_shared_"
               + "".join(", " + a for a in args))
     call = f"{start}{name}, {config})"
-    if split is not None:   # the kernel split at its barriers, when its per-thread arrays fit
-        call = (f"(unsigned long long)tm_b_[0] * tm_b_[1] * tm_b_[2] * tm_split_frame_{name} <= "
-                f"{MAX_FRAME}ULL ? tm_emu_launch_blocks({name}, tm_split_{name}, {config}) : {call}")
+    if split is not None:   # the kernel split at its barriers (emu/cuda_emu.h decides the path)
+        call = f"tm_emu_launch_pair({name}, tm_split_{name}, tm_split_frame_{name}, {config})"
     return (split or "") + f"""
 #line 1 "tiledmm-launcher"
 #include "tiledmm_fault.h"

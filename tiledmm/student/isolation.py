@@ -209,7 +209,8 @@ _RAW_FIELDS = {"samples_ms": "samples", "h2d_ms": "number", "d2h_ms": "number",
                "h2d_bytes": "int", "d2h_bytes": "int", "grid": "dim3", "block": "dim3",
                "shared_bytes": "int", "static_shared_bytes": "int", "registers": "int",
                "launches": "int", "blocks_per_sm": "int", "occupancy": "number",
-               "model_bytes": "number", "profile_counts": "counters", "l2": "text"}
+               "model_bytes": "number", "profile_counts": "counters", "l2": "text",
+               "path": "text", "path_reason": "text"}
 _ERROR_KINDS = {"MemoryError", "KernelError", "CompileError", "RuntimeError", "ValueError",
                 "TypeError", "LookupError", "OSError", "ProtocolError"}
 
@@ -231,7 +232,7 @@ def _check_raw(raw):
         elif kind == "dim3":
             out[k] = _dim3(v, k)
         elif kind == "text":
-            out[k] = _text(v, k, 64)
+            out[k] = _text(v, k, 200)
         else:
             if not isinstance(v, dict) or len(v) > 256:
                 raise ProtocolError("profile_counts is not a table of counters")

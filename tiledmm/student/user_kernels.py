@@ -79,7 +79,6 @@ from .._device_array import DeviceArray, as_device_input, to_device
 from .._row_tables import row_table
 from ..profiling.counters import make_profile
 from . import kernel_cache
-from .barrier_split import MAX_FRAME as MAX_SPLIT_FRAME
 from .compile_emu import compile_emu, kernel_signature_confined
 from .compile_nvrtc import compile_cuda, load_cuda
 from .isolation import Segment, default_timeout, worker
@@ -298,22 +297,20 @@ class Kernel:
         res = KernelResult(raw, spec, (), name, float(flops) if flops else 0.0, nbytes, warmup)
         res.params = {p.name: v for p, v in zip(self.params, args) if not p.takes_array}
         if name == "emu" and 0 not in grid:
-            res.launch = replace(res.launch, **self._launch_path(check, block))
+            res.launch = replace(res.launch, **self._launch_path(check, raw))
         if counts is not None:
             res.profile = make_profile(counts, 1, res)
         return res
 
-    def _launch_path(self, check, block):
-        """Which way the emulator ran the kernel: split at its barriers into loops over the
-        block's threads where the transform applied and the per-thread arrays fit (the
-        launcher decides the same way), else fibers; and why not."""
-        split = getattr(self._compiled("emu", check), "split", None) or \
-            {"path": "fibers", "reason": "", "frame": 0}
-        threads = block[0] * block[1] * block[2]
-        if split["path"] == "thread loops" and threads * split["frame"] > MAX_SPLIT_FRAME:
-            return {"path": "fibers", "path_reason": f"{split['frame']} bytes of per-thread "
-                    f"variables times {threads} threads exceed {MAX_SPLIT_FRAME} bytes"}
-        return {"path": split["path"], "path_reason": split["reason"]}
+    def _launch_path(self, check, raw):
+        """Which way the emulator ran the kernel, as its runtime reports it (emu/cuda_emu.h's
+        tm_emu_launch_pair decides): split at its barriers into loops over the block's threads,
+        else fibers; and why, the runtime's reason (per-thread arrays too large for this block,
+        TILEDMM_EMU_SPLIT=0) or else the build's (the transform kept the fibers, check mode)."""
+        split = getattr(self._compiled("emu", check), "split", None) or {"reason": ""}
+        path = raw.get("path") or "fibers"
+        reason = raw.get("path_reason") or ("" if path == "thread loops" else split["reason"])
+        return {"path": path, "path_reason": reason}
 
     def _count(self, launch, args):
         """profile=True: one launch of the kernel's profile build on copies of the arrays (an
