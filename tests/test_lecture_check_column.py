@@ -187,17 +187,17 @@ COLUMN = {
                          "global-memory race (read and write) on A[",
                          "thread (0,0,0) of block (0,0,0) reads it and thread (0,0,0) of block ("]),
     "001_reduce_2_1.cu": (lambda: _never_ends("001_reduce_2_1"),
-                          ["and was stopped (timeout=; a loop that never ends?)",
+                          ["and was stopped by its timeout (a loop that never ends?)",
                            "tiledmm check, before the timeout: global-memory race (write after "
                            "read) on A[1]", "thread (1,0,0) writes it after thread (0,0,0) read it",
                            "tiledmm check, before the timeout: out-of-bounds read of A[1000]"]),
     "001_reduce_2_2.cu": (
         lambda: _never_ends("001_reduce_2_2") + _reduce_shift_fixed("001_reduce_2_2", 0),
-        ["and was stopped (timeout=; a loop that never ends?)", "passes",
+        ["and was stopped by its timeout (a loop that never ends?)", "passes",
          "out-of-bounds read of A[1000]", "by thread (224,0,0) of block (3,0,0)"]),
     "001_reduce_2_3.cu": (
         lambda: _never_ends("001_reduce_2_3") + _reduce_shift_fixed("001_reduce_2_3", 1024),
-        ["and was stopped (timeout=; a loop that never ends?)", "passes",
+        ["and was stopped by its timeout (a loop that never ends?)", "passes",
          "read of uninitialised shared memory: sh_mem[232]",
          "by thread (224,0,0) of block (3,0,0)"]),
     "001_mm_strawman.cu": (

@@ -633,8 +633,8 @@ class Worker:
                 # (tiledmm_kernel.h, tm_check_report_at): the launch never got to return it
                 found = [ln[len("tiledmm check: "):] for ln in self.last_stderr.splitlines()
                          if ln.startswith("tiledmm check: ")][:1]
-                raise KernelError(f"{what} ran for more than {timeout:g} s and was stopped "
-                                  "(timeout=; a loop that never ends?). Pass timeout=None for "
+                raise KernelError(f"{what} ran for more than {timeout:g} s and was stopped by "
+                                  "its timeout (a loop that never ends?). Pass timeout=None for "
                                   "no limit, or a larger timeout=."
                                   + "".join(f"\ntiledmm check, before the timeout: {ln}"
                                             for ln in found), kind=KernelError.TIMEOUT)
