@@ -145,7 +145,7 @@ __global__ void votes(const int *flags, int *out)
     assert out.tolist() == [32, 0, 1]
 
 
-def test_shuffles_between_barriers_fall_back():
+def test_shuffles_between_barriers_split_with_the_fibers_bits():
     src = r"""
 __global__ void shuf(const float *x, float *out)
 {
@@ -157,15 +157,121 @@ __global__ void shuf(const float *x, float *out)
     out[threadIdx.x] = s[63 - threadIdx.x];
 }
 """
-    assert "warp operation" in _fallback_reason(src, "shuf")
+    assert split_kernel(src, "shuf").text is not None
     x = np.random.default_rng(5).standard_normal(64).astype(np.float32)
-    out = np.zeros(64, np.float32)
-    res = tm.compile(src, backend="emu")(1, 64, x, out)
-    assert res.launch.path == "fibers"
+    outs = []
+    for check in (False, True):   # check mode: the fibers
+        out = np.zeros(64, np.float32)
+        res = tm.compile(src, backend="emu", check=check)(1, 64, x, out)
+        assert res.launch.path == ("fibers" if check else "thread loops"), res.launch.path_reason
+        outs.append(out)
+    np.testing.assert_array_equal(outs[0], outs[1])
     lanes = x.reshape(2, 32)
     down = np.concatenate([lanes[:, 1:], lanes[:, 31:]], axis=1)   # the last lane keeps its own
     want = (lanes + down).ravel()[::-1]
-    np.testing.assert_allclose(out, want, rtol=1e-6)
+    np.testing.assert_allclose(outs[0], want, rtol=1e-6)
+
+
+# Every shuffle kind and vote with a full mask (a literal or a const variable): a warp sum in a
+# block-uniform loop, widths below 32, lane arguments that differ per thread or leave the warp
+# or the segment, a partial last warp.
+SHUFFLES = r"""
+__global__ void shuffles(const float *x, float *sums, float *mixed, unsigned *votes, int n)
+{
+    const unsigned FULL = 0xffffffffu;
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = i < n ? x[i] : 0.0f;
+    const float own = v;
+    for (int offset = warpSize / 2; offset > 0; offset /= 2)
+        v += __shfl_down_sync(FULL, v, offset);
+    unsigned b = __ballot_sync(0xffffffff, own > 0.0f);
+    float w = __shfl_sync(FULL, own, threadIdx.x * 7 + 3, 8);
+    float u = __shfl_up_sync(FULL, w, 3, 16) - __shfl_xor_sync(FULL, own, 21);
+    const float far = __shfl_sync(FULL, own, 45) + __shfl_down_sync(FULL, own, 31, 4);
+    int a = __all_sync(FULL, own > -100.0f) + 2 * __any_sync(FULL, own > 2.5f);
+    if (i < n) {
+        sums[i] = v;
+        mixed[i] = w + u * 3.0f + far;
+        votes[i] = b ^ (unsigned)a;
+    }
+}
+"""
+
+
+def _shuffles(n, block, check):
+    x = np.random.default_rng(n + block).standard_normal(n).astype(np.float32)
+    outs = [np.full(n, np.nan, np.float32), np.full(n, np.nan, np.float32),
+            np.zeros(n, np.uint32)]
+    res = tm.compile(SHUFFLES, backend="emu", check=check)(-(-n // block), block, x, *outs,
+                                                           np.int32(n))
+    return res, x, outs
+
+
+@pytest.mark.parametrize("n,block", [(1, 32), (20, 32), (1000, 96), (70, 48), (4099, 1024),
+                                     (33, 33), (5, 1)])
+def test_each_shuffle_and_vote_splits_with_the_fibers_bits(n, block):
+    assert split_kernel(SHUFFLES, "shuffles").text is not None
+    res, x, outs = _shuffles(n, block, check=False)
+    assert res.launch.path == "thread loops", res.launch.path_reason
+    fib, _, fib_outs = _shuffles(n, block, check=True)   # check mode: the fibers
+    assert fib.launch.path == "fibers"
+    for a, b in zip(outs, fib_outs):
+        np.testing.assert_array_equal(a, b)
+    # lane 0 of each whole warp holds the warp's sum (a thread past n adds 0; in a partial
+    # last warp a lane whose source does not exist adds its own value, as on fibers)
+    starts = [blk * block + w for blk in range(-(-n // block))
+              for w in range(0, block, 32)]
+    for s0 in starts:
+        end = min(s0 + 32, (s0 // block + 1) * block, n)
+        if s0 < n and s0 + 32 <= (s0 // block + 1) * block:
+            want = x[s0:end].astype(np.float64).sum()
+            assert abs(outs[0][s0] - want) <= 1e-6 * 6 * np.abs(x[s0:end]).sum() + 1e-7
+            bal = sum(1 << k for k in range(end - s0) if x[s0 + k] > 0)
+            if end - s0 == min(32, (s0 // block + 1) * block - s0):   # every lane exists in x
+                any_ = int((x[s0:end] > 2.5).any())
+                assert outs[2][s0] == bal ^ (1 + 2 * any_)
+
+
+def _fibers_error(src, name, *args):
+    errors = []
+    for check in (False, True):
+        with pytest.raises(tm.KernelError, match="no thread can proceed") as exc:
+            tm.compile(src, backend="emu", check=check)(*args)
+        errors.append(str(exc.value))
+    return errors
+
+
+DIVERGENT_SHUFFLE = r"""
+__global__ void half(float *x)
+{
+    float v = x[threadIdx.x];
+    if (threadIdx.x < 16) v += __shfl_down_sync(0xffffffffu, v, 1);
+    x[threadIdx.x] = v;
+}
+"""
+
+
+@pytest.mark.parametrize("src,name,why", [
+    (DIVERGENT_SHUFFLE, "half", "barrier under thread-dependent"),
+    (DIVERGENT_SHUFFLE.replace("if (threadIdx.x < 16) v +=", "for (int r = 0; r < (int)threadIdx.x % 2; ++r) v +="),
+     "half", "trip count"),
+    (DIVERGENT_SHUFFLE.replace("if (threadIdx.x < 16) v += __shfl_down_sync(0xffffffffu, v, 1);",
+                               "v = threadIdx.x & 1 ? __shfl_xor_sync(0xffffffffu, v, 1) : v;"),
+     "half", "warp operation"),
+    (DIVERGENT_SHUFFLE.replace("if (threadIdx.x < 16) v +=", "if (x[0] > 1e30f) return;\n    v +="),
+     "half", "return"),
+    (DIVERGENT_SHUFFLE.replace("0xffffffffu, v, 1", "0x0000ffffu, v, 1"), "half", "warp operation"),
+])
+def test_shuffles_a_lane_might_skip_keep_the_fibers(src, name, why):
+    assert why in _fallback_reason(src, name)
+
+
+def test_a_shuffle_under_a_thread_dependent_if_fails_as_on_fibers():
+    """Lanes 16-31 never arrive at the full-mask shuffle: the kernel keeps the fibers, whose
+    report names the shuffle and the lanes (split off or on alike)."""
+    errors = _fibers_error(DIVERGENT_SHUFFLE, "half", 1, 32, np.arange(32, dtype=np.float32))
+    assert all("__shfl_down_sync()" in e and "0xffff0000" in e and "kernel.cu:5" in e
+               for e in errors), errors
 
 
 def test_barrier_free_kernel_with_return_runs_as_one_thread_loop():

@@ -51,8 +51,8 @@ from dataclasses import dataclass
 
 from .kernel_diagnostics import SOURCE_NAME
 from .kernel_source import _cindex, emu_dialect, split_top_level
-from .split_analysis import (MAX_FRAME, PURE_CALLS, KernelAnalysis, _Fallback,  # noqa: F401
-                             inline_warp_helpers, kernel_names)
+from .split_analysis import (MAX_FRAME, PURE_CALLS, SHUFFLE_OPS, VOTE_OPS,  # noqa: F401
+                             KernelAnalysis, _Fallback, inline_warp_helpers, kernel_names)
 
 
 @dataclass
@@ -103,6 +103,9 @@ class _Emitter:
         self.n_regions = 0   # barrier-free regions made
         self.frame = 0       # bytes of per-thread arrays per thread (those known here)
         self.pred_arrays = []   # per-thread predicates of warp `if`s (bool per thread)
+        # shuffles and votes: (kind, index) -> array declaration, per call site (_exchange)
+        self.exchange_arrays = {}
+        self.exchange_index = {}   # CALL_EXPR hash -> its call site's index
 
     def plan(self):
         a = self.a
@@ -118,7 +121,7 @@ class _Emitter:
         ci = self.ci
         out, run = [], []
         last_barrier = max((i for i, s in enumerate(map(self.a.unwrap, stmts))
-                            if self.a.is_barrier_stmt(s) or
+                            if self.a.is_barrier_stmt(s) or self.a.is_shuffle_stmt(s) or
                             (s.kind in (ci.CursorKind.FOR_STMT, ci.CursorKind.IF_STMT) and
                              (self.a.has_barrier(s) or self.a.warp_if(s)))),
                            default=-1)   # hoisted barrier-free loops end no region for return
@@ -132,6 +135,20 @@ class _Emitter:
                 run.clear()
 
         for i, s in enumerate(map(self.a.unwrap, stmts)):
+            if self.a.is_shuffle_stmt(s):
+                # the run so far and the stores of the statement's values: one thread loop;
+                # the statement starts the next (its results read from the stores)
+                if any(c.kind == ci.CursorKind.RETURN_STMT for r in run for c in self.walk(r)):
+                    raise _Fallback(f"return before a warp shuffle (line {run[0].location.line})")
+                stores, args, votes = self._exchange_stores(s)
+                label = f"tm_next_thread_{self.n_regions + 1}_"
+                text = "\n".join([self._stmt_text(r, label) for r in run] + [stores])
+                out.append(self._thread_loop(run + args, False, text=text))
+                run.clear()
+                out.extend(votes)
+                run.append(s)
+                self._check_region_stmt(s, final=top and i > last_barrier)
+                continue
             if self.a.is_barrier_stmt(s):
                 flush(False)
                 out.append(f"/* __syncthreads() line {s.location.line} */")
@@ -200,6 +217,8 @@ class _Emitter:
         """A region statement's text, with declarations of per-thread variables turned into
         assignments to this thread's element, and return into a jump to the next thread."""
         ci = self.ci
+        if self.a.is_shuffle_stmt(s):
+            return self._exchange_reads(s)
         if s.kind == ci.CursorKind.DECL_STMT:
             decls = self.a.var_decls(s)
             if any(d.hash in self.a.live_types for d in decls):
@@ -292,6 +311,96 @@ class _Emitter:
             stretch.append(st)
         return "\n".join(out)
 
+    def _site(self, c):
+        """The index of a warp operation's call site (its exchange arrays' names)."""
+        return self.exchange_index.setdefault(c.hash, len(self.exchange_index))
+
+    def _exchange_stores(self, s):
+        """For a shuffle statement (split_analysis._find_shuffles): the text storing each of its
+        warp operations' per-thread arguments (the value's bits, as warp_op takes them; the
+        lane argument and width where they are not block-uniform), the argument cursors, and
+        the per-warp ballot loops of its votes, run between the two thread loops."""
+        lin = "tm_row_ + tm_x_"
+        stores, args, votes = [], [], []
+        for c, name in self.a.shuffle_calls_of(s):
+            k = self._site(c)
+            kids = list(c.get_children())
+            args += kids[2:]
+            value = self._text(kids[2])
+            if name in VOTE_OPS:
+                self.exchange_arrays[("v", k)] = (f"unsigned char tm_xv_{k}_[tm_nt_]; "
+                                                  f"unsigned tm_vb_{k}_[(tm_nt_ + 31) / 32];", 2)
+                stores.append(f"tm_xv_{k}_[{lin}] = (int)({value}) != 0;")
+                votes.append(
+                    f"for (unsigned tm_w_ = 0; tm_w_ < tm_nt_; tm_w_ += 32) {{\n"
+                    f"const unsigned tm_n_ = tm_nt_ - tm_w_ < 32 ? tm_nt_ - tm_w_ : 32;\n"
+                    f"unsigned tm_b_ = 0;\n"
+                    f"for (unsigned tm_l_ = 0; tm_l_ < tm_n_; ++tm_l_) "
+                    f"tm_b_ |= (unsigned)tm_xv_{k}_[tm_w_ + tm_l_] << tm_l_;\n"
+                    f"tm_vb_{k}_[tm_w_ / 32] = tm_b_;\n}}")
+                continue
+            self.exchange_arrays[("v", k)] = (f"unsigned long long tm_xv_{k}_[tm_nt_];", 8)
+            stores.append(f"tm_xv_{k}_[{lin}] = tm_emu::to_bits({value});")
+            for j, kind in ((3, "a"), (4, "w")):
+                if _given(kids, j) and not self.a._uniform_expr(kids[j]):
+                    self.exchange_arrays[(kind, k)] = (f"int tm_x{kind}_{k}_[tm_nt_];", 4)
+                    stores.append(f"tm_x{kind}_{k}_[{lin}] = {self._int_arg(name, j, kids[j])};")
+        return "\n".join(stores), args, votes
+
+    def _int_arg(self, name, j, arg):
+        """A shuffle's lane argument (j = 3) or width (4) as warp_op receives it: an int (the
+        delta of __shfl_up/down_sync passes through its unsigned parameter first)."""
+        if j == 3 and name in ("__shfl_up_sync", "__shfl_down_sync"):
+            return f"(int)(unsigned)({self._text(arg)})"
+        return f"(int)({self._text(arg)})"
+
+    def _exchange_reads(self, s):
+        """A shuffle statement's text with each warp operation replaced by its result, read
+        from the stores of the thread loop before (tm_emu::split_shfl / split_vote)."""
+        ci = self.ci
+        lin = "(unsigned)(tm_row_ + tm_x_)"
+        base = s.extent.start.offset
+        edits = []
+        for c, name in self.a.shuffle_calls_of(s):
+            k = self._site(c)
+            kids = list(c.get_children())
+            if name in VOTE_OPS:
+                cast = "unsigned" if name == "__ballot_sync" else "int"
+                new = (f"(({cast})tm_emu::split_vote(tm_emu::{VOTE_OPS[name]}, tm_vb_{k}_, "
+                       f"{lin}, tm_nt_))")
+            else:
+                parts = []
+                for j, kind in ((3, "a"), (4, "w")):
+                    if not _given(kids, j):
+                        parts.append("32")
+                    elif (kind, k) in self.exchange_arrays:
+                        parts.append(f"tm_x{kind}_{k}_[{lin}]")
+                    else:
+                        parts.append(self._int_arg(name, j, kids[j]))
+                new = (f"tm_emu::from_bits<std::decay_t<decltype({self._text(kids[2])})>>("
+                       f"tm_emu::split_shfl(tm_emu::{SHUFFLE_OPS[name]}, tm_xv_{k}_, {lin}, "
+                       f"tm_nt_, {parts[0]}, {parts[1]}))")
+            edits.append((c.extent.start.offset - base, c.extent.end.offset - base, new))
+        if s.kind == ci.CursorKind.DECL_STMT and any(
+                d.hash in self.a.live_types for d in self.a.var_decls(s)):
+            d = self.a.var_decls(s)[0]
+            init = [x for x in d.get_children() if x.kind.is_expression()]
+            if not init:
+                raise _Fallback(f"a declaration not understood (line {s.location.line})")
+            base = init[-1].extent.start.offset
+            text = self._text(init[-1])
+            for a, b, new in sorted(edits, reverse=True):
+                text = text[:a - (base - s.extent.start.offset)] + new + \
+                    text[b - (base - s.extent.start.offset):]
+            return f"{d.spelling} = {text};"
+        text = self.src(s)
+        for a, b, new in sorted(edits, reverse=True):
+            text = text[:a] + new + text[b:]
+        return text
+
+    def _text(self, c):
+        return self.data[c.extent.start.offset:c.extent.end.offset].decode()
+
     def _round_loop(self, s):
         """`for (init; cond; inc) body` as rounds over the threads: one thread loop sets each
         thread's variable (a per-thread array), then rounds of thread loops run one iteration
@@ -382,8 +491,8 @@ class _Emitter:
                 + (f"{label}: ;\n" if label else "") + "}}")
 
     def _calls_function(self, stmts):
-        return any(c.kind == self.ci.CursorKind.CALL_EXPR and c.spelling not in PURE_CALLS
-                   for st in stmts for c in self.walk(st))
+        return any(c.kind == self.ci.CursorKind.CALL_EXPR and c.spelling not in PURE_CALLS and
+                   c.hash not in self.a.shuffle_calls for st in stmts for c in self.walk(st))
 
     def _may_fault(self, stmts):
         """Whether a region reads through a pointer, calls a function that is not pure math,
@@ -395,7 +504,8 @@ class _Emitter:
             if any(t.spelling in ("/", "%", "/=", "%=", "throw") for t in st.get_tokens()):
                 return True
             for c in self.walk(st):
-                if c.kind == ci.CursorKind.CALL_EXPR and c.spelling not in PURE_CALLS:
+                if c.kind == ci.CursorKind.CALL_EXPR and c.spelling not in PURE_CALLS and \
+                        c.hash not in self.a.shuffle_calls:
                     return True
                 if c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None and \
                         c.referenced.type.get_canonical().kind == ci.TypeKind.POINTER and \
@@ -443,6 +553,10 @@ class _Emitter:
                 size = f"sizeof({tname}{dims})"   # a dependent type: known per instance
             elif size <= 0:
                 raise _Fallback(f"{d.spelling}: the size of {d.type.spelling} is not known")
+            sizes.append(size)
+        for key in sorted(self.exchange_arrays):
+            decl, size = self.exchange_arrays[key]
+            arrays.append(decl)
             sizes.append(size)
         for i, pred in enumerate(self.pred_arrays):
             # a bool per thread, a lane mask per warp (4 bytes per 32 threads: one per thread)
@@ -555,6 +669,12 @@ def registry_source(source, path):
 
 _VECTOR_TYPES = {"float2", "float3", "float4", "double2", "int2", "int3", "int4", "uint3",
                  "dim3"}
+
+
+def _given(kids, j):
+    """Whether a call's argument j (kids[0] is the callee) is written (libclang lists a default
+    argument as a child without tokens)."""
+    return j < len(kids) and bool(list(kids[j].get_tokens()))
 
 
 def _top_level_eq(text):

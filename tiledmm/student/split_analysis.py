@@ -54,6 +54,14 @@ PURE_CALLS |= {"min", "max", "abs", "__fdividef", "__expf", "__logf"}
 WARP_OPS = {"__syncwarp", "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
             "__ballot_sync", "__all_sync", "__any_sync", "__activemask", "__match_any_sync",
             "__match_all_sync", "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync"}
+# Warp operations the thread loops run (full mask, every lane of the warp at the same statement:
+# _find_shuffles): the emulator's op (emu/cuda_emu.h tm_emu::WarpOp) of each.
+SHUFFLE_OPS = {"__shfl_sync": "OP_SHFL", "__shfl_up_sync": "OP_SHFL_UP",
+               "__shfl_down_sync": "OP_SHFL_DOWN", "__shfl_xor_sync": "OP_SHFL_XOR"}
+VOTE_OPS = {"__ballot_sync": "OP_BALLOT", "__all_sync": "OP_ALL", "__any_sync": "OP_ANY"}
+# A full mask as written: a literal, or a const variable initialised with one.
+FULL_MASKS = {"0xffffffff", "0xffffffffu", "0xffffffffU", "0xFFFFFFFF", "0xFFFFFFFFu",
+              "0xFFFFFFFFU", "~0u", "~0U", "4294967295u", "4294967295U"}
 BARRIER_OPS = {"__syncthreads_count", "__syncthreads_and", "__syncthreads_or"}
 SYNC_NAMES = WARP_OPS | BARRIER_OPS | {"__syncthreads"}
 # Functions the body parse's prelude declares: a call to one needs no further check.
@@ -115,6 +123,12 @@ class KernelAnalysis:
         self.warp_syncs = set()  # hashes of every cursor of those `__syncwarp()` statements
         self.warp_ifs_seen = set()  # the ones _assign_regions reached at block level
         self.inlined_sync_lines = {}  # line of an inlined helper call -> its first __syncwarp's
+        # Shuffles and votes (_find_shuffles): statements `x op= f(__shfl_down_sync(FULL, v,
+        # off));` whose warp operations every lane of a warp reaches together. Each is a stretch
+        # boundary: one thread loop stores every thread's value, the next reads its source
+        # lane's (barrier_split._exchange).
+        self.shuffle_calls = {}  # CALL_EXPR hash -> (cursor, name) of those warp operations
+        self.shuffle_stmts = set()   # hashes of the statements holding them
         self._loop_depth = 0     # loops around the statements _assign_regions walks
         self._in_warp_if = False
 
@@ -162,6 +176,7 @@ class KernelAnalysis:
         body = body[0]
         self.params = {p.hash for p in k.get_children() if p.kind == ci.CursorKind.PARM_DECL}
         self._find_warp_ifs(body)
+        self._find_shuffles(body)
         self._check_body(body)
         self._find_writes(body)
         stmts = list(body.get_children())
@@ -207,6 +222,10 @@ class KernelAnalysis:
                 raise _Fallback("a lambda")
             if c.hash in self.warp_syncs:
                 return   # a __syncwarp() of the warp `if` (_find_warp_ifs)
+            if c.hash in self.shuffle_calls:   # (_find_shuffles); its arguments are checked
+                for k in list(c.get_children())[1:]:
+                    visit(k, guard)
+                return
             if kind == ci.CursorKind.CALL_EXPR:
                 if not guard:
                     self._check_call(c, seen_funcs)
@@ -421,8 +440,124 @@ class KernelAnalysis:
         return True
 
     def has_barrier(self, s):
-        return any(c.kind == self.ci.CursorKind.CALL_EXPR and c.spelling == "__syncthreads"
-                   for c in self.walk(s))
+        """Whether `s` holds a __syncthreads() or a shuffle statement (both end a thread loop)."""
+        return any(c.kind == self.ci.CursorKind.CALL_EXPR and (
+            c.spelling == "__syncthreads" or c.hash in self.shuffle_calls) for c in self.walk(s))
+
+    def is_shuffle_stmt(self, s):
+        return s.hash in self.shuffle_stmts
+
+    def call_name(self, c):
+        """The called function's name; in a template, a dependent call's (libclang spells the
+        call itself "")."""
+        if c.spelling:
+            return c.spelling
+        kids = list(c.get_children())
+        refs = [x for x in self.walk(kids[0]) if x.kind in (
+            self.ci.CursorKind.OVERLOADED_DECL_REF, self.ci.CursorKind.DECL_REF_EXPR)] \
+            if kids else []
+        return refs[0].spelling if refs else ""
+
+    def shuffle_calls_of(self, s):
+        """The shuffle statement's warp operations, in source order: [(cursor, name)]."""
+        return sorted((v for v in self.shuffle_calls.values()
+                       if s.extent.start.offset <= v[0].extent.start.offset < s.extent.end.offset),
+                      key=lambda v: v[0].extent.start.offset)
+
+    def _find_shuffles(self, body):
+        """The statements whose shuffles and votes run as thread loops: a declaration of one
+        variable or an expression statement, in statement position (the body, a loop's or an
+        if's body; whether every lane of a warp reaches it is _assign_regions' check: no
+        thread-dependent control around it), whose warp operations have a full mask, no
+        explicit template arguments, and are not under `?:`, `&&` or `||` (a lane might skip
+        one), and whose only side effect is its one top-level assignment (no ++, --, or calls
+        but pure math): its arguments evaluated in one thread loop and the rest of the
+        statement in the next give what the fibers give. A kernel with a warp `if`
+        (_find_warp_ifs) keeps the fibers for them: its lanes skipping the `if` would meet a
+        shuffle there. Anything else is left to _check_body (fibers)."""
+        ci = self.ci
+        if self.warp_ifs:
+            return
+        for parent in self.walk(body):
+            kids = list(parent.get_children())
+            if parent.kind == ci.CursorKind.COMPOUND_STMT:
+                cands = kids
+            elif parent.kind == ci.CursorKind.FOR_STMT:
+                cands = kids[-1:]
+            elif parent.kind == ci.CursorKind.IF_STMT:
+                cands = kids[1:]
+            else:
+                continue
+            for st in cands:
+                calls = [(c, self.call_name(c)) for c in self.walk(st)
+                         if c.kind == ci.CursorKind.CALL_EXPR]
+                ops = [(c, n) for c, n in calls if n in SHUFFLE_OPS or n in VOTE_OPS]
+                if ops and self._shuffle_shape(st, calls, ops):
+                    self.shuffle_stmts.add(st.hash)
+                    self.shuffle_calls.update({c.hash: (c, n) for c, n in ops})
+
+    def _shuffle_shape(self, st, calls, ops):
+        ci = self.ci
+        if st.kind == ci.CursorKind.DECL_STMT:
+            if len(self.var_decls(st)) != 1:
+                return False
+        elif not st.kind.is_expression():
+            return False
+        spans = [(c.extent.start.offset, c.extent.end.offset) for c, _ in ops]
+
+        def inside(c):
+            return any(a <= c.extent.start.offset < b for a, b in spans)
+        for c, n in ops:
+            kids = list(c.get_children())
+            if any(inside(o) and o.hash != c.hash and
+                   kids[0].extent.end.offset <= o.extent.start.offset < c.extent.end.offset
+                   for o, _ in ops):
+                return False   # a warp operation in another's arguments
+            if "<" in [t.spelling for t in kids[0].get_tokens()]:
+                return False
+            if len(kids) - 1 != (2 if n in VOTE_OPS else len(kids) - 1) or \
+                    (n in SHUFFLE_OPS and len(kids) - 1 not in (3, 4)):
+                return False
+            if not self._full_mask(kids[1]):
+                return False
+        for c, n in calls:
+            if n in SHUFFLE_OPS or n in VOTE_OPS or n in PURE_CALLS:
+                continue
+            kids = list(c.get_children())
+            if kids and kids[0].kind == ci.CursorKind.TYPE_REF:
+                continue   # T(0): a functional cast
+            return False
+        refs = [x for x in self.walk(st) if x.kind in (ci.CursorKind.DECL_REF_EXPR,
+                                                        ci.CursorKind.OVERLOADED_DECL_REF)
+                and x.spelling in SYNC_NAMES]
+        if len({x.extent.start.offset for x in refs}) != len(ops):
+            return False   # another synchronisation, or a warp operation's name not called
+        assigns = 0
+        for t in st.get_tokens():
+            if t.spelling in ("++", "--"):
+                return False
+            if t.spelling in _WRITE_AFTER:
+                assigns += 1
+                if any(a <= t.extent.start.offset < b for a, b in spans):
+                    return False
+            elif t.spelling in ("?", "&&", "||") and not any(
+                    a <= t.extent.start.offset < b for a, b in spans):
+                return False
+        return assigns <= 1
+
+    def _full_mask(self, expr):
+        ci = self.ci
+        if "".join(t.spelling for t in expr.get_tokens()) in FULL_MASKS:
+            return True
+        c = expr
+        while c.kind == ci.CursorKind.UNEXPOSED_EXPR and len(list(c.get_children())) == 1:
+            c = next(c.get_children())
+        d = c.referenced if c.kind == ci.CursorKind.DECL_REF_EXPR else None
+        if d is None or d.kind != ci.CursorKind.VAR_DECL or not d.type.is_const_qualified() or \
+                d.location.file is None or d.location.file.name != SOURCE_NAME:
+            return False
+        inits = [x for x in d.get_children() if x.kind.is_expression()]
+        return bool(inits) and "".join(t.spelling for t in inits[-1].get_tokens()) in FULL_MASKS
 
     def is_shared_decl(self, s):
         if s.kind != self.ci.CursorKind.DECL_STMT:
@@ -458,6 +593,31 @@ class KernelAnalysis:
                 region = counter[0]
                 continue
             if self.is_shared_decl(s):
+                continue
+            if self.is_shuffle_stmt(s):
+                # its arguments are read in the thread loop before it (this region), the
+                # statement runs in the next
+                if self._in_warp_if or seen_return:
+                    raise _Fallback(f"a warp shuffle or vote after a return or in a warp if "
+                                    f"(line {s.location.line})")
+                for c, _ in self.shuffle_calls_of(s):
+                    for arg in list(c.get_children())[1:]:
+                        for x in self.walk(arg):
+                            if x.kind == ci.CursorKind.DECL_REF_EXPR and x.referenced is not None:
+                                self.uses.setdefault(x.referenced.hash, set()).add(region)
+                counter[0] += 1
+                region = counter[0]
+                if s.kind == ci.CursorKind.DECL_STMT:
+                    decls = self.var_decls(s)
+                    if any(d.storage_class == ci.StorageClass.STATIC for d in decls):
+                        raise _Fallback(f"a static local variable (line {s.location.line}): one "
+                                        "for all threads")
+                    for d in decls:
+                        self.region_of[d.hash] = region
+                        self.same_stmt[d.hash] = decls
+                for x in self.walk(s):
+                    if x.kind == ci.CursorKind.DECL_REF_EXPR and x.referenced is not None:
+                        self.uses.setdefault(x.referenced.hash, set()).add(region)
                 continue
             if self.warp_if(s):
                 if self._loop_depth or self._in_warp_if or seen_return:
