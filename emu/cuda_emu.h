@@ -92,7 +92,9 @@ long long clock64();
 // at file:line and the other existing lanes `missing` not: on fibers no thread could proceed.
 // Records the failure; the split function returns at once and the block is reported as the
 // fibers report it (scheduler.cpp, run_block).
-void split_warp_stuck(const char *file, int line, int warp, unsigned waiting, unsigned missing);
+// `op`: the branch's first warp operation, where those lanes wait (a shuffle or vote there too).
+void split_warp_stuck(const char *file, int line, int warp, unsigned waiting, unsigned missing,
+                      const char *op = "__syncwarp()");
 
 // A shuffle's width as warp_op takes it: a power of two in 1..32, anything else is 32.
 static inline int shfl_width(int width)

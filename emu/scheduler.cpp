@@ -841,19 +841,19 @@ int default_threads()
 
 // ---- entry points used by kernels (through cuda_emu.h) ----
 
-void split_warp_stuck(const char *file, int line, int warp, unsigned waiting, unsigned missing)
+void split_warp_stuck(const char *file, int line, int warp, unsigned waiting, unsigned missing, const char *op)
 {
     Worker &w = worker();
     const int n = __builtin_popcount(waiting);
     char buf[512];
     if (w.split_stuck.empty()) {
-        snprintf(buf, sizeof buf, "\n  lanes of warps that enter it wait at __syncwarp() at %s:%d", file, line);
+        snprintf(buf, sizeof buf, "\n  lanes of warps that enter it wait at %s at %s:%d", op, file, line);
         w.split_stuck = buf;
     }
     snprintf(buf, sizeof buf,
-             "\n  warp %d: %d lane%s wait%s at __syncwarp() (%s:%d) with mask 0xffffffff, but lanes 0x%08x "
+             "\n  warp %d: %d lane%s wait%s at %s (%s:%d) with mask 0xffffffff, but lanes 0x%08x "
              "never arrive (they skip the if holding it)",
-             warp, n, n == 1 ? "" : "s", n == 1 ? "s" : "", file, line, missing);
+             warp, n, n == 1 ? "" : "s", n == 1 ? "s" : "", op, file, line, missing);
     w.split_stuck += buf;
 }
 

@@ -252,7 +252,10 @@ __global__ void half(float *x)
 
 
 @pytest.mark.parametrize("src,name,why", [
-    (DIVERGENT_SHUFFLE, "half", "barrier under thread-dependent"),
+    (DIVERGENT_SHUFFLE.replace("threadIdx.x < 16", "v > 0.0f"), "half",
+     "condition reads more than the thread's index"),
+    (DIVERGENT_SHUFFLE.replace("if (threadIdx.x < 16)", "if (threadIdx.x < 16) {} else"), "half",
+     "barrier under thread-dependent"),
     (DIVERGENT_SHUFFLE.replace("if (threadIdx.x < 16) v +=", "for (int r = 0; r < (int)threadIdx.x % 2; ++r) v +="),
      "half", "trip count"),
     (DIVERGENT_SHUFFLE.replace("if (threadIdx.x < 16) v += __shfl_down_sync(0xffffffffu, v, 1);",
@@ -267,8 +270,9 @@ def test_shuffles_a_lane_might_skip_keep_the_fibers(src, name, why):
 
 
 def test_a_shuffle_under_a_thread_dependent_if_fails_as_on_fibers():
-    """Lanes 16-31 never arrive at the full-mask shuffle: the kernel keeps the fibers, whose
-    report names the shuffle and the lanes (split off or on alike)."""
+    """Lanes 16-31 never arrive at the full-mask shuffle: the split (a warp if) finds warp 0's
+    lanes disagreeing and reports it as the fibers do: the shuffle, its line, the lanes."""
+    assert split_kernel(DIVERGENT_SHUFFLE, "half").text is not None
     errors = _fibers_error(DIVERGENT_SHUFFLE, "half", 1, 32, np.arange(32, dtype=np.float32))
     assert all("__shfl_down_sync()" in e and "0xffff0000" in e and "kernel.cu:5" in e
                for e in errors), errors
@@ -703,3 +707,82 @@ def test_a_syncwarp_helper_that_cannot_be_inlined_as_is_keeps_the_fibers(change,
     assert res.launch.path == "fibers"
     sums = [x[i:i + 256].astype(np.float64).sum() for i in range(0, 700, 256)]
     np.testing.assert_allclose(out, sums, rtol=0, atol=1e-5 * np.abs(x).sum())
+
+
+# A block sum as reduce_common.h's tm_block_sum writes it, with same-file helpers: `v =
+# warp_sum(v);` is inlined (a non-void helper whose one return ends it), the shuffles of the
+# first warp sum run for every warp, those of the second under `if (warp == 0)` at warp
+# granularity (each warp's lanes checked to agree, then only the warps taking it).
+BLOCK_SUM = r"""
+__device__ float warp_sum(float v)
+{
+    for (int offset = warpSize / 2; offset > 0; offset /= 2)
+        v += __shfl_down_sync(0xffffffffu, v, offset);
+    return v;
+}
+__global__ void block_sum(const float *x, float *out, int n)
+{
+    __shared__ float warp_sums[32];
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = i < n ? x[i] : 0.0f;
+    v = warp_sum(v);
+    const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    if (lane == 0) warp_sums[warp] = v;
+    __syncthreads();
+    if (WARP_COND) {
+        v = lane < (blockDim.x + 31) / 32 ? warp_sums[lane] : 0.0f;
+        v = warp_sum(v);
+    }
+    if (threadIdx.x == 0) out[blockIdx.x] = v;
+}
+"""
+
+
+def _block_sum(src, n, block, check=False):
+    x = np.random.default_rng(n + block).standard_normal(n).astype(np.float32)
+    out = np.full(-(-n // block), np.nan, np.float32)
+    res = tm.compile(src, backend="emu", check=check)(len(out), block, x, out, np.int32(n))
+    return res, x, out
+
+
+@pytest.mark.parametrize("n,block", [(1, 32), (31, 64), (1000, 256), (70001, 1024), (999, 96)])
+def test_a_block_sum_with_shuffles_in_helpers_and_a_warp_if_splits_with_the_fibers_bits(n, block):
+    src = BLOCK_SUM.replace("WARP_COND", "warp == 0")
+    plan = split_kernel(src, "block_sum")
+    assert plan.text is not None, plan.reason
+    assert plan.text.count("tm_emu::split_shfl(tm_emu::OP_SHFL_DOWN") == 2
+    res, x, out = _block_sum(src, n, block)
+    assert res.launch.path == "thread loops", res.launch.path_reason
+    fib, _, out_fibers = _block_sum(src, n, block, check=True)   # check mode: the fibers
+    assert fib.launch.path == "fibers"
+    np.testing.assert_array_equal(out, out_fibers)
+    ref = np.add.reduceat(np.pad(x.astype(np.float64), (0, len(out) * block - n)),
+                          np.arange(0, len(out) * block, block))
+    if block % 32 == 0:   # (a partial warp's shuffles add a lane's own value for missing ones)
+        np.testing.assert_allclose(out, ref, rtol=0, atol=1e-6 * 11 * np.abs(x).sum() + 1e-6)
+
+
+def test_a_shuffle_in_a_divergent_warp_if_is_reported_as_the_fibers_report_it():
+    """`threadIdx.x < 16`: lanes 0-15 of warp 0 wait at the helper's shuffle for lanes 16-31,
+    which skip the if and exit. Both paths fail naming the shuffle, its line in the helper, the
+    warp and the missing lanes."""
+    src = BLOCK_SUM.replace("WARP_COND", "threadIdx.x < 16")
+    assert split_kernel(src, "block_sum").text is not None
+    errors = []
+    for check in (False, True):   # check mode: the fibers
+        with pytest.raises(tm.KernelError, match="no thread can proceed") as exc:
+            _block_sum(src, 200, 64, check=check)
+        errors.append(str(exc.value))
+    assert all("__shfl_down_sync() (kernel.cu:5)" in e and "warp 0" in e and "0xffff0000" in e
+               for e in errors), errors
+
+
+def test_a_shuffle_after_a_warp_if_keeps_the_fibers():
+    """Lanes skipping the warp if would meet it on fibers (a group of different operations)."""
+    src = BLOCK_SUM.replace("WARP_COND", "warp == 0").replace(
+        "    if (threadIdx.x == 0) out", "    v += __shfl_xor_sync(0xffffffffu, v, 1);\n"
+        "    if (threadIdx.x == 0) out")
+    assert "after an if holding warp operations" in _fallback_reason(src, "block_sum")
+    res, x, out = _block_sum(src, 1000, 128)
+    assert res.launch.path == "fibers"
+    assert np.isfinite(out).all()

@@ -46,13 +46,15 @@ fit in MAX_FRAME bytes; otherwise the same launch runs on fibers. benchmarks/emu
 the figures. split_analysis.py holds the analysis (what is uniform, live, recomputed, and the
 checks that keep the fibers); this module writes the text and is the transform's public face.
 """
+import os
 import re
 from dataclasses import dataclass
 
 from .kernel_diagnostics import SOURCE_NAME
 from .kernel_source import _cindex, emu_dialect, split_top_level
 from .split_analysis import (MAX_FRAME, PURE_CALLS, SHUFFLE_OPS, VOTE_OPS,  # noqa: F401
-                             KernelAnalysis, _Fallback, inline_warp_helpers, kernel_names)
+                             KernelAnalysis, _Fallback, inline_helpers, inline_warp_helpers,
+                             kernel_names)
 
 
 @dataclass
@@ -73,16 +75,17 @@ class SplitPlan:
     fiber_guard_reason: str = ""
 
 
-def split_kernel(source, name, define_lines=(), templates=False):
+def split_kernel(source, name, define_lines=(), templates=False, headers=None):
     """SplitPlan for kernel `name` of `source` (the user's text as written; the emulator's
-    dialect is applied here, as full_source does)."""
+    dialect is applied here, as full_source does). `headers`: {name: text} of headers whose
+    device helpers may be inlined (registry_source: the registry's own, never a user's)."""
     ci = _cindex()
     if ci is None:
         return SplitPlan(None, "libclang is not available")
     text = source if templates else emu_dialect(source)
     try:
-        inlined, sync_lines = inline_warp_helpers(ci, text, name, define_lines, templates)
-        analysis = KernelAnalysis(ci, inlined, name, define_lines, templates)
+        inlined, sync_lines = inline_helpers(ci, text, name, define_lines, templates, headers)
+        analysis = KernelAnalysis(ci, inlined, name, define_lines, templates, headers)
         analysis.inlined_sync_lines = sync_lines
         analysis.analyse()
         plan = _Emitter(analysis).plan()
@@ -103,6 +106,7 @@ class _Emitter:
         self.n_regions = 0   # barrier-free regions made
         self.frame = 0       # bytes of per-thread arrays per thread (those known here)
         self.pred_arrays = []   # per-thread predicates of warp `if`s (bool per thread)
+        self._warp_masks = None  # inside a warp `if`: its per-warp lane masks' array (_warp_if)
         # shuffles and votes: (kind, index) -> array declaration, per call site (_exchange)
         self.exchange_arrays = {}
         self.exchange_index = {}   # CALL_EXPR hash -> its call site's index
@@ -135,6 +139,10 @@ class _Emitter:
                 run.clear()
 
         for i, s in enumerate(map(self.a.unwrap, stmts)):
+            if self._warp_masks is not None and self.a.is_warp_sync_stmt(s):
+                flush(False)
+                out.append(f"/* __syncwarp() line {s.location.line} */")
+                continue
             if self.a.is_shuffle_stmt(s):
                 # the run so far and the stores of the statement's values: one thread loop;
                 # the statement starts the next (its results read from the stores)
@@ -278,8 +286,13 @@ class _Emitter:
         cond = list(s.get_children())[0]
         cond_text = self.data[cond.extent.start.offset:cond.extent.end.offset].decode()
         stmts = self.a.warp_if_stmts(s)
-        sync_line = next(st.location.line for st in stmts if self.a.is_warp_sync_stmt(st))
-        sync_line = self.a.inlined_sync_lines.get(sync_line, sync_line)
+        # where the lanes entering the branch wait on fibers: its first warp operation
+        first = min((c for st in stmts for c in self.walk(st) if c.kind == ci.CursorKind.CALL_EXPR
+                     and (c.hash in self.a.warp_syncs or c.hash in self.a.shuffle_calls)),
+                    key=lambda c: c.extent.start.offset)
+        op = "__syncwarp()" if first.hash in self.a.warp_syncs else \
+            self.a.call_name(first) + "()"
+        sync_line = self.a.inlined_sync_lines.get(first.location.line, first.location.line)
         out = [self._thread_loop([cond], False,
                                  text=f"{pred}[tm_row_ + tm_x_] = ({cond_text});")]
         out.append(
@@ -293,22 +306,14 @@ class _Emitter:
             f"{masks}[tm_w_ / 32] = tm_on_;\n"
             f"if (tm_on_ != 0 && tm_on_ != tm_all_) {{ tm_stuck_ = true;\n"
             f"if (++tm_nstuck_ <= 4) tm_emu::split_warp_stuck(\"{SOURCE_NAME}\", {sync_line}, "
-            f"(int)(tm_w_ / 32), tm_on_, tm_all_ & ~tm_on_); }}\n}}\n"
+            f"(int)(tm_w_ / 32), tm_on_, tm_all_ & ~tm_on_"
+            + ("" if op == "__syncwarp()" else f", \"{op}\"") + "); }\n}\n"
             f"if (tm_stuck_) return; }}")
-        stretch = []
-        for st in stmts + [None]:
-            if st is None or self.a.is_warp_sync_stmt(st):
-                body = [x for x in stretch if not (x.kind == ci.CursorKind.DECL_STMT and any(
-                    d.hash in self.a.recompute for d in self.a.var_decls(x)))]
-                if body:
-                    label = f"tm_next_thread_{self.n_regions + 1}_"
-                    text = "\n".join(self._stmt_text(x, label) for x in body)
-                    out.append(self._thread_loop(body, False, text=text, warps=masks))
-                if st is not None:
-                    out.append(f"/* __syncwarp() line {st.location.line} */")
-                stretch = []
-                continue
-            stretch.append(st)
+        # the branch, split as any statement list (shuffles, loops holding them, the
+        # __syncwarp()s end thread loops), each thread loop over the warps taking it
+        self._warp_masks = masks
+        out.append(self._emit_seq(stmts, False))
+        self._warp_masks = None
         return "\n".join(out)
 
     def _site(self, c):
@@ -420,6 +425,8 @@ class _Emitter:
         with `warps` (the name of a per-warp array of lane masks, _warp_if), for the threads of
         the warps whose mask is not zero, in linear order."""
         self.n_regions += 1
+        if warps is None:
+            warps = self._warp_masks
         used = set()
         for s in stmts:
             for c in self.walk(s):
@@ -633,9 +640,21 @@ def registry_source(source, path):
     if ci is None:
         return source, {}
     names = kernel_names(source)
+    # the file's own headers beside it (cuda/reduce_common.h): for a kernel calling a helper
+    # from one (tm_block_sum), the headers are parsed too and their device helpers inlined
+    # where a call is exactly their body (the other kernels are analysed as before)
+    headers = {}
+    for inc in re.findall(r'^\s*#\s*include\s*"([\w.]+)"', source, re.M):
+        try:
+            with open(os.path.join(os.path.dirname(path), inc)) as f:
+                headers[inc] = f.read()
+        except OSError:
+            continue
     inserts, reasons = [], {}
     for name in names:
         plan = split_kernel(source, name, templates=True)
+        if plan.text is None and "a helper from a header" in plan.reason and headers:
+            plan = split_kernel(source, name, templates=True, headers=headers)
         reasons[name] = plan.reason
         if plan.text is None or not plan.template_args:
             reasons[name] = plan.reason or "not a template (the registry's kernels are)"

@@ -90,16 +90,23 @@ class KernelAnalysis:
     """The analysis of kernel `name` of `text` (the emulator's dialect applied): analyse()
     raises _Fallback with the reason where the kernel must keep its fibers."""
 
-    def __init__(self, ci, text, name, define_lines, templates=False):
+    def __init__(self, ci, text, name, define_lines, templates=False, headers=None):
         self.ci, self.name, self.templates = ci, name, templates
         blanked = _INCLUDE_RE.sub(lambda m: " " * len(m.group(0)), text)
-        prelude = _BODY_PRELUDE + "\n".join(define_lines) + "\n"
+        # `headers`: {name: text} of the registry's own headers (registry_source; never a
+        # user's), parsed after the prelude so that their device helpers can be inlined
+        # (inline_warp_helpers); their own #include lines blanked
+        self.header_data = {f"/tiledmm-split/h/{h}": _INCLUDE_RE.sub(
+            lambda m: " " * len(m.group(0)), t).encode() for h, t in (headers or {}).items()}
+        prelude = _BODY_PRELUDE + "\n".join(define_lines) + "\n" + "".join(
+            f'#include "{h}"\n' for h in self.header_data)
         self.data = blanked.encode()
         index = ci.Index.create()
         self.tu = index.parse(SOURCE_NAME, args=["-x", "c++", "-std=c++17", "-nostdinc",
                                                  "-nostdinc++", "-include", "/tiledmm-split/p.h"],
                               unsaved_files=[(SOURCE_NAME, blanked),
-                                             ("/tiledmm-split/p.h", prelude)],
+                                             ("/tiledmm-split/p.h", prelude)] +
+                              [(h, t.decode()) for h, t in self.header_data.items()],
                               options=ci.TranslationUnit.PARSE_INCOMPLETE)
         self.live_types = {}     # VAR_DECL hash -> (cursor) of per-thread arrays
         self.uniform = set()     # VAR_DECL hashes of block-uniform scalars
@@ -175,8 +182,8 @@ class KernelAnalysis:
             raise _Fallback("no body")
         body = body[0]
         self.params = {p.hash for p in k.get_children() if p.kind == ci.CursorKind.PARM_DECL}
-        self._find_warp_ifs(body)
         self._find_shuffles(body)
+        self._find_warp_ifs(body)
         self._check_body(body)
         self._find_writes(body)
         stmts = list(body.get_children())
@@ -383,13 +390,14 @@ class KernelAnalysis:
         found = []
         for s in self.walk(body):
             if s.kind != ci.CursorKind.IF_STMT or not any(
-                    c.kind == ci.CursorKind.CALL_EXPR and c.spelling == "__syncwarp"
+                    c.kind == ci.CursorKind.CALL_EXPR and (c.spelling == "__syncwarp" or
+                                                           c.hash in self.shuffle_calls)
                     for c in self.walk(s)):
                 continue
             kids = list(s.get_children())
             if len(kids) != 2 or not kids[0].kind.is_expression():
                 continue
-            syncs, ok = set(), True
+            syncs, ok, has_shuffle = set(), True, False
             for st in self.warp_if_stmts(s):
                 c = st
                 while c.kind in (ci.CursorKind.UNEXPOSED_EXPR, ci.CursorKind.PAREN_EXPR) and \
@@ -403,15 +411,22 @@ class KernelAnalysis:
                         ok = False
                     syncs |= {x.hash for x in self.walk(st)}
                     continue
+                shuffled = {x.hash for c, _ in self.shuffle_calls.values()
+                            if st.extent.start.offset <= c.extent.start.offset < st.extent.end.offset
+                            for x in self.walk(list(c.get_children())[0])} | {
+                    c.hash for c, _ in self.shuffle_calls.values()}
+                if shuffled & {x.hash for x in self.walk(st)}:
+                    has_shuffle = True   # a shuffle statement, or a loop holding them
                 for x in self.walk(st):
                     if x.kind in (ci.CursorKind.DECL_REF_EXPR, ci.CursorKind.OVERLOADED_DECL_REF,
-                                  ci.CursorKind.CALL_EXPR) and x.spelling in SYNC_NAMES:
+                                  ci.CursorKind.CALL_EXPR) and x.spelling in SYNC_NAMES and \
+                            x.hash not in shuffled:
                         ok = False
                     if x.kind == ci.CursorKind.GOTO_STMT:
                         ok = False
                 if self._exits([st]):   # return, break, continue, a __shared__ declaration
                     ok = False
-            if ok and syncs:
+            if ok and (syncs or has_shuffle):
                 found.append((s, syncs))
         if len(found) == 1:
             self.warp_ifs.add(found[0][0].hash)
@@ -454,8 +469,8 @@ class KernelAnalysis:
             return c.spelling
         kids = list(c.get_children())
         refs = [x for x in self.walk(kids[0]) if x.kind in (
-            self.ci.CursorKind.OVERLOADED_DECL_REF, self.ci.CursorKind.DECL_REF_EXPR)] \
-            if kids else []
+            self.ci.CursorKind.OVERLOADED_DECL_REF, self.ci.CursorKind.DECL_REF_EXPR) and
+            x.spelling] if kids else []
         return refs[0].spelling if refs else ""
 
     def shuffle_calls_of(self, s):
@@ -472,12 +487,10 @@ class KernelAnalysis:
         explicit template arguments, and are not under `?:`, `&&` or `||` (a lane might skip
         one), and whose only side effect is its one top-level assignment (no ++, --, or calls
         but pure math): its arguments evaluated in one thread loop and the rest of the
-        statement in the next give what the fibers give. A kernel with a warp `if`
-        (_find_warp_ifs) keeps the fibers for them: its lanes skipping the `if` would meet a
-        shuffle there. Anything else is left to _check_body (fibers)."""
+        statement in the next give what the fibers give. In a kernel with a warp `if`
+        (_find_warp_ifs) they may sit in its branch or before it, not after it (lanes skipping
+        the `if` would meet them: _assign_regions). Anything else is left to _check_body (fibers)."""
         ci = self.ci
-        if self.warp_ifs:
-            return
         for parent in self.walk(body):
             kids = list(parent.get_children())
             if parent.kind == ci.CursorKind.COMPOUND_STMT:
@@ -597,9 +610,9 @@ class KernelAnalysis:
             if self.is_shuffle_stmt(s):
                 # its arguments are read in the thread loop before it (this region), the
                 # statement runs in the next
-                if self._in_warp_if or seen_return:
-                    raise _Fallback(f"a warp shuffle or vote after a return or in a warp if "
-                                    f"(line {s.location.line})")
+                if seen_return or (self.warp_ifs_seen and not self._in_warp_if):
+                    raise _Fallback(f"a warp shuffle or vote after a return or after an if "
+                                    f"holding warp operations (line {s.location.line})")
                 for c, _ in self.shuffle_calls_of(s):
                     for arg in list(c.get_children())[1:]:
                         for x in self.walk(arg):
@@ -625,8 +638,9 @@ class KernelAnalysis:
                                     f"{s.location.line})")
                 cond = list(s.get_children())[0]
                 if not self._warp_predicate(cond):
-                    raise _Fallback(f"__syncwarp under an if whose condition reads more than the "
-                                    f"thread's index and uniform values (line {s.location.line})")
+                    raise _Fallback(f"__syncwarp or a shuffle under an if whose condition reads "
+                                    f"more than the thread's index and uniform values (line "
+                                    f"{s.location.line})")
                 self.warp_ifs_seen.add(s.hash)
                 counter[0] += 1   # the predicate's thread loop
                 for c in self.walk(cond):
@@ -642,8 +656,6 @@ class KernelAnalysis:
             barrier_loop = s.kind == ci.CursorKind.FOR_STMT and self.has_barrier(s)
             if barrier_loop:
                 self._check_uniform_for(s)
-            if self._in_warp_if:
-                barrier_loop = False
             if barrier_loop or (not seen_return and not self.has_barrier(s) and
                                 not self._in_warp_if and self._hoistable(s)):
                 self.hoisted.add(s.hash)
@@ -951,7 +963,21 @@ def kernel_names(source):
     return sorted({c.spelling for c in _kernel_cursors(ci, tu.cursor) if c.is_definition()})
 
 
-def inline_warp_helpers(ci, text, name, define_lines=(), templates=False):
+def inline_helpers(ci, text, name, define_lines=(), templates=False, headers=None):
+    """inline_warp_helpers until nothing more is inlined (a helper's body may call another:
+    tm_block_sum calls tm_warp_sum), at most 4 rounds. Returns (text, sync lines)."""
+    lines = {}
+    for round_ in range(4):
+        new, more = inline_warp_helpers(ci, text, name, define_lines, templates, headers,
+                                        site=100 * round_)
+        lines.update(more)
+        if new == text:
+            break
+        text = new
+    return text, lines
+
+
+def inline_warp_helpers(ci, text, name, define_lines=(), templates=False, headers=None, site=0):
     """`text` with each call statement of kernel `name` to a helper of the same file that
     synchronises with `__syncwarp` (reduce_steps' `last_warp_sum(partial, tid);`) replaced by
     the helper's body, so that the warp `if` around it can split at warp granularity
@@ -963,8 +989,14 @@ def inline_warp_helpers(ci, text, name, define_lines=(), templates=False):
     its template parameters are the kernel's and every argument is a variable of exactly the
     parameter's type (so deduction gives the kernel's own parameters). Anything else: the
     text unchanged (the kernel keeps the fibers where the helper synchronises).
+    A statement `x = helper(args);` directly in a block, x a local variable, of a non-void
+    helper (of the same file or of `headers`, the registry's own) that synchronises (its body
+    names a barrier or warp operation), whose body's one `return` is its last statement, is
+    replaced by the body itself, without braces, so that its barriers are the block's
+    (`R tm_wlK_p = (a); ...; x = static_cast<R>(returned);`, K a number per call): only where
+    the body's own top-level names appear nowhere in the kernel.
     Returns (text, {line of an inlined call: line of the helper's first __syncwarp})."""
-    a = KernelAnalysis(ci, text, name, define_lines, templates)
+    a = KernelAnalysis(ci, text, name, define_lines, templates, headers)
     kernels = [c for c in _kernel_cursors(ci, a.tu.cursor) if c.spelling == name
                and c.is_definition()]
     if len(kernels) != 1:
@@ -979,8 +1011,16 @@ def inline_warp_helpers(ci, text, name, define_lines=(), templates=False):
                       if c.kind in (ci.CursorKind.TEMPLATE_TYPE_PARAMETER,
                                     ci.CursorKind.TEMPLATE_NON_TYPE_PARAMETER)}
     edits = []
+    kernel_words = {t.spelling for t in k.get_tokens()}
 
     def visit(c, parent, index):
+        if c.kind == ci.CursorKind.BINARY_OPERATOR and parent is not None and \
+                parent.kind == ci.CursorKind.COMPOUND_STMT:
+            new = _inline_assigned_call(ci, a, c, kernel_names_, kernel_tparams, kernel_words,
+                                        site + len(edits))
+            if new is not None:
+                edits.append(new)
+                return
         if c.kind == ci.CursorKind.CALL_EXPR and parent is not None and (
                 parent.kind == ci.CursorKind.COMPOUND_STMT or
                 (parent.kind == ci.CursorKind.IF_STMT and index > 0)):
@@ -996,7 +1036,131 @@ def inline_warp_helpers(ci, text, name, define_lines=(), templates=False):
     data = text.encode()
     for start, end, new, _ in sorted(edits, reverse=True):
         data = data[:start] + new.encode() + data[end:]
-    return data.decode(), {line: sync for _, _, _, (line, sync) in edits}
+    return data.decode(), {line: sync for _, _, _, (line, sync) in edits if sync is not None}
+
+
+def _helper_of(ci, a, c):
+    """The definition of the function call `c` calls, if the kernel's file or one of the
+    registry's headers given to the analysis defines it; else None."""
+    kids = list(c.get_children())
+    fn = c.referenced
+    if fn is None and kids:
+        refs = [x for x in a.walk(kids[0]) if x.kind == ci.CursorKind.OVERLOADED_DECL_REF]
+        if refs:
+            if "<" in "".join(t.spelling for t in kids[0].get_tokens()):
+                return None   # explicit template arguments
+            decls = [d for d in a.tu.cursor.get_children() if d.spelling == refs[0].spelling and
+                     d.kind in (ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE)
+                     and d.is_definition()]
+            fn = decls[0] if len(decls) == 1 else None
+    if fn is None or fn.location.file is None or (
+            fn.location.file.name != SOURCE_NAME and fn.location.file.name not in a.header_data):
+        return None
+    return fn.get_definition() or fn
+
+
+def _inline_assigned_call(ci, a, stmt, kernel_names_, kernel_tparams, kernel_words, site):
+    """(start, end, replacement, (line, None)) for `x = helper(args);` (see
+    inline_warp_helpers), or None."""
+    kids = list(stmt.get_children())
+    toks = [t.spelling for t in stmt.get_tokens()]
+    if len(kids) != 2 or len(toks) < 3 or toks[1] != "=":
+        return None
+    lhs, call = kids
+    while call.kind == ci.CursorKind.UNEXPOSED_EXPR and len(list(call.get_children())) == 1:
+        call = next(call.get_children())
+    if lhs.kind != ci.CursorKind.DECL_REF_EXPR or lhs.referenced is None or \
+            lhs.referenced.kind != ci.CursorKind.VAR_DECL or call.kind != ci.CursorKind.CALL_EXPR:
+        return None
+    fn = _helper_of(ci, a, call)
+    if fn is None:
+        return None
+    data = a.data if fn.location.file.name == SOURCE_NAME else a.header_data[fn.location.file.name]
+    fbody = [x for x in fn.get_children() if x.kind == ci.CursorKind.COMPOUND_STMT]
+    if len(fbody) != 1:
+        return None
+    fbody = fbody[0]
+    body_toks = [t.spelling for t in fbody.get_tokens()]
+    if not set(body_toks) & SYNC_NAMES or body_toks.count("return") != 1 or \
+            any(t in ("goto", "#") for t in body_toks):
+        return None
+    stmts = list(fbody.get_children())
+    if not stmts or stmts[-1].kind != ci.CursorKind.RETURN_STMT:
+        return None
+    head = data[fn.extent.start.offset:fbody.extent.start.offset].decode()
+    m = re.search(r"(?:^|>)\s*(?:(?:__device__|__forceinline__|static|inline|__host__)\s+)*"
+                  r"(\w+)\s+" + re.escape(fn.spelling) + r"\s*\(", head)
+    if m is None or m.group(1) == "void":
+        return None
+    rtype = m.group(1)
+    params = [x for x in fn.get_children() if x.kind == ci.CursorKind.PARM_DECL]
+    tparams = {x.spelling for x in fn.get_children()
+               if x.kind in (ci.CursorKind.TEMPLATE_TYPE_PARAMETER,
+                             ci.CursorKind.TEMPLATE_NON_TYPE_PARAMETER)}
+    args = list(call.get_children())[1:]
+    if len(args) != len(params) or not tparams <= kernel_tparams:
+        return None
+    if rtype not in tparams and not re.fullmatch(r"float|double|int|unsigned|long", rtype):
+        return None
+    decls = []
+    prefix = f"tm_wl{site}_"
+    for p, arg in zip(params, args):
+        ptype = p.type.spelling
+        if not p.spelling or re.search(r"[\[\](&]", ptype):
+            return None
+        if tparams:   # deduction must give the kernel's own parameters
+            inner = arg
+            while inner.kind == ci.CursorKind.UNEXPOSED_EXPR and \
+                    len(list(inner.get_children())) == 1:
+                inner = next(inner.get_children())
+            if inner.kind != ci.CursorKind.DECL_REF_EXPR or inner.referenced is None:
+                return None
+            t = inner.referenced.type
+            have = re.sub(r"^const\s+", "", t.spelling.strip())
+            if t.kind in (ci.TypeKind.CONSTANTARRAY, ci.TypeKind.DEPENDENTSIZEDARRAY):
+                have = t.get_array_element_type().spelling + " *"   # decays to a pointer
+            if have.replace(" ", "") != re.sub(r"^const\s+", "", ptype).replace(" ", ""):
+                return None
+        atext = a.data[arg.extent.start.offset:arg.extent.end.offset].decode()
+        decls.append(f"{ptype} {prefix}{p.spelling} = ({atext});")
+    # the body's own top-level names become the kernel's: they must be new there
+    own = {d.spelling for st in stmts if st.kind == ci.CursorKind.DECL_STMT
+           for d in st.get_children() if d.kind == ci.CursorKind.VAR_DECL}
+    if own & kernel_words:
+        return None
+    inside = {x.hash for x in a.walk(fn) if x.kind in (ci.CursorKind.VAR_DECL,
+                                                       ci.CursorKind.PARM_DECL)}
+    renames = {}
+    phashes = {p.hash: p.spelling for p in params}
+    for x in a.walk(fbody):
+        if x.kind != ci.CursorKind.DECL_REF_EXPR or x.referenced is None:
+            continue
+        if x.referenced.hash in phashes:
+            renames[x.extent.start.offset] = prefix + phashes[x.referenced.hash]
+        elif x.referenced.hash not in inside and x.spelling in kernel_names_:
+            return None
+
+    def text_of(cursor):
+        return " ".join(renames.get(t.extent.start.offset, t.spelling)
+                        for t in cursor.get_tokens())
+    ret = [x for x in stmts[-1].get_children() if x.kind.is_expression()]
+    if len(ret) != 1:
+        return None
+    body = " ".join(text_of(st) + (";" if not text_of(st).rstrip().endswith(("}", ";")) else "")
+                    for st in stmts[:-1])
+    end = stmt.extent.end.offset
+    m = re.compile(rb"\s*;").match(a.data, end)
+    if m is None:
+        return None
+    # where a lane waits on fibers: the helper's first warp operation, where the helper is the
+    # kernel's file's (a header's line is in another file: the call's line is reported)
+    first = min((x for x in a.walk(fbody) if x.kind == ci.CursorKind.CALL_EXPR and
+                 a.call_name(x) in SYNC_NAMES), key=lambda x: x.extent.start.offset, default=None)
+    sync = first.location.line if first is not None and \
+        fn.location.file.name == SOURCE_NAME else None
+    return (stmt.extent.start.offset, m.end(),
+            " ".join(decls) + " " + body + f" {lhs.spelling} = static_cast<{rtype}>("
+            f"{text_of(ret[0])});", (stmt.location.line, sync))
 
 
 def _inline_call(ci, a, c, kernel_names_, kernel_tparams):
