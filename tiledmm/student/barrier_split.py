@@ -25,11 +25,18 @@ outside loops, whose condition reads only the thread index and uniform values, r
 thread loop storing each thread's predicate, a check that the lanes of every warp agree (if
 not, the block fails as on fibers: "no thread can proceed", tm_emu::split_warp_stuck), then one
 loop per stretch between `__syncwarp()`s over the threads of the warps taking the branch.
+Full-mask shuffles and votes (split_analysis._find_shuffles): a statement holding them ends a
+thread loop that stores every thread's value (its bits, as the emulator's warp_op takes them)
+in a per-call-site exchange array, and the next thread loop reads its source lane's
+(tm_emu::split_shfl / split_vote, the fibers' lane rule), at the top level, in uniform loops
+(tm_warp_sum's `for (offset ...)`) and in the warp `if`'s branch (tm_block_sum's
+`if (warp == 0)`); a non-void helper called as `x = helper(args);` is inlined without braces
+(inline_helpers), and the registry's own headers' helpers too (registry_source).
 
 Everything else keeps the fibers (the kernel says why, `SplitPlan.reason`): barriers under an
 `if` with a thread-dependent condition, a `while` or a loop with a thread-dependent header (the
 fibers report divergence there as before), `__syncthreads_count/and/or`, warp operations
-(shuffles, votes, __syncwarp other than in the warp `if` above), `goto`, `asm`, a `return` before a barrier, `break`/`continue`
+other than those above (partial masks, under `?:`/`&&`/`||`, after the warp `if`), `goto`, `asm`, a `return` before a barrier, `break`/`continue`
 that would leave a thread loop, templates (tm.compile), helper functions that synchronise, and
 any source libclang cannot read.
 
@@ -414,8 +421,11 @@ class _Emitter:
 
         def text(c):
             return self.data[c.extent.start.offset:c.extent.end.offset].decode()
-        step = (f"if ({text(cond)}) {{\n{self.src(body)}\n{text(inc)};\n"
-                f"tm_more_ = true;\n}}")
+        # a round runs up to ROUND_ITERATIONS of a thread's iterations in a row (its variables
+        # stay in registers; the neighbours that follow find the same cache lines still there)
+        step = (f"for (int tm_k_ = 0; tm_k_ < {ROUND_ITERATIONS}; ++tm_k_) {{\n"
+                f"if (!({text(cond)})) break;\n{self.src(body)}\n{text(inc)};\n}}\n"
+                f"if ({text(cond)}) tm_more_ = true;")
         return (self._thread_loop([init], False) + "\n"
                 "for (bool tm_more_ = true; tm_more_;) {\ntm_more_ = false;\n" +
                 self._thread_loop([cond, inc, body], False, text=step) + "\n}")
@@ -685,6 +695,13 @@ def registry_source(source, path):
         out = out[:end] + "\n" + text + out[end:]
     return f'#line 1 "{path}"\n' + out, reasons
 
+
+# Iterations of one thread a grid-stride loop's round runs in a row (_round_loop): 1 walks every
+# thread's per-thread variables once per iteration; more keep them in registers while the
+# lines the thread reads stay in L1 for its neighbours. One thread's lines are a stride apart
+# (atomic: 8 KiB, the same L1 set): more than the cache's ways evict each other
+# (benchmarks/emu_notes.md has the figures of 1, 8, 16 and of groups of threads).
+ROUND_ITERATIONS = 8
 
 _VECTOR_TYPES = {"float2", "float3", "float4", "double2", "int2", "int3", "int4", "uint3",
                  "dim3"}

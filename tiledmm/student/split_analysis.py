@@ -383,8 +383,10 @@ class KernelAnalysis:
 
     def _find_warp_ifs(self, body):
         """The kernel's warp `if` (see __init__), if it has exactly one: no else branch, its
-        branch's `__syncwarp()` calls (full mask) are top-level statements, and the branch holds
-        no other synchronisation, no return, break, continue or loop exit. With more than one,
+        branch's `__syncwarp()` calls (full mask) are top-level statements, its shuffles and
+        votes are shuffle statements (_find_shuffles; in loops the thread loops go inside of:
+        _assign_regions checks), and the branch holds no other synchronisation, no return,
+        break, continue or loop exit. With more than one,
         lanes skipping one could meet another's __syncwarp on fibers: no split."""
         ci = self.ci
         found = []
