@@ -786,3 +786,17 @@ def test_a_shuffle_after_a_warp_if_keeps_the_fibers():
     res, x, out = _block_sum(src, 1000, 128)
     assert res.launch.path == "fibers"
     assert np.isfinite(out).all()
+
+
+def test_a_warp_if_whose_first_shuffle_may_not_be_reached_keeps_the_fibers():
+    """The split checks a warp's lanes before the branch; a disagreeing warp is stuck on fibers
+    only if its lanes reach a warp operation: a loop of data-dependent trip count (n may be 0)
+    before it keeps the fibers, which report only what happens."""
+    src = BLOCK_SUM.replace("WARP_COND", "threadIdx.x < 16").replace(
+        "v = warp_sum(v);\n    }",
+        "for (int k = 0; k < n - 1000; ++k) v += __shfl_down_sync(0xffffffffu, v, 1);\n    }")
+    assert "barrier under thread-dependent" in _fallback_reason(src, "block_sum")
+    res, x, out = _block_sum(src, 1000, 64)   # no iteration: no lane waits, no error
+    assert res.launch.path == "fibers"
+    # thread 0 holds its warp's shuffled sum; the if's branch then reads warp sums 0 and 1
+    assert np.isfinite(out).all() and out[0] != 0.0

@@ -428,11 +428,48 @@ class KernelAnalysis:
                         ok = False
                 if self._exits([st]):   # return, break, continue, a __shared__ declaration
                     ok = False
-            if ok and (syncs or has_shuffle):
+            if ok and (syncs or has_shuffle) and self._first_warp_op_reached(s):
                 found.append((s, syncs))
         if len(found) == 1:
             self.warp_ifs.add(found[0][0].hash)
             self.warp_syncs |= found[0][1]
+
+    def _first_warp_op_reached(self, s):
+        """Whether the lanes entering warp `if` `s` surely reach its first warp operation:
+        at the top of the branch, or inside `for` loops whose headers hold only literals,
+        warpSize and the loop's variable (tm_warp_sum's `for (offset = warpSize / 2; ...)`).
+        The split checks the lanes' agreement before the branch and reports a disagreeing warp
+        as stuck there; on fibers the lanes wait at that operation, so it must be reached (a
+        loop of no iteration would make the report false)."""
+        ci = self.ci
+        first = min((c for c in self.walk(s) if c.kind == ci.CursorKind.CALL_EXPR and (
+            c.spelling == "__syncwarp" or c.hash in self.shuffle_calls)),
+            key=lambda c: c.extent.start.offset, default=None)
+        if first is None:
+            return False
+        pos = first.extent.start.offset
+
+        def around(c):
+            """The statements between the branch and `first`."""
+            for k in c.get_children():
+                if k.extent.start.offset <= pos < k.extent.end.offset:
+                    yield k
+                    yield from around(k)
+        for c in around(list(s.get_children())[1]):
+            if c.kind in (ci.CursorKind.WHILE_STMT, ci.CursorKind.DO_STMT,
+                          ci.CursorKind.CXX_FOR_RANGE_STMT, ci.CursorKind.IF_STMT,
+                          ci.CursorKind.SWITCH_STMT, ci.CursorKind.CONDITIONAL_OPERATOR):
+                return False
+            if c.kind == ci.CursorKind.FOR_STMT:
+                header, _, _ = self.for_parts(c)
+                names = {d.spelling for h in header for d in self.walk(h)
+                         if d.kind == ci.CursorKind.VAR_DECL}
+                for h in header:
+                    for t in h.get_tokens():
+                        if t.kind == ci.TokenKind.IDENTIFIER and t.spelling not in names and \
+                                t.spelling != "warpSize":
+                            return False
+        return True
 
     def _warp_predicate(self, cond):
         """Whether an `if`'s condition reads only threadIdx, uniform values and locals
