@@ -413,12 +413,14 @@ class KernelAnalysis:
                         ok = False
                     syncs |= {x.hash for x in self.walk(st)}
                     continue
-                shuffled = {x.hash for c, _ in self.shuffle_calls.values()
-                            if st.extent.start.offset <= c.extent.start.offset < st.extent.end.offset
-                            for x in self.walk(list(c.get_children())[0])} | {
-                    c.hash for c, _ in self.shuffle_calls.values()}
-                if shuffled & {x.hash for x in self.walk(st)}:
-                    has_shuffle = True   # a shuffle statement, or a loop holding them
+                # the shuffle statements' calls (and their callees' names) in `st`: a shuffle
+                # statement, or a loop holding them
+                shuffled = set()
+                for c, _ in self.shuffle_calls.values():
+                    if st.extent.start.offset <= c.extent.start.offset < st.extent.end.offset:
+                        shuffled |= {c.hash} | {x.hash for x in
+                                                self.walk(list(c.get_children())[0])}
+                has_shuffle = has_shuffle or bool(shuffled)
                 for x in self.walk(st):
                     if x.kind in (ci.CursorKind.DECL_REF_EXPR, ci.CursorKind.OVERLOADED_DECL_REF,
                                   ci.CursorKind.CALL_EXPR) and x.spelling in SYNC_NAMES and \
@@ -567,9 +569,8 @@ class KernelAnalysis:
                 return False   # a warp operation in another's arguments
             if "<" in [t.spelling for t in kids[0].get_tokens()]:
                 return False
-            if len(kids) - 1 != (2 if n in VOTE_OPS else len(kids) - 1) or \
-                    (n in SHUFFLE_OPS and len(kids) - 1 not in (3, 4)):
-                return False
+            if len(kids) - 1 not in ((2,) if n in VOTE_OPS else (3, 4)):
+                return False   # (libclang lists a default width as an argument)
             if not self._full_mask(kids[1]):
                 return False
         for c, n in calls:
