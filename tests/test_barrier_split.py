@@ -2,6 +2,7 @@
 kernels take the thread loops, which keep the fibers, and that both give the same results as
 NumPy (float64, tolerance growing with K) and as each other."""
 import os
+import re
 
 import numpy as np
 import pytest
@@ -198,22 +199,27 @@ __global__ void shuffles(const float *x, float *sums, float *mixed, unsigned *vo
 """
 
 
-def _shuffles(n, block, check):
-    x = np.random.default_rng(n + block).standard_normal(n).astype(np.float32)
-    outs = [np.full(n, np.nan, np.float32), np.full(n, np.nan, np.float32),
-            np.zeros(n, np.uint32)]
-    res = tm.compile(SHUFFLES, backend="emu", check=check)(-(-n // block), block, x, *outs,
-                                                           np.int32(n))
+# the same in double (8-byte values through the exchange), under a block-uniform if
+SHUFFLES_F64 = re.sub(r"(\d\.\d+)f\b", r"\1", SHUFFLES.replace("float", "double")).replace(
+    "    for (int offset", "    if (n > 0) for (int offset")
+
+
+def _shuffles(src, dtype, n, block, check):
+    x = np.random.default_rng(n + block).standard_normal(n).astype(dtype)
+    outs = [np.full(n, np.nan, dtype), np.full(n, np.nan, dtype), np.zeros(n, np.uint32)]
+    res = tm.compile(src, backend="emu", check=check)(-(-n // block), block, x, *outs,
+                                                      np.int32(n))
     return res, x, outs
 
 
+@pytest.mark.parametrize("src,dtype", [(SHUFFLES, np.float32), (SHUFFLES_F64, np.float64)])
 @pytest.mark.parametrize("n,block", [(1, 32), (20, 32), (1000, 96), (70, 48), (4099, 1024),
                                      (33, 33), (5, 1)])
-def test_each_shuffle_and_vote_splits_with_the_fibers_bits(n, block):
-    assert split_kernel(SHUFFLES, "shuffles").text is not None
-    res, x, outs = _shuffles(n, block, check=False)
+def test_each_shuffle_and_vote_splits_with_the_fibers_bits(src, dtype, n, block):
+    assert split_kernel(src, "shuffles").text is not None
+    res, x, outs = _shuffles(src, dtype, n, block, check=False)
     assert res.launch.path == "thread loops", res.launch.path_reason
-    fib, _, fib_outs = _shuffles(n, block, check=True)   # check mode: the fibers
+    fib, _, fib_outs = _shuffles(src, dtype, n, block, check=True)   # check mode: the fibers
     assert fib.launch.path == "fibers"
     for a, b in zip(outs, fib_outs):
         np.testing.assert_array_equal(a, b)
@@ -225,7 +231,8 @@ def test_each_shuffle_and_vote_splits_with_the_fibers_bits(n, block):
         end = min(s0 + 32, (s0 // block + 1) * block, n)
         if s0 < n and s0 + 32 <= (s0 // block + 1) * block:
             want = x[s0:end].astype(np.float64).sum()
-            assert abs(outs[0][s0] - want) <= 1e-6 * 6 * np.abs(x[s0:end]).sum() + 1e-7
+            eps = np.finfo(dtype).eps
+            assert abs(outs[0][s0] - want) <= 8 * eps * 6 * np.abs(x[s0:end]).sum() + eps
             bal = sum(1 << k for k in range(end - s0) if x[s0 + k] > 0)
             if end - s0 == min(32, (s0 // block + 1) * block - s0):   # every lane exists in x
                 any_ = int((x[s0:end] > 2.5).any())

@@ -672,6 +672,12 @@ class KernelAnalysis:
                     if x.kind == ci.CursorKind.DECL_REF_EXPR and x.referenced is not None:
                         self.uses.setdefault(x.referenced.hash, set()).add(region)
                 continue
+            if self.warp_if(s) and not any(c.hash in self.warp_syncs for c in self.walk(s)) \
+                    and self._uniform_expr(list(s.get_children())[0]):
+                # only shuffles under a block-uniform condition (`if (n > 0)`): every warp takes
+                # the same branch, a block-uniform if (split_ifs, below), after which shuffles
+                # may follow
+                self.warp_ifs.discard(s.hash)
             if self.warp_if(s):
                 if self._loop_depth or self._in_warp_if or seen_return:
                     raise _Fallback(f"__syncwarp under a loop or after a return (line "
