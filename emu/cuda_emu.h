@@ -92,7 +92,54 @@ long long clock64();
 // at file:line and the other existing lanes `missing` not: on fibers no thread could proceed.
 // Records the failure; the split function returns at once and the block is reported as the
 // fibers report it (scheduler.cpp, run_block).
-void split_warp_stuck(const char *file, int line, int warp, unsigned waiting, unsigned missing);
+// `op`: the branch's first warp operation, where those lanes wait (a shuffle or vote there too).
+void split_warp_stuck(const char *file, int line, int warp, unsigned waiting, unsigned missing,
+                      const char *op = "__syncwarp()");
+
+// A shuffle's width as warp_op takes it: a power of two in 1..32, anything else is 32.
+static inline int shfl_width(int width)
+{
+    return (width <= 0 || width > 32 || (width & (width - 1))) ? 32 : width;
+}
+// The lane whose value a shuffle `op` gives lane `l` (arg: srcLane, delta or laneMask as an int;
+// `wd` from shfl_width), or -1 for the lane's own value; the caller also takes the own value
+// when that lane is not in the group (warp_op) or does not exist (split_shfl).
+static inline int shfl_source(int op, int l, int arg, int wd)
+{
+    const int seg = l & ~(wd - 1);
+    int src = -1;
+    switch (op) {
+    case OP_SHFL: src = seg + (arg & (wd - 1)); break;
+    case OP_SHFL_UP: src = ((l & (wd - 1)) >= arg) ? l - arg : -1; break;
+    case OP_SHFL_DOWN: src = ((l & (wd - 1)) + arg < wd) ? l + arg : -1; break;
+    case OP_SHFL_XOR: src = l ^ arg; if (src < 0 || src >= seg + wd) src = -1; break;
+    default: break;
+    }
+    return src;
+}
+// A kernel split into thread loops (tiledmm/student/barrier_split.py) runs a full-mask shuffle
+// as two loops: each thread's value's bits go to `vals` (one per thread of the block), then
+// thread `t` (linear index; `nt` threads in the block) takes its result here: what warp_op
+// gives when every existing lane of the warp arrives with a full mask.
+static inline unsigned long long split_shfl(int op, const unsigned long long *vals, unsigned t,
+                                            unsigned nt, int arg, int width)
+{
+    const int l = (int)(t & 31u);
+    const unsigned base = t - (unsigned)l;
+    const int lanes = nt - base >= 32 ? 32 : (int)(nt - base);
+    const int src = shfl_source(op, l, arg, shfl_width(width));
+    return (src >= 0 && src < lanes) ? vals[base + (unsigned)src] : vals[t];
+}
+// The same for a full-mask vote: `ballots[w]` holds warp w's lanes whose predicate is not zero.
+static inline unsigned long long split_vote(int op, const unsigned *ballots, unsigned t, unsigned nt)
+{
+    const unsigned base = t & ~31u;
+    const unsigned lanes = nt - base >= 32 ? 32 : nt - base;
+    const unsigned exist = lanes == 32 ? ~0u : (1u << lanes) - 1u;
+    const unsigned bal = ballots[t >> 5];
+    return op == OP_BALLOT ? bal : op == OP_ALL ? (unsigned long long)(bal == exist)
+                                                : (unsigned long long)(bal != 0);
+}
 
 template <typename T>
 static inline unsigned long long to_bits(T v)

@@ -841,19 +841,19 @@ int default_threads()
 
 // ---- entry points used by kernels (through cuda_emu.h) ----
 
-void split_warp_stuck(const char *file, int line, int warp, unsigned waiting, unsigned missing)
+void split_warp_stuck(const char *file, int line, int warp, unsigned waiting, unsigned missing, const char *op)
 {
     Worker &w = worker();
     const int n = __builtin_popcount(waiting);
     char buf[512];
     if (w.split_stuck.empty()) {
-        snprintf(buf, sizeof buf, "\n  lanes of warps that enter it wait at __syncwarp() at %s:%d", file, line);
+        snprintf(buf, sizeof buf, "\n  lanes of warps that enter it wait at %s at %s:%d", op, file, line);
         w.split_stuck = buf;
     }
     snprintf(buf, sizeof buf,
-             "\n  warp %d: %d lane%s wait%s at __syncwarp() (%s:%d) with mask 0xffffffff, but lanes 0x%08x "
+             "\n  warp %d: %d lane%s wait%s at %s (%s:%d) with mask 0xffffffff, but lanes 0x%08x "
              "never arrive (they skip the if holding it)",
-             warp, n, n == 1 ? "" : "s", n == 1 ? "s" : "", file, line, missing);
+             warp, n, n == 1 ? "" : "s", n == 1 ? "s" : "", op, file, line, missing);
     w.split_stuck += buf;
 }
 
@@ -862,7 +862,7 @@ unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int 
 {
     Worker &w = worker();
     Block *b = w.b;
-    if (width <= 0 || width > 32 || (width & (width - 1))) width = 32;
+    width = shfl_width(width);
     int t = b ? tm_emu_tls.linear_tid : 0;
     int lane = t & 31, base = t - lane;
     unsigned exist = b ? ((b->n - base >= 32) ? ~0u : ((1u << (b->n - base)) - 1u)) : 1u;
@@ -905,13 +905,9 @@ unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int 
         Thr &x = b->t[base + l];
         unsigned xm = x.wmask & g;
         unsigned long long r = x.wval;
-        int wd = x.wwidth, seg = l & ~(wd - 1), src = -1;
+        const int src = shfl_source(x.wop, l, x.warg, x.wwidth);
         switch (x.wop) {
         case OP_SYNCWARP: r = 0; break;
-        case OP_SHFL: src = seg + (x.warg & (wd - 1)); break;
-        case OP_SHFL_UP: src = ((l & (wd - 1)) >= x.warg) ? l - x.warg : -1; break;
-        case OP_SHFL_DOWN: src = ((l & (wd - 1)) + x.warg < wd) ? l + x.warg : -1; break;
-        case OP_SHFL_XOR: src = l ^ x.warg; if (src < 0 || src >= seg + wd) src = -1; break;
         case OP_BALLOT: case OP_ALL: case OP_ANY: {
             unsigned bal = 0;
             for (unsigned k = xm; k; k &= k - 1) {

@@ -2,6 +2,7 @@
 kernels take the thread loops, which keep the fibers, and that both give the same results as
 NumPy (float64, tolerance growing with K) and as each other."""
 import os
+import re
 
 import numpy as np
 import pytest
@@ -145,7 +146,7 @@ __global__ void votes(const int *flags, int *out)
     assert out.tolist() == [32, 0, 1]
 
 
-def test_shuffles_between_barriers_fall_back():
+def test_shuffles_between_barriers_split_with_the_fibers_bits():
     src = r"""
 __global__ void shuf(const float *x, float *out)
 {
@@ -157,15 +158,131 @@ __global__ void shuf(const float *x, float *out)
     out[threadIdx.x] = s[63 - threadIdx.x];
 }
 """
-    assert "warp operation" in _fallback_reason(src, "shuf")
+    assert split_kernel(src, "shuf").text is not None
     x = np.random.default_rng(5).standard_normal(64).astype(np.float32)
-    out = np.zeros(64, np.float32)
-    res = tm.compile(src, backend="emu")(1, 64, x, out)
-    assert res.launch.path == "fibers"
+    outs = []
+    for check in (False, True):   # check mode: the fibers
+        out = np.zeros(64, np.float32)
+        res = tm.compile(src, backend="emu", check=check)(1, 64, x, out)
+        assert res.launch.path == ("fibers" if check else "thread loops"), res.launch.path_reason
+        outs.append(out)
+    np.testing.assert_array_equal(outs[0], outs[1])
     lanes = x.reshape(2, 32)
     down = np.concatenate([lanes[:, 1:], lanes[:, 31:]], axis=1)   # the last lane keeps its own
     want = (lanes + down).ravel()[::-1]
-    np.testing.assert_allclose(out, want, rtol=1e-6)
+    np.testing.assert_allclose(outs[0], want, rtol=1e-6)
+
+
+# Every shuffle kind and vote with a full mask (a literal or a const variable): a warp sum in a
+# block-uniform loop, widths below 32, lane arguments that differ per thread or leave the warp
+# or the segment, a partial last warp.
+SHUFFLES = r"""
+__global__ void shuffles(const float *x, float *sums, float *mixed, unsigned *votes, int n)
+{
+    const unsigned FULL = 0xffffffffu;
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = i < n ? x[i] : 0.0f;
+    const float own = v;
+    for (int offset = warpSize / 2; offset > 0; offset /= 2)
+        v += __shfl_down_sync(FULL, v, offset);
+    unsigned b = __ballot_sync(0xffffffff, own > 0.0f);
+    float w = __shfl_sync(FULL, own, threadIdx.x * 7 + 3, 8);
+    float u = __shfl_up_sync(FULL, w, 3, 16) - __shfl_xor_sync(FULL, own, 21);
+    const float far = __shfl_sync(FULL, own, 45) + __shfl_down_sync(FULL, own, 31, 4);
+    int a = __all_sync(FULL, own > -100.0f) + 2 * __any_sync(FULL, own > 2.5f);
+    if (i < n) {
+        sums[i] = v;
+        mixed[i] = w + u * 3.0f + far;
+        votes[i] = b ^ (unsigned)a;
+    }
+}
+"""
+
+
+# the same in double (8-byte values through the exchange), under a block-uniform if
+SHUFFLES_F64 = re.sub(r"(\d\.\d+)f\b", r"\1", SHUFFLES.replace("float", "double")).replace(
+    "    for (int offset", "    if (n > 0) for (int offset")
+
+
+def _shuffles(src, dtype, n, block, check):
+    x = np.random.default_rng(n + block).standard_normal(n).astype(dtype)
+    outs = [np.full(n, np.nan, dtype), np.full(n, np.nan, dtype), np.zeros(n, np.uint32)]
+    res = tm.compile(src, backend="emu", check=check)(-(-n // block), block, x, *outs,
+                                                      np.int32(n))
+    return res, x, outs
+
+
+@pytest.mark.parametrize("src,dtype", [(SHUFFLES, np.float32), (SHUFFLES_F64, np.float64)])
+@pytest.mark.parametrize("n,block", [(1, 32), (20, 32), (1000, 96), (70, 48), (4099, 1024),
+                                     (33, 33), (5, 1)])
+def test_each_shuffle_and_vote_splits_with_the_fibers_bits(src, dtype, n, block):
+    assert split_kernel(src, "shuffles").text is not None
+    res, x, outs = _shuffles(src, dtype, n, block, check=False)
+    assert res.launch.path == "thread loops", res.launch.path_reason
+    fib, _, fib_outs = _shuffles(src, dtype, n, block, check=True)   # check mode: the fibers
+    assert fib.launch.path == "fibers"
+    for a, b in zip(outs, fib_outs):
+        np.testing.assert_array_equal(a, b)
+    # lane 0 of each whole warp holds the warp's sum (a thread past n adds 0; in a partial
+    # last warp a lane whose source does not exist adds its own value, as on fibers)
+    starts = [blk * block + w for blk in range(-(-n // block))
+              for w in range(0, block, 32)]
+    for s0 in starts:
+        end = min(s0 + 32, (s0 // block + 1) * block, n)
+        if s0 < n and s0 + 32 <= (s0 // block + 1) * block:
+            want = x[s0:end].astype(np.float64).sum()
+            eps = np.finfo(dtype).eps
+            assert abs(outs[0][s0] - want) <= 8 * eps * 6 * np.abs(x[s0:end]).sum() + eps
+            bal = sum(1 << k for k in range(end - s0) if x[s0 + k] > 0)
+            if end - s0 == min(32, (s0 // block + 1) * block - s0):   # every lane exists in x
+                any_ = int((x[s0:end] > 2.5).any())
+                assert outs[2][s0] == bal ^ (1 + 2 * any_)
+
+
+def _fibers_error(src, name, *args):
+    errors = []
+    for check in (False, True):
+        with pytest.raises(tm.KernelError, match="no thread can proceed") as exc:
+            tm.compile(src, backend="emu", check=check)(*args)
+        errors.append(str(exc.value))
+    return errors
+
+
+DIVERGENT_SHUFFLE = r"""
+__global__ void half(float *x)
+{
+    float v = x[threadIdx.x];
+    if (threadIdx.x < 16) v += __shfl_down_sync(0xffffffffu, v, 1);
+    x[threadIdx.x] = v;
+}
+"""
+
+
+@pytest.mark.parametrize("src,name,why", [
+    (DIVERGENT_SHUFFLE.replace("threadIdx.x < 16", "v > 0.0f"), "half",
+     "condition reads more than the thread's index"),
+    (DIVERGENT_SHUFFLE.replace("if (threadIdx.x < 16)", "if (threadIdx.x < 16) {} else"), "half",
+     "barrier under thread-dependent"),
+    (DIVERGENT_SHUFFLE.replace("if (threadIdx.x < 16) v +=", "for (int r = 0; r < (int)threadIdx.x % 2; ++r) v +="),
+     "half", "trip count"),
+    (DIVERGENT_SHUFFLE.replace("if (threadIdx.x < 16) v += __shfl_down_sync(0xffffffffu, v, 1);",
+                               "v = threadIdx.x & 1 ? __shfl_xor_sync(0xffffffffu, v, 1) : v;"),
+     "half", "warp operation"),
+    (DIVERGENT_SHUFFLE.replace("if (threadIdx.x < 16) v +=", "if (x[0] > 1e30f) return;\n    v +="),
+     "half", "return"),
+    (DIVERGENT_SHUFFLE.replace("0xffffffffu, v, 1", "0x0000ffffu, v, 1"), "half", "warp operation"),
+])
+def test_shuffles_a_lane_might_skip_keep_the_fibers(src, name, why):
+    assert why in _fallback_reason(src, name)
+
+
+def test_a_shuffle_under_a_thread_dependent_if_fails_as_on_fibers():
+    """Lanes 16-31 never arrive at the full-mask shuffle: the split (a warp if) finds warp 0's
+    lanes disagreeing and reports it as the fibers do: the shuffle, its line, the lanes."""
+    assert split_kernel(DIVERGENT_SHUFFLE, "half").text is not None
+    errors = _fibers_error(DIVERGENT_SHUFFLE, "half", 1, 32, np.arange(32, dtype=np.float32))
+    assert all("__shfl_down_sync()" in e and "0xffff0000" in e and "kernel.cu:5" in e
+               for e in errors), errors
 
 
 def test_barrier_free_kernel_with_return_runs_as_one_thread_loop():
@@ -601,3 +718,96 @@ def test_a_syncwarp_helper_that_cannot_be_inlined_as_is_keeps_the_fibers(change,
     assert res.launch.path == "fibers"
     sums = [x[i:i + 256].astype(np.float64).sum() for i in range(0, 700, 256)]
     np.testing.assert_allclose(out, sums, rtol=0, atol=1e-5 * np.abs(x).sum())
+
+
+# A block sum as reduce_common.h's tm_block_sum writes it, with same-file helpers: `v =
+# warp_sum(v);` is inlined (a non-void helper whose one return ends it), the shuffles of the
+# first warp sum run for every warp, those of the second under `if (warp == 0)` at warp
+# granularity (each warp's lanes checked to agree, then only the warps taking it).
+BLOCK_SUM = r"""
+__device__ float warp_sum(float v)
+{
+    for (int offset = warpSize / 2; offset > 0; offset /= 2)
+        v += __shfl_down_sync(0xffffffffu, v, offset);
+    return v;
+}
+__global__ void block_sum(const float *x, float *out, int n)
+{
+    __shared__ float warp_sums[32];
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = i < n ? x[i] : 0.0f;
+    v = warp_sum(v);
+    const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    if (lane == 0) warp_sums[warp] = v;
+    __syncthreads();
+    if (WARP_COND) {
+        v = lane < (blockDim.x + 31) / 32 ? warp_sums[lane] : 0.0f;
+        v = warp_sum(v);
+    }
+    if (threadIdx.x == 0) out[blockIdx.x] = v;
+}
+"""
+
+
+def _block_sum(src, n, block, check=False):
+    x = np.random.default_rng(n + block).standard_normal(n).astype(np.float32)
+    out = np.full(-(-n // block), np.nan, np.float32)
+    res = tm.compile(src, backend="emu", check=check)(len(out), block, x, out, np.int32(n))
+    return res, x, out
+
+
+@pytest.mark.parametrize("n,block", [(1, 32), (31, 64), (1000, 256), (70001, 1024), (999, 96)])
+def test_a_block_sum_with_shuffles_in_helpers_and_a_warp_if_splits_with_the_fibers_bits(n, block):
+    src = BLOCK_SUM.replace("WARP_COND", "warp == 0")
+    plan = split_kernel(src, "block_sum")
+    assert plan.text is not None, plan.reason
+    assert plan.text.count("tm_emu::split_shfl(tm_emu::OP_SHFL_DOWN") == 2
+    res, x, out = _block_sum(src, n, block)
+    assert res.launch.path == "thread loops", res.launch.path_reason
+    fib, _, out_fibers = _block_sum(src, n, block, check=True)   # check mode: the fibers
+    assert fib.launch.path == "fibers"
+    np.testing.assert_array_equal(out, out_fibers)
+    ref = np.add.reduceat(np.pad(x.astype(np.float64), (0, len(out) * block - n)),
+                          np.arange(0, len(out) * block, block))
+    if block % 32 == 0:   # (a partial warp's shuffles add a lane's own value for missing ones)
+        np.testing.assert_allclose(out, ref, rtol=0, atol=1e-6 * 11 * np.abs(x).sum() + 1e-6)
+
+
+def test_a_shuffle_in_a_divergent_warp_if_is_reported_as_the_fibers_report_it():
+    """`threadIdx.x < 16`: lanes 0-15 of warp 0 wait at the helper's shuffle for lanes 16-31,
+    which skip the if and exit. Both paths fail naming the shuffle, its line in the helper, the
+    warp and the missing lanes."""
+    src = BLOCK_SUM.replace("WARP_COND", "threadIdx.x < 16")
+    assert split_kernel(src, "block_sum").text is not None
+    errors = []
+    for check in (False, True):   # check mode: the fibers
+        with pytest.raises(tm.KernelError, match="no thread can proceed") as exc:
+            _block_sum(src, 200, 64, check=check)
+        errors.append(str(exc.value))
+    assert all("__shfl_down_sync() (kernel.cu:5)" in e and "warp 0" in e and "0xffff0000" in e
+               for e in errors), errors
+
+
+def test_a_shuffle_after_a_warp_if_keeps_the_fibers():
+    """Lanes skipping the warp if would meet it on fibers (a group of different operations)."""
+    src = BLOCK_SUM.replace("WARP_COND", "warp == 0").replace(
+        "    if (threadIdx.x == 0) out", "    v += __shfl_xor_sync(0xffffffffu, v, 1);\n"
+        "    if (threadIdx.x == 0) out")
+    assert "after an if holding warp operations" in _fallback_reason(src, "block_sum")
+    res, x, out = _block_sum(src, 1000, 128)
+    assert res.launch.path == "fibers"
+    assert np.isfinite(out).all()
+
+
+def test_a_warp_if_whose_first_shuffle_may_not_be_reached_keeps_the_fibers():
+    """The split checks a warp's lanes before the branch; a disagreeing warp is stuck on fibers
+    only if its lanes reach a warp operation: a loop of data-dependent trip count (n may be 0)
+    before it keeps the fibers, which report only what happens."""
+    src = BLOCK_SUM.replace("WARP_COND", "threadIdx.x < 16").replace(
+        "v = warp_sum(v);\n    }",
+        "for (int k = 0; k < n - 1000; ++k) v += __shfl_down_sync(0xffffffffu, v, 1);\n    }")
+    assert "barrier under thread-dependent" in _fallback_reason(src, "block_sum")
+    res, x, out = _block_sum(src, 1000, 64)   # no iteration: no lane waits, no error
+    assert res.launch.path == "fibers"
+    # thread 0 holds its warp's shuffled sum; the if's branch then reads warp sums 0 and 1
+    assert np.isfinite(out).all() and out[0] != 0.0

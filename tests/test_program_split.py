@@ -168,14 +168,33 @@ int main()
 """
 
 
-def test_a_shuffle_keeps_the_fibers_beside_a_split_kernel():
+def test_a_warp_shuffle_reduction_splits_beside_another_split_kernel():
+    """Full-mask shuffles in a block-uniform loop take the thread loops too (issue 34: one
+    thread loop stores each lane's value, the next reads its source lane's)."""
     r = run(SHUFFLE)
     assert r.returncode == 0, r.stderr
     h = [(i * 37) % 11 - 5 for i in range(64)]
     assert r.stdout == f"{sum(h)} {h[63]} {h[0]}\n"
     paths = r.paths
-    assert paths["warp_sums"][0] == "fibers" and "__shfl_down_sync" in paths["warp_sums"][1]
+    assert paths["warp_sums"] == ("thread loops", "")
     assert paths["reverse"] == ("thread loops", "")
+
+
+def test_a_shuffle_hidden_in_a_header_macro_keeps_the_fibers(tmp_path):
+    # the transform reads the .cu alone: a shuffle in a macro of the program's header is not
+    # seen as one, so the kernel must keep the fibers
+    (tmp_path / "warp.cuh").write_text(
+        "#define WARP_STEP(v, d) v += __shfl_down_sync(0xffffffffu, v, d)\n")
+    (tmp_path / "sum.cu").write_text(SHUFFLE.replace(
+        "#include <cstdio>", '#include <cstdio>\n#include "warp.cuh"').replace(
+        "v += __shfl_down_sync(0xffffffffu, v, d);", "WARP_STEP(v, d);"))
+    r = run(str(tmp_path / "sum.cu"))
+    assert r.returncode == 0, r.stderr
+    h = [(i * 37) % 11 - 5 for i in range(64)]
+    assert r.stdout == f"{sum(h)} {h[63]} {h[0]}\n"
+    path, reason = r.paths["warp_sums"]
+    assert path == "fibers" and "WARP_STEP" in reason and "warp.cuh" in reason
+    assert r.paths["reverse"] == ("thread loops", "")
 
 
 TEMPLATE = r"""

@@ -25,11 +25,18 @@ outside loops, whose condition reads only the thread index and uniform values, r
 thread loop storing each thread's predicate, a check that the lanes of every warp agree (if
 not, the block fails as on fibers: "no thread can proceed", tm_emu::split_warp_stuck), then one
 loop per stretch between `__syncwarp()`s over the threads of the warps taking the branch.
+Full-mask shuffles and votes (split_analysis._find_shuffles): a statement holding them ends a
+thread loop that stores every thread's value (its bits, as the emulator's warp_op takes them)
+in a per-call-site exchange array, and the next thread loop reads its source lane's
+(tm_emu::split_shfl / split_vote, the fibers' lane rule), at the top level, in uniform loops
+(tm_warp_sum's `for (offset ...)`) and in the warp `if`'s branch (tm_block_sum's
+`if (warp == 0)`); a non-void helper called as `x = helper(args);` is inlined without braces
+(inline_helpers), and the registry's own headers' helpers too (registry_source).
 
 Everything else keeps the fibers (the kernel says why, `SplitPlan.reason`): barriers under an
 `if` with a thread-dependent condition, a `while` or a loop with a thread-dependent header (the
 fibers report divergence there as before), `__syncthreads_count/and/or`, warp operations
-(shuffles, votes, __syncwarp other than in the warp `if` above), `goto`, `asm`, a `return` before a barrier, `break`/`continue`
+other than those above (partial masks, under `?:`/`&&`/`||`, after the warp `if`), `goto`, `asm`, a `return` before a barrier, `break`/`continue`
 that would leave a thread loop, templates (tm.compile), helper functions that synchronise, and
 any source libclang cannot read.
 
@@ -46,13 +53,15 @@ fit in MAX_FRAME bytes; otherwise the same launch runs on fibers. benchmarks/emu
 the figures. split_analysis.py holds the analysis (what is uniform, live, recomputed, and the
 checks that keep the fibers); this module writes the text and is the transform's public face.
 """
+import os
 import re
 from dataclasses import dataclass
 
 from .kernel_diagnostics import SOURCE_NAME
 from .kernel_source import _cindex, emu_dialect, split_top_level
-from .split_analysis import (MAX_FRAME, PURE_CALLS, KernelAnalysis, _Fallback,  # noqa: F401
-                             inline_warp_helpers, kernel_names)
+from .split_analysis import (MAX_FRAME, PURE_CALLS, SHUFFLE_OPS, VOTE_OPS,  # noqa: F401
+                             KernelAnalysis, _Fallback, inline_helpers, inline_warp_helpers,
+                             kernel_names)
 
 
 @dataclass
@@ -73,16 +82,17 @@ class SplitPlan:
     fiber_guard_reason: str = ""
 
 
-def split_kernel(source, name, define_lines=(), templates=False):
+def split_kernel(source, name, define_lines=(), templates=False, headers=None):
     """SplitPlan for kernel `name` of `source` (the user's text as written; the emulator's
-    dialect is applied here, as full_source does)."""
+    dialect is applied here, as full_source does). `headers`: {name: text} of headers whose
+    device helpers may be inlined (registry_source: the registry's own, never a user's)."""
     ci = _cindex()
     if ci is None:
         return SplitPlan(None, "libclang is not available")
     text = source if templates else emu_dialect(source)
     try:
-        inlined, sync_lines = inline_warp_helpers(ci, text, name, define_lines, templates)
-        analysis = KernelAnalysis(ci, inlined, name, define_lines, templates)
+        inlined, sync_lines = inline_helpers(ci, text, name, define_lines, templates, headers)
+        analysis = KernelAnalysis(ci, inlined, name, define_lines, templates, headers)
         analysis.inlined_sync_lines = sync_lines
         analysis.analyse()
         plan = _Emitter(analysis).plan()
@@ -103,6 +113,10 @@ class _Emitter:
         self.n_regions = 0   # barrier-free regions made
         self.frame = 0       # bytes of per-thread arrays per thread (those known here)
         self.pred_arrays = []   # per-thread predicates of warp `if`s (bool per thread)
+        self._warp_masks = None  # inside a warp `if`: its per-warp lane masks' array (_warp_if)
+        # shuffles and votes: (kind, index) -> array declaration, per call site (_exchange)
+        self.exchange_arrays = {}
+        self.exchange_index = {}   # CALL_EXPR hash -> its call site's index
 
     def plan(self):
         a = self.a
@@ -118,7 +132,7 @@ class _Emitter:
         ci = self.ci
         out, run = [], []
         last_barrier = max((i for i, s in enumerate(map(self.a.unwrap, stmts))
-                            if self.a.is_barrier_stmt(s) or
+                            if self.a.is_barrier_stmt(s) or self.a.is_shuffle_stmt(s) or
                             (s.kind in (ci.CursorKind.FOR_STMT, ci.CursorKind.IF_STMT) and
                              (self.a.has_barrier(s) or self.a.warp_if(s)))),
                            default=-1)   # hoisted barrier-free loops end no region for return
@@ -132,6 +146,24 @@ class _Emitter:
                 run.clear()
 
         for i, s in enumerate(map(self.a.unwrap, stmts)):
+            if self._warp_masks is not None and self.a.is_warp_sync_stmt(s):
+                flush(False)
+                out.append(f"/* __syncwarp() line {s.location.line} */")
+                continue
+            if self.a.is_shuffle_stmt(s):
+                # the run so far and the stores of the statement's values: one thread loop;
+                # the statement starts the next (its results read from the stores)
+                if any(c.kind == ci.CursorKind.RETURN_STMT for r in run for c in self.walk(r)):
+                    raise _Fallback(f"return before a warp shuffle (line {run[0].location.line})")
+                stores, args, votes = self._exchange_stores(s)
+                label = f"tm_next_thread_{self.n_regions + 1}_"
+                text = "\n".join([self._stmt_text(r, label) for r in run] + [stores])
+                out.append(self._thread_loop(run + args, False, text=text))
+                run.clear()
+                out.extend(votes)
+                run.append(s)
+                self._check_region_stmt(s, final=top and i > last_barrier)
+                continue
             if self.a.is_barrier_stmt(s):
                 flush(False)
                 out.append(f"/* __syncthreads() line {s.location.line} */")
@@ -200,6 +232,8 @@ class _Emitter:
         """A region statement's text, with declarations of per-thread variables turned into
         assignments to this thread's element, and return into a jump to the next thread."""
         ci = self.ci
+        if self.a.is_shuffle_stmt(s):
+            return self._exchange_reads(s)
         if s.kind == ci.CursorKind.DECL_STMT:
             decls = self.a.var_decls(s)
             if any(d.hash in self.a.live_types for d in decls):
@@ -259,8 +293,13 @@ class _Emitter:
         cond = list(s.get_children())[0]
         cond_text = self.data[cond.extent.start.offset:cond.extent.end.offset].decode()
         stmts = self.a.warp_if_stmts(s)
-        sync_line = next(st.location.line for st in stmts if self.a.is_warp_sync_stmt(st))
-        sync_line = self.a.inlined_sync_lines.get(sync_line, sync_line)
+        # where the lanes entering the branch wait on fibers: its first warp operation
+        first = min((c for st in stmts for c in self.walk(st) if c.kind == ci.CursorKind.CALL_EXPR
+                     and (c.hash in self.a.warp_syncs or c.hash in self.a.shuffle_calls)),
+                    key=lambda c: c.extent.start.offset)
+        op = "__syncwarp()" if first.hash in self.a.warp_syncs else \
+            self.a.call_name(first) + "()"
+        sync_line = self.a.inlined_sync_lines.get(first.location.line, first.location.line)
         out = [self._thread_loop([cond], False,
                                  text=f"{pred}[tm_row_ + tm_x_] = ({cond_text});")]
         out.append(
@@ -274,23 +313,105 @@ class _Emitter:
             f"{masks}[tm_w_ / 32] = tm_on_;\n"
             f"if (tm_on_ != 0 && tm_on_ != tm_all_) {{ tm_stuck_ = true;\n"
             f"if (++tm_nstuck_ <= 4) tm_emu::split_warp_stuck(\"{SOURCE_NAME}\", {sync_line}, "
-            f"(int)(tm_w_ / 32), tm_on_, tm_all_ & ~tm_on_); }}\n}}\n"
+            f"(int)(tm_w_ / 32), tm_on_, tm_all_ & ~tm_on_"
+            + ("" if op == "__syncwarp()" else f", \"{op}\"") + "); }\n}\n"
             f"if (tm_stuck_) return; }}")
-        stretch = []
-        for st in stmts + [None]:
-            if st is None or self.a.is_warp_sync_stmt(st):
-                body = [x for x in stretch if not (x.kind == ci.CursorKind.DECL_STMT and any(
-                    d.hash in self.a.recompute for d in self.a.var_decls(x)))]
-                if body:
-                    label = f"tm_next_thread_{self.n_regions + 1}_"
-                    text = "\n".join(self._stmt_text(x, label) for x in body)
-                    out.append(self._thread_loop(body, False, text=text, warps=masks))
-                if st is not None:
-                    out.append(f"/* __syncwarp() line {st.location.line} */")
-                stretch = []
-                continue
-            stretch.append(st)
+        # the branch, split as any statement list (shuffles, loops holding them, the
+        # __syncwarp()s end thread loops), each thread loop over the warps taking it
+        self._warp_masks = masks
+        out.append(self._emit_seq(stmts, False))
+        self._warp_masks = None
         return "\n".join(out)
+
+    def _site(self, c):
+        """The index of a warp operation's call site (its exchange arrays' names)."""
+        return self.exchange_index.setdefault(c.hash, len(self.exchange_index))
+
+    def _exchange_stores(self, s):
+        """For a shuffle statement (split_analysis._find_shuffles): the text storing each of its
+        warp operations' per-thread arguments (the value's bits, as warp_op takes them; the
+        lane argument and width where they are not block-uniform), the argument cursors, and
+        the per-warp ballot loops of its votes, run between the two thread loops."""
+        lin = "tm_row_ + tm_x_"
+        stores, args, votes = [], [], []
+        for c, name in self.a.shuffle_calls_of(s):
+            k = self._site(c)
+            kids = list(c.get_children())
+            args += kids[2:]
+            value = self._text(kids[2])
+            if name in VOTE_OPS:
+                self.exchange_arrays[("v", k)] = (f"unsigned char tm_xv_{k}_[tm_nt_]; "
+                                                  f"unsigned tm_vb_{k}_[(tm_nt_ + 31) / 32];", 2)
+                stores.append(f"tm_xv_{k}_[{lin}] = (int)({value}) != 0;")
+                votes.append(
+                    f"for (unsigned tm_w_ = 0; tm_w_ < tm_nt_; tm_w_ += 32) {{\n"
+                    f"const unsigned tm_n_ = tm_nt_ - tm_w_ < 32 ? tm_nt_ - tm_w_ : 32;\n"
+                    f"unsigned tm_b_ = 0;\n"
+                    f"for (unsigned tm_l_ = 0; tm_l_ < tm_n_; ++tm_l_) "
+                    f"tm_b_ |= (unsigned)tm_xv_{k}_[tm_w_ + tm_l_] << tm_l_;\n"
+                    f"tm_vb_{k}_[tm_w_ / 32] = tm_b_;\n}}")
+                continue
+            self.exchange_arrays[("v", k)] = (f"unsigned long long tm_xv_{k}_[tm_nt_];", 8)
+            stores.append(f"tm_xv_{k}_[{lin}] = tm_emu::to_bits({value});")
+            for j, kind in ((3, "a"), (4, "w")):
+                if _given(kids, j) and not self.a._uniform_expr(kids[j]):
+                    self.exchange_arrays[(kind, k)] = (f"int tm_x{kind}_{k}_[tm_nt_];", 4)
+                    stores.append(f"tm_x{kind}_{k}_[{lin}] = {self._int_arg(name, j, kids[j])};")
+        return "\n".join(stores), args, votes
+
+    def _int_arg(self, name, j, arg):
+        """A shuffle's lane argument (j = 3) or width (4) as warp_op receives it: an int (the
+        delta of __shfl_up/down_sync passes through its unsigned parameter first)."""
+        if j == 3 and name in ("__shfl_up_sync", "__shfl_down_sync"):
+            return f"(int)(unsigned)({self._text(arg)})"
+        return f"(int)({self._text(arg)})"
+
+    def _exchange_reads(self, s):
+        """A shuffle statement's text with each warp operation replaced by its result, read
+        from the stores of the thread loop before (tm_emu::split_shfl / split_vote)."""
+        ci = self.ci
+        lin = "(unsigned)(tm_row_ + tm_x_)"
+        base = s.extent.start.offset
+        edits = []
+        for c, name in self.a.shuffle_calls_of(s):
+            k = self._site(c)
+            kids = list(c.get_children())
+            if name in VOTE_OPS:
+                cast = "unsigned" if name == "__ballot_sync" else "int"
+                new = (f"(({cast})tm_emu::split_vote(tm_emu::{VOTE_OPS[name]}, tm_vb_{k}_, "
+                       f"{lin}, tm_nt_))")
+            else:
+                parts = []
+                for j, kind in ((3, "a"), (4, "w")):
+                    if not _given(kids, j):
+                        parts.append("32")
+                    elif (kind, k) in self.exchange_arrays:
+                        parts.append(f"tm_x{kind}_{k}_[{lin}]")
+                    else:
+                        parts.append(self._int_arg(name, j, kids[j]))
+                new = (f"tm_emu::from_bits<std::decay_t<decltype({self._text(kids[2])})>>("
+                       f"tm_emu::split_shfl(tm_emu::{SHUFFLE_OPS[name]}, tm_xv_{k}_, {lin}, "
+                       f"tm_nt_, {parts[0]}, {parts[1]}))")
+            edits.append((c.extent.start.offset - base, c.extent.end.offset - base, new))
+        if s.kind == ci.CursorKind.DECL_STMT and any(
+                d.hash in self.a.live_types for d in self.a.var_decls(s)):
+            d = self.a.var_decls(s)[0]
+            init = [x for x in d.get_children() if x.kind.is_expression()]
+            if not init:
+                raise _Fallback(f"a declaration not understood (line {s.location.line})")
+            base = init[-1].extent.start.offset
+            text = self._text(init[-1])
+            for a, b, new in sorted(edits, reverse=True):
+                text = text[:a - (base - s.extent.start.offset)] + new + \
+                    text[b - (base - s.extent.start.offset):]
+            return f"{d.spelling} = {text};"
+        text = self.src(s)
+        for a, b, new in sorted(edits, reverse=True):
+            text = text[:a] + new + text[b:]
+        return text
+
+    def _text(self, c):
+        return self.data[c.extent.start.offset:c.extent.end.offset].decode()
 
     def _round_loop(self, s):
         """`for (init; cond; inc) body` as rounds over the threads: one thread loop sets each
@@ -300,8 +421,11 @@ class _Emitter:
 
         def text(c):
             return self.data[c.extent.start.offset:c.extent.end.offset].decode()
-        step = (f"if ({text(cond)}) {{\n{self.src(body)}\n{text(inc)};\n"
-                f"tm_more_ = true;\n}}")
+        # a round runs up to ROUND_ITERATIONS of a thread's iterations in a row (its variables
+        # stay in registers; the neighbours that follow find the same cache lines still there)
+        step = (f"for (int tm_k_ = 0; tm_k_ < {ROUND_ITERATIONS}; ++tm_k_) {{\n"
+                f"if (!({text(cond)})) break;\n{self.src(body)}\n{text(inc)};\n}}\n"
+                f"if ({text(cond)}) tm_more_ = true;")
         return (self._thread_loop([init], False) + "\n"
                 "for (bool tm_more_ = true; tm_more_;) {\ntm_more_ = false;\n" +
                 self._thread_loop([cond, inc, body], False, text=step) + "\n}")
@@ -311,6 +435,8 @@ class _Emitter:
         with `warps` (the name of a per-warp array of lane masks, _warp_if), for the threads of
         the warps whose mask is not zero, in linear order."""
         self.n_regions += 1
+        if warps is None:
+            warps = self._warp_masks
         used = set()
         for s in stmts:
             for c in self.walk(s):
@@ -382,8 +508,8 @@ class _Emitter:
                 + (f"{label}: ;\n" if label else "") + "}}")
 
     def _calls_function(self, stmts):
-        return any(c.kind == self.ci.CursorKind.CALL_EXPR and c.spelling not in PURE_CALLS
-                   for st in stmts for c in self.walk(st))
+        return any(c.kind == self.ci.CursorKind.CALL_EXPR and c.spelling not in PURE_CALLS and
+                   c.hash not in self.a.shuffle_calls for st in stmts for c in self.walk(st))
 
     def _may_fault(self, stmts):
         """Whether a region reads through a pointer, calls a function that is not pure math,
@@ -395,7 +521,8 @@ class _Emitter:
             if any(t.spelling in ("/", "%", "/=", "%=", "throw") for t in st.get_tokens()):
                 return True
             for c in self.walk(st):
-                if c.kind == ci.CursorKind.CALL_EXPR and c.spelling not in PURE_CALLS:
+                if c.kind == ci.CursorKind.CALL_EXPR and c.spelling not in PURE_CALLS and \
+                        c.hash not in self.a.shuffle_calls:
                     return True
                 if c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None and \
                         c.referenced.type.get_canonical().kind == ci.TypeKind.POINTER and \
@@ -443,6 +570,10 @@ class _Emitter:
                 size = f"sizeof({tname}{dims})"   # a dependent type: known per instance
             elif size <= 0:
                 raise _Fallback(f"{d.spelling}: the size of {d.type.spelling} is not known")
+            sizes.append(size)
+        for key in sorted(self.exchange_arrays):
+            decl, size = self.exchange_arrays[key]
+            arrays.append(decl)
             sizes.append(size)
         for i, pred in enumerate(self.pred_arrays):
             # a bool per thread, a lane mask per warp (4 bytes per 32 threads: one per thread)
@@ -519,9 +650,21 @@ def registry_source(source, path):
     if ci is None:
         return source, {}
     names = kernel_names(source)
+    # the file's own headers beside it (cuda/reduce_common.h): for a kernel calling a helper
+    # from one (tm_block_sum), the headers are parsed too and their device helpers inlined
+    # where a call is exactly their body (the other kernels are analysed as before)
+    headers = {}
+    for inc in re.findall(r'^\s*#\s*include\s*"([\w.]+)"', source, re.M):
+        try:
+            with open(os.path.join(os.path.dirname(path), inc)) as f:
+                headers[inc] = f.read()
+        except OSError:
+            continue
     inserts, reasons = [], {}
     for name in names:
         plan = split_kernel(source, name, templates=True)
+        if plan.text is None and "a helper from a header" in plan.reason and headers:
+            plan = split_kernel(source, name, templates=True, headers=headers)
         reasons[name] = plan.reason
         if plan.text is None or not plan.template_args:
             reasons[name] = plan.reason or "not a template (the registry's kernels are)"
@@ -553,8 +696,21 @@ def registry_source(source, path):
     return f'#line 1 "{path}"\n' + out, reasons
 
 
+# Iterations of one thread a grid-stride loop's round runs in a row (_round_loop): 1 walks every
+# thread's per-thread variables once per iteration; more keep them in registers while the
+# lines the thread reads stay in L1 for its neighbours. One thread's lines are a stride apart
+# (atomic: 8 KiB, the same L1 set): more than the cache's ways evict each other
+# (benchmarks/emu_notes.md has the figures of 1, 8, 16 and of groups of threads).
+ROUND_ITERATIONS = 8
+
 _VECTOR_TYPES = {"float2", "float3", "float4", "double2", "int2", "int3", "int4", "uint3",
                  "dim3"}
+
+
+def _given(kids, j):
+    """Whether a call's argument j (kids[0] is the callee) is written (libclang lists a default
+    argument as a child without tokens)."""
+    return j < len(kids) and bool(list(kids[j].get_tokens()))
 
 
 def _top_level_eq(text):

@@ -54,6 +54,14 @@ PURE_CALLS |= {"min", "max", "abs", "__fdividef", "__expf", "__logf"}
 WARP_OPS = {"__syncwarp", "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
             "__ballot_sync", "__all_sync", "__any_sync", "__activemask", "__match_any_sync",
             "__match_all_sync", "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync"}
+# Warp operations the thread loops run (full mask, every lane of the warp at the same statement:
+# _find_shuffles): the emulator's op (emu/cuda_emu.h tm_emu::WarpOp) of each.
+SHUFFLE_OPS = {"__shfl_sync": "OP_SHFL", "__shfl_up_sync": "OP_SHFL_UP",
+               "__shfl_down_sync": "OP_SHFL_DOWN", "__shfl_xor_sync": "OP_SHFL_XOR"}
+VOTE_OPS = {"__ballot_sync": "OP_BALLOT", "__all_sync": "OP_ALL", "__any_sync": "OP_ANY"}
+# A full mask as written: a literal, or a const variable initialised with one.
+FULL_MASKS = {"0xffffffff", "0xffffffffu", "0xffffffffU", "0xFFFFFFFF", "0xFFFFFFFFu",
+              "0xFFFFFFFFU", "~0u", "~0U", "4294967295u", "4294967295U"}
 BARRIER_OPS = {"__syncthreads_count", "__syncthreads_and", "__syncthreads_or"}
 SYNC_NAMES = WARP_OPS | BARRIER_OPS | {"__syncthreads"}
 # Functions the body parse's prelude declares: a call to one needs no further check.
@@ -82,16 +90,23 @@ class KernelAnalysis:
     """The analysis of kernel `name` of `text` (the emulator's dialect applied): analyse()
     raises _Fallback with the reason where the kernel must keep its fibers."""
 
-    def __init__(self, ci, text, name, define_lines, templates=False):
+    def __init__(self, ci, text, name, define_lines, templates=False, headers=None):
         self.ci, self.name, self.templates = ci, name, templates
         blanked = _INCLUDE_RE.sub(lambda m: " " * len(m.group(0)), text)
-        prelude = _BODY_PRELUDE + "\n".join(define_lines) + "\n"
+        # `headers`: {name: text} of the registry's own headers (registry_source; never a
+        # user's), parsed after the prelude so that their device helpers can be inlined
+        # (inline_warp_helpers); their own #include lines blanked
+        self.header_data = {f"/tiledmm-split/h/{h}": _INCLUDE_RE.sub(
+            lambda m: " " * len(m.group(0)), t).encode() for h, t in (headers or {}).items()}
+        prelude = _BODY_PRELUDE + "\n".join(define_lines) + "\n" + "".join(
+            f'#include "{h}"\n' for h in self.header_data)
         self.data = blanked.encode()
         index = ci.Index.create()
         self.tu = index.parse(SOURCE_NAME, args=["-x", "c++", "-std=c++17", "-nostdinc",
                                                  "-nostdinc++", "-include", "/tiledmm-split/p.h"],
                               unsaved_files=[(SOURCE_NAME, blanked),
-                                             ("/tiledmm-split/p.h", prelude)],
+                                             ("/tiledmm-split/p.h", prelude)] +
+                              [(h, t.decode()) for h, t in self.header_data.items()],
                               options=ci.TranslationUnit.PARSE_INCOMPLETE)
         self.live_types = {}     # VAR_DECL hash -> (cursor) of per-thread arrays
         self.uniform = set()     # VAR_DECL hashes of block-uniform scalars
@@ -115,6 +130,12 @@ class KernelAnalysis:
         self.warp_syncs = set()  # hashes of every cursor of those `__syncwarp()` statements
         self.warp_ifs_seen = set()  # the ones _assign_regions reached at block level
         self.inlined_sync_lines = {}  # line of an inlined helper call -> its first __syncwarp's
+        # Shuffles and votes (_find_shuffles): statements `x op= f(__shfl_down_sync(FULL, v,
+        # off));` whose warp operations every lane of a warp reaches together. Each is a stretch
+        # boundary: one thread loop stores every thread's value, the next reads its source
+        # lane's (barrier_split._exchange).
+        self.shuffle_calls = {}  # CALL_EXPR hash -> (cursor, name) of those warp operations
+        self.shuffle_stmts = set()   # hashes of the statements holding them
         self._loop_depth = 0     # loops around the statements _assign_regions walks
         self._in_warp_if = False
 
@@ -161,6 +182,7 @@ class KernelAnalysis:
             raise _Fallback("no body")
         body = body[0]
         self.params = {p.hash for p in k.get_children() if p.kind == ci.CursorKind.PARM_DECL}
+        self._find_shuffles(body)
         self._find_warp_ifs(body)
         self._check_body(body)
         self._find_writes(body)
@@ -207,6 +229,10 @@ class KernelAnalysis:
                 raise _Fallback("a lambda")
             if c.hash in self.warp_syncs:
                 return   # a __syncwarp() of the warp `if` (_find_warp_ifs)
+            if c.hash in self.shuffle_calls:   # (_find_shuffles); its arguments are checked
+                for k in list(c.get_children())[1:]:
+                    visit(k, guard)
+                return
             if kind == ci.CursorKind.CALL_EXPR:
                 if not guard:
                     self._check_call(c, seen_funcs)
@@ -357,20 +383,23 @@ class KernelAnalysis:
 
     def _find_warp_ifs(self, body):
         """The kernel's warp `if` (see __init__), if it has exactly one: no else branch, its
-        branch's `__syncwarp()` calls (full mask) are top-level statements, and the branch holds
-        no other synchronisation, no return, break, continue or loop exit. With more than one,
+        branch's `__syncwarp()` calls (full mask) are top-level statements, its shuffles and
+        votes are shuffle statements (_find_shuffles; in loops the thread loops go inside of:
+        _assign_regions checks), and the branch holds no other synchronisation, no return,
+        break, continue or loop exit. With more than one,
         lanes skipping one could meet another's __syncwarp on fibers: no split."""
         ci = self.ci
         found = []
         for s in self.walk(body):
             if s.kind != ci.CursorKind.IF_STMT or not any(
-                    c.kind == ci.CursorKind.CALL_EXPR and c.spelling == "__syncwarp"
+                    c.kind == ci.CursorKind.CALL_EXPR and (c.spelling == "__syncwarp" or
+                                                           c.hash in self.shuffle_calls)
                     for c in self.walk(s)):
                 continue
             kids = list(s.get_children())
             if len(kids) != 2 or not kids[0].kind.is_expression():
                 continue
-            syncs, ok = set(), True
+            syncs, ok, has_shuffle = set(), True, False
             for st in self.warp_if_stmts(s):
                 c = st
                 while c.kind in (ci.CursorKind.UNEXPOSED_EXPR, ci.CursorKind.PAREN_EXPR) and \
@@ -384,19 +413,65 @@ class KernelAnalysis:
                         ok = False
                     syncs |= {x.hash for x in self.walk(st)}
                     continue
+                # the shuffle statements' calls (and their callees' names) in `st`: a shuffle
+                # statement, or a loop holding them
+                shuffled = set()
+                for c, _ in self.shuffle_calls.values():
+                    if st.extent.start.offset <= c.extent.start.offset < st.extent.end.offset:
+                        shuffled |= {c.hash} | {x.hash for x in
+                                                self.walk(list(c.get_children())[0])}
+                has_shuffle = has_shuffle or bool(shuffled)
                 for x in self.walk(st):
                     if x.kind in (ci.CursorKind.DECL_REF_EXPR, ci.CursorKind.OVERLOADED_DECL_REF,
-                                  ci.CursorKind.CALL_EXPR) and x.spelling in SYNC_NAMES:
+                                  ci.CursorKind.CALL_EXPR) and x.spelling in SYNC_NAMES and \
+                            x.hash not in shuffled:
                         ok = False
                     if x.kind == ci.CursorKind.GOTO_STMT:
                         ok = False
                 if self._exits([st]):   # return, break, continue, a __shared__ declaration
                     ok = False
-            if ok and syncs:
+            if ok and (syncs or has_shuffle) and self._first_warp_op_reached(s):
                 found.append((s, syncs))
         if len(found) == 1:
             self.warp_ifs.add(found[0][0].hash)
             self.warp_syncs |= found[0][1]
+
+    def _first_warp_op_reached(self, s):
+        """Whether the lanes entering warp `if` `s` surely reach its first warp operation:
+        at the top of the branch, or inside `for` loops whose headers hold only literals,
+        warpSize and the loop's variable (tm_warp_sum's `for (offset = warpSize / 2; ...)`).
+        The split checks the lanes' agreement before the branch and reports a disagreeing warp
+        as stuck there; on fibers the lanes wait at that operation, so it must be reached (a
+        loop of no iteration would make the report false)."""
+        ci = self.ci
+        first = min((c for c in self.walk(s) if c.kind == ci.CursorKind.CALL_EXPR and (
+            c.spelling == "__syncwarp" or c.hash in self.shuffle_calls)),
+            key=lambda c: c.extent.start.offset, default=None)
+        if first is None:
+            return False
+        pos = first.extent.start.offset
+
+        def around(c):
+            """The statements between the branch and `first`."""
+            for k in c.get_children():
+                if k.extent.start.offset <= pos < k.extent.end.offset:
+                    yield k
+                    yield from around(k)
+        for c in around(list(s.get_children())[1]):
+            if c.kind in (ci.CursorKind.WHILE_STMT, ci.CursorKind.DO_STMT,
+                          ci.CursorKind.CXX_FOR_RANGE_STMT, ci.CursorKind.IF_STMT,
+                          ci.CursorKind.SWITCH_STMT, ci.CursorKind.CONDITIONAL_OPERATOR):
+                return False
+            if c.kind == ci.CursorKind.FOR_STMT:
+                header, _, _ = self.for_parts(c)
+                names = {d.spelling for h in header for d in self.walk(h)
+                         if d.kind == ci.CursorKind.VAR_DECL}
+                for h in header:
+                    for t in h.get_tokens():
+                        if t.kind == ci.TokenKind.IDENTIFIER and t.spelling not in names and \
+                                t.spelling != "warpSize":
+                            return False
+        return True
 
     def _warp_predicate(self, cond):
         """Whether an `if`'s condition reads only threadIdx, uniform values and locals
@@ -421,8 +496,121 @@ class KernelAnalysis:
         return True
 
     def has_barrier(self, s):
-        return any(c.kind == self.ci.CursorKind.CALL_EXPR and c.spelling == "__syncthreads"
-                   for c in self.walk(s))
+        """Whether `s` holds a __syncthreads() or a shuffle statement (both end a thread loop)."""
+        return any(c.kind == self.ci.CursorKind.CALL_EXPR and (
+            c.spelling == "__syncthreads" or c.hash in self.shuffle_calls) for c in self.walk(s))
+
+    def is_shuffle_stmt(self, s):
+        return s.hash in self.shuffle_stmts
+
+    def call_name(self, c):
+        """The called function's name; in a template, a dependent call's (libclang spells the
+        call itself "")."""
+        if c.spelling:
+            return c.spelling
+        kids = list(c.get_children())
+        refs = [x for x in self.walk(kids[0]) if x.kind in (
+            self.ci.CursorKind.OVERLOADED_DECL_REF, self.ci.CursorKind.DECL_REF_EXPR) and
+            x.spelling] if kids else []
+        return refs[0].spelling if refs else ""
+
+    def shuffle_calls_of(self, s):
+        """The shuffle statement's warp operations, in source order: [(cursor, name)]."""
+        return sorted((v for v in self.shuffle_calls.values()
+                       if s.extent.start.offset <= v[0].extent.start.offset < s.extent.end.offset),
+                      key=lambda v: v[0].extent.start.offset)
+
+    def _find_shuffles(self, body):
+        """The statements whose shuffles and votes run as thread loops: a declaration of one
+        variable or an expression statement, in statement position (the body, a loop's or an
+        if's body; whether every lane of a warp reaches it is _assign_regions' check: no
+        thread-dependent control around it), whose warp operations have a full mask, no
+        explicit template arguments, and are not under `?:`, `&&` or `||` (a lane might skip
+        one), and whose only side effect is its one top-level assignment (no ++, --, or calls
+        but pure math): its arguments evaluated in one thread loop and the rest of the
+        statement in the next give what the fibers give. In a kernel with a warp `if`
+        (_find_warp_ifs) they may sit in its branch or before it, not after it (lanes skipping
+        the `if` would meet them: _assign_regions). Anything else is left to _check_body (fibers)."""
+        ci = self.ci
+        for parent in self.walk(body):
+            kids = list(parent.get_children())
+            if parent.kind == ci.CursorKind.COMPOUND_STMT:
+                cands = kids
+            elif parent.kind == ci.CursorKind.FOR_STMT:
+                cands = kids[-1:]
+            elif parent.kind == ci.CursorKind.IF_STMT:
+                cands = kids[1:]
+            else:
+                continue
+            for st in cands:
+                calls = [(c, self.call_name(c)) for c in self.walk(st)
+                         if c.kind == ci.CursorKind.CALL_EXPR]
+                ops = [(c, n) for c, n in calls if n in SHUFFLE_OPS or n in VOTE_OPS]
+                if ops and self._shuffle_shape(st, calls, ops):
+                    self.shuffle_stmts.add(st.hash)
+                    self.shuffle_calls.update({c.hash: (c, n) for c, n in ops})
+
+    def _shuffle_shape(self, st, calls, ops):
+        ci = self.ci
+        if st.kind == ci.CursorKind.DECL_STMT:
+            if len(self.var_decls(st)) != 1:
+                return False
+        elif not st.kind.is_expression():
+            return False
+        spans = [(c.extent.start.offset, c.extent.end.offset) for c, _ in ops]
+
+        def inside(c):
+            return any(a <= c.extent.start.offset < b for a, b in spans)
+        for c, n in ops:
+            kids = list(c.get_children())
+            if any(inside(o) and o.hash != c.hash and
+                   kids[0].extent.end.offset <= o.extent.start.offset < c.extent.end.offset
+                   for o, _ in ops):
+                return False   # a warp operation in another's arguments
+            if "<" in [t.spelling for t in kids[0].get_tokens()]:
+                return False
+            if len(kids) - 1 not in ((2,) if n in VOTE_OPS else (3, 4)):
+                return False   # (libclang lists a default width as an argument)
+            if not self._full_mask(kids[1]):
+                return False
+        for c, n in calls:
+            if n in SHUFFLE_OPS or n in VOTE_OPS or n in PURE_CALLS:
+                continue
+            kids = list(c.get_children())
+            if kids and kids[0].kind == ci.CursorKind.TYPE_REF:
+                continue   # T(0): a functional cast
+            return False
+        refs = [x for x in self.walk(st) if x.kind in (ci.CursorKind.DECL_REF_EXPR,
+                                                        ci.CursorKind.OVERLOADED_DECL_REF)
+                and x.spelling in SYNC_NAMES]
+        if len({x.extent.start.offset for x in refs}) != len(ops):
+            return False   # another synchronisation, or a warp operation's name not called
+        assigns = 0
+        for t in st.get_tokens():
+            if t.spelling in ("++", "--"):
+                return False
+            if t.spelling in _WRITE_AFTER:
+                assigns += 1
+                if any(a <= t.extent.start.offset < b for a, b in spans):
+                    return False
+            elif t.spelling in ("?", "&&", "||") and not any(
+                    a <= t.extent.start.offset < b for a, b in spans):
+                return False
+        return assigns <= 1
+
+    def _full_mask(self, expr):
+        ci = self.ci
+        if "".join(t.spelling for t in expr.get_tokens()) in FULL_MASKS:
+            return True
+        c = expr
+        while c.kind == ci.CursorKind.UNEXPOSED_EXPR and len(list(c.get_children())) == 1:
+            c = next(c.get_children())
+        d = c.referenced if c.kind == ci.CursorKind.DECL_REF_EXPR else None
+        if d is None or d.kind != ci.CursorKind.VAR_DECL or not d.type.is_const_qualified() or \
+                d.location.file is None or d.location.file.name != SOURCE_NAME:
+            return False
+        inits = [x for x in d.get_children() if x.kind.is_expression()]
+        return bool(inits) and "".join(t.spelling for t in inits[-1].get_tokens()) in FULL_MASKS
 
     def is_shared_decl(self, s):
         if s.kind != self.ci.CursorKind.DECL_STMT:
@@ -459,14 +647,46 @@ class KernelAnalysis:
                 continue
             if self.is_shared_decl(s):
                 continue
+            if self.is_shuffle_stmt(s):
+                # its arguments are read in the thread loop before it (this region), the
+                # statement runs in the next
+                if seen_return or (self.warp_ifs_seen and not self._in_warp_if):
+                    raise _Fallback(f"a warp shuffle or vote after a return or after an if "
+                                    f"holding warp operations (line {s.location.line})")
+                for c, _ in self.shuffle_calls_of(s):
+                    for arg in list(c.get_children())[1:]:
+                        for x in self.walk(arg):
+                            if x.kind == ci.CursorKind.DECL_REF_EXPR and x.referenced is not None:
+                                self.uses.setdefault(x.referenced.hash, set()).add(region)
+                counter[0] += 1
+                region = counter[0]
+                if s.kind == ci.CursorKind.DECL_STMT:
+                    decls = self.var_decls(s)
+                    if any(d.storage_class == ci.StorageClass.STATIC for d in decls):
+                        raise _Fallback(f"a static local variable (line {s.location.line}): one "
+                                        "for all threads")
+                    for d in decls:
+                        self.region_of[d.hash] = region
+                        self.same_stmt[d.hash] = decls
+                for x in self.walk(s):
+                    if x.kind == ci.CursorKind.DECL_REF_EXPR and x.referenced is not None:
+                        self.uses.setdefault(x.referenced.hash, set()).add(region)
+                continue
+            if self.warp_if(s) and not any(c.hash in self.warp_syncs for c in self.walk(s)) \
+                    and self._uniform_expr(list(s.get_children())[0]):
+                # only shuffles under a block-uniform condition (`if (n > 0)`): every warp takes
+                # the same branch, a block-uniform if (split_ifs, below), after which shuffles
+                # may follow
+                self.warp_ifs.discard(s.hash)
             if self.warp_if(s):
                 if self._loop_depth or self._in_warp_if or seen_return:
                     raise _Fallback(f"__syncwarp under a loop or after a return (line "
                                     f"{s.location.line})")
                 cond = list(s.get_children())[0]
                 if not self._warp_predicate(cond):
-                    raise _Fallback(f"__syncwarp under an if whose condition reads more than the "
-                                    f"thread's index and uniform values (line {s.location.line})")
+                    raise _Fallback(f"__syncwarp or a shuffle under an if whose condition reads "
+                                    f"more than the thread's index and uniform values (line "
+                                    f"{s.location.line})")
                 self.warp_ifs_seen.add(s.hash)
                 counter[0] += 1   # the predicate's thread loop
                 for c in self.walk(cond):
@@ -482,8 +702,6 @@ class KernelAnalysis:
             barrier_loop = s.kind == ci.CursorKind.FOR_STMT and self.has_barrier(s)
             if barrier_loop:
                 self._check_uniform_for(s)
-            if self._in_warp_if:
-                barrier_loop = False
             if barrier_loop or (not seen_return and not self.has_barrier(s) and
                                 not self._in_warp_if and self._hoistable(s)):
                 self.hoisted.add(s.hash)
@@ -791,7 +1009,21 @@ def kernel_names(source):
     return sorted({c.spelling for c in _kernel_cursors(ci, tu.cursor) if c.is_definition()})
 
 
-def inline_warp_helpers(ci, text, name, define_lines=(), templates=False):
+def inline_helpers(ci, text, name, define_lines=(), templates=False, headers=None):
+    """inline_warp_helpers until nothing more is inlined (a helper's body may call another:
+    tm_block_sum calls tm_warp_sum), at most 4 rounds. Returns (text, sync lines)."""
+    lines = {}
+    for round_ in range(4):
+        new, more = inline_warp_helpers(ci, text, name, define_lines, templates, headers,
+                                        site=100 * round_)
+        lines.update(more)
+        if new == text:
+            break
+        text = new
+    return text, lines
+
+
+def inline_warp_helpers(ci, text, name, define_lines=(), templates=False, headers=None, site=0):
     """`text` with each call statement of kernel `name` to a helper of the same file that
     synchronises with `__syncwarp` (reduce_steps' `last_warp_sum(partial, tid);`) replaced by
     the helper's body, so that the warp `if` around it can split at warp granularity
@@ -803,8 +1035,14 @@ def inline_warp_helpers(ci, text, name, define_lines=(), templates=False):
     its template parameters are the kernel's and every argument is a variable of exactly the
     parameter's type (so deduction gives the kernel's own parameters). Anything else: the
     text unchanged (the kernel keeps the fibers where the helper synchronises).
+    A statement `x = helper(args);` directly in a block, x a local variable, of a non-void
+    helper (of the same file or of `headers`, the registry's own) that synchronises (its body
+    names a barrier or warp operation), whose body's one `return` is its last statement, is
+    replaced by the body itself, without braces, so that its barriers are the block's
+    (`R tm_wlK_p = (a); ...; x = static_cast<R>(returned);`, K a number per call): only where
+    the body's own top-level names appear nowhere in the kernel.
     Returns (text, {line of an inlined call: line of the helper's first __syncwarp})."""
-    a = KernelAnalysis(ci, text, name, define_lines, templates)
+    a = KernelAnalysis(ci, text, name, define_lines, templates, headers)
     kernels = [c for c in _kernel_cursors(ci, a.tu.cursor) if c.spelling == name
                and c.is_definition()]
     if len(kernels) != 1:
@@ -819,8 +1057,16 @@ def inline_warp_helpers(ci, text, name, define_lines=(), templates=False):
                       if c.kind in (ci.CursorKind.TEMPLATE_TYPE_PARAMETER,
                                     ci.CursorKind.TEMPLATE_NON_TYPE_PARAMETER)}
     edits = []
+    kernel_words = {t.spelling for t in k.get_tokens()}
 
     def visit(c, parent, index):
+        if c.kind == ci.CursorKind.BINARY_OPERATOR and parent is not None and \
+                parent.kind == ci.CursorKind.COMPOUND_STMT:
+            new = _inline_assigned_call(ci, a, c, kernel_names_, kernel_tparams, kernel_words,
+                                        site + len(edits))
+            if new is not None:
+                edits.append(new)
+                return
         if c.kind == ci.CursorKind.CALL_EXPR and parent is not None and (
                 parent.kind == ci.CursorKind.COMPOUND_STMT or
                 (parent.kind == ci.CursorKind.IF_STMT and index > 0)):
@@ -836,7 +1082,131 @@ def inline_warp_helpers(ci, text, name, define_lines=(), templates=False):
     data = text.encode()
     for start, end, new, _ in sorted(edits, reverse=True):
         data = data[:start] + new.encode() + data[end:]
-    return data.decode(), {line: sync for _, _, _, (line, sync) in edits}
+    return data.decode(), {line: sync for _, _, _, (line, sync) in edits if sync is not None}
+
+
+def _helper_of(ci, a, c):
+    """The definition of the function call `c` calls, if the kernel's file or one of the
+    registry's headers given to the analysis defines it; else None."""
+    kids = list(c.get_children())
+    fn = c.referenced
+    if fn is None and kids:
+        refs = [x for x in a.walk(kids[0]) if x.kind == ci.CursorKind.OVERLOADED_DECL_REF]
+        if refs:
+            if "<" in "".join(t.spelling for t in kids[0].get_tokens()):
+                return None   # explicit template arguments
+            decls = [d for d in a.tu.cursor.get_children() if d.spelling == refs[0].spelling and
+                     d.kind in (ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE)
+                     and d.is_definition()]
+            fn = decls[0] if len(decls) == 1 else None
+    if fn is None or fn.location.file is None or (
+            fn.location.file.name != SOURCE_NAME and fn.location.file.name not in a.header_data):
+        return None
+    return fn.get_definition() or fn
+
+
+def _inline_assigned_call(ci, a, stmt, kernel_names_, kernel_tparams, kernel_words, site):
+    """(start, end, replacement, (line, None)) for `x = helper(args);` (see
+    inline_warp_helpers), or None."""
+    kids = list(stmt.get_children())
+    toks = [t.spelling for t in stmt.get_tokens()]
+    if len(kids) != 2 or len(toks) < 3 or toks[1] != "=":
+        return None
+    lhs, call = kids
+    while call.kind == ci.CursorKind.UNEXPOSED_EXPR and len(list(call.get_children())) == 1:
+        call = next(call.get_children())
+    if lhs.kind != ci.CursorKind.DECL_REF_EXPR or lhs.referenced is None or \
+            lhs.referenced.kind != ci.CursorKind.VAR_DECL or call.kind != ci.CursorKind.CALL_EXPR:
+        return None
+    fn = _helper_of(ci, a, call)
+    if fn is None:
+        return None
+    data = a.data if fn.location.file.name == SOURCE_NAME else a.header_data[fn.location.file.name]
+    fbody = [x for x in fn.get_children() if x.kind == ci.CursorKind.COMPOUND_STMT]
+    if len(fbody) != 1:
+        return None
+    fbody = fbody[0]
+    body_toks = [t.spelling for t in fbody.get_tokens()]
+    if not set(body_toks) & SYNC_NAMES or body_toks.count("return") != 1 or \
+            any(t in ("goto", "#") for t in body_toks):
+        return None
+    stmts = list(fbody.get_children())
+    if not stmts or stmts[-1].kind != ci.CursorKind.RETURN_STMT:
+        return None
+    head = data[fn.extent.start.offset:fbody.extent.start.offset].decode()
+    m = re.search(r"(?:^|>)\s*(?:(?:__device__|__forceinline__|static|inline|__host__)\s+)*"
+                  r"(\w+)\s+" + re.escape(fn.spelling) + r"\s*\(", head)
+    if m is None or m.group(1) == "void":
+        return None
+    rtype = m.group(1)
+    params = [x for x in fn.get_children() if x.kind == ci.CursorKind.PARM_DECL]
+    tparams = {x.spelling for x in fn.get_children()
+               if x.kind in (ci.CursorKind.TEMPLATE_TYPE_PARAMETER,
+                             ci.CursorKind.TEMPLATE_NON_TYPE_PARAMETER)}
+    args = list(call.get_children())[1:]
+    if len(args) != len(params) or not tparams <= kernel_tparams:
+        return None
+    if rtype not in tparams and not re.fullmatch(r"float|double|int|unsigned|long", rtype):
+        return None
+    decls = []
+    prefix = f"tm_wl{site}_"
+    for p, arg in zip(params, args):
+        ptype = p.type.spelling
+        if not p.spelling or re.search(r"[\[\](&]", ptype):
+            return None
+        if tparams:   # deduction must give the kernel's own parameters
+            inner = arg
+            while inner.kind == ci.CursorKind.UNEXPOSED_EXPR and \
+                    len(list(inner.get_children())) == 1:
+                inner = next(inner.get_children())
+            if inner.kind != ci.CursorKind.DECL_REF_EXPR or inner.referenced is None:
+                return None
+            t = inner.referenced.type
+            have = re.sub(r"^const\s+", "", t.spelling.strip())
+            if t.kind in (ci.TypeKind.CONSTANTARRAY, ci.TypeKind.DEPENDENTSIZEDARRAY):
+                have = t.get_array_element_type().spelling + " *"   # decays to a pointer
+            if have.replace(" ", "") != re.sub(r"^const\s+", "", ptype).replace(" ", ""):
+                return None
+        atext = a.data[arg.extent.start.offset:arg.extent.end.offset].decode()
+        decls.append(f"{ptype} {prefix}{p.spelling} = ({atext});")
+    # the body's own top-level names become the kernel's: they must be new there
+    own = {d.spelling for st in stmts if st.kind == ci.CursorKind.DECL_STMT
+           for d in st.get_children() if d.kind == ci.CursorKind.VAR_DECL}
+    if own & kernel_words:
+        return None
+    inside = {x.hash for x in a.walk(fn) if x.kind in (ci.CursorKind.VAR_DECL,
+                                                       ci.CursorKind.PARM_DECL)}
+    renames = {}
+    phashes = {p.hash: p.spelling for p in params}
+    for x in a.walk(fbody):
+        if x.kind != ci.CursorKind.DECL_REF_EXPR or x.referenced is None:
+            continue
+        if x.referenced.hash in phashes:
+            renames[x.extent.start.offset] = prefix + phashes[x.referenced.hash]
+        elif x.referenced.hash not in inside and x.spelling in kernel_names_:
+            return None
+
+    def text_of(cursor):
+        return " ".join(renames.get(t.extent.start.offset, t.spelling)
+                        for t in cursor.get_tokens())
+    ret = [x for x in stmts[-1].get_children() if x.kind.is_expression()]
+    if len(ret) != 1:
+        return None
+    body = " ".join(text_of(st) + (";" if not text_of(st).rstrip().endswith(("}", ";")) else "")
+                    for st in stmts[:-1])
+    end = stmt.extent.end.offset
+    m = re.compile(rb"\s*;").match(a.data, end)
+    if m is None:
+        return None
+    # where a lane waits on fibers: the helper's first warp operation, where the helper is the
+    # kernel's file's (a header's line is in another file: the call's line is reported)
+    first = min((x for x in a.walk(fbody) if x.kind == ci.CursorKind.CALL_EXPR and
+                 a.call_name(x) in SYNC_NAMES), key=lambda x: x.extent.start.offset, default=None)
+    sync = first.location.line if first is not None and \
+        fn.location.file.name == SOURCE_NAME else None
+    return (stmt.extent.start.offset, m.end(),
+            " ".join(decls) + " " + body + f" {lhs.spelling} = static_cast<{rtype}>("
+            f"{text_of(ret[0])});", (stmt.location.line, sync))
 
 
 def _inline_call(ci, a, c, kernel_names_, kernel_tparams):
