@@ -432,6 +432,7 @@ __global__ void short_mask(const float *x, float *out)
 """
 
 
+@pytest.mark.filterwarnings("ignore::tiledmm.CompileWarning")   # g++'s -Woverflow on M
 @pytest.mark.xfail(strict=True, reason="split_analysis._full_mask takes a const variable's "
                    "initializer tokens, not its value (unsigned short: 0xffff)")
 def test_a_mask_variable_too_narrow_for_a_full_mask_fails_alike():
@@ -750,3 +751,32 @@ __global__ void scaled(float *x)
     got, launch = _run_program(src, "scaled")
     assert (launch.kernel, launch.path) == ("scaled", "thread loops"), launch.path_reason
     np.testing.assert_array_equal(got, (2.0 * H)[::-1].astype(np.float32))
+
+
+# A template whose warp shuffle sits under `if constexpr` in a statement the thread loops do not
+# run (two assignments): the transform names the instances that must keep the fibers
+# (SplitPlan.fiber_guard, `S` here); registry_source honours it (tm_pick_split_<k>).
+GUARDED_TEMPLATE = r"""
+template <bool S>
+__global__ void pairs(float *x)
+{
+    __shared__ float s[64];
+    float v = x[threadIdx.x], w = 0.0f;
+    if constexpr (S) {
+        v += w = __shfl_xor_sync(0xffffffffu, v, 1);
+    }
+    s[threadIdx.x] = v + w;
+    __syncthreads();
+    x[threadIdx.x] = s[63 - threadIdx.x];
+}
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="program_build._split_text pairs every instance of a "
+                   "template with its split and ignores SplitPlan.fiber_guard: pairs<true> runs "
+                   "__shfl_xor_sync inside a thread loop (tm.compile does not split templates)")
+def test_a_template_instance_that_must_keep_the_fibers_in_a_program():
+    got, launch = _run_program(GUARDED_TEMPLATE, "pairs<true>")
+    h = H.astype(np.float64)
+    s = h + 2.0 * h[np.arange(64) ^ 1]
+    np.testing.assert_array_equal(got, s[::-1].astype(np.float32))
