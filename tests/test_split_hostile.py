@@ -158,8 +158,8 @@ __global__ void param(float *out, int n)
 
 
 @pytest.mark.xfail(strict=True, reason="parameters written per thread (`n += threadIdx.x`; "
-                   "`x += threadIdx.x` faults, in tm.compile"
-                   " and in whole programs alike) are the split function's own, one for the whole block: nothing in "
+                   "`x += threadIdx.x` faults, in tm.compile and in whole programs alike) are "
+                   "the split function's own, one for the whole block: nothing in "
                    "split_analysis refuses a written PARM_DECL or copies it per thread")
 def test_a_parameter_written_per_thread():
     outs, _ = _same_on_both_paths(PARAM_SCALAR, "param", 1, 64,
@@ -186,8 +186,8 @@ __global__ void hidden(const float *x, float *out)
 
 @pytest.mark.xfail(strict=True, reason="split_analysis._find_writes misses writes through a "
                    "macro's argument and a helper's reference parameter (also `int &r = idx;` and "
-                   "`(idx) = ...`): "
-                   "idx stays block-uniform and every thread after the barrier reads the last one's")
+                   "`(idx) = ...`): idx stays block-uniform and every thread after the barrier "
+                   "reads the last one's")
 @pytest.mark.parametrize("write", ["SET(idx, threadIdx.x)", "set_to_thread(idx)"])
 def test_a_uniform_local_written_where_the_analysis_does_not_look(write):
     src = HIDDEN_WRITE.replace("WRITE", write)
