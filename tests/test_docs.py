@@ -123,7 +123,7 @@ def test_pages_are_there(site):
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
         commands = re.findall(r"^    (pip install .+)$", f.read(), re.M)
     assert len(commands) >= 2, commands
-    assert 'pip install -e ".[test]" && python -m pytest' in commands
+    assert 'pip install -e ".[test]" && python -m pytest -n auto' in commands
     for command in commands:
         assert command in page, f"install page lacks README's command {command!r}"
 
@@ -240,7 +240,7 @@ def test_readme_says_how_to_add_an_extra_without_a_rebuild():
 def test_readme_tells_how_to_get_the_browser_tests():
     setup = _readme_setup()
     assert "apt-get install -y chromium" in setup and "`chromium` package" in setup
-    assert 'pip install -e ".[test]" && python -m pytest' in setup   # the command unchanged
+    assert 'pip install -e ".[test]" && python -m pytest -n auto' in setup   # the command unchanged
 
 
 def test_browser_tests_skip_naming_the_package(tmp_path):
