@@ -575,33 +575,8 @@ def test_grid_stride_loop_runs_as_rounds_with_the_fibers_bits(n, blocks):
 # Warp granularity: the last warp of a tree reduction, its __syncwarp()s in a helper of the same
 # file (inlined by the transform) under `if (tid < 32)`; the stretches between them run as
 # thread loops over the threads whose predicate holds.
-LAST_WARP = r"""
-__device__ __forceinline__ void warp_tail(float *s, unsigned t)
-{
-    volatile float *p = s;
-    float v = p[t] + p[t + 32];
-    __syncwarp(); p[t] = v; __syncwarp();
-    v += p[t + 16]; __syncwarp(); p[t] = v; __syncwarp();
-    v += p[t + 8];  __syncwarp(); p[t] = v; __syncwarp();
-    v += p[t + 4];  __syncwarp(); p[t] = v; __syncwarp();
-    v += p[t + 2];  __syncwarp(); p[t] = v; __syncwarp();
-    v += p[t + 1];  __syncwarp(); p[t] = v;
-}
-__global__ void tail_sum(const float *x, float *out, int n)
-{
-    __shared__ float s[256];
-    const unsigned tid = threadIdx.x;
-    const int i = blockIdx.x * 256 + tid;
-    s[tid] = i < n ? x[i] : 0.0f;
-    __syncthreads();
-    for (unsigned half = 128; half > 32; half /= 2) {
-        if (tid < half) s[tid] += s[tid + half];
-        __syncthreads();
-    }
-    if (tid < LANES) warp_tail(s, tid);
-    if (tid == 0) out[blockIdx.x] = s[0];
-}
-"""
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernels", "last_warp.cu")) as _f:
+    LAST_WARP = _f.read()
 
 
 def _tail_sum(src, n, check=False):
@@ -638,7 +613,8 @@ def test_a_divergent_syncwarp_is_reported_as_the_fibers_report_it():
         with pytest.raises(tm.KernelError, match="no thread can proceed") as exc:
             _tail_sum(src, 600, check=check)
         errors.append(str(exc.value))
-    assert all("__syncwarp() (kernel.cu:6)" in e and "warp 0" in e and "0xffff0000" in e
+    first = next(i for i, ln in enumerate(src.splitlines(), 1) if "__syncwarp();" in ln)
+    assert all(f"__syncwarp() (kernel.cu:{first})" in e and "warp 0" in e and "0xffff0000" in e
                for e in errors), errors
 
 
