@@ -3,9 +3,10 @@
 # backends, compute-sanitizer over every kernel, the demo, the benchmarks (kernels against
 # cuBLAS and a device copy; NumPy round trips against pinned copies and numpy.matmul), and the
 # notebooks with their outputs. Logs go to $OUT (or ./out); short tables come last.
-#   usage: bash benchmarks/gpu_run.sh [all|test|bench|l2|lessons|cutlass|profile|programs|progcheck] [extra bench args]
+#   usage: bash benchmarks/gpu_run.sh [all|test|pytest|sanitize|bench|l2|lessons|cutlass|profile|programs|progcheck] [extra bench args]
 #   test:  build, pytest (both backends), compute-sanitizer (memcheck, racecheck, synccheck,
-#          initcheck) over every kernel
+#          initcheck) over every kernel; `pytest` and `sanitize` run its two halves apart (each
+#          fits one 10-minute call of a lent machine)
 #   bench: build (kept from `test` on the same machine), demo, bench, notebooks, l2
 #   l2:    the L2 flush's effect: each small size flushed (the default) and warm, one run
 #          (benchmarks/l2_flush.py)
@@ -43,7 +44,7 @@ echo "== build (sm_$arch)"
 TILEDMM_CUDA_ARCHS=$arch python3 setup.py -q build_ext --inplace >"$OUT/build.log" 2>&1 \
     || { tail -40 "$OUT/build.log"; exit 1; }
 
-if [ "$stage" = all ] || [ "$stage" = test ]; then
+if [ "$stage" = all ] || [ "$stage" = test ] || [ "$stage" = pytest ]; then
     echo "== tests (both backends)"
     # In parallel where pytest-xdist is there, except the tests that measure device memory:
     # other processes on the GPU would move their readings. Those run after, serially.
@@ -52,7 +53,9 @@ if [ "$stage" = all ] || [ "$stage" = test ]; then
         | tee "$OUT/pytest.log" | tail -8
     python3 -m pytest -q -m "device_memory or gpu_alone" --maxfail=20 -p no:cacheprovider 2>&1 \
         | tee -a "$OUT/pytest.log" | tail -8
+fi
 
+if [ "$stage" = all ] || [ "$stage" = test ] || [ "$stage" = sanitize ]; then
     echo "== compute-sanitizer over every kernel"
     : >"$OUT/sanitizer.log"
     for tool in memcheck racecheck synccheck initcheck; do
