@@ -23,6 +23,7 @@ import glob
 import importlib
 import importlib.util
 import os
+import re
 import runpy
 import shutil
 import subprocess
@@ -109,6 +110,59 @@ def split_registry_sources(out_dir):
         made[src] = dst
     for stale in set(glob.glob(os.path.join(out_dir, "*.cu"))) - set(made.values()):
         os.remove(stale)   # a kernel file the transform no longer changes compiles as written
+    return made
+
+
+# Issue 34's prototype (branch wip-profile-split): kernel files whose split at barriers the
+# profile build compiles, with hooks that tell emu_profile.cpp which CUDA thread a thread loop
+# runs and where the barriers were. Off by default: "reduce_steps.cu,reduce_lecture.cu" names
+# files; a launch still takes the fibers with TILEDMM_EMU_SPLIT=0 (the comparison).
+PROFILE_SPLIT_FILES = {f"cuda/{f.strip()}" for f in
+                       os.environ.get("TILEDMM_PROFILE_SPLIT", "").split(",") if f.strip()}
+_THREAD_BEGIN = "const uint3 tm_threadIdx_ = {(unsigned)tm_x_, tm_y_, tm_z_};"
+_BARRIER = re.compile(r"/\* __syncthreads\(\) line (\d+) \*/")
+_THREAD_END = re.compile(r"\n}\n((?:tm_next_thread_\d+_: ;\n)?)}}")
+
+
+def profile_split_source(text):
+    """The split source (barrier_split.registry_source's) for the profile build: no
+    vectorising pragma (a vector load would be one access for several CUDA threads), a call at
+    the start and end of each thread's turn in a thread loop (the hooks log into that thread's
+    log) and one where each barrier was (the logs are folded there, as at a fiber barrier)."""
+    text = text.replace('#pragma GCC optimize("tree-vectorize")', "")
+    begins = text.count(_THREAD_BEGIN)
+    text = text.replace(_THREAD_BEGIN, _THREAD_BEGIN + " tm_profile_split_thread(tm_row_ + tm_x_);")
+    text, ends = _THREAD_END.subn(lambda m: "\n}\n" + m.group(1) + "tm_profile_split_thread_end();}}",
+                                  text)
+    if begins != ends:
+        raise ValueError(f"{begins} thread loops but {ends} ends found")
+    text = _BARRIER.sub(r"tm_profile_split_barrier(\1);", text)
+    decl = ('extern "C" void tm_profile_split_thread(size_t) noexcept;\n'
+            'extern "C" void tm_profile_split_thread_end(void) noexcept;\n'
+            'extern "C" void tm_profile_split_barrier(int) noexcept;\n')
+    at = text.index('#line 1 "tiledmm-split"')
+    return text[:at] + decl + text[at:]
+
+
+def profile_split_sources(out_dir):
+    """split_registry_sources for PROFILE_SPLIT_FILES, rewritten by profile_split_source."""
+    made = {}
+    for src, dst in split_registry_sources(out_dir).items():
+        if src not in PROFILE_SPLIT_FILES:
+            continue
+        with open(dst) as f:
+            text = f.read()
+        try:
+            text = profile_split_source(text)
+        except ValueError as exc:
+            print(f"tiledmm: {src}: no profiled split ({exc}): fibers", file=sys.stderr)
+            continue
+        out = os.path.join(out_dir + "_profile", os.path.basename(dst))
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        if not os.path.exists(out) or open(out).read() != text:
+            with open(out, "w") as f:
+                f.write(text)
+        made[src] = out
     return made
 
 
@@ -245,7 +299,7 @@ class BuildExt(build_ext):
             ext.library_dirs.append(self._cuda_lib_dir())
         elif backend == "emu_profile":
             def compile_one(src, obj):
-                kernel = src in KERNEL_SOURCES
+                kernel = src in KERNEL_SOURCES or src in split.values()   # split: rewritten kernels
                 return self._emu_command(src, obj, PROFILE_KERNEL_FLAGS if kernel else
                                          PROFILE_HOOK_FLAGS if src in PROFILE_SOURCES else [])
             sources = KERNEL_SOURCES + EMU_RUNTIME_SOURCES + PROFILE_SOURCES
@@ -253,9 +307,15 @@ class BuildExt(build_ext):
             compile_one = self._emu_command
             sources = KERNEL_SOURCES + EMU_RUNTIME_SOURCES
         # plain emu builds compile the registry kernels split at their barriers where the
-        # transform applies (profile mode keeps the fibers: its counts are the fibers' own)
-        split = split_registry_sources(os.path.join(build_temp, "split")) \
-            if backend == "emu" else {}
+        # transform applies; profile mode keeps the fibers (its counts are the fibers' own),
+        # except for the files named in TILEDMM_PROFILE_SPLIT (issue 34's prototype: the split
+        # with the profile hooks, profile_split_source)
+        if backend == "emu":
+            split = split_registry_sources(os.path.join(build_temp, "split"))
+        elif backend == "emu_profile" and PROFILE_SPLIT_FILES:
+            split = profile_split_sources(os.path.join(build_temp, "split"))
+        else:
+            split = {}
         jobs = []
         for src in sources:
             obj = os.path.join(build_temp, os.path.basename(src) + ".o")

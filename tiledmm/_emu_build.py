@@ -47,7 +47,9 @@ PROFILE_KERNEL_FLAGS = ["-fsanitize=thread", "--param=tsan-instrument-func-entry
 # __tls_get_addr call in a dlopen'ed module.
 PROFILE_HOOK_FLAGS = ["-mtls-dialect=gnu2"] if platform.machine() in ("x86_64", "AMD64") else []
 # The emulator entry points whose calls from the kernels emu_profile.cpp sees (ld --wrap).
-PROFILE_WRAPPED = ["_ZN6tm_emu6launchEPKvPFvPvES2_4dim3S5_m", "_ZN6tm_emu7warp_opEijyiiPKci",
+PROFILE_WRAPPED = ["_ZN6tm_emu6launchEPKvPFvPvES2_4dim3S5_m",
+                   "_ZN6tm_emu19launch_whole_blocksEPKvPFvPvES2_4dim3S5_m",
+                   "_ZN6tm_emu7warp_opEijyiiPKci",
                    "tm_emu_syncthreads", "tm_emu_syncthreads_op", "cudaMalloc", "cudaFree",
                    "cudaDeviceGetAttribute"]
 

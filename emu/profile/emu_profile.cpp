@@ -444,6 +444,9 @@ struct TState {
     uintptr_t emu_tls_lo = 0;
     uintptr_t dyn_lo = 0;
     std::vector<Log> logs;
+    // Split kernels (issue 34 prototype): what runs outside a CUDA thread's turn in a thread
+    // loop (the loops' own blocks, the block-uniform code between regions) logs here, unread.
+    Log discard;
     bool pending = false;
     uint64_t c[NFIELDS] = {};         // this launch's counts (folded by the launching thread)
     std::unordered_map<uintptr_t, uint64_t> atom;   // global atomics per address
@@ -991,6 +994,23 @@ void profiled_invoke(void *p)
     long long index = (long long)b.x + (long long)g.x * (b.y + (long long)g.y * b.z);
     if (!block_sampled(index)) return;
     int tid = tm_emu_tls.linear_tid;
+    if (tid < 0) {   // a split kernel: one call runs the whole block as thread loops
+        const dim3 &bd = tm_emu_tls.block_dim;
+        long long threads = (long long)bd.x * bd.y * bd.z;
+        ctx->blocks_run.fetch_add(1, std::memory_order_relaxed);
+        ctx->threads_run.fetch_add(threads, std::memory_order_relaxed);
+        ctx->warps_run.fetch_add((threads + 31) / 32, std::memory_order_relaxed);
+        TState *s = running();
+        unsigned long long ep = tm_emu_barrier_epoch();
+        if (ep != s->epoch) s->new_interval(ep);
+        s->pending = true;
+        s->cur = &s->discard;
+        s->discard.bb.clear();
+        s->bb_load();
+        ctx->invoke(ctx->pack);
+        s->bb_store();
+        return;
+    }
     if (tid == 0) {   // every thread of a block that runs comes here: counted once per block
         const dim3 &bd = tm_emu_tls.block_dim;
         long long threads = (long long)bd.x * bd.y * bd.z;
@@ -1027,12 +1047,18 @@ cudaError_t __wrap_cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int d
     return err;
 }
 
-cudaError_t __wrap__ZN6tm_emu6launchEPKvPFvPvES2_4dim3S5_m(const void *func, void (*invoke)(void *),
-                                                           void *pack, dim3 grid, dim3 block,
-                                                           size_t shared_bytes)
+cudaError_t __real__ZN6tm_emu19launch_whole_blocksEPKvPFvPvES2_4dim3S5_m(const void *, void (*)(void *), void *,
+                                                                        dim3, dim3, size_t);
+}   // extern "C"
+
+typedef cudaError_t (*LaunchFn)(const void *, void (*)(void *), void *, dim3, dim3, size_t);
+
+// A profiled launch through `real` (fibers: tm_emu::launch; a split kernel's thread loops:
+// tm_emu::launch_whole_blocks).
+static cudaError_t profiled_launch(LaunchFn real, const void *func, void (*invoke)(void *), void *pack,
+                                   dim3 grid, dim3 block, size_t shared_bytes)
 {
-    if (!g_enabled)
-        return __real__ZN6tm_emu6launchEPKvPFvPvES2_4dim3S5_m(func, invoke, pack, grid, block, shared_bytes);
+    if (!g_enabled) return real(func, invoke, pack, grid, block, shared_bytes);
     InvokeCtx ctx;
     ctx.invoke = invoke;
     ctx.pack = pack;
@@ -1050,8 +1076,7 @@ cudaError_t __wrap__ZN6tm_emu6launchEPKvPFvPvES2_4dim3S5_m(const void *func, voi
         }
     }
     g_active.store(1);
-    cudaError_t err = __real__ZN6tm_emu6launchEPKvPFvPvES2_4dim3S5_m(func, profiled_invoke, &ctx, grid, block,
-                                                                     shared_bytes);
+    cudaError_t err = real(func, profiled_invoke, &ctx, grid, block, shared_bytes);
     g_active.store(0);
     std::lock_guard<std::mutex> g(g_mu);
     uint64_t sum[NFIELDS] = {};
@@ -1081,6 +1106,68 @@ cudaError_t __wrap__ZN6tm_emu6launchEPKvPFvPvES2_4dim3S5_m(const void *func, voi
     g_totals[F_launches] += 1;
     g_totals[F_blocks] += (double)nblocks;
     return err;
+}
+
+extern "C" {
+cudaError_t __wrap__ZN6tm_emu6launchEPKvPFvPvES2_4dim3S5_m(const void *func, void (*invoke)(void *),
+                                                           void *pack, dim3 grid, dim3 block,
+                                                           size_t shared_bytes)
+{
+    return profiled_launch(__real__ZN6tm_emu6launchEPKvPFvPvES2_4dim3S5_m, func, invoke, pack, grid,
+                           block, shared_bytes);
+}
+
+cudaError_t __wrap__ZN6tm_emu19launch_whole_blocksEPKvPFvPvES2_4dim3S5_m(const void *func,
+                                                                        void (*invoke)(void *), void *pack,
+                                                                        dim3 grid, dim3 block,
+                                                                        size_t shared_bytes)
+{
+    return profiled_launch(__real__ZN6tm_emu19launch_whole_blocksEPKvPFvPvES2_4dim3S5_m, func, invoke,
+                           pack, grid, block, shared_bytes);
+}
+
+// ---- a kernel split at its barriers (setup.py's profile_split_source puts these calls in) ----
+// CUDA thread `tid` (linear) starts its turn in a thread loop: the hooks log into its log.
+void tm_profile_split_thread(size_t tid) noexcept
+{
+    if (!g_active.load(std::memory_order_relaxed)) return;
+    TState *s = running();
+    s->bb_store();
+    s->pending = true;
+    s->cur = &s->logs[tid];
+    s->bb_load();
+    // The turn's first block: trace-pc logged the block holding this call before the call
+    // (into the unread log), so every thread's trace starts here, as a fiber's starts at the
+    // block after its barrier; the lanes then part where the kernel's code branches.
+    record_bb((uintptr_t)__builtin_return_address(0));
+}
+
+// The turn ends: what runs next (the loop's own blocks) goes to the unread log.
+void tm_profile_split_thread_end(void) noexcept
+{
+    if (!g_active.load(std::memory_order_relaxed)) return;
+    TState *s = running();
+    s->bb_store();
+    Log &d = s->discard;
+    for (uint32_t m = d.used; m; m &= m - 1) d.acc[__builtin_ctz(m)].clear();
+    d.used = 0;
+    d.bb.clear();
+    s->cur = &d;
+    s->bb_load();
+}
+
+// Where the kernel's __syncthreads() was (every thread reaches it: the split applies only
+// then): each thread counts a barrier and the interval's logs are folded, as when a fiber
+// barrier opens.
+void tm_profile_split_barrier(int) noexcept
+{
+    if (!g_active.load(std::memory_order_relaxed)) return;
+    TState *s = running();
+    s->bb_store();
+    for (int t = 0; t < s->nthreads; ++t) ++s->logs[t].bar;
+    s->flush();
+    s->discard.bb.clear();
+    s->bb_load();
 }
 
 unsigned long long __wrap__ZN6tm_emu7warp_opEijyiiPKci(int op, unsigned mask, unsigned long long value, int arg,
