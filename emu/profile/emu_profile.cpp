@@ -188,8 +188,9 @@ inline bool same_pcs(const AccessLog &a, const AccessLog &b)
 
 // One CUDA thread's log between two barriers.
 struct Log {
+    Buf<uintptr_t> bb;                // basic blocks entered (trace-pc), in order (first: a
+                                      // thread loop's turn switch reads it, one cache line)
     AccessLog acc[NCLS];              // the accesses of each class
-    Buf<uintptr_t> bb;                // basic blocks entered (trace-pc), in order
     uint32_t bar = 0, wop = 0;        // barriers and warp operations
     uint32_t used = 0;                // bit cls: acc[cls] has entries
     size_t cas_mark = 0;              // bb's length at a failed compare-and-swap ...
@@ -1148,12 +1149,10 @@ void tm_profile_split_thread_end(void) noexcept
     if (!g_active.load(std::memory_order_relaxed)) return;
     TState *s = running();
     s->bb_store();
-    Log &d = s->discard;
-    for (uint32_t m = d.used; m; m &= m - 1) d.acc[__builtin_ctz(m)].clear();
-    d.used = 0;
-    d.bb.clear();
-    s->cur = &d;
-    s->bb_load();
+    // the unread log's blocks start over (its accesses, if any, are dropped at the barrier)
+    s->cur = &s->discard;
+    s->bb_at = s->discard.bb.d;
+    s->bb_end = s->discard.bb.d + s->discard.bb.cap;
 }
 
 // Where the kernel's __syncthreads() was (every thread reaches it: the split applies only
@@ -1166,7 +1165,10 @@ void tm_profile_split_barrier(int) noexcept
     s->bb_store();
     for (int t = 0; t < s->nthreads; ++t) ++s->logs[t].bar;
     s->flush();
-    s->discard.bb.clear();
+    Log &d = s->discard;
+    for (uint32_t m = d.used; m; m &= m - 1) d.acc[__builtin_ctz(m)].clear();
+    d.used = 0;
+    d.bb.clear();
     s->bb_load();
 }
 
