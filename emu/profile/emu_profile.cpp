@@ -1052,6 +1052,10 @@ cudaError_t __real__ZN6tm_emu19launch_whole_blocksEPKvPFvPvES2_4dim3S5_m(const v
                                                                         dim3, dim3, size_t);
 }   // extern "C"
 
+// Profiled launches of kernels split at their barriers (tests: whether the build has them).
+static std::atomic<long long> g_split_launches{0};
+TM_EXPORT long long tm_profile_split_launches(void) { return g_split_launches.load(); }
+
 typedef cudaError_t (*LaunchFn)(const void *, void (*)(void *), void *, dim3, dim3, size_t);
 
 // A profiled launch through `real` (fibers: tm_emu::launch; a split kernel's thread loops:
@@ -1123,6 +1127,7 @@ cudaError_t __wrap__ZN6tm_emu19launch_whole_blocksEPKvPFvPvES2_4dim3S5_m(const v
                                                                         dim3 grid, dim3 block,
                                                                         size_t shared_bytes)
 {
+    if (g_enabled) g_split_launches.fetch_add(1, std::memory_order_relaxed);
     return profiled_launch(__real__ZN6tm_emu19launch_whole_blocksEPKvPFvPvES2_4dim3S5_m, func, invoke,
                            pack, grid, block, shared_bytes);
 }

@@ -1,0 +1,79 @@
+"""Profile mode on kernels split at their barriers (issue 34's prototype, branch
+wip-profile-split): a profile build made with TILEDMM_PROFILE_SPLIT=reduce_steps.cu,... runs those
+files' kernels as thread loops with hooks (emu/profile/emu_profile.cpp's tm_profile_split_*).
+Its counts must be the fibers' own, counter by counter: the same build counts each case twice, once
+on the thread loops and once on the fibers (TILEDMM_EMU_SPLIT=0, read at each launch).
+Skipped where the profile build has no split kernel (the default build)."""
+import ctypes
+import faulthandler
+import os
+
+import numpy as np
+import pytest
+
+from tiledmm import profile as tmprof
+
+try:
+    from tiledmm import _emu_profile
+except ImportError:   # TILEDMM_NO_PROFILE=1 builds: every test here is skipped
+    _emu_profile = None
+
+pytestmark = pytest.mark.skipif(not tmprof.available(),
+                                reason="tiledmm._emu_profile not built (TILEDMM_NO_PROFILE=1?)")
+
+TIME_LIMIT_S = 120   # each case counts twice at sizes that take well under a second
+
+
+def split_launches():
+    """Profiled launches the profile build ran as thread loops so far."""
+    fn = ctypes.CDLL(_emu_profile.__file__).tm_profile_split_launches
+    fn.restype = ctypes.c_longlong
+    return fn()
+
+
+def counts(kernel, x, params, split):
+    old = os.environ.get("TILEDMM_EMU_SPLIT")
+    os.environ["TILEDMM_EMU_SPLIT"] = "1" if split else "0"
+    try:
+        return tmprof.count("reduce", kernel, x, **params).as_dict()
+    finally:
+        if old is None:
+            del os.environ["TILEDMM_EMU_SPLIT"]
+        else:
+            os.environ["TILEDMM_EMU_SPLIT"] = old
+
+
+CASES = [   # odd sizes: partial last blocks; several block sizes (4 to 32 warps)
+    ("sequential", {"block": 256}, 70001),
+    ("sequential", {"block": 128}, 5003),
+    ("interleaved_divergent", {"block": 128}, 9999),
+    ("interleaved_divergent", {"block": 1024}, 33333),
+    ("interleaved_bank_conflicts", {"block": 1024}, 7777),
+    ("first_add", {"block": 512}, 40001),
+    ("multi_pass", {"block": 256}, 70001),
+    ("shared", {"block": 128}, 12345),
+    ("single_block", {"block": 512}, 20000),
+    ("per_level", {"block": 256}, 30011),
+    ("demo_wrong_block_sync", {"block": 256}, 20001),
+]
+
+
+@pytest.mark.parametrize("kernel,params,n", CASES)
+def test_split_counts_are_the_fibers(kernel, params, n):
+    faulthandler.dump_traceback_later(TIME_LIMIT_S, exit=True)
+    try:
+        x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+        before = split_launches()
+        split = counts(kernel, x, params, True)
+        if split_launches() == before:
+            pytest.skip(f"{kernel}: the profile build runs it on fibers (build with "
+                        "TILEDMM_PROFILE_SPLIT=reduce_steps.cu,reduce_lecture.cu,reduce_per_level.cu)")
+        fibers = counts(kernel, x, params, False)
+        assert fibers["launches"] > 0
+        assert fibers["barriers"] > 0 or kernel == "per_level"   # per_level: no barrier, a return
+        assert fibers["shared_load_requests"] + fibers["global_load_requests"] > 0
+        differ = {k: (fibers[k], split[k]) for k in fibers
+                  if not (fibers[k] == split[k] or (fibers[k] != fibers[k] and split[k] != split[k]))}
+        assert not differ, f"{kernel} {params} n={n}: (fibers, thread loops) differ: {differ}"
+    finally:
+        faulthandler.cancel_dump_traceback_later()
