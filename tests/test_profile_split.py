@@ -24,9 +24,11 @@ pytestmark = pytest.mark.skipif(not tmprof.available(),
 TIME_LIMIT_S = 120   # each case counts twice at sizes that take well under a second
 
 
-def split_launches():
-    """Profiled launches the profile build ran as thread loops so far."""
-    fn = ctypes.CDLL(_emu_profile.__file__).tm_profile_split_launches
+def split_stat(name):
+    """tm_profile_split_launches: profiled launches the profile build ran as thread loops so
+    far; tm_profile_split_uncounted: intervals in which such a launch accessed counted memory
+    outside any thread's turn (lost counts)."""
+    fn = getattr(ctypes.CDLL(_emu_profile.__file__), name)
     fn.restype = ctypes.c_longlong
     return fn()
 
@@ -63,9 +65,11 @@ def test_split_counts_are_the_fibers(kernel, params, n):
     faulthandler.dump_traceback_later(TIME_LIMIT_S, exit=True)
     try:
         x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
-        before = split_launches()
+        before = split_stat("tm_profile_split_launches")
+        lost = split_stat("tm_profile_split_uncounted")
         split = counts(kernel, x, params, True)
-        if split_launches() == before:
+        assert split_stat("tm_profile_split_uncounted") == lost
+        if split_stat("tm_profile_split_launches") == before:
             pytest.skip(f"{kernel}: the profile build runs it on fibers (build with "
                         "TILEDMM_PROFILE_SPLIT=reduce_steps.cu,reduce_lecture.cu,reduce_per_level.cu)")
         fibers = counts(kernel, x, params, False)

@@ -987,6 +987,20 @@ inline bool block_sampled(long long index)
     return z % (uint64_t)g_stride == 0;
 }
 
+// Accesses a split kernel made outside any thread's turn (block-uniform code between its thread
+// loops): counted nowhere, so a kernel that has them must keep the fibers (tests check 0).
+std::atomic<long long> g_split_uncounted{0};
+
+// Empties the unread log (a split kernel's blocks outside the threads' turns).
+void drop_discard(TState *s)
+{
+    Log &d = s->discard;
+    if (d.used) g_split_uncounted.fetch_add(1, std::memory_order_relaxed);
+    for (uint32_t m = d.used; m; m &= m - 1) d.acc[__builtin_ctz(m)].clear();
+    d.used = 0;
+    d.bb.clear();
+}
+
 void profiled_invoke(void *p)
 {
     InvokeCtx *ctx = static_cast<InvokeCtx *>(p);
@@ -1010,6 +1024,7 @@ void profiled_invoke(void *p)
         s->bb_load();
         ctx->invoke(ctx->pack);
         s->bb_store();
+        drop_discard(s);
         return;
     }
     if (tid == 0) {   // every thread of a block that runs comes here: counted once per block
@@ -1055,6 +1070,7 @@ cudaError_t __real__ZN6tm_emu19launch_whole_blocksEPKvPFvPvES2_4dim3S5_m(const v
 // Profiled launches of kernels split at their barriers (tests: whether the build has them).
 static std::atomic<long long> g_split_launches{0};
 TM_EXPORT long long tm_profile_split_launches(void) { return g_split_launches.load(); }
+TM_EXPORT long long tm_profile_split_uncounted(void) { return g_split_uncounted.load(); }
 
 typedef cudaError_t (*LaunchFn)(const void *, void (*)(void *), void *, dim3, dim3, size_t);
 
@@ -1170,10 +1186,7 @@ void tm_profile_split_barrier(int) noexcept
     s->bb_store();
     for (int t = 0; t < s->nthreads; ++t) ++s->logs[t].bar;
     s->flush();
-    Log &d = s->discard;
-    for (uint32_t m = d.used; m; m &= m - 1) d.acc[__builtin_ctz(m)].clear();
-    d.used = 0;
-    d.bb.clear();
+    drop_discard(s);
     s->bb_load();
 }
 
