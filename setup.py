@@ -121,6 +121,7 @@ PROFILE_SPLIT_FILES = {f"cuda/{f.strip()}" for f in
                        os.environ.get("TILEDMM_PROFILE_SPLIT", "").split(",") if f.strip()}
 _THREAD_BEGIN = "const uint3 tm_threadIdx_ = {(unsigned)tm_x_, tm_y_, tm_z_};"
 _BARRIER = re.compile(r"/\* __syncthreads\(\) line (\d+) \*/")
+_PROLOGUE = re.compile(r"volatile unsigned \*const tm_tv_ = &tm_emu_tls\.thread_idx\.x;")
 _THREAD_END = re.compile(r"\n}\n((?:tm_next_thread_\d+_: ;\n)?)}}")
 
 
@@ -131,15 +132,21 @@ def profile_split_source(text):
     log) and one where each barrier was (the logs are folded there, as at a fiber barrier)."""
     text = text.replace('#pragma GCC optimize("tree-vectorize")', "")
     begins = text.count(_THREAD_BEGIN)
-    text = text.replace(_THREAD_BEGIN, _THREAD_BEGIN + " tm_profile_split_thread(tm_row_ + tm_x_);")
-    text, ends = _THREAD_END.subn(lambda m: "\n}\n" + m.group(1) + "tm_profile_split_thread_end();}}",
+    text = text.replace(_THREAD_BEGIN, _THREAD_BEGIN + " tm_profile_split_thread(tm_ps_, tm_row_ + tm_x_);")
+    text, ends = _THREAD_END.subn(lambda m: "\n}\n" + m.group(1) + "tm_profile_split_thread_end(tm_ps_);}}",
                                   text)
     if begins != ends:
         raise ValueError(f"{begins} thread loops but {ends} ends found")
-    text = _BARRIER.sub(r"tm_profile_split_barrier(\1);", text)
-    decl = ('extern "C" void tm_profile_split_thread(size_t) noexcept;\n'
-            'extern "C" void tm_profile_split_thread_end(void) noexcept;\n'
-            'extern "C" void tm_profile_split_barrier(int) noexcept;\n')
+    text = _BARRIER.sub(r"tm_profile_split_barrier(tm_ps_, \1);", text)
+    # the hooks' state (this OS thread's), looked up once per block instead of in every hook
+    text, fns = _PROLOGUE.subn(lambda m: m.group(0) + "\nvoid *const tm_ps_ = tm_profile_split_state();",
+                               text)
+    if fns == 0 and begins:
+        raise ValueError("the split function's prologue was not found")
+    decl = ('extern "C" void *tm_profile_split_state(void) noexcept;\n'
+            'extern "C" void tm_profile_split_thread(void *, size_t) noexcept;\n'
+            'extern "C" void tm_profile_split_thread_end(void *) noexcept;\n'
+            'extern "C" void tm_profile_split_barrier(void *, int) noexcept;\n')
     at = text.index('#line 1 "tiledmm-split"')
     return text[:at] + decl + text[at:]
 

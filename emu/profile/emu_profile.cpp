@@ -1149,11 +1149,17 @@ cudaError_t __wrap__ZN6tm_emu19launch_whole_blocksEPKvPFvPvES2_4dim3S5_m(const v
 }
 
 // ---- a kernel split at its barriers (setup.py's profile_split_source puts these calls in) ----
-// CUDA thread `tid` (linear) starts its turn in a thread loop: the hooks log into its log.
-void tm_profile_split_thread(size_t tid) noexcept
+// The calling OS thread's state for the hooks below, once per block (null: not profiling).
+void *tm_profile_split_state(void) noexcept
 {
-    if (!g_active.load(std::memory_order_relaxed)) return;
-    TState *s = running();
+    return g_active.load(std::memory_order_relaxed) ? running() : nullptr;
+}
+
+// CUDA thread `tid` (linear) starts its turn in a thread loop: the hooks log into its log.
+void tm_profile_split_thread(void *st, size_t tid) noexcept
+{
+    if (!st) return;
+    TState *s = static_cast<TState *>(st);
     s->bb_store();
     s->pending = true;
     s->cur = &s->logs[tid];
@@ -1165,10 +1171,10 @@ void tm_profile_split_thread(size_t tid) noexcept
 }
 
 // The turn ends: what runs next (the loop's own blocks) goes to the unread log.
-void tm_profile_split_thread_end(void) noexcept
+void tm_profile_split_thread_end(void *st) noexcept
 {
-    if (!g_active.load(std::memory_order_relaxed)) return;
-    TState *s = running();
+    if (!st) return;
+    TState *s = static_cast<TState *>(st);
     s->bb_store();
     // the unread log's blocks start over (its accesses, if any, are dropped at the barrier)
     s->cur = &s->discard;
@@ -1179,10 +1185,10 @@ void tm_profile_split_thread_end(void) noexcept
 // Where the kernel's __syncthreads() was (every thread reaches it: the split applies only
 // then): each thread counts a barrier and the interval's logs are folded, as when a fiber
 // barrier opens.
-void tm_profile_split_barrier(int) noexcept
+void tm_profile_split_barrier(void *st, int) noexcept
 {
-    if (!g_active.load(std::memory_order_relaxed)) return;
-    TState *s = running();
+    if (!st) return;
+    TState *s = static_cast<TState *>(st);
     s->bb_store();
     for (int t = 0; t < s->nthreads; ++t) ++s->logs[t].bar;
     s->flush();
