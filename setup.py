@@ -325,7 +325,10 @@ class BuildExt(build_ext):
             split = {}
         jobs = []
         for src in sources:
-            obj = os.path.join(build_temp, os.path.basename(src) + ".o")
+            # a profile build's split kernels get objects of their own: switching
+            # TILEDMM_PROFILE_SPLIT off must not link the split objects (they are newer)
+            tag = ".split" if backend == "emu_profile" and src in split else ""
+            obj = os.path.join(build_temp, os.path.basename(src) + tag + ".o")
             src = split.get(src, src)
             if not (up_to_date(obj, src) and not self.force):
                 jobs.append(compile_one(src, obj))
