@@ -23,7 +23,6 @@ import glob
 import importlib
 import importlib.util
 import os
-import re
 import runpy
 import shutil
 import subprocess
@@ -40,7 +39,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 os.chdir(HERE)  # source paths below are relative to the project root
 
 KERNEL_SOURCES = sorted(glob.glob("cuda/*.cu"))
-HEADERS = sorted(glob.glob("cuda/*.h") + glob.glob("csrc/*.h") + glob.glob("emu/*.h"))
+HEADERS = sorted(glob.glob("cuda/*.h") + glob.glob("csrc/*.h") + glob.glob("emu/*.h") +
+                 glob.glob("emu/profile/*.h") + glob.glob("tiledmm/include/*.h"))
 GLUE_SOURCES = sorted(glob.glob("csrc/*.c"))
 EMU_RUNTIME_SOURCES = sorted(glob.glob("emu/*.cpp"))
 PROFILE_SOURCES = sorted(glob.glob("emu/profile/*.cpp"))
@@ -113,64 +113,28 @@ def split_registry_sources(out_dir):
     return made
 
 
-# Issue 34's prototype (branch wip-profile-split): kernel files whose split at barriers the
-# profile build compiles, with hooks that tell emu_profile.cpp which CUDA thread a thread loop
-# runs and where the barriers were. Off by default: "reduce_steps.cu,reduce_lecture.cu" names
-# files; a launch still takes the fibers with TILEDMM_EMU_SPLIT=0 (the comparison).
-PROFILE_SPLIT_FILES = {f"cuda/{f.strip()}" for f in
-                       os.environ.get("TILEDMM_PROFILE_SPLIT", "").split(",") if f.strip()}
-_THREAD_BEGIN = "const uint3 tm_threadIdx_ = {(unsigned)tm_x_, tm_y_, tm_z_};"
-_BARRIER = re.compile(r"/\* __syncthreads\(\) line (\d+) \*/")
-_PROLOGUE = re.compile(r"volatile unsigned \*const tm_tv_ = &tm_emu_tls\.thread_idx\.x;")
-_THREAD_END = re.compile(r"\n}\n((?:tm_next_thread_\d+_: ;\n)?)}}")
-
-
-def profile_split_source(text):
-    """The split source (barrier_split.registry_source's) for the profile build: no
-    vectorising pragma (a vector load would be one access for several CUDA threads), a call at
-    the start and end of each thread's turn in a thread loop (the hooks log into that thread's
-    log) and one where each barrier was (the logs are folded there, as at a fiber barrier)."""
-    text = text.replace('#pragma GCC optimize("tree-vectorize")', "")
-    begins = text.count(_THREAD_BEGIN)
-    text = text.replace(_THREAD_BEGIN, _THREAD_BEGIN + " tm_profile_split_thread(tm_ps_, tm_row_ + tm_x_);")
-    text, ends = _THREAD_END.subn(lambda m: "\n}\n" + m.group(1) + "tm_profile_split_thread_end(tm_ps_);}}",
-                                  text)
-    if begins != ends:
-        raise ValueError(f"{begins} thread loops but {ends} ends found")
-    text = _BARRIER.sub(r"tm_profile_split_barrier(tm_ps_, \1);", text)
-    # the hooks' state (this OS thread's), looked up once per block instead of in every hook
-    text, fns = _PROLOGUE.subn(lambda m: m.group(0) + "\nvoid *const tm_ps_ = tm_profile_split_state();",
-                               text)
-    if fns == 0 and begins:
-        raise ValueError("the split function's prologue was not found")
-    decl = ('extern "C" void *tm_profile_split_state(void) noexcept;\n'
-            'extern "C" void tm_profile_split_thread(void *, size_t) noexcept;\n'
-            'extern "C" void tm_profile_split_thread_end(void *) noexcept;\n'
-            'extern "C" void tm_profile_split_barrier(void *, int) noexcept;\n')
-    at = text.index('#line 1 "tiledmm-split"')
-    return text[:at] + decl + text[at:]
+# Kernel files whose split at barriers the profile build compiles too (issue 34): their counts
+# are the fibers' own (tests/test_profile_split.py compares every counter). The split text is
+# the plain build's; the profile build compiles it with emu/profile/split_hooks.h included first
+# (PROFILE_SPLIT_FLAGS), whose macros tell emu_profile.cpp whose turn a thread loop runs and where
+# the barriers were. TILEDMM_PROFILE_SPLIT=0 at build time keeps the fibers for every file (the
+# comparison); "reduce_steps.cu,..." names the files instead. At run time TILEDMM_EMU_SPLIT=0
+# makes a launch take the fibers as in the plain build.
+PROFILE_SPLIT_DEFAULT = ("reduce_steps.cu", "reduce_lecture.cu", "reduce_per_level.cu")
+_PROFILE_SPLIT_ENV = os.environ.get("TILEDMM_PROFILE_SPLIT", "").strip()
+PROFILE_SPLIT_FILES = set() if _PROFILE_SPLIT_ENV == "0" else {
+    f"cuda/{f.strip()}" for f in
+    (_PROFILE_SPLIT_ENV.split(",") if _PROFILE_SPLIT_ENV else PROFILE_SPLIT_DEFAULT) if f.strip()}
+PROFILE_SPLIT_HOOKS = os.path.join("emu", "profile", "split_hooks.h")
+# TM_PROFILE_SPLIT: a kernel whose block-level code (between thread loops) may touch counted
+# memory keeps its fibers in the profile build (barrier_split.registry_source).
+PROFILE_SPLIT_FLAGS = ["-include", os.path.abspath(PROFILE_SPLIT_HOOKS), "-DTM_PROFILE_SPLIT"]
 
 
 def profile_split_sources(out_dir):
-    """split_registry_sources for PROFILE_SPLIT_FILES, rewritten by profile_split_source."""
-    made = {}
-    for src, dst in split_registry_sources(out_dir).items():
-        if src not in PROFILE_SPLIT_FILES:
-            continue
-        with open(dst) as f:
-            text = f.read()
-        try:
-            text = profile_split_source(text)
-        except ValueError as exc:
-            print(f"tiledmm: {src}: no profiled split ({exc}): fibers", file=sys.stderr)
-            continue
-        out = os.path.join(out_dir + "_profile", os.path.basename(dst))
-        os.makedirs(os.path.dirname(out), exist_ok=True)
-        if not os.path.exists(out) or open(out).read() != text:
-            with open(out, "w") as f:
-                f.write(text)
-        made[src] = out
-    return made
+    """split_registry_sources for PROFILE_SPLIT_FILES (the profile build's own directory)."""
+    return {src: dst for src, dst in split_registry_sources(out_dir).items()
+            if src in PROFILE_SPLIT_FILES}
 
 
 DEFAULT_ARCHS = "75;80;86;89;90"
@@ -306,17 +270,17 @@ class BuildExt(build_ext):
             ext.library_dirs.append(self._cuda_lib_dir())
         elif backend == "emu_profile":
             def compile_one(src, obj):
-                kernel = src in KERNEL_SOURCES or src in split.values()   # split: rewritten kernels
-                return self._emu_command(src, obj, PROFILE_KERNEL_FLAGS if kernel else
+                if src in split.values():   # a kernel file split at its barriers, with hooks
+                    return self._emu_command(src, obj, PROFILE_KERNEL_FLAGS + PROFILE_SPLIT_FLAGS)
+                return self._emu_command(src, obj, PROFILE_KERNEL_FLAGS if src in KERNEL_SOURCES else
                                          PROFILE_HOOK_FLAGS if src in PROFILE_SOURCES else [])
             sources = KERNEL_SOURCES + EMU_RUNTIME_SOURCES + PROFILE_SOURCES
         else:
             compile_one = self._emu_command
             sources = KERNEL_SOURCES + EMU_RUNTIME_SOURCES
         # plain emu builds compile the registry kernels split at their barriers where the
-        # transform applies; profile mode keeps the fibers (its counts are the fibers' own),
-        # except for the files named in TILEDMM_PROFILE_SPLIT (issue 34's prototype: the split
-        # with the profile hooks, profile_split_source)
+        # transform applies; the profile build those of PROFILE_SPLIT_FILES (with hooks), the
+        # others on fibers
         if backend == "emu":
             split = split_registry_sources(os.path.join(build_temp, "split"))
         elif backend == "emu_profile" and PROFILE_SPLIT_FILES:
@@ -326,7 +290,7 @@ class BuildExt(build_ext):
         jobs = []
         for src in sources:
             # a profile build's split kernels get objects of their own: switching
-            # TILEDMM_PROFILE_SPLIT off must not link the split objects (they are newer)
+            # TILEDMM_PROFILE_SPLIT=0 must not link the split objects (they are newer)
             tag = ".split" if backend == "emu_profile" and src in split else ""
             obj = os.path.join(build_temp, os.path.basename(src) + tag + ".o")
             src = split.get(src, src)

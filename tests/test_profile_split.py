@@ -1,9 +1,10 @@
-"""Profile mode on kernels split at their barriers (issue 34's prototype, branch
-wip-profile-split): a profile build made with TILEDMM_PROFILE_SPLIT=reduce_steps.cu,... runs those
-files' kernels as thread loops with hooks (emu/profile/emu_profile.cpp's tm_profile_split_*).
-Its counts must be the fibers' own, counter by counter: the same build counts each case twice, once
-on the thread loops and once on the fibers (TILEDMM_EMU_SPLIT=0, read at each launch).
-Skipped where the profile build has no split kernel (the default build)."""
+"""Profile mode on kernels split at their barriers (issue 34): the profile build compiles the
+registry's reduction files split (setup.py's PROFILE_SPLIT_FILES, unless built with
+TILEDMM_PROFILE_SPLIT=0) with the hooks of emu/profile/split_hooks.h, and runs their kernels as
+thread loops. Its counts must be the fibers' own, counter by counter: the same build counts each
+case twice, once on the thread loops and once on the fibers (TILEDMM_EMU_SPLIT=0, read at each
+launch). A build made with TILEDMM_PROFILE_SPLIT=0 fails here: set TILEDMM_PROFILE_SPLIT_OFF_OK=1
+to skip instead."""
 import ctypes
 import faulthandler
 import os
@@ -57,6 +58,10 @@ CASES = [   # odd sizes: partial last blocks; several block sizes (4 to 32 warps
     ("single_block", {"block": 512}, 20000),
     ("per_level", {"block": 256}, 30011),
     ("demo_wrong_block_sync", {"block": 256}, 20001),
+    # warp granularity: the last warp's __syncwarp()s (split_hooks.h's TM_SPLIT_WARP_SYNC)
+    ("unroll_last_warp", {"block": 256}, 70001),
+    ("unroll_last_warp", {"block": 128}, 4099),
+    ("multi_element", {"block": 128, "per_thread": 4}, 50001),
 ]
 
 
@@ -70,8 +75,10 @@ def test_split_counts_are_the_fibers(kernel, params, n):
         split = counts(kernel, x, params, True)
         assert split_stat("tm_profile_split_uncounted") == lost
         if split_stat("tm_profile_split_launches") == before:
-            pytest.skip(f"{kernel}: the profile build runs it on fibers (build with "
-                        "TILEDMM_PROFILE_SPLIT=reduce_steps.cu,reduce_lecture.cu,reduce_per_level.cu)")
+            if os.environ.get("TILEDMM_PROFILE_SPLIT_OFF_OK") == "1":
+                pytest.skip(f"{kernel}: the profile build runs it on fibers")
+            pytest.fail(f"{kernel}: the profile build ran it on fibers (built with "
+                        "TILEDMM_PROFILE_SPLIT=0? rebuild without it)")
         fibers = counts(kernel, x, params, False)
         assert fibers["launches"] > 0
         assert fibers["barriers"] > 0 or kernel == "per_level"   # per_level: no barrier, a return

@@ -445,7 +445,7 @@ struct TState {
     uintptr_t emu_tls_lo = 0;
     uintptr_t dyn_lo = 0;
     std::vector<Log> logs;
-    // Split kernels (issue 34 prototype): what runs outside a CUDA thread's turn in a thread
+    // Split kernels (issue 34): what runs outside a CUDA thread's turn in a thread
     // loop (the loops' own blocks, the block-uniform code between regions) logs here, unread.
     Log discard;
     bool pending = false;
@@ -1148,7 +1148,7 @@ cudaError_t __wrap__ZN6tm_emu19launch_whole_blocksEPKvPFvPvES2_4dim3S5_m(const v
                            pack, grid, block, shared_bytes);
 }
 
-// ---- a kernel split at its barriers (setup.py's profile_split_source puts these calls in) ----
+// ---- a kernel split at its barriers: emu/profile/split_hooks.h's macros call these ----
 // The calling OS thread's state for the hooks below, once per block (null: not profiling).
 void *tm_profile_split_state(void) noexcept
 {
@@ -1194,6 +1194,17 @@ void tm_profile_split_barrier(void *st, int) noexcept
     s->flush();
     drop_discard(s);
     s->bb_load();
+}
+
+// Where a __syncwarp() of a warp `if` was (barrier_split's warp granularity): each lane of the
+// warps whose mask is set counts a warp operation, as each fiber does at its __syncwarp (no fold:
+// the fibers fold at barriers only).
+void tm_profile_split_warp_sync(void *st, const unsigned *lane_masks, int) noexcept
+{
+    if (!st) return;
+    TState *s = static_cast<TState *>(st);
+    for (int base = 0; base < s->nthreads; base += 32)
+        for (unsigned m = lane_masks[base / 32]; m; m &= m - 1) ++s->logs[base + __builtin_ctz(m)].wop;
 }
 
 unsigned long long __wrap__ZN6tm_emu7warp_opEijyiiPKci(int op, unsigned mask, unsigned long long value, int arg,

@@ -148,7 +148,7 @@ class _Emitter:
         for i, s in enumerate(map(self.a.unwrap, stmts)):
             if self._warp_masks is not None and self.a.is_warp_sync_stmt(s):
                 flush(False)
-                out.append(f"/* __syncwarp() line {s.location.line} */")
+                out.append(_profile_warp_sync(self._warp_masks, s.location.line))
                 continue
             if self.a.is_shuffle_stmt(s):
                 # the run so far and the stores of the statement's values: one thread loop;
@@ -166,7 +166,7 @@ class _Emitter:
                 continue
             if self.a.is_barrier_stmt(s):
                 flush(False)
-                out.append(f"/* __syncthreads() line {s.location.line} */")
+                out.append(_profile_barrier(s.location.line))
                 continue
             if self.a.is_shared_decl(s):
                 if not top:
@@ -490,8 +490,8 @@ class _Emitter:
                     f"for (size_t tm_x_ = tm_w_ * 32; tm_x_ < tm_end_; ++tm_x_) {{\n"
                     f"const uint3 tm_threadIdx_ = {{tm_xx_, tm_y_, tm_z_}};\n"
                     + ("tm_tv_[0] = tm_xx_; tm_tv_[1] = tm_y_; tm_tv_[2] = tm_z_;\n" if precise
-                       else "") +
-                    f"{refs}\n{{\n#line {line} \"{SOURCE_NAME}\"\n{body}\n}}\n"
+                       else "") + _PROFILE_TURN +
+                    f"{refs}\n{{\n#line {line} \"{SOURCE_NAME}\"\n{body}\n}}\n" + _PROFILE_TURN_END +
                     f"if (++tm_xx_ == tm_bd_.x) {{ tm_xx_ = 0; "
                     f"if (++tm_y_ == tm_bd_.y) {{ tm_y_ = 0; ++tm_z_; }} }}\n"
                     "}}")
@@ -504,8 +504,8 @@ class _Emitter:
                 f"{rows}\n{note_row}"
                 f"for (size_t tm_x_ = 0; tm_x_ < tm_bd_.x; ++tm_x_) {{\n"
                 f"const uint3 tm_threadIdx_ = {{(unsigned)tm_x_, tm_y_, tm_z_}};\n{note}"
-                f"{refs}\n{{\n#line {line} \"{SOURCE_NAME}\"\n{body}\n}}\n"
-                + (f"{label}: ;\n" if label else "") + "}}")
+                + _PROFILE_TURN + f"{refs}\n{{\n#line {line} \"{SOURCE_NAME}\"\n{body}\n}}\n"
+                + (f"{label}: ;\n" if label else "") + _PROFILE_TURN_END + "}}")
 
     def _calls_function(self, stmts):
         return any(c.kind == self.ci.CursorKind.CALL_EXPR and c.spelling not in PURE_CALLS and
@@ -625,6 +625,7 @@ class _Emitter:
     const unsigned tm_nt_ = tm_bd_.x * tm_bd_.y * tm_bd_.z;
     volatile unsigned *const tm_tv_ = &tm_emu_tls.thread_idx.x;
     (void)tm_blockIdx_; (void)tm_gridDim_; (void)tm_nt_; (void)tm_tv_;
+    TM_SPLIT_STATE
     {' '.join(arrays)}
 {inner}
 }}
@@ -637,6 +638,24 @@ class _Emitter:
 #endif
 #pragma GCC diagnostic pop
 """
+
+
+# Profile mode's hooks (issue 34): macros that tiledmm/include/kernel_dialect.h defines empty
+# (plain builds: the text compiles as without them) and the profile build's split kernels define
+# as calls into emu/profile/emu_profile.cpp (emu/profile/split_hooks.h): the split function's
+# hook state (TM_SPLIT_STATE), each CUDA thread's turn in a thread loop (TM_SPLIT_TURN, with the
+# thread's linear index, and TM_SPLIT_TURN_END), each former barrier and __syncwarp().
+_PROFILE_TURN = "TM_SPLIT_TURN(tm_row_ + tm_x_)\n"
+_PROFILE_TURN_END = "TM_SPLIT_TURN_END()\n"
+
+
+def _profile_barrier(line):
+    return f"TM_SPLIT_BARRIER({line}) /* __syncthreads() line {line} */"
+
+
+def _profile_warp_sync(masks, line):
+    """`masks`: the warp `if`'s per-warp lane masks (the lanes that reach the __syncwarp)."""
+    return f"TM_SPLIT_WARP_SYNC({masks}, {line}) /* __syncwarp() line {line} */"
 
 
 def registry_source(source, path):
