@@ -88,3 +88,61 @@ def test_split_counts_are_the_fibers(kernel, params, n):
         assert not differ, f"{kernel} {params} n={n}: (fibers, thread loops) differ: {differ}"
     finally:
         faulthandler.cancel_dump_traceback_later()
+
+
+BLOCK_LEVEL_READ = r'''
+template <typename T> __global__ void rounds(const T *x, T *y, const int *count) {
+    __shared__ T s[256];
+    for (int r = 0; r < count[0]; ++r) {   // the loop's header runs once per block: a global load
+        s[threadIdx.x] = x[r * blockDim.x + threadIdx.x];
+        __syncthreads();
+        y[threadIdx.x] += s[blockDim.x - 1 - threadIdx.x];
+        __syncthreads();
+    }
+}'''
+
+
+def test_block_level_memory_access_keeps_fibers_in_profile_build():
+    # The split runs the tile-loop header once per block, in no CUDA thread's turn: its load
+    # of count[0] would be counted nowhere, so profile builds (TM_PROFILE_SPLIT) keep the
+    # fibers for that kernel; plain builds still take the thread loops.
+    barrier_split = pytest.importorskip("tiledmm.student.barrier_split")
+    if barrier_split._cindex() is None:
+        pytest.skip("libclang is not available")
+    plan = barrier_split.split_kernel(BLOCK_LEVEL_READ, "rounds", templates=True)
+    assert plan.text is not None, plan.reason
+    assert "line 4" in plan.profile_reason
+    text, reasons = barrier_split.registry_source(BLOCK_LEVEL_READ, "cuda/rounds.cu")
+    assert reasons["rounds"] == ""
+    at = text.index("#define rounds tm_with_split_rounds")
+    assert text.rfind("#ifndef TM_PROFILE_SPLIT", 0, at) > text.rfind("#endif", 0, at)
+    # the same kernel reading its round count from a parameter splits in profile builds too
+    by_value = BLOCK_LEVEL_READ.replace("const int *count", "int count").replace("count[0]", "count")
+    assert barrier_split.split_kernel(by_value, "rounds", templates=True).profile_reason == ""
+    text, _ = barrier_split.registry_source(by_value, "cuda/rounds.cu")
+    assert "TM_PROFILE_SPLIT" not in text and "#define rounds tm_with_split_rounds" in text
+
+
+EARLY_RETURN = r'''
+template <typename T> __global__ void halves(const T *x, T *y) {
+    __shared__ T s[256];
+    if (threadIdx.x >= 64) return;   // warps 2..7 leave before the barrier
+    s[threadIdx.x] = x[threadIdx.x];
+    __syncthreads();
+    y[threadIdx.x] = s[63 - threadIdx.x];
+}'''
+
+
+def test_early_return_before_a_barrier_keeps_fibers():
+    # On fibers a warp whose threads all returned counts no barrier; the profile's barrier hook
+    # (tm_profile_split_barrier) counts one for every thread of the block. That is right only
+    # while the transform refuses a return before a barrier: if it ever accepts one, the
+    # returning threads must tell the hooks (a TM_SPLIT_* macro at the return's jump) first.
+    barrier_split = pytest.importorskip("tiledmm.student.barrier_split")
+    if barrier_split._cindex() is None:
+        pytest.skip("libclang is not available")
+    plan = barrier_split.split_kernel(EARLY_RETURN, "halves", templates=True)
+    assert plan.text is None and "return before a barrier" in plan.reason
+    after = EARLY_RETURN.replace("    if (threadIdx.x >= 64) return;   // warps 2..7 leave before the barrier\n", "") \
+        .replace("y[threadIdx.x] = s", "if (threadIdx.x >= 64) return;\n    y[threadIdx.x] = s")
+    assert barrier_split.split_kernel(after, "halves", templates=True).text is not None

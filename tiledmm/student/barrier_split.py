@@ -80,6 +80,9 @@ class SplitPlan:
     # ("" for none), and why (a warp operation on the paths those instances take).
     fiber_guard: str = ""
     fiber_guard_reason: str = ""
+    # Why profile mode keeps the fibers although the split applies ("" when it need not): the
+    # code between thread loops may access memory, which no CUDA thread's log would count.
+    profile_reason: str = ""
 
 
 def split_kernel(source, name, define_lines=(), templates=False, headers=None):
@@ -124,7 +127,36 @@ class _Emitter:
         guard = " || ".join(f"({g})" for g, _ in a.fiber_guards)
         why = "; ".join(sorted({r for _, r in a.fiber_guards}))
         return SplitPlan(self._function(a.kernel, a.body, out), "", self.n_regions, self.frame,
-                         a.kernel.extent.end.offset, a.template_args, guard, why)
+                         a.kernel.extent.end.offset, a.template_args, guard, why,
+                         self._block_level_access())
+
+    def _block_level_access(self):
+        """Why the code run once per block, outside the thread loops (the headers of hoisted
+        loops, the conditions of block-uniform `if`s, uniform declarations), may access memory,
+        or "": profile mode counts accesses per CUDA thread, and that code runs in no thread's
+        turn. Conservative: any subscript, `*`, `->` or call other than pure math there."""
+        ci, a = self.ci, self.a
+        parts = []
+        for c in self.walk(a.body):
+            if c.kind == ci.CursorKind.FOR_STMT and a.split_loop(c):
+                parts += a.for_parts(c)[0]
+            elif c.kind == ci.CursorKind.IF_STMT and a.split_if(c):
+                parts.append(list(c.get_children())[0])
+            elif c.kind == ci.CursorKind.DECL_STMT and \
+                    any(d.hash in a.uniform for d in a.var_decls(c)):
+                parts.append(c)
+        for part in parts:
+            for c in self.walk(part):
+                tokens = [t.spelling for t in c.get_tokens()][:1]
+                if c.kind in (ci.CursorKind.ARRAY_SUBSCRIPT_EXPR, ci.CursorKind.CXX_NEW_EXPR,
+                              ci.CursorKind.CXX_DELETE_EXPR) or \
+                        (c.kind == ci.CursorKind.CALL_EXPR and c.spelling not in PURE_CALLS) or \
+                        (c.kind == ci.CursorKind.UNARY_OPERATOR and tokens == ["*"]) or \
+                        (c.kind == ci.CursorKind.MEMBER_REF_EXPR and
+                         "->" in [t.spelling for t in c.get_tokens()]):
+                    return (f"the block-level code at line {c.location.line} may access memory "
+                            "outside every thread's turn")
+        return ""
 
     def _emit_seq(self, stmts, top):
         """C++ for a statement list: shared declarations hoisted, uniform parts at the block
@@ -658,6 +690,15 @@ def _profile_warp_sync(masks, line):
     return f"TM_SPLIT_WARP_SYNC({masks}, {line}) /* __syncwarp() line {line} */"
 
 
+def _kernel_is_split(name, profile_reason):
+    """The kernel's name as its pair with the split, for the rest of the file; in the profile
+    build (TM_PROFILE_SPLIT) not where the block-level code may access memory (fibers)."""
+    if profile_reason:
+        return (f"#ifndef TM_PROFILE_SPLIT /* {profile_reason} */\n"
+                f"#define {name} tm_with_split_{name}\n#endif\n")
+    return f"#define {name} tm_with_split_{name}\n"
+
+
 def registry_source(source, path):
     """The emulator's text of a registry kernel file (cuda/*.cu, setup.py at build time): the
     file as written, with each template kernel the transform applies to followed by its split
@@ -705,7 +746,7 @@ def registry_source(source, path):
                     f"tm_pick_split_{name}{a}();\n")
         else:
             pair = f"\n{template} inline const auto tm_with_split_{name} = {split};\n"
-        pair += f"#define {name} tm_with_split_{name}\n"
+        pair += _kernel_is_split(name, plan.profile_reason)
         line = source.count("\n", 0, plan.end) + 1
         text = plan.text.replace(f'"{SOURCE_NAME}"', f'"{path}"')
         inserts.append((plan.end, text + pair + f'#line {line} "{path}"\n'))
