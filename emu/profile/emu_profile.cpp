@@ -441,6 +441,9 @@ struct TState {
     }
     unsigned long long epoch = 0;
     int nthreads = 0;                 // of the block whose logs are pending
+    // Barriers every thread of the block reached in this interval (a split kernel's former
+    // __syncthreads(): counted once here, not in each thread's log)
+    uint32_t block_bar = 0;
     uintptr_t tls_lo = 0, tls_size = 0;
     uintptr_t emu_tls_lo = 0;
     uintptr_t dyn_lo = 0;
@@ -876,6 +879,19 @@ uint64_t divergent_branches(TState *s, int base, int lanes)
     return w.divergent;
 }
 
+// Empties a CUDA thread's log after a fold.
+inline void clear_log(Log &l)
+{
+    for (uint32_t m = l.used; m; m &= m - 1) {
+        int cls = __builtin_ctz(m);
+        l.acc[cls].clear();
+    }
+    l.used = 0;
+    l.bb.clear();
+    l.bar = l.wop = 0;
+    l.cas_retry = false;
+}
+
 void TState::flush()
 {
     bb_store();   // the last thread that ran may have ended without a switch point (an error)
@@ -893,7 +909,7 @@ void TState::flush()
             bar = std::max(bar, logs[l].bar);
             wop = std::max(wop, logs[l].wop);
         }
-        warp_used[w] = used, warp_bar[w] = bar, warp_wop[w] = wop;
+        warp_used[w] = used, warp_bar[w] = std::max(bar, block_bar), warp_wop[w] = wop;
         block_used |= used;
     }
     // The model's L1 estimate: the sectors of each global load instruction (PC, k-th execution)
@@ -954,19 +970,11 @@ void TState::flush()
         c[F_barriers] += warp_bar[base / 32];
         c[F_warp_ops] += warp_wop[base / 32];
         c[F_divergent_branches] += divergent_branches(this, base, lanes);
+        for (int t = base; t < base + lanes; ++t) clear_log(logs[t]);   // while the warp's are hot
     }
-    for (int t = 0; t < n; ++t) {
-        Log &l = logs[t];
-        for (uint32_t m = l.used; m; m &= m - 1) {
-            int cls = __builtin_ctz(m);
-            l.acc[cls].clear();
-        }
-        l.used = 0;
-        l.bb.clear();
-        l.bar = l.wop = 0;
-        l.cas_retry = false;
-    }
+    block_bar = 0;
 }
+
 
 // ---- sampling: the launch's invoke is wrapped ----
 struct InvokeCtx {
@@ -1167,7 +1175,8 @@ void tm_profile_split_thread(void *st, size_t tid) noexcept
     // The turn's first block: trace-pc logged the block holding this call before the call
     // (into the unread log), so every thread's trace starts here, as a fiber's starts at the
     // block after its barrier; the lanes then part where the kernel's code branches.
-    record_bb((uintptr_t)__builtin_return_address(0));
+    if (__builtin_expect(s->bb_at == s->bb_end, 0)) bb_grow(s);
+    *s->bb_at++ = (uintptr_t)__builtin_return_address(0);
 }
 
 // The turn ends: what runs next (the loop's own blocks) goes to the unread log.
@@ -1190,7 +1199,7 @@ void tm_profile_split_barrier(void *st, int) noexcept
     if (!st) return;
     TState *s = static_cast<TState *>(st);
     s->bb_store();
-    for (int t = 0; t < s->nthreads; ++t) ++s->logs[t].bar;
+    s->block_bar = 1;   // every thread (the split applies only then): one per warp
     s->flush();
     drop_discard(s);
     s->bb_load();
