@@ -128,7 +128,10 @@ PROFILE_SPLIT_FILES = set() if _PROFILE_SPLIT_ENV == "0" else {
 PROFILE_SPLIT_HOOKS = os.path.join("emu", "profile", "split_hooks.h")
 # TM_PROFILE_SPLIT: a kernel whose block-level code (between thread loops) may touch counted
 # memory keeps its fibers in the profile build (barrier_split.registry_source).
-PROFILE_SPLIT_FLAGS = ["-include", os.path.abspath(PROFILE_SPLIT_HOOKS), "-DTM_PROFILE_SPLIT"]
+# PROFILE_HOOK_FLAGS: each thread's turn stores its index into tm_emu_tls (the fault report's
+# thread), a __tls_get_addr call per turn in the default TLS dialect of a dlopen'ed module.
+PROFILE_SPLIT_FLAGS = ["-include", os.path.abspath(PROFILE_SPLIT_HOOKS), "-DTM_PROFILE_SPLIT",
+                       *PROFILE_HOOK_FLAGS]
 
 
 def profile_split_sources(out_dir):
