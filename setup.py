@@ -120,7 +120,9 @@ def split_registry_sources(out_dir):
 # the barriers were. TILEDMM_PROFILE_SPLIT=0 at build time keeps the fibers for every file (the
 # comparison); "reduce_steps.cu,..." names the files instead. At run time TILEDMM_EMU_SPLIT=0
 # makes a launch take the fibers as in the plain build.
-PROFILE_SPLIT_DEFAULT = ("reduce_steps.cu", "reduce_lecture.cu", "reduce_per_level.cu")
+# The matmul files count the same split but slower (benchmarks/emu_notes.md): fibers.
+PROFILE_SPLIT_DEFAULT = ("reduce_steps.cu", "reduce_lecture.cu", "reduce_per_level.cu",
+                         "elementwise.cu")
 _PROFILE_SPLIT_ENV = os.environ.get("TILEDMM_PROFILE_SPLIT", "").strip()
 PROFILE_SPLIT_FILES = set() if _PROFILE_SPLIT_ENV == "0" else {
     f"cuda/{f.strip()}" for f in

@@ -1,5 +1,5 @@
 """Profile mode on kernels split at their barriers (issue 34): the profile build compiles the
-registry's reduction files split (setup.py's PROFILE_SPLIT_FILES, unless built with
+registry's reduction and element-wise files split (setup.py's PROFILE_SPLIT_FILES, unless built with
 TILEDMM_PROFILE_SPLIT=0) with the hooks of emu/profile/split_hooks.h, and runs their kernels as
 thread loops. Its counts must be the fibers' own, counter by counter: the same build counts each
 case twice, once on the thread loops and once on the fibers (TILEDMM_EMU_SPLIT=0, read at each
@@ -34,11 +34,11 @@ def split_stat(name):
     return fn()
 
 
-def counts(kernel, x, params, split):
+def counts(family, kernel, inputs, params, split):
     old = os.environ.get("TILEDMM_EMU_SPLIT")
     os.environ["TILEDMM_EMU_SPLIT"] = "1" if split else "0"
     try:
-        return tmprof.count("reduce", kernel, x, **params).as_dict()
+        return tmprof.count(family, kernel, *inputs, **params).as_dict()
     finally:
         if old is None:
             del os.environ["TILEDMM_EMU_SPLIT"]
@@ -62,26 +62,34 @@ CASES = [   # odd sizes: partial last blocks; several block sizes (4 to 32 warps
     ("unroll_last_warp", {"block": 256}, 70001),
     ("unroll_last_warp", {"block": 128}, 4099),
     ("multi_element", {"block": 128, "per_thread": 4}, 50001),
+    # no barrier: a whole block is one thread loop (cuda/elementwise.cu)
+    ("vec_add", {"block": 128}, 70001),
+    ("mat_add", {"block": 8}, (333, 517)),
+    ("mat_add", {"block": 32}, (100, 1000)),
 ]
+NO_BARRIER = {"per_level", "vec_add", "mat_add"}   # per_level: a return, no barrier
 
 
 @pytest.mark.parametrize("kernel,params,n", CASES)
 def test_split_counts_are_the_fibers(kernel, params, n):
     faulthandler.dump_traceback_later(TIME_LIMIT_S, exit=True)
     try:
-        x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+        rng = np.random.default_rng(np.prod(n))
+        family = "elementwise" if kernel in ("vec_add", "mat_add") else "reduce"
+        inputs = [rng.standard_normal(n).astype(np.float32)
+                  for _ in range(2 if family == "elementwise" else 1)]
         before = split_stat("tm_profile_split_launches")
         lost = split_stat("tm_profile_split_uncounted")
-        split = counts(kernel, x, params, True)
+        split = counts(family, kernel, inputs, params, True)
         assert split_stat("tm_profile_split_uncounted") == lost
         if split_stat("tm_profile_split_launches") == before:
             if os.environ.get("TILEDMM_PROFILE_SPLIT_OFF_OK") == "1":
                 pytest.skip(f"{kernel}: the profile build runs it on fibers")
             pytest.fail(f"{kernel}: the profile build ran it on fibers (built with "
                         "TILEDMM_PROFILE_SPLIT=0? rebuild without it)")
-        fibers = counts(kernel, x, params, False)
+        fibers = counts(family, kernel, inputs, params, False)
         assert fibers["launches"] > 0
-        assert fibers["barriers"] > 0 or kernel == "per_level"   # per_level: no barrier, a return
+        assert fibers["barriers"] > 0 or kernel in NO_BARRIER
         assert fibers["shared_load_requests"] + fibers["global_load_requests"] > 0
         differ = {k: (fibers[k], split[k]) for k in fibers
                   if not (fibers[k] == split[k] or (fibers[k] != fibers[k] and split[k] != split[k]))}
