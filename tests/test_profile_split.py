@@ -154,3 +154,28 @@ def test_early_return_before_a_barrier_keeps_fibers():
     after = EARLY_RETURN.replace("    if (threadIdx.x >= 64) return;   // warps 2..7 leave before the barrier\n", "") \
         .replace("y[threadIdx.x] = s", "if (threadIdx.x >= 64) return;\n    y[threadIdx.x] = s")
     assert barrier_split.split_kernel(after, "halves", templates=True).text is not None
+
+
+SHUFFLE = r'''
+template <typename T> __global__ void warp_then_block(const T *x, T *y) {
+    __shared__ T s[32];
+    T v = x[blockIdx.x * blockDim.x + threadIdx.x];
+    v += __shfl_down_sync(0xffffffffu, v, 16);
+    if (threadIdx.x % 32 == 0) s[threadIdx.x / 32] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) y[blockIdx.x] = s[0];
+}'''
+
+
+def test_warp_shuffles_keep_fibers_in_profile_build():
+    # Shuffles split at warp granularity in plain builds (tm_emu::split_shfl); the profile's
+    # hooks count warp operations on fibers only, so profile builds keep the fibers there.
+    barrier_split = pytest.importorskip("tiledmm.student.barrier_split")
+    if barrier_split._cindex() is None:
+        pytest.skip("libclang is not available")
+    plan = barrier_split.split_kernel(SHUFFLE, "warp_then_block", templates=True)
+    assert plan.text is not None, plan.reason
+    assert "shuffles" in plan.profile_reason
+    text, _ = barrier_split.registry_source(SHUFFLE, "cuda/warp_then_block.cu")
+    at = text.index("#define warp_then_block tm_with_split_warp_then_block")
+    assert text.rfind("#ifndef TM_PROFILE_SPLIT", 0, at) > text.rfind("#endif", 0, at)

@@ -134,8 +134,11 @@ class _Emitter:
         """Why the code run once per block, outside the thread loops (the headers of hoisted
         loops, the conditions of block-uniform `if`s, uniform declarations), may access memory,
         or "": profile mode counts accesses per CUDA thread, and that code runs in no thread's
-        turn. Conservative: any subscript, `*`, `->` or call other than pure math there."""
+        turn. Conservative: any subscript, `*`, `->` or call other than pure math there. Also
+        warp shuffles and votes: emu_profile.cpp counts those on fibers only."""
         ci, a = self.ci, self.a
+        if a.shuffle_calls:
+            return "warp shuffles or votes (profile mode counts them on fibers)"
         parts = []
         for c in self.walk(a.body):
             if c.kind == ci.CursorKind.FOR_STMT and a.split_loop(c):
