@@ -12,6 +12,10 @@ kept and, with --counts, written out, so two builds can be compared for identica
         [--repeat 3] [--cpu 0] [--scale 1] [--json t.json] [--baseline old.json]
         [--counts c.json] [--same-as old_counts.json]
 
+The profile build runs the reduction and element-wise files split at their barriers (issue 34);
+a copy built with TILEDMM_PROFILE_SPLIT=0 (fibers everywhere), given as --against, compares the
+two paths' times and counts.
+
 Default: each kernel with its default parameters; --all-params: every parameter combination
 (about 120 rows; an hour on one core before issue 34). --scale divides the sizes (matmul by
 --scale per side, others by --scale^3) for a quick check. Sampled matmul counts depend on how
