@@ -399,6 +399,31 @@ __global__ void big(float *y, int n)
         tm.compile(src, backend="emu")(1, 32, np.zeros(32, np.float32), np.int32(32))
 
 
+@pytest.mark.parametrize("isolate", [True, False])
+def test_tiledmm_emu_split_set_between_calls_of_one_kernel_changes_its_path(monkeypatch, isolate):
+    """TILEDMM_EMU_SPLIT is read at each call, in this process: the same Kernel object takes
+    the fibers once it is 0 and the thread loops again after (the worker, started before, holds
+    no copy of it; the kernel caches key on it). Same bits either way."""
+    kernel = tm.compile(TILED, backend="emu", isolate=isolate)
+    rng = np.random.default_rng(5)
+    A, B = (rng.standard_normal((48, 48)).astype(np.float32) for _ in range(2))
+    outs, paths = [], []
+    for value in (None, "0", None):
+        if value is None:
+            monkeypatch.delenv("TILEDMM_EMU_SPLIT", raising=False)
+        else:
+            monkeypatch.setenv("TILEDMM_EMU_SPLIT", value)
+        C = np.zeros((48, 48), np.float32)
+        res = kernel((3, 3), (16, 16), A, B, C, *(np.int32(48),) * 3)
+        outs.append(C)
+        paths.append((res.launch.path, res.launch.path_reason))
+    assert paths == [("thread loops", ""), ("fibers", "TILEDMM_EMU_SPLIT=0"), ("thread loops", "")]
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_array_equal(outs[0], outs[2])
+    ref = A.astype(np.float64) @ B.astype(np.float64)
+    np.testing.assert_allclose(outs[0], ref, rtol=0, atol=1e-5 * 48 * np.abs(ref).max())
+
+
 @pytest.mark.parametrize("threads,path", [(256, "thread loops"), (1024, "fibers")])
 def test_per_thread_arrays_too_large_for_the_block_run_on_fibers(threads, path):
     """1 KiB of per-thread arrays: 256 threads fit the 512 KiB frame, 1024 do not (the

@@ -239,6 +239,12 @@ def _profile_hooks_source(includes):
                        "emu_profile.cpp), which this installation lacks; reinstall tiledmm")
 
 
+def split_wanted():
+    """TILEDMM_EMU_SPLIT=0: every kernel on fibers (benchmarks/emu_speed.py compares the paths).
+    Read at each call: part of the kernel's cache keys (here and in user_kernels' memory)."""
+    return os.environ.get("TILEDMM_EMU_SPLIT", "1") != "0"
+
+
 def compile_emu(source, name, options, check, profile=False, *, seconds=None,
                 memory_bytes=None):
     """Compile (or find in the disk cache) kernel `name` (None: the only one) of `source` for
@@ -251,8 +257,7 @@ def compile_emu(source, name, options, check, profile=False, *, seconds=None,
     includes, rt_sources = _headers()
     defines, rest = split_defines(options)
     runtime = _runtime_key(includes, rt_sources)
-    # TILEDMM_EMU_SPLIT=0: every kernel on fibers (benchmarks/emu_speed.py compares the paths)
-    split = os.environ.get("TILEDMM_EMU_SPLIT", "1") != "0"
+    split = split_wanted()
     # profile=True: the kernel instrumented as tiledmm._emu_profile's kernels are, the hooks
     # linked in, the emulator's entry points wrapped (tiledmm/_emu_build.py).
     hooks = _profile_hooks_source(includes) if profile else None

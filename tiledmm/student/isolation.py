@@ -546,6 +546,9 @@ class Worker:
         argv = sandbox.python_argv("student.worker", policy, call=f"main({theirs.fileno()})",
                                     die_with_parent=True)
         env = sandbox.minimal_env({"TILEDMM_WORKER": "1", "TMPDIR": self.scratch})
+        # a kernel's path is chosen where it is compiled, in this process, when it is called
+        # (compile_emu.split_wanted): the worker, started once, must not hold an older choice
+        env.pop("TILEDMM_EMU_SPLIT", None)
         try:
             self.proc = _STARTER.run(lambda: subprocess.Popen(
                 argv, pass_fds=[theirs.fileno()], env=env, cwd=self.scratch,

@@ -79,7 +79,7 @@ from .._device_array import DeviceArray, as_device_input, to_device
 from .._row_tables import row_table
 from ..profiling.counters import make_profile
 from . import kernel_cache
-from .compile_emu import compile_emu, kernel_signature_confined
+from .compile_emu import compile_emu, kernel_signature_confined, split_wanted
 from .compile_nvrtc import compile_cuda, load_cuda
 from .isolation import Segment, default_timeout, worker
 from .kernel_diagnostics import (CompileError, CompileWarning, KernelError, emit_warnings,
@@ -181,7 +181,8 @@ class Kernel:
         if backend == "cuda" and check:
             raise ValueError("check mode runs on the emulator: call with backend='emu' "
                              "(on the GPU, use compute-sanitizer)")
-        key = (backend, self.source, self.name, self.options, check, profile)
+        key = (backend, self.source, self.name, self.options, check, profile,
+               backend == "emu" and split_wanted())
         with _LOCK:
             artifact = _ARTIFACTS.get(key)
         if artifact is not None:
