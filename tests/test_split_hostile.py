@@ -198,6 +198,16 @@ def test_a_uniform_local_written_where_the_analysis_does_not_look(write):
     np.testing.assert_array_equal(outs[1], outs[0][::-1])
 
 
+@pytest.mark.parametrize("write", ["int &r = idx; r = threadIdx.x", "(idx) = threadIdx.x",
+                                   "*(&idx) = threadIdx.x", "int *p = &idx; *p += threadIdx.x"])
+def test_a_uniform_local_written_through_an_alias_or_parentheses_is_per_thread(write):
+    """split_analysis._find_writes decides from the AST: every use that is not a plain read
+    makes idx written, so it is no block-uniform local: a per-thread variable (issue 34)."""
+    src = HIDDEN_WRITE.replace("WRITE", write)
+    outs, res = _same_on_both_paths(src, "hidden", 1, 64, _reverse_args, path="thread loops")
+    np.testing.assert_array_equal(outs[1], outs[0][::-1])
+
+
 # The loop variable of a loop with barriers (kept at block level) stepped through a reference:
 # on fibers each thread's i runs 1, 3, 5, 7; split, one i is stepped by all 64 threads.
 LOOP_VAR_REF = r"""

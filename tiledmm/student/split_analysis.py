@@ -273,19 +273,32 @@ class KernelAnalysis:
         visit(body, [])
 
     def _check_names(self, k):
-        """CUDA's built-in names (threadIdx, warpSize, ...) declared by the user's file: the
-        analysis reads those names as the built-ins (issue 34); keep the fibers."""
+        """CUDA's built-in names (threadIdx, warpSize, ...) declared in the kernel, in a function
+        of the user's file it calls, or at file scope: the analysis reads those names as the
+        built-ins (issue 34); keep the fibers. (A host function's `dim3 gridDim` is no matter.)"""
         ci = self.ci
         decls = (ci.CursorKind.VAR_DECL, ci.CursorKind.PARM_DECL, ci.CursorKind.FUNCTION_DECL,
                  ci.CursorKind.FUNCTION_TEMPLATE, ci.CursorKind.TYPEDEF_DECL,
-                 ci.CursorKind.FIELD_DECL)
-        for top in self.tu.cursor.get_children():
-            if top.location.file is None or top.location.file.name != SOURCE_NAME:
+                 ci.CursorKind.FIELD_DECL, ci.CursorKind.TYPE_ALIAS_DECL)
+        funcs, seen = [k], set()
+        tops = [t for t in self.tu.cursor.get_children() if t.location.file is not None and
+                t.location.file.name == SOURCE_NAME]
+        found = [t for t in tops if t.kind in decls and t.spelling in CUDA_BUILTINS]
+        while funcs and not found:
+            f = funcs.pop()
+            if f.hash in seen:
                 continue
-            for c in self.walk(top):
+            seen.add(f.hash)
+            for c in self.walk(f):
                 if c.kind in decls and c.spelling in CUDA_BUILTINS:
-                    raise _Fallback(f"the name {c.spelling} is declared in the source (line "
-                                    f"{c.location.line}): the split reads it as CUDA's built-in")
+                    found.append(c)
+                if c.kind == ci.CursorKind.CALL_EXPR:
+                    funcs.extend(d.get_definition() or d for d in self.callees(c)
+                                 if d.location.file is not None and
+                                 d.location.file.name == SOURCE_NAME)
+        if found:
+            raise _Fallback(f"the name {found[0].spelling} is declared in the source (line "
+                            f"{found[0].location.line}): the split reads it as CUDA's built-in")
 
     def _constant_condition(self, s):
         """The text of an `if`'s condition when it is a compile-time constant of a template
