@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import tiledmm as tm
+from tiledmm.student.barrier_split import split_kernel
 
 TIMEOUT_S = 30
 RUN_S = 120
@@ -100,9 +101,6 @@ __global__ void rotate(float *data)
 """
 
 
-@pytest.mark.xfail(strict=True, reason="split_analysis._recomputable takes `v = data[tid]` (a "
-                   "pointer parameter never written) as recomputable: re-read after the barrier "
-                   "from memory the kernel rewrote")
 def test_a_local_read_from_global_memory_that_the_kernel_rewrites():
     x = _x(64, 2)
     outs, _ = _same_on_both_paths(ROTATE, "rotate", 1, 64, lambda: [x.copy()])
@@ -132,15 +130,23 @@ __global__ void select(float *x, float *out)
 """
 
 
-@pytest.mark.xfail(strict=True, reason="the warp if's predicate reads a recomputed local "
-                   "(split_analysis._warp_predicate -> _reads_thread_and_uniform) whose memory "
-                   "the kernel rewrote before the if")
+@pytest.mark.xfail(strict=True, reason="the analysis refuses the split now (a predicate read "
+                   "from memory); what still fails is the launcher: a kernel named `select` "
+                   "(`decltype(select)`: overloaded with POSIX select) does not compile on emu, "
+                   "on either path")
 def test_a_warp_if_predicate_read_from_memory_the_kernel_rewrites():
     sel = np.where(np.arange(64) < 32, 0.0, 64.0).astype(np.float32)
     outs, _ = _same_on_both_paths(WARP_IF_FROM_MEMORY, "select", 1, 64,
                                   lambda: [sel.copy(), np.zeros(64, np.float32)])
     t = np.arange(64)
     np.testing.assert_array_equal(outs[1], np.where(t < 32, 2 * t + 32, t).astype(np.float32))
+
+
+def test_a_warp_if_predicate_read_from_memory_keeps_the_fibers():
+    """The analysis alone (the launch above fails on the kernel's name, on either path): the
+    predicate `sel` reads global memory, so it is no recomputable local."""
+    reason = split_kernel(WARP_IF_FROM_MEMORY, "select").reason
+    assert "condition reads more than the thread's index" in reason, reason
 
 
 # A parameter written per thread: the split function's parameters are one per block.
@@ -157,13 +163,10 @@ __global__ void param(float *out, int n)
 
 
 
-@pytest.mark.xfail(strict=True, reason="parameters written per thread (`n += threadIdx.x`; "
-                   "`x += threadIdx.x` faults, in tm.compile and in whole programs alike) are "
-                   "the split function's own, one for the whole block: nothing in "
-                   "split_analysis refuses a written PARM_DECL or copies it per thread")
 def test_a_parameter_written_per_thread():
-    outs, _ = _same_on_both_paths(PARAM_SCALAR, "param", 1, 64,
-                                  lambda: [np.zeros(64, np.float32), np.int32(5)])
+    outs, res = _same_on_both_paths(PARAM_SCALAR, "param", 1, 64,
+                                    lambda: [np.zeros(64, np.float32), np.int32(5)])
+    assert res.launch.path == "fibers" and "parameter n is written" in res.launch.path_reason
     np.testing.assert_array_equal(outs[0], np.full(64, 73.0, np.float32))
 
 
@@ -184,14 +187,24 @@ __global__ void hidden(const float *x, float *out)
 """
 
 
-@pytest.mark.xfail(strict=True, reason="split_analysis._find_writes misses writes through a "
-                   "macro's argument and a helper's reference parameter (also `int &r = idx;` and "
-                   "`(idx) = ...`): idx stays block-uniform and every thread after the barrier "
-                   "reads the last one's")
 @pytest.mark.parametrize("write", ["SET(idx, threadIdx.x)", "set_to_thread(idx)"])
 def test_a_uniform_local_written_where_the_analysis_does_not_look(write):
     src = HIDDEN_WRITE.replace("WRITE", write)
-    outs, _ = _same_on_both_paths(src, "hidden", 1, 64, _reverse_args)
+    outs, res = _same_on_both_paths(src, "hidden", 1, 64, _reverse_args)
+    if write.startswith("SET"):   # the macro's statement: refused (split_analysis._check_body)
+        assert res.launch.path == "fibers" and "macro" in res.launch.path_reason
+    else:   # idx written through the reference: a per-thread variable
+        assert res.launch.path == "thread loops", res.launch.path_reason
+    np.testing.assert_array_equal(outs[1], outs[0][::-1])
+
+
+@pytest.mark.parametrize("write", ["int &r = idx; r = threadIdx.x", "(idx) = threadIdx.x",
+                                   "*(&idx) = threadIdx.x", "int *p = &idx; *p += threadIdx.x"])
+def test_a_uniform_local_written_through_an_alias_or_parentheses_is_per_thread(write):
+    """split_analysis._find_writes decides from the AST: every use that is not a plain read
+    makes idx written, so it is no block-uniform local: a per-thread variable (issue 34)."""
+    src = HIDDEN_WRITE.replace("WRITE", write)
+    outs, res = _same_on_both_paths(src, "hidden", 1, 64, _reverse_args, path="thread loops")
     np.testing.assert_array_equal(outs[1], outs[0][::-1])
 
 
@@ -215,11 +228,10 @@ __global__ void steps(float *out)
 """
 
 
-@pytest.mark.xfail(strict=True, reason="split_analysis._uniform_for_problem (_body_writes) "
-                   "misses the loop variable written through a reference: a block-level i")
 def test_a_loop_variable_stepped_through_a_reference():
-    outs, _ = _same_on_both_paths(LOOP_VAR_REF, "steps", 1, 64,
-                                  lambda: [np.zeros(64, np.float32)])
+    outs, res = _same_on_both_paths(LOOP_VAR_REF, "steps", 1, 64,
+                                    lambda: [np.zeros(64, np.float32)])
+    assert res.launch.path == "fibers" and "changes its variable" in res.launch.path_reason
     want = 16.0 * ((np.arange(64) + 1) % 64 + 1)
     np.testing.assert_array_equal(outs[0], want.astype(np.float32))
 
@@ -273,10 +285,9 @@ __global__ void trips(const float *x, float *out)
 """
 
 
-@pytest.mark.xfail(strict=True, reason="split_analysis._uniform_expr: `c.spelling in "
-                   "UNIFORM_BUILTINS` trusts the name, not the declaration (a local warpSize)")
 def test_a_local_shadowing_warpsize_in_a_barrier_loop_fails_alike():
     _fail_alike(WARPSIZE_SHADOW, "trips", 1, 64, _reverse_args)
+    assert "the name warpSize is declared" in split_kernel(WARPSIZE_SHADOW, "trips").reason
 
 
 # Two kernels of a file often share a macro redefined between them; tm.compile appends the split
@@ -344,11 +355,10 @@ __global__ void named(const float *x, float *out)
 """
 
 
-@pytest.mark.xfail(strict=True, reason="nothing refuses user names the emitted code uses "
-                   "(tm_threadIdx_, tm_x_, tm_nt_, tm_wl_<param>, ...): the local hides the "
-                   "split function's own")
 def test_a_local_named_like_the_transforms_variables():
-    outs, _ = _same_on_both_paths(RESERVED_NAME, "named", 1, 64, _reverse_args)
+    outs, res = _same_on_both_paths(RESERVED_NAME, "named", 1, 64, _reverse_args)
+    assert res.launch.path == "fibers" and "tm_threadIdx_" in res.launch.path_reason and \
+        "reserved" in res.launch.path_reason
     np.testing.assert_array_equal(outs[1], outs[0][::-1])
 
 
@@ -383,13 +393,12 @@ __global__ void wl_named(const float *x, float *out)
 """
 
 
-@pytest.mark.xfail(strict=True, reason="split_analysis._inline_call declares `int tm_wl_t = "
-                   "(tm_wl_t);` (the argument is the kernel's own tm_wl_t): an uninitialised "
-                   "index, a fault in the split")
 def test_a_local_named_like_an_inlined_helpers_parameter():
     x = _x(64, 13)
-    outs, _ = _same_on_both_paths(WL_NAME, "wl_named", 1, 64,
-                                  lambda: [x.copy(), np.zeros(1, np.float32)])
+    outs, res = _same_on_both_paths(WL_NAME, "wl_named", 1, 64,
+                                    lambda: [x.copy(), np.zeros(1, np.float32)])
+    assert res.launch.path == "fibers" and "tm_wl_t" in res.launch.path_reason and \
+        "reserved" in res.launch.path_reason
     assert abs(outs[1][0] - x.astype(np.float64).sum()) <= 1e-5 * np.abs(x).sum()
 
 
@@ -409,11 +418,9 @@ __global__ void declared(const float *x, float *out)
 """
 
 
-@pytest.mark.xfail(strict=True, reason="a per-thread variable is `auto &v = tm_r_v[tm_x_]` in "
-                   "the thread loop (barrier_split._thread_loop): `decltype(v) w = v;` makes w "
-                   "a reference, `w *= 2` doubles v too")
 def test_decltype_of_a_variable_live_across_a_barrier():
-    outs, _ = _same_on_both_paths(DECLTYPE, "declared", 1, 64, _reverse_args)
+    outs, res = _same_on_both_paths(DECLTYPE, "declared", 1, 64, _reverse_args)
+    assert res.launch.path == "fibers" and "decltype" in res.launch.path_reason
     v = outs[0][::-1] + np.float32(1)
     np.testing.assert_array_equal(outs[1], v + v * np.float32(2))
 
@@ -433,10 +440,9 @@ __global__ void short_mask(const float *x, float *out)
 
 
 @pytest.mark.filterwarnings("ignore::tiledmm.CompileWarning")   # g++'s -Woverflow on M
-@pytest.mark.xfail(strict=True, reason="split_analysis._full_mask takes a const variable's "
-                   "initializer tokens, not its value (unsigned short: 0xffff)")
 def test_a_mask_variable_too_narrow_for_a_full_mask_fails_alike():
     _fail_alike(SHORT_MASK, "short_mask", 1, 32, lambda: [_x(32, 5), np.zeros(32, np.float32)])
+    assert "__shfl_down_sync" in split_kernel(SHORT_MASK, "short_mask").reason
 
 
 # A grid-stride loop whose condition has a side effect (`i++ < n`): run as rounds, the
@@ -450,9 +456,6 @@ __global__ void rounds(const float *x, float *out, int n)
 """
 
 
-@pytest.mark.xfail(strict=True, reason="split_analysis._is_round_loop checks the loop variable "
-                   "is not written in the body, not in the condition: `i++ < n` is run twice "
-                   "at each round's end")
 def test_a_grid_stride_condition_with_a_side_effect():
     n, threads = 200, 8
     x = np.arange(n, dtype=np.float32)

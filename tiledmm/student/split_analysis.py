@@ -71,8 +71,11 @@ KNOWN_CALLS = PURE_CALLS | SYNC_NAMES | {
     "__threadfence", "__threadfence_block", "__threadfence_system", "fabsf", "powf", "fmaxf",
     "fminf", "fmaf"}
 UNIFORM_BUILTINS = {"blockIdx", "blockDim", "gridDim", "warpSize"}
+CUDA_BUILTINS = UNIFORM_BUILTINS | {"threadIdx"}
 _WRITE_AFTER = {"=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=", "++", "--"}
 _WRITE_BEFORE = {"++", "--", "&"}
+_READ_OPERATORS = {"+", "-", "*", "/", "%", "<", ">", "<=", ">=", "==", "!=", "&&", "||", "&",
+                   "|", "^", "<<", ">>"}
 # The largest per-thread frame (bytes of per-thread arrays times threads) run as thread loops:
 # they live on the OS thread's stack; larger blocks run on fibers (the launcher decides).
 MAX_FRAME = 512 * 1024
@@ -186,6 +189,14 @@ class KernelAnalysis:
         self._find_warp_ifs(body)
         self._check_body(body)
         self._find_writes(body)
+        for p in k.get_children():
+            if p.kind == ci.CursorKind.PARM_DECL and p.hash in self.written:
+                raise _Fallback(f"parameter {p.spelling} is written in the kernel (the thread "
+                                "loops share one copy per block)")
+        self._check_names(k)
+        if any(t.spelling == "decltype" for t in body.get_tokens()):
+            raise _Fallback("decltype in the kernel (a variable live across a barrier is a "
+                            "reference in the thread loops)")
         stmts = list(body.get_children())
         self._classify_decls(stmts)   # a kernel without barriers: one region (and its loops)
         if self.warp_ifs - self.warp_ifs_seen:
@@ -227,6 +238,11 @@ class KernelAnalysis:
                 raise _Fallback("inline asm")
             if kind == ci.CursorKind.LAMBDA_EXPR:
                 raise _Fallback("a lambda")
+            if kind == ci.CursorKind.COMPOUND_STMT:
+                for st in c.get_children():
+                    if st.extent.start.offset >= st.extent.end.offset:
+                        raise _Fallback(f"a statement a macro writes that the split cannot "
+                                        f"place (line {st.location.line})")
             if c.hash in self.warp_syncs:
                 return   # a __syncwarp() of the warp `if` (_find_warp_ifs)
             if c.hash in self.shuffle_calls:   # (_find_shuffles); its arguments are checked
@@ -255,6 +271,34 @@ class KernelAnalysis:
                 branch = [f"({cond})", f"!({cond})"][i - 1] if cond and i else None
                 visit(k, guard + [branch] if branch else guard)
         visit(body, [])
+
+    def _check_names(self, k):
+        """CUDA's built-in names (threadIdx, warpSize, ...) declared in the kernel, in a function
+        of the user's file it calls, or at file scope: the analysis reads those names as the
+        built-ins (issue 34); keep the fibers. (A host function's `dim3 gridDim` is no matter.)"""
+        ci = self.ci
+        decls = (ci.CursorKind.VAR_DECL, ci.CursorKind.PARM_DECL, ci.CursorKind.FUNCTION_DECL,
+                 ci.CursorKind.FUNCTION_TEMPLATE, ci.CursorKind.TYPEDEF_DECL,
+                 ci.CursorKind.FIELD_DECL, ci.CursorKind.TYPE_ALIAS_DECL)
+        funcs, seen = [k], set()
+        tops = [t for t in self.tu.cursor.get_children() if t.location.file is not None and
+                t.location.file.name == SOURCE_NAME]
+        found = [t for t in tops if t.kind in decls and t.spelling in CUDA_BUILTINS]
+        while funcs and not found:
+            f = funcs.pop()
+            if f.hash in seen:
+                continue
+            seen.add(f.hash)
+            for c in self.walk(f):
+                if c.kind in decls and c.spelling in CUDA_BUILTINS:
+                    found.append(c)
+                if c.kind == ci.CursorKind.CALL_EXPR:
+                    funcs.extend(d.get_definition() or d for d in self.callees(c)
+                                 if d.location.file is not None and
+                                 d.location.file.name == SOURCE_NAME)
+        if found:
+            raise _Fallback(f"the name {found[0].spelling} is declared in the source (line "
+                            f"{found[0].location.line}): the split reads it as CUDA's built-in")
 
     def _constant_condition(self, s):
         """The text of an `if`'s condition when it is a compile-time constant of a template
@@ -335,23 +379,105 @@ class KernelAnalysis:
                 self._check_call(c, seen, helper=fn)
 
     def _find_writes(self, body):
-        """Variables assigned, incremented or whose address is taken anywhere in the body."""
-        toks = list(body.get_tokens())
-        pos = {t.extent.start.offset: i for i, t in enumerate(toks)}
-        for c in self.walk(body):
-            if c.kind != self.ci.CursorKind.DECL_REF_EXPR or c.referenced is None:
-                continue
-            i = pos.get(c.extent.start.offset)
-            if i is None:
-                self.written.add(c.referenced.hash)   # a macro's expansion: assume written
-                continue
-            j = i + 1
-            while j + 1 < len(toks) and toks[j].spelling == "." :
-                j += 2
-            after = toks[j].spelling if j < len(toks) else ""
-            before = toks[i - 1].spelling if i > 0 else ""
-            if after in _WRITE_AFTER or before in _WRITE_BEFORE:
+        """Variables written anywhere in the body, decided from the AST (issue 34: tokens around
+        a name miss `SET(idx, tid)`, `f(idx)` to an `int &`, `int &r = idx;`, `(idx) = v`): every
+        use of a variable that is not surely a plain read (_plain_read) counts as a write:
+        assignments, ++/--, address-of, reference bindings, arguments of functions that may take
+        them by non-const reference, and anything not understood."""
+        ci = self.ci
+
+        def visit(c, parents):
+            if c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None and \
+                    c.referenced.kind in (ci.CursorKind.VAR_DECL, ci.CursorKind.PARM_DECL) and \
+                    not self._plain_read(c, parents):
                 self.written.add(c.referenced.hash)
+            parents.append(c)
+            for k in c.get_children():
+                visit(k, parents)
+            parents.pop()
+        visit(body, [])
+
+    def _op_token(self, op, lhs):
+        """The operator token of binary operator `op` (the first token after its left operand)."""
+        for t in op.get_tokens():
+            if t.extent.start.offset >= lhs.extent.end.offset:
+                return t.spelling
+        return ""
+
+    def _plain_read(self, ref, parents):
+        """Whether DECL_REF_EXPR `ref` (`parents`: its ancestors, innermost last) only reads the
+        variable: under an implicit conversion (libclang's UNEXPOSED_EXPR of the same extent,
+        the lvalue-to-rvalue read), an operand of a non-assigning operator, the right side of
+        an assignment, an argument of a known by-value function or of a by-value parameter,
+        a condition, or a value-typed cast or initializer (in a template, dependent operands
+        have no implicit conversion). Parentheses, `.` member access and `?:` branches are
+        looked through. Anything else is not a plain read."""
+        ci = self.ci
+        K = ci.CursorKind
+        child, i = ref, len(parents) - 1
+        while i >= 0:
+            p = parents[i]
+            kids = list(p.get_children())
+            if p.kind == K.PAREN_EXPR or (p.kind == K.MEMBER_REF_EXPR and "->" not in [
+                    t.spelling for t in p.get_tokens()]) or (
+                    p.kind == K.CONDITIONAL_OPERATOR and kids and kids[0].hash != child.hash):
+                child, i = p, i - 1
+                continue
+            break
+        if i < 0:
+            return False
+        p = parents[i]
+        kids = list(p.get_children())
+        first = bool(kids) and kids[0].hash == child.hash
+        if p.kind == K.UNEXPOSED_EXPR:
+            if len(kids) != 1 or p.extent.start.offset != child.extent.start.offset or \
+                    p.extent.end.offset != child.extent.end.offset:
+                return False
+            outer = parents[i - 1] if i > 0 else None
+            # a NoOp conversion binding a const reference: an alias, not a read
+            return not (outer is not None and outer.kind == K.VAR_DECL and
+                        outer.type.kind in (ci.TypeKind.LVALUEREFERENCE,
+                                            ci.TypeKind.RVALUEREFERENCE))
+        if p.kind in (K.BINARY_OPERATOR, K.COMPOUND_ASSIGNMENT_OPERATOR) and len(kids) == 2:
+            op = self._op_token(p, kids[0])
+            if op in _WRITE_AFTER:
+                return not first
+            # (an operator token not found, as in a macro's `a = b`: not understood)
+            return op in _READ_OPERATORS
+        if p.kind == K.UNARY_OPERATOR:
+            toks = [t.spelling for t in p.get_tokens()]
+            return bool(toks) and toks[0] in ("-", "+", "!", "~", "*") and \
+                "++" not in toks[:1] and "--" not in toks[:1]
+        if p.kind == K.ARRAY_SUBSCRIPT_EXPR or (p.kind == K.MEMBER_REF_EXPR):
+            return True   # a pointer's read (`p[i]`, `p->x`), or an index
+        if p.kind == K.CONDITIONAL_OPERATOR:
+            return True   # its condition
+        if p.kind == K.CALL_EXPR:
+            if first:
+                return False
+            if self.call_name(p) in KNOWN_CALLS:
+                return True   # by-value parameters (atomics take `&x`: the & is the write)
+            idx = next((j for j, a in enumerate(kids[1:]) if a.hash == child.hash), None)
+            fns = self.callees(p)
+            if idx is None or not fns:
+                return False
+            for fn in fns:   # every candidate takes it by value or by const reference
+                params = [a for a in fn.get_children() if a.kind == K.PARM_DECL]
+                if idx >= len(params) or (
+                        params[idx].type.kind in (ci.TypeKind.LVALUEREFERENCE,
+                                                  ci.TypeKind.RVALUEREFERENCE) and
+                        not params[idx].type.get_pointee().is_const_qualified()):
+                    return False
+            return True
+        refs = {ci.TypeKind.LVALUEREFERENCE, ci.TypeKind.RVALUEREFERENCE}
+        if p.kind == K.VAR_DECL:   # an initializer: a copy, or a reference binding
+            return not {p.type.kind, p.type.get_canonical().kind} & refs
+        if p.kind in (K.CSTYLE_CAST_EXPR, K.CXX_STATIC_CAST_EXPR, K.CXX_FUNCTIONAL_CAST_EXPR):
+            return not {p.type.kind, p.type.get_canonical().kind} & refs
+        if p.kind in (K.IF_STMT, K.WHILE_STMT, K.DO_STMT, K.FOR_STMT, K.SWITCH_STMT,
+                      K.RETURN_STMT, K.CASE_STMT):
+            return True
+        return False
 
     # ---- structure ----
     def is_barrier_stmt(self, s):
@@ -476,7 +602,29 @@ class KernelAnalysis:
     def _warp_predicate(self, cond):
         """Whether an `if`'s condition reads only threadIdx, uniform values and locals
         recomputed from them (nothing shared memory or the branch could change)."""
-        return self._reads_thread_and_uniform(cond, self.recompute)
+        return not self._reads_memory(cond) and \
+            self._reads_thread_and_uniform(cond, self.recompute)
+
+    def _reads_memory(self, expr):
+        """Whether `expr` may read memory (a subscript, `*p`, `p->x`, a call but pure math):
+        a value recomputed in a later thread loop would read it after the kernel's writes."""
+        ci = self.ci
+        for c in self.walk(expr):
+            if c.kind == ci.CursorKind.ARRAY_SUBSCRIPT_EXPR:
+                return True
+            if c.kind == ci.CursorKind.CALL_EXPR and self.call_name(c) not in PURE_CALLS:
+                kids = list(c.get_children())
+                if not (kids and kids[0].kind == ci.CursorKind.TYPE_REF):   # T(x): a cast
+                    return True
+            if c.kind in (ci.CursorKind.UNARY_OPERATOR, ci.CursorKind.MEMBER_REF_EXPR):
+                toks = [t.spelling for t in c.get_tokens()]
+                if (c.kind == ci.CursorKind.UNARY_OPERATOR and toks[:1] == ["*"]) or "->" in toks:
+                    return True
+            if c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None and \
+                    c.referenced.type.kind in (ci.TypeKind.LVALUEREFERENCE,
+                                               ci.TypeKind.RVALUEREFERENCE):
+                return True
+        return False
 
     def _reads_thread_and_uniform(self, expr, allowed):
         """Whether `expr` reads only threadIdx, block-uniform values and the variables whose
@@ -502,6 +650,18 @@ class KernelAnalysis:
 
     def is_shuffle_stmt(self, s):
         return s.hash in self.shuffle_stmts
+
+    def callees(self, c):
+        """The functions call `c` may call: the one it refers to, or, for a call a template
+        leaves unresolved, every function of that name the parse declares (at file level)."""
+        ci = self.ci
+        fn = c.referenced
+        if fn is not None and fn.kind in (ci.CursorKind.FUNCTION_DECL,
+                                          ci.CursorKind.FUNCTION_TEMPLATE):
+            return [fn]
+        name = self.call_name(c)
+        return [d for d in self.tu.cursor.get_children() if d.spelling == name and d.kind in (
+            ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE)] if name else []
 
     def call_name(self, c):
         """The called function's name; in a template, a dependent call's (libclang spells the
@@ -609,6 +769,10 @@ class KernelAnalysis:
         if d is None or d.kind != ci.CursorKind.VAR_DECL or not d.type.is_const_qualified() or \
                 d.location.file is None or d.location.file.name != SOURCE_NAME:
             return False
+        t = d.type.get_canonical()
+        if t.kind not in (ci.TypeKind.INT, ci.TypeKind.UINT, ci.TypeKind.LONG, ci.TypeKind.ULONG,
+                          ci.TypeKind.LONGLONG, ci.TypeKind.ULONGLONG) or t.get_size() < 4:
+            return False   # `const unsigned short M = 0xffffffffu;` holds 0xffff
         inits = [x for x in d.get_children() if x.kind.is_expression()]
         return bool(inits) and "".join(t.spelling for t in inits[-1].get_tokens()) in FULL_MASKS
 
@@ -857,6 +1021,19 @@ class KernelAnalysis:
         var = {decls[0].hash}
         if not (self._uniform_expr(header[1], var) and self._uniform_expr(header[2], var)):
             return False
+        # the condition is evaluated once more per thread at each round's end: no side effect;
+        # the step is exactly `i += stride`, the stride free of side effects
+        if any(t.spelling in _WRITE_AFTER for t in header[1].get_tokens()) or \
+                header[2].kind != ci.CursorKind.COMPOUND_ASSIGNMENT_OPERATOR:
+            return False
+        lhs, step = list(header[2].get_children())
+        while lhs.kind in (ci.CursorKind.UNEXPOSED_EXPR, ci.CursorKind.PAREN_EXPR) and \
+                len(list(lhs.get_children())) == 1:
+            lhs = next(lhs.get_children())
+        if lhs.kind != ci.CursorKind.DECL_REF_EXPR or lhs.referenced is None or \
+                lhs.referenced.hash not in var or self._op_token(header[2], lhs) != "+=" or \
+                any(t.spelling in _WRITE_AFTER for t in step.get_tokens()):
+            return False
         inits = [c for c in decls[0].get_children() if c.kind.is_expression()]
         if not inits or self._uniform_expr(inits[-1]):
             return False   # a start every thread shares (no interleaving to gain)
@@ -956,7 +1133,8 @@ class KernelAnalysis:
             inits = [c for c in d.get_children() if c.kind.is_expression()]
             if not inits:
                 return False
-            if not self._reads_thread_and_uniform(inits[-1], allowed):
+            if self._reads_memory(inits[-1]) or \
+                    not self._reads_thread_and_uniform(inits[-1], allowed):
                 return False
         return True
 
@@ -1015,7 +1193,7 @@ def inline_helpers(ci, text, name, define_lines=(), templates=False, headers=Non
     lines = {}
     for round_ in range(4):
         new, more = inline_warp_helpers(ci, text, name, define_lines, templates, headers,
-                                        site=100 * round_)
+                                        site=100 * round_, check_reserved=round_ == 0)
         lines.update(more)
         if new == text:
             break
@@ -1023,7 +1201,8 @@ def inline_helpers(ci, text, name, define_lines=(), templates=False, headers=Non
     return text, lines
 
 
-def inline_warp_helpers(ci, text, name, define_lines=(), templates=False, headers=None, site=0):
+def inline_warp_helpers(ci, text, name, define_lines=(), templates=False, headers=None, site=0,
+                        check_reserved=False):
     """`text` with each call statement of kernel `name` to a helper of the same file that
     synchronises with `__syncwarp` (reduce_steps' `last_warp_sum(partial, tid);`) replaced by
     the helper's body, so that the warp `if` around it can split at warp granularity
@@ -1041,6 +1220,8 @@ def inline_warp_helpers(ci, text, name, define_lines=(), templates=False, header
     replaced by the body itself, without braces, so that its barriers are the block's
     (`R tm_wlK_p = (a); ...; x = static_cast<R>(returned);`, K a number per call): only where
     the body's own top-level names appear nowhere in the kernel.
+    `check_reserved` (the first round, on the user's text): raise _Fallback where the kernel
+    uses names the transform reserves (_check_reserved_names).
     Returns (text, {line of an inlined call: line of the helper's first __syncwarp})."""
     a = KernelAnalysis(ci, text, name, define_lines, templates, headers)
     kernels = [c for c in _kernel_cursors(ci, a.tu.cursor) if c.spelling == name
@@ -1048,6 +1229,8 @@ def inline_warp_helpers(ci, text, name, define_lines=(), templates=False, header
     if len(kernels) != 1:
         return text, {}
     k = kernels[0]
+    if check_reserved:
+        _check_reserved_names(ci, a, k, text)
     body = [c for c in k.get_children() if c.kind == ci.CursorKind.COMPOUND_STMT]
     if len(body) != 1:
         return text, {}
@@ -1083,6 +1266,44 @@ def inline_warp_helpers(ci, text, name, define_lines=(), templates=False, header
     for start, end, new, _ in sorted(edits, reverse=True):
         data = data[:start] + new.encode() + data[end:]
     return data.decode(), {line: sync for _, _, _, (line, sync) in edits if sync is not None}
+
+
+def _check_reserved_names(ci, a, k, text):
+    """Names starting with tm_ are the transform's own (tm_threadIdx_, tm_x_, tm_wl_<param>,
+    ...; issue 34): a kernel declaring one, a helper of the user's file it calls declaring one,
+    or a name of the user's file (function, variable, macro) starting with tm_ that the kernel
+    uses, keeps the fibers."""
+    macros = set(re.findall(r"^[ \t]*#[ \t]*define[ \t]+(tm_\w*)", text, re.M))
+    funcs, seen = [k], set()
+    while funcs:
+        f = funcs.pop()
+        if f.hash in seen:
+            continue
+        seen.add(f.hash)
+        for c in a.walk(f):
+            named = c.spelling or ""
+            if c.kind in (ci.CursorKind.VAR_DECL, ci.CursorKind.PARM_DECL) and \
+                    named.startswith("tm_"):
+                raise _Fallback(f"the name {named} (line {c.location.line}): names starting "
+                                "with tm_ are reserved by tiledmm's transform")
+            refs = [c.referenced] if c.kind in (ci.CursorKind.DECL_REF_EXPR,
+                                                ci.CursorKind.TYPE_REF) else []
+            if c.kind == ci.CursorKind.CALL_EXPR:
+                refs = a.callees(c)
+            for ref in refs:
+                if ref is None or ref.kind == ci.CursorKind.OVERLOADED_DECL_REF or \
+                        ref.location.file is None or ref.location.file.name != SOURCE_NAME:
+                    continue   # (an unresolved call's name: its candidates are the callees)
+                if ref.spelling.startswith("tm_"):
+                    raise _Fallback(f"the name {ref.spelling} (line {c.location.line}): names "
+                                    "starting with tm_ are reserved by tiledmm's transform")
+                d = ref.get_definition() or ref
+                if d.kind in (ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE):
+                    funcs.append(d)
+        for t in f.get_tokens():
+            if t.spelling in macros:
+                raise _Fallback(f"the macro {t.spelling}: names starting with tm_ are reserved "
+                                "by tiledmm's transform")
 
 
 def _helper_of(ci, a, c):
