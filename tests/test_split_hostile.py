@@ -21,28 +21,21 @@ RUN_S = 120
 FULL = "0xffffffffu"
 
 
-def _compile(src, name, fibers):
-    """The kernel as tm.compile builds it, or (fibers) built with TILEDMM_EMU_SPLIT=0. The
-    compile reads the variable (the launcher of a build without the split runs fibers whatever
-    the worker's environment); tm.compile's memory cache does not key on it, so the fibers'
-    source carries a comment that makes it another entry."""
-    if not fibers:
-        return tm.compile(src, name, backend="emu")
+def _launch(src, name, grid, block, make_args, fibers):
+    """(result, [arrays after the launch]) of one launch on fresh arguments, on the kernel as
+    tm.compile builds it or (fibers) with TILEDMM_EMU_SPLIT=0, which tm.compile reads at each
+    call (its caches key on it)."""
+    args = make_args()
     saved = os.environ.get("TILEDMM_EMU_SPLIT")
-    os.environ["TILEDMM_EMU_SPLIT"] = "0"
+    if fibers:
+        os.environ["TILEDMM_EMU_SPLIT"] = "0"
     try:
-        return tm.compile(src + "\n// built for the fibers\n", name, backend="emu")
+        res = tm.compile(src, name, backend="emu")(grid, block, *args, timeout=TIMEOUT_S)
     finally:
         if saved is None:
-            del os.environ["TILEDMM_EMU_SPLIT"]
+            os.environ.pop("TILEDMM_EMU_SPLIT", None)
         else:
             os.environ["TILEDMM_EMU_SPLIT"] = saved
-
-
-def _launch(src, name, grid, block, make_args, fibers):
-    """(result, [arrays after the launch]) of one launch on fresh arguments."""
-    args = make_args()
-    res = _compile(src, name, fibers)(grid, block, *args, timeout=TIMEOUT_S)
     return res, [a for a in args if isinstance(a, np.ndarray)]
 
 
