@@ -296,12 +296,8 @@ __global__ void scaled(const float *x, float *out)
 """
 
 
-@pytest.mark.xfail(strict=True, reason="compile_emu appends the split text after the user's whole "
-                   "source (full_source's `extra`), not after the kernel: macros there have their "
-                   "last value (SCALE 3 instead of 2; a plain #undef makes the split fail to "
-                   "compile: fibers, 'please report it')")
 def test_a_macro_redefined_after_the_kernel():
-    outs, _ = _same_on_both_paths(REDEFINED, "scaled", 1, 64, _reverse_args)
+    outs, _ = _same_on_both_paths(REDEFINED, "scaled", 1, 64, _reverse_args, path="thread loops")
     np.testing.assert_array_equal(outs[1], (outs[0] * np.float32(2.0))[::-1])
 
 
@@ -772,11 +768,11 @@ __global__ void pairs(float *x)
 """
 
 
-@pytest.mark.xfail(strict=True, reason="program_build._split_text pairs every instance of a "
-                   "template with its split and ignores SplitPlan.fiber_guard: pairs<true> runs "
-                   "__shfl_xor_sync inside a thread loop (tm.compile does not split templates)")
 def test_a_template_instance_that_must_keep_the_fibers_in_a_program():
     got, launch = _run_program(GUARDED_TEMPLATE, "pairs<true>")
+    assert launch.path == "fibers" and "instances where ((S))" in launch.path_reason and \
+        "__shfl_xor_sync" in launch.path_reason, \
+        (launch.path, launch.path_reason)
     h = H.astype(np.float64)
     s = h + 2.0 * h[np.arange(64) ^ 1]
     np.testing.assert_array_equal(got, s[::-1].astype(np.float32))

@@ -669,23 +669,8 @@ def registry_source(source, path):
         if plan.text is None or not plan.template_args:
             reasons[name] = plan.reason or "not a template (the registry's kernels are)"
             continue
-        a = plan.template_args
-        header = plan.text[plan.text.index(" static void tm_split_"):]   # after the template
-        template = plan.text[plan.text.rindex("\ntemplate", 0, plan.text.index(header)) + 1:
-                             plan.text.index(header)].strip()
-        split = (f"tm_emu_split_kernel<decltype(&{name}{a})>{{&{name}{a}, &tm_split_{name}{a}, "
-                 f"tm_split_frame_{name}{a}}}")
-        if plan.fiber_guard:
-            # instances where the guard holds name the kernel itself: tm_launch's fibers
-            reasons[name] = (f"thread loops, except instances where {plan.fiber_guard}: fibers "
-                             f"({plan.fiber_guard_reason})")
-            pair = (f"\n{template} constexpr auto tm_pick_split_{name}()\n{{\n"
-                    f"    if constexpr ({plan.fiber_guard}) return &{name}{a};\n"
-                    f"    else return {split};\n}}\n"
-                    f"{template} inline const auto tm_with_split_{name} = "
-                    f"tm_pick_split_{name}{a}();\n")
-        else:
-            pair = f"\n{template} inline const auto tm_with_split_{name} = {split};\n"
+        reasons[name] = guarded_reason(plan)
+        pair = template_pair(plan, name)
         pair += f"#define {name} tm_with_split_{name}\n"
         line = source.count("\n", 0, plan.end) + 1
         text = plan.text.replace(f'"{SOURCE_NAME}"', f'"{path}"')
@@ -694,6 +679,36 @@ def registry_source(source, path):
     for end, text in sorted(inserts, reverse=True):
         out = out[:end] + "\n" + text + out[end:]
     return f'#line 1 "{path}"\n' + out, reasons
+
+
+def guarded_reason(plan):
+    """Why some instances of a split template keep the fibers ("" where none does)."""
+    if not plan.fiber_guard:
+        return ""
+    return (f"thread loops, except instances where {plan.fiber_guard}: fibers "
+            f"({plan.fiber_guard_reason})")
+
+
+def template_pair(plan, name):
+    """The definition of `tm_with_split_<name>` after a template kernel's split (plan.text): a
+    variable template pairing each instance with its split (emu/cuda_emu.h's
+    tm_emu_split_kernel), or, for the instances where plan.fiber_guard holds (a warp operation
+    the thread loops do not run), the kernel itself: its launches keep the fibers. Used by
+    registry_source and whole programs (program_build) alike."""
+    a = plan.template_args
+    header = plan.text[plan.text.index(" static void tm_split_"):]   # after the template
+    template = plan.text[plan.text.rindex("\ntemplate", 0, plan.text.index(header)) + 1:
+                         plan.text.index(header)].strip()
+    split = (f"tm_emu_split_kernel<decltype(&{name}{a})>{{&{name}{a}, &tm_split_{name}{a}, "
+             f"tm_split_frame_{name}{a}}}")
+    if not plan.fiber_guard:
+        return f"\n{template} inline const auto tm_with_split_{name} = {split};\n"
+    # instances where the guard holds name the kernel itself: their launches take the fibers
+    return (f"\n{template} constexpr auto tm_pick_split_{name}()\n{{\n"
+            f"    if constexpr ({plan.fiber_guard}) return &{name}{a};\n"
+            f"    else return {split};\n}}\n"
+            f"{template} inline const auto tm_with_split_{name} = "
+            f"tm_pick_split_{name}{a}();\n")
 
 
 # Iterations of one thread a grid-stride loop's round runs in a row (_round_loop): 1 walks every
