@@ -314,13 +314,12 @@ __global__ void guarded(const float *x, float *out, int n)
 """
 
 
-@pytest.mark.xfail(strict=True, reason="barrier_split._text_with_returns replaces a return "
-                   "statement's extent, which for a return from a macro is the macro's "
-                   "invocation `GUARD(i >= n)`: the condition is lost")
 def test_a_return_hidden_in_a_macro():
     n = 100
-    outs, _ = _same_on_both_paths(GUARD, "guarded", 2, 64,
-                                  lambda: [_x(128, 4), np.zeros(128, np.float32), np.int32(n)])
+    outs, res = _same_on_both_paths(GUARD, "guarded", 2, 64,
+                                    lambda: [_x(128, 4), np.zeros(128, np.float32), np.int32(n)],
+                                    path="fibers")
+    assert "from a macro's expansion" in res.launch.path_reason
     want = np.zeros(128, np.float32)
     want[:n] = 2.0 * outs[0][:n]
     np.testing.assert_array_equal(outs[1], want)

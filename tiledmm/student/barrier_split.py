@@ -120,11 +120,34 @@ class _Emitter:
 
     def plan(self):
         a = self.a
+        self._check_text(a.body)
         out = self._emit_seq(a.stmts, top=True)
         guard = " || ".join(f"({g})" for g, _ in a.fiber_guards)
         why = "; ".join(sorted({r for _, r in a.fiber_guards}))
         return SplitPlan(self._function(a.kernel, a.body, out), "", self.n_regions, self.frame,
                          a.kernel.extent.end.offset, a.template_args, guard, why)
+
+    def _check_text(self, body):
+        """Refuses what the emitter's copies of the kernel's text would change: control flow a
+        macro's expansion makes (the rewrites and the block-level headers cut the text at the
+        statements' extents, which are then the macro's invocation: `GUARD(i >= n)` for `if (c)
+        return`), and macros defined or undefined in the body (the split sits after the
+        kernel, where they have their last value)."""
+        ci = self.ci
+        keywords = {ci.CursorKind.RETURN_STMT: "return", ci.CursorKind.IF_STMT: "if",
+                    ci.CursorKind.FOR_STMT: "for", ci.CursorKind.CXX_FOR_RANGE_STMT: "for",
+                    ci.CursorKind.WHILE_STMT: "while", ci.CursorKind.DO_STMT: "do",
+                    ci.CursorKind.SWITCH_STMT: "switch", ci.CursorKind.BREAK_STMT: "break",
+                    ci.CursorKind.CONTINUE_STMT: "continue", ci.CursorKind.GOTO_STMT: "goto"}
+        for c in self.walk(body):
+            if c.kind in keywords:
+                self._written_here(c, keywords[c.kind])
+        text = self.data[body.extent.start.offset:body.extent.end.offset].decode()
+        m = re.search(r"^[ \t]*#[ \t]*(define|undef)\b", text, re.M)
+        if m:
+            line = body.extent.start.line + text.count("\n", 0, m.start())
+            raise _Fallback(f"#{m.group(1)} inside the kernel (line {line}): the split, after "
+                            "the kernel, would see the macro's last value")
 
     def _emit_seq(self, stmts, top):
         """C++ for a statement list: shared declarations hoisted, uniform parts at the block
@@ -271,10 +294,20 @@ class _Emitter:
         edits = []
         for c in self.walk(s):
             if c.kind == ci.CursorKind.RETURN_STMT:
+                self._written_here(c, "return")
                 edits.append((c.extent.start.offset - base, c.extent.end.offset - base))
         for a, b in sorted(edits, reverse=True):
             text = text[:a] + "goto " + label + text[b:]
         return text
+
+    def _written_here(self, c, word):
+        """Refuses a statement or call the emitter rewrites (a return, a warp operation) that a
+        macro's expansion makes: its extent is then the macro's whole invocation (`GUARD(i >=
+        n)` for `if (c) return`), whose rewrite would lose the rest of the macro."""
+        if not re.match(re.escape(word).encode() + rb"\b", self.data[c.extent.start.offset:
+                                                               c.extent.end.offset]):
+            raise _Fallback(f"`{word}` from a macro's expansion (line {c.location.line}): the "
+                            "thread loops copy and rewrite the kernel's text")
 
     def _warp_if(self, s):
         """`if (cond) { A; __syncwarp(); B; ... }` (split_analysis._find_warp_ifs): a thread loop
@@ -335,6 +368,7 @@ class _Emitter:
         lin = "tm_row_ + tm_x_"
         stores, args, votes = [], [], []
         for c, name in self.a.shuffle_calls_of(s):
+            self._written_here(c, self.a.call_name(c))
             k = self._site(c)
             kids = list(c.get_children())
             args += kids[2:]
