@@ -245,11 +245,9 @@ __global__ void shadow(const float *x, float *out)
 """
 
 
-@pytest.mark.xfail(strict=True, reason="barrier_split._thread_loop emits the recomputed locals "
-                   "a statement needs (recompute_deps) at the thread loop's top, where they hide "
-                   "a loop variable of the same name")
 def test_a_loop_variable_shadowing_a_recomputed_local():
-    outs, _ = _same_on_both_paths(SHADOW, "shadow", 1, 64, _reverse_args)
+    outs, res = _same_on_both_paths(SHADOW, "shadow", 1, 64, _reverse_args, path="fibers")
+    assert "`t` names two things" in res.launch.path_reason
     x = outs[0]
     np.testing.assert_allclose(outs[1], 10.0 * np.roll(x, -1), rtol=1e-6)
 
