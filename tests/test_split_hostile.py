@@ -323,6 +323,74 @@ def test_a_return_hidden_in_a_macro():
     np.testing.assert_array_equal(outs[1], want)
 
 
+# A plain `#undef` after the kernel: the split sits right after the kernel, where the macro is
+# still defined (appended after the file, it did not compile: fibers).
+UNDEFINED_AFTER = REDEFINED.replace("#define SCALE 3.0f\n", "")
+
+
+def test_a_macro_undefined_after_the_kernel_splits():
+    outs, _ = _same_on_both_paths(UNDEFINED_AFTER, "scaled", 1, 64, _reverse_args,
+                                  path="thread loops")
+    np.testing.assert_array_equal(outs[1], (outs[0] * np.float32(2.0))[::-1])
+
+
+# What the thread loops would copy out of its place: a macro redefined inside the kernel (the
+# split after the kernel sees the last value), a local type used across a barrier (a thread
+# loop's scope; recomputed locals are emitted before it), a local hiding a parameter.
+IN_KERNEL = {
+    "define": r"""
+#define SCALE 2.0f
+__global__ void k(const float *x, float *out)
+{
+    __shared__ float s[64];
+    s[threadIdx.x] = x[threadIdx.x] * SCALE;
+#undef SCALE
+#define SCALE 3.0f
+    __syncthreads();
+    out[threadIdx.x] = s[63 - threadIdx.x] * SCALE;
+}
+""",
+    "typedef": r"""
+__global__ void k(const float *x, float *out)
+{
+    __shared__ float s[64];
+    typedef float real;
+    real v = x[threadIdx.x] * 2.0f;
+    s[threadIdx.x] = v;
+    __syncthreads();
+    real w = s[63 - threadIdx.x] * 3.0f;
+    out[threadIdx.x] = w;
+}
+""",
+    "parameter": r"""
+__global__ void k(const float *x, float *out, int n)
+{
+    __shared__ float s[64];
+    int j = (threadIdx.x + n) % 64;
+    for (int n = 0; n < 1; ++n) {
+        s[threadIdx.x] = x[j] * 2.0f;
+        __syncthreads();
+        out[threadIdx.x] = s[63 - threadIdx.x] * 3.0f;
+        __syncthreads();
+    }
+}
+""",
+}
+IN_KERNEL_REASON = {"define": "#undef inside the kernel", "typedef": "a type declared inside",
+                    "parameter": "`n` names two things"}
+
+
+@pytest.mark.parametrize("what", sorted(IN_KERNEL))
+def test_text_the_thread_loops_would_move_keeps_the_fibers(what):
+    shift = 1 if what == "parameter" else 0   # out[t] = 6 x[(63 - t + shift) % 64]
+    outs, res = _same_on_both_paths(
+        IN_KERNEL[what], "k", 1, 64,
+        lambda: [*_reverse_args()] + ([np.int32(shift)] if what == "parameter" else []),
+        path="fibers")
+    assert IN_KERNEL_REASON[what] in res.launch.path_reason
+    want = 6.0 * np.roll(outs[0].astype(np.float64), -shift)[::-1]
+    np.testing.assert_array_equal(outs[1], want.astype(np.float32))
+
 # A local named like the transform's own variables (the emitted code's tm_threadIdx_, behind
 # the threadIdx macro in the split function): every thread after it writes out[0].
 RESERVED_NAME = r"""

@@ -139,9 +139,16 @@ class _Emitter:
                     ci.CursorKind.WHILE_STMT: "while", ci.CursorKind.DO_STMT: "do",
                     ci.CursorKind.SWITCH_STMT: "switch", ci.CursorKind.BREAK_STMT: "break",
                     ci.CursorKind.CONTINUE_STMT: "continue", ci.CursorKind.GOTO_STMT: "goto"}
+        types = {getattr(ci.CursorKind, k) for k in (
+            "TYPEDEF_DECL", "TYPE_ALIAS_DECL", "TYPE_ALIAS_TEMPLATE_DECL", "STRUCT_DECL",
+            "CLASS_DECL", "UNION_DECL", "ENUM_DECL") if hasattr(ci.CursorKind, k)}
         for c in self.walk(body):
             if c.kind in keywords:
                 self._written_here(c, keywords[c.kind])
+            elif c.kind in types:
+                # the thread loops scope it to one region and emit recomputed locals before it
+                raise _Fallback(f"a type declared inside the kernel (`{c.spelling}`, line "
+                                f"{c.location.line}): declare it before the kernel")
         self._check_names(body)
         text = self.data[body.extent.start.offset:body.extent.end.offset].decode()
         m = re.search(r"^[ \t]*#[ \t]*(define|undef)\b", text, re.M)
