@@ -376,8 +376,19 @@ __global__ void k(const float *x, float *out, int n)
 }
 """,
 }
+IN_KERNEL["unroll"] = r"""
+__global__ void k(const float *x, float *out)
+{
+    __shared__ float s[64];
+#pragma unroll
+    s[threadIdx.x] = x[threadIdx.x] * 2.0f;
+    __syncthreads();
+    out[threadIdx.x] = s[63 - threadIdx.x] * 3.0f;
+}
+"""
 IN_KERNEL_REASON = {"define": "#undef inside the kernel", "typedef": "a type declared inside",
-                    "parameter": "`n` names two things"}
+                    "parameter": "`n` names two things",
+                    "unroll": "expected a for, while, or do-while loop to follow '#pragma unroll'"}
 
 
 @pytest.mark.parametrize("what", sorted(IN_KERNEL))

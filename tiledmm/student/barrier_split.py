@@ -37,8 +37,12 @@ Everything else keeps the fibers (the kernel says why, `SplitPlan.reason`): barr
 `if` with a thread-dependent condition, a `while` or a loop with a thread-dependent header (the
 fibers report divergence there as before), `__syncthreads_count/and/or`, warp operations
 other than those above (partial masks, under `?:`/`&&`/`||`, after the warp `if`), `goto`, `asm`, a `return` before a barrier, `break`/`continue`
-that would leave a thread loop, templates (tm.compile), helper functions that synchronise, and
-any source libclang cannot read.
+that would leave a thread loop, templates (tm.compile), helper functions that synchronise, what
+the emitter's copies of the kernel's text would change (_Emitter._check_text: control flow
+from a macro's expansion, `#define`/`#undef` or a type declared in the body, a name that means
+two things, where a local emitted at a thread loop's top would hide the other), and any
+source libclang cannot read. tm.compile and whole programs insert the split right after the
+kernel, where the file's macros have the values the kernel saw.
 
 The registry's own kernels (cuda/*.cu, templates) go through `registry_source` at build time
 (setup.py, tiledmm._emu only): each split becomes a function template beside its kernel, and
