@@ -455,9 +455,6 @@ __global__ void wl_named(const float *x, float *out)
 """
 
 
-@pytest.mark.xfail(strict=True, reason="split_analysis._inline_call declares `int tm_wl_t = "
-                   "(tm_wl_t);` (the argument is the kernel's own tm_wl_t): an uninitialised "
-                   "index, a fault in the split")
 def test_a_local_named_like_an_inlined_helpers_parameter():
     x = _x(64, 13)
     outs, _ = _same_on_both_paths(WL_NAME, "wl_named", 1, 64,
