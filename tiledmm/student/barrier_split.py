@@ -131,68 +131,6 @@ class _Emitter:
         return SplitPlan(self._function(a.kernel, a.body, out), "", self.n_regions, self.frame,
                          a.kernel.extent.end.offset, a.template_args, guard, why)
 
-    def _check_text(self, body):
-        """Refuses what the emitter's copies of the kernel's text would change: control flow a
-        macro's expansion makes (the rewrites and the block-level headers cut the text at the
-        statements' extents, which are then the macro's invocation: `GUARD(i >= n)` for `if (c)
-        return`), and macros defined or undefined in the body (the split sits after the
-        kernel, where they have their last value)."""
-        ci = self.ci
-        keywords = {ci.CursorKind.RETURN_STMT: "return", ci.CursorKind.IF_STMT: "if",
-                    ci.CursorKind.FOR_STMT: "for", ci.CursorKind.CXX_FOR_RANGE_STMT: "for",
-                    ci.CursorKind.WHILE_STMT: "while", ci.CursorKind.DO_STMT: "do",
-                    ci.CursorKind.SWITCH_STMT: "switch", ci.CursorKind.BREAK_STMT: "break",
-                    ci.CursorKind.CONTINUE_STMT: "continue", ci.CursorKind.GOTO_STMT: "goto"}
-        types = {getattr(ci.CursorKind, k) for k in (
-            "TYPEDEF_DECL", "TYPE_ALIAS_DECL", "TYPE_ALIAS_TEMPLATE_DECL", "STRUCT_DECL",
-            "CLASS_DECL", "UNION_DECL", "ENUM_DECL") if hasattr(ci.CursorKind, k)}
-        for c in self.walk(body):
-            if c.kind in keywords:
-                self._written_here(c, keywords[c.kind])
-            elif c.kind in types:
-                # the thread loops scope it to one region and emit recomputed locals before it
-                raise _Fallback(f"a type declared inside the kernel (`{c.spelling}`, line "
-                                f"{c.location.line}): declare it before the kernel")
-        self._check_names(body)
-        text = self.data[body.extent.start.offset:body.extent.end.offset].decode()
-        m = re.search(r"^[ \t]*#[ \t]*(define|undef)\b", text, re.M)
-        if m:
-            line = body.extent.start.line + text.count("\n", 0, m.start())
-            raise _Fallback(f"#{m.group(1)} inside the kernel (line {line}): the split, after "
-                            "the kernel, would see the macro's last value")
-
-    def _check_names(self, body):
-        """Refuses a name that means two things in the kernel: a use of one declaration inside
-        the block of another of the same name (`int t = tid; ... for (int t = 0; ...)`, a
-        local hiding a parameter). The thread loops emit the recomputed and per-thread locals
-        at their top, where such a local would hide the other from the statements after it."""
-        ci = self.ci
-        blocks = (ci.CursorKind.COMPOUND_STMT, ci.CursorKind.FOR_STMT, ci.CursorKind.IF_STMT,
-                  ci.CursorKind.WHILE_STMT, ci.CursorKind.SWITCH_STMT,
-                  ci.CursorKind.CXX_FOR_RANGE_STMT, ci.CursorKind.LAMBDA_EXPR)
-        whole = (body.extent.start.offset, body.extent.end.offset)
-        decls = {}   # name -> [(declaration's hash, the block it is visible in, its line)]
-        for p in self.a.kernel.get_children():
-            if p.kind == ci.CursorKind.PARM_DECL and p.spelling:
-                decls.setdefault(p.spelling, []).append((p.hash, whole, p.location.line))
-        refs = []
-
-        def visit(c, block):
-            if c.kind in (ci.CursorKind.VAR_DECL, ci.CursorKind.PARM_DECL) and c.spelling:
-                decls.setdefault(c.spelling, []).append((c.hash, block, c.location.line))
-            elif c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None:
-                refs.append(c)
-            inner = (c.extent.start.offset, c.extent.end.offset) if c.kind in blocks else block
-            for k in c.get_children():
-                visit(k, inner)
-        visit(body, whole)
-        for r in refs:
-            for h, (start, end), line in decls.get(r.spelling, ()):
-                if h != r.referenced.hash and start <= r.extent.start.offset < end:
-                    raise _Fallback(f"`{r.spelling}` names two things (line {line} and the use "
-                                    f"on line {r.location.line}): the thread loops' locals "
-                                    "would hide one")
-
     def _emit_seq(self, stmts, top):
         """C++ for a statement list: shared declarations hoisted, uniform parts at the block
         level, each barrier-free run of statements as one thread loop."""
@@ -343,6 +281,68 @@ class _Emitter:
         for a, b in sorted(edits, reverse=True):
             text = text[:a] + "goto " + label + text[b:]
         return text
+
+    def _check_text(self, body):
+        """Refuses what the emitter's copies of the kernel's text would change: control flow a
+        macro's expansion makes (the rewrites and the block-level headers cut the text at the
+        statements' extents, which are then the macro's invocation: `GUARD(i >= n)` for `if (c)
+        return`), and macros defined or undefined in the body (the split sits after the
+        kernel, where they have their last value)."""
+        ci = self.ci
+        keywords = {ci.CursorKind.RETURN_STMT: "return", ci.CursorKind.IF_STMT: "if",
+                    ci.CursorKind.FOR_STMT: "for", ci.CursorKind.CXX_FOR_RANGE_STMT: "for",
+                    ci.CursorKind.WHILE_STMT: "while", ci.CursorKind.DO_STMT: "do",
+                    ci.CursorKind.SWITCH_STMT: "switch", ci.CursorKind.BREAK_STMT: "break",
+                    ci.CursorKind.CONTINUE_STMT: "continue", ci.CursorKind.GOTO_STMT: "goto"}
+        types = {getattr(ci.CursorKind, k) for k in (
+            "TYPEDEF_DECL", "TYPE_ALIAS_DECL", "TYPE_ALIAS_TEMPLATE_DECL", "STRUCT_DECL",
+            "CLASS_DECL", "UNION_DECL", "ENUM_DECL") if hasattr(ci.CursorKind, k)}
+        for c in self.walk(body):
+            if c.kind in keywords:
+                self._written_here(c, keywords[c.kind])
+            elif c.kind in types:
+                # the thread loops scope it to one region and emit recomputed locals before it
+                raise _Fallback(f"a type declared inside the kernel (`{c.spelling}`, line "
+                                f"{c.location.line}): declare it before the kernel")
+        self._check_names(body)
+        text = self.data[body.extent.start.offset:body.extent.end.offset].decode()
+        m = re.search(r"^[ \t]*#[ \t]*(define|undef)\b", text, re.M)
+        if m:
+            line = body.extent.start.line + text.count("\n", 0, m.start())
+            raise _Fallback(f"#{m.group(1)} inside the kernel (line {line}): the split, after "
+                            "the kernel, would see the macro's last value")
+
+    def _check_names(self, body):
+        """Refuses a name that means two things in the kernel: a use of one declaration inside
+        the block of another of the same name (`int t = tid; ... for (int t = 0; ...)`, a
+        local hiding a parameter). The thread loops emit the recomputed and per-thread locals
+        at their top, where such a local would hide the other from the statements after it."""
+        ci = self.ci
+        blocks = (ci.CursorKind.COMPOUND_STMT, ci.CursorKind.FOR_STMT, ci.CursorKind.IF_STMT,
+                  ci.CursorKind.WHILE_STMT, ci.CursorKind.SWITCH_STMT,
+                  ci.CursorKind.CXX_FOR_RANGE_STMT, ci.CursorKind.LAMBDA_EXPR)
+        whole = (body.extent.start.offset, body.extent.end.offset)
+        decls = {}   # name -> [(declaration's hash, the block it is visible in, its line)]
+        for p in self.a.kernel.get_children():
+            if p.kind == ci.CursorKind.PARM_DECL and p.spelling:
+                decls.setdefault(p.spelling, []).append((p.hash, whole, p.location.line))
+        refs = []
+
+        def visit(c, block):
+            if c.kind in (ci.CursorKind.VAR_DECL, ci.CursorKind.PARM_DECL) and c.spelling:
+                decls.setdefault(c.spelling, []).append((c.hash, block, c.location.line))
+            elif c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None:
+                refs.append(c)
+            inner = (c.extent.start.offset, c.extent.end.offset) if c.kind in blocks else block
+            for k in c.get_children():
+                visit(k, inner)
+        visit(body, whole)
+        for r in refs:
+            for h, (start, end), line in decls.get(r.spelling, ()):
+                if h != r.referenced.hash and start <= r.extent.start.offset < end:
+                    raise _Fallback(f"`{r.spelling}` names two things (line {line} and the use "
+                                    f"on line {r.location.line}): the thread loops' locals "
+                                    "would hide one")
 
     def _written_here(self, c, word):
         """Refuses a statement or call the emitter rewrites (a return, a warp operation) that a
