@@ -250,11 +250,9 @@ __global__ void shadow(const float *x, float *out)
 """
 
 
-@pytest.mark.xfail(strict=True, reason="barrier_split._thread_loop emits the recomputed locals "
-                   "a statement needs (recompute_deps) at the thread loop's top, where they hide "
-                   "a loop variable of the same name")
 def test_a_loop_variable_shadowing_a_recomputed_local():
-    outs, _ = _same_on_both_paths(SHADOW, "shadow", 1, 64, _reverse_args)
+    outs, res = _same_on_both_paths(SHADOW, "shadow", 1, 64, _reverse_args, path="fibers")
+    assert "`t` names two things" in res.launch.path_reason
     x = outs[0]
     np.testing.assert_allclose(outs[1], 10.0 * np.roll(x, -1), rtol=1e-6)
 
@@ -300,12 +298,8 @@ __global__ void scaled(const float *x, float *out)
 """
 
 
-@pytest.mark.xfail(strict=True, reason="compile_emu appends the split text after the user's whole "
-                   "source (full_source's `extra`), not after the kernel: macros there have their "
-                   "last value (SCALE 3 instead of 2; a plain #undef makes the split fail to "
-                   "compile: fibers, 'please report it')")
 def test_a_macro_redefined_after_the_kernel():
-    outs, _ = _same_on_both_paths(REDEFINED, "scaled", 1, 64, _reverse_args)
+    outs, _ = _same_on_both_paths(REDEFINED, "scaled", 1, 64, _reverse_args, path="thread loops")
     np.testing.assert_array_equal(outs[1], (outs[0] * np.float32(2.0))[::-1])
 
 
@@ -322,17 +316,95 @@ __global__ void guarded(const float *x, float *out, int n)
 """
 
 
-@pytest.mark.xfail(strict=True, reason="barrier_split._text_with_returns replaces a return "
-                   "statement's extent, which for a return from a macro is the macro's "
-                   "invocation `GUARD(i >= n)`: the condition is lost")
 def test_a_return_hidden_in_a_macro():
     n = 100
-    outs, _ = _same_on_both_paths(GUARD, "guarded", 2, 64,
-                                  lambda: [_x(128, 4), np.zeros(128, np.float32), np.int32(n)])
+    outs, res = _same_on_both_paths(GUARD, "guarded", 2, 64,
+                                    lambda: [_x(128, 4), np.zeros(128, np.float32), np.int32(n)],
+                                    path="fibers")
+    assert "from a macro's expansion" in res.launch.path_reason
     want = np.zeros(128, np.float32)
     want[:n] = 2.0 * outs[0][:n]
     np.testing.assert_array_equal(outs[1], want)
 
+
+# A plain `#undef` after the kernel: the split sits right after the kernel, where the macro is
+# still defined (appended after the file, it did not compile: fibers).
+UNDEFINED_AFTER = REDEFINED.replace("#define SCALE 3.0f\n", "")
+
+
+def test_a_macro_undefined_after_the_kernel_splits():
+    outs, _ = _same_on_both_paths(UNDEFINED_AFTER, "scaled", 1, 64, _reverse_args,
+                                  path="thread loops")
+    np.testing.assert_array_equal(outs[1], (outs[0] * np.float32(2.0))[::-1])
+
+
+# What the thread loops would copy out of its place: a macro redefined inside the kernel (the
+# split after the kernel sees the last value), a local type used across a barrier (a thread
+# loop's scope; recomputed locals are emitted before it), a local hiding a parameter.
+IN_KERNEL = {
+    "define": r"""
+#define SCALE 2.0f
+__global__ void k(const float *x, float *out)
+{
+    __shared__ float s[64];
+    s[threadIdx.x] = x[threadIdx.x] * SCALE;
+#undef SCALE
+#define SCALE 3.0f
+    __syncthreads();
+    out[threadIdx.x] = s[63 - threadIdx.x] * SCALE;
+}
+""",
+    "typedef": r"""
+__global__ void k(const float *x, float *out)
+{
+    __shared__ float s[64];
+    typedef float real;
+    real v = x[threadIdx.x] * 2.0f;
+    s[threadIdx.x] = v;
+    __syncthreads();
+    real w = s[63 - threadIdx.x] * 3.0f;
+    out[threadIdx.x] = w;
+}
+""",
+    "parameter": r"""
+__global__ void k(const float *x, float *out, int n)
+{
+    __shared__ float s[64];
+    int j = (threadIdx.x + n) % 64;
+    for (int n = 0; n < 1; ++n) {
+        s[threadIdx.x] = x[j] * 2.0f;
+        __syncthreads();
+        out[threadIdx.x] = s[63 - threadIdx.x] * 3.0f;
+        __syncthreads();
+    }
+}
+""",
+}
+IN_KERNEL["unroll"] = r"""
+__global__ void k(const float *x, float *out)
+{
+    __shared__ float s[64];
+#pragma unroll
+    s[threadIdx.x] = x[threadIdx.x] * 2.0f;
+    __syncthreads();
+    out[threadIdx.x] = s[63 - threadIdx.x] * 3.0f;
+}
+"""
+IN_KERNEL_REASON = {"define": "#undef inside the kernel", "typedef": "a type declared inside",
+                    "parameter": "`n` names two things",
+                    "unroll": "expected a for, while, or do-while loop to follow '#pragma unroll'"}
+
+
+@pytest.mark.parametrize("what", sorted(IN_KERNEL))
+def test_text_the_thread_loops_would_move_keeps_the_fibers(what):
+    shift = 1 if what == "parameter" else 0   # out[t] = 6 x[(63 - t + shift) % 64]
+    outs, res = _same_on_both_paths(
+        IN_KERNEL[what], "k", 1, 64,
+        lambda: [*_reverse_args()] + ([np.int32(shift)] if what == "parameter" else []),
+        path="fibers")
+    assert IN_KERNEL_REASON[what] in res.launch.path_reason
+    want = 6.0 * np.roll(outs[0].astype(np.float64), -shift)[::-1]
+    np.testing.assert_array_equal(outs[1], want.astype(np.float32))
 
 # A local named like the transform's own variables (the emitted code's tm_threadIdx_, behind
 # the threadIdx macro in the split function): every thread after it writes out[0].
@@ -768,11 +840,11 @@ __global__ void pairs(float *x)
 """
 
 
-@pytest.mark.xfail(strict=True, reason="program_build._split_text pairs every instance of a "
-                   "template with its split and ignores SplitPlan.fiber_guard: pairs<true> runs "
-                   "__shfl_xor_sync inside a thread loop (tm.compile does not split templates)")
 def test_a_template_instance_that_must_keep_the_fibers_in_a_program():
     got, launch = _run_program(GUARDED_TEMPLATE, "pairs<true>")
+    assert launch.path == "fibers" and "instances where ((S))" in launch.path_reason and \
+        "__shfl_xor_sync" in launch.path_reason, \
+        (launch.path, launch.path_reason)
     h = H.astype(np.float64)
     s = h + 2.0 * h[np.arange(64) ^ 1]
     np.testing.assert_array_equal(got, s[::-1].astype(np.float32))

@@ -37,8 +37,12 @@ Everything else keeps the fibers (the kernel says why, `SplitPlan.reason`): barr
 `if` with a thread-dependent condition, a `while` or a loop with a thread-dependent header (the
 fibers report divergence there as before), `__syncthreads_count/and/or`, warp operations
 other than those above (partial masks, under `?:`/`&&`/`||`, after the warp `if`), `goto`, `asm`, a `return` before a barrier, `break`/`continue`
-that would leave a thread loop, templates (tm.compile), helper functions that synchronise, and
-any source libclang cannot read.
+that would leave a thread loop, templates (tm.compile), helper functions that synchronise, what
+the emitter's copies of the kernel's text would change (_Emitter._check_text: control flow
+from a macro's expansion, `#define`/`#undef` or a type declared in the body, a name that means
+two things, where a local emitted at a thread loop's top would hide the other), and any
+source libclang cannot read. tm.compile and whole programs insert the split right after the
+kernel, where the file's macros have the values the kernel saw.
 
 The registry's own kernels (cuda/*.cu, templates) go through `registry_source` at build time
 (setup.py, tiledmm._emu only): each split becomes a function template beside its kernel, and
@@ -123,6 +127,7 @@ class _Emitter:
 
     def plan(self):
         a = self.a
+        self._check_text(a.body)
         out = self._emit_seq(a.stmts, top=True)
         guard = " || ".join(f"({g})" for g, _ in a.fiber_guards)
         why = "; ".join(sorted({r for _, r in a.fiber_guards}))
@@ -306,10 +311,82 @@ class _Emitter:
         edits = []
         for c in self.walk(s):
             if c.kind == ci.CursorKind.RETURN_STMT:
+                self._written_here(c, "return")
                 edits.append((c.extent.start.offset - base, c.extent.end.offset - base))
         for a, b in sorted(edits, reverse=True):
             text = text[:a] + "goto " + label + text[b:]
         return text
+
+    def _check_text(self, body):
+        """Refuses what the emitter's copies of the kernel's text would change: control flow a
+        macro's expansion makes (the rewrites and the block-level headers cut the text at the
+        statements' extents, which are then the macro's invocation: `GUARD(i >= n)` for `if (c)
+        return`), and macros defined or undefined in the body (the split sits after the
+        kernel, where they have their last value)."""
+        ci = self.ci
+        keywords = {ci.CursorKind.RETURN_STMT: "return", ci.CursorKind.IF_STMT: "if",
+                    ci.CursorKind.FOR_STMT: "for", ci.CursorKind.CXX_FOR_RANGE_STMT: "for",
+                    ci.CursorKind.WHILE_STMT: "while", ci.CursorKind.DO_STMT: "do",
+                    ci.CursorKind.SWITCH_STMT: "switch", ci.CursorKind.BREAK_STMT: "break",
+                    ci.CursorKind.CONTINUE_STMT: "continue", ci.CursorKind.GOTO_STMT: "goto"}
+        types = {getattr(ci.CursorKind, k) for k in (
+            "TYPEDEF_DECL", "TYPE_ALIAS_DECL", "TYPE_ALIAS_TEMPLATE_DECL", "STRUCT_DECL",
+            "CLASS_DECL", "UNION_DECL", "ENUM_DECL") if hasattr(ci.CursorKind, k)}
+        for c in self.walk(body):
+            if c.kind in keywords:
+                self._written_here(c, keywords[c.kind])
+            elif c.kind in types:
+                # the thread loops scope it to one region and emit recomputed locals before it
+                raise _Fallback(f"a type declared inside the kernel (`{c.spelling}`, line "
+                                f"{c.location.line}): declare it before the kernel")
+        self._check_names(body)
+        text = self.data[body.extent.start.offset:body.extent.end.offset].decode()
+        m = re.search(r"^[ \t]*#[ \t]*(define|undef)\b", text, re.M)
+        if m:
+            line = body.extent.start.line + text.count("\n", 0, m.start())
+            raise _Fallback(f"#{m.group(1)} inside the kernel (line {line}): the split, after "
+                            "the kernel, would see the macro's last value")
+
+    def _check_names(self, body):
+        """Refuses a name that means two things in the kernel: a use of one declaration inside
+        the block of another of the same name (`int t = tid; ... for (int t = 0; ...)`, a
+        local hiding a parameter). The thread loops emit the recomputed and per-thread locals
+        at their top, where such a local would hide the other from the statements after it."""
+        ci = self.ci
+        blocks = (ci.CursorKind.COMPOUND_STMT, ci.CursorKind.FOR_STMT, ci.CursorKind.IF_STMT,
+                  ci.CursorKind.WHILE_STMT, ci.CursorKind.SWITCH_STMT,
+                  ci.CursorKind.CXX_FOR_RANGE_STMT, ci.CursorKind.LAMBDA_EXPR)
+        whole = (body.extent.start.offset, body.extent.end.offset)
+        decls = {}   # name -> [(declaration's hash, the block it is visible in, its line)]
+        for p in self.a.kernel.get_children():
+            if p.kind == ci.CursorKind.PARM_DECL and p.spelling:
+                decls.setdefault(p.spelling, []).append((p.hash, whole, p.location.line))
+        refs = []
+
+        def visit(c, block):
+            if c.kind in (ci.CursorKind.VAR_DECL, ci.CursorKind.PARM_DECL) and c.spelling:
+                decls.setdefault(c.spelling, []).append((c.hash, block, c.location.line))
+            elif c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None:
+                refs.append(c)
+            inner = (c.extent.start.offset, c.extent.end.offset) if c.kind in blocks else block
+            for k in c.get_children():
+                visit(k, inner)
+        visit(body, whole)
+        for r in refs:
+            for h, (start, end), line in decls.get(r.spelling, ()):
+                if h != r.referenced.hash and start <= r.extent.start.offset < end:
+                    raise _Fallback(f"`{r.spelling}` names two things (line {line} and the use "
+                                    f"on line {r.location.line}): the thread loops' locals "
+                                    "would hide one")
+
+    def _written_here(self, c, word):
+        """Refuses a statement or call the emitter rewrites (a return, a warp operation) that a
+        macro's expansion makes: its extent is then the macro's whole invocation (`GUARD(i >=
+        n)` for `if (c) return`), whose rewrite would lose the rest of the macro."""
+        if not re.match(re.escape(word).encode() + rb"\b", self.data[c.extent.start.offset:
+                                                               c.extent.end.offset]):
+            raise _Fallback(f"`{word}` from a macro's expansion (line {c.location.line}): the "
+                            "thread loops copy and rewrite the kernel's text")
 
     def _warp_if(self, s):
         """`if (cond) { A; __syncwarp(); B; ... }` (split_analysis._find_warp_ifs): a thread loop
@@ -370,6 +447,7 @@ class _Emitter:
         lin = "tm_row_ + tm_x_"
         stores, args, votes = [], [], []
         for c, name in self.a.shuffle_calls_of(s):
+            self._written_here(c, self.a.call_name(c))
             k = self._site(c)
             kids = list(c.get_children())
             args += kids[2:]
@@ -732,23 +810,8 @@ def registry_source(source, path):
         if plan.text is None or not plan.template_args:
             reasons[name] = plan.reason or "not a template (the registry's kernels are)"
             continue
-        a = plan.template_args
-        header = plan.text[plan.text.index(" static void tm_split_"):]   # after the template
-        template = plan.text[plan.text.rindex("\ntemplate", 0, plan.text.index(header)) + 1:
-                             plan.text.index(header)].strip()
-        split = (f"tm_emu_split_kernel<decltype(&{name}{a})>{{&{name}{a}, &tm_split_{name}{a}, "
-                 f"tm_split_frame_{name}{a}}}")
-        if plan.fiber_guard:
-            # instances where the guard holds name the kernel itself: tm_launch's fibers
-            reasons[name] = (f"thread loops, except instances where {plan.fiber_guard}: fibers "
-                             f"({plan.fiber_guard_reason})")
-            pair = (f"\n{template} constexpr auto tm_pick_split_{name}()\n{{\n"
-                    f"    if constexpr ({plan.fiber_guard}) return &{name}{a};\n"
-                    f"    else return {split};\n}}\n"
-                    f"{template} inline const auto tm_with_split_{name} = "
-                    f"tm_pick_split_{name}{a}();\n")
-        else:
-            pair = f"\n{template} inline const auto tm_with_split_{name} = {split};\n"
+        reasons[name] = guarded_reason(plan)
+        pair = template_pair(plan, name)
         pair += _kernel_is_split(name, plan.profile_reason)
         line = source.count("\n", 0, plan.end) + 1
         text = plan.text.replace(f'"{SOURCE_NAME}"', f'"{path}"')
@@ -757,6 +820,36 @@ def registry_source(source, path):
     for end, text in sorted(inserts, reverse=True):
         out = out[:end] + "\n" + text + out[end:]
     return f'#line 1 "{path}"\n' + out, reasons
+
+
+def guarded_reason(plan):
+    """Why some instances of a split template keep the fibers ("" where none does)."""
+    if not plan.fiber_guard:
+        return ""
+    return (f"thread loops, except instances where {plan.fiber_guard}: fibers "
+            f"({plan.fiber_guard_reason})")
+
+
+def template_pair(plan, name):
+    """The definition of `tm_with_split_<name>` after a template kernel's split (plan.text): a
+    variable template pairing each instance with its split (emu/cuda_emu.h's
+    tm_emu_split_kernel), or, for the instances where plan.fiber_guard holds (a warp operation
+    the thread loops do not run), the kernel itself: its launches keep the fibers. Used by
+    registry_source and whole programs (program_build) alike."""
+    a = plan.template_args
+    header = plan.text[plan.text.index(" static void tm_split_"):]   # after the template
+    template = plan.text[plan.text.rindex("\ntemplate", 0, plan.text.index(header)) + 1:
+                         plan.text.index(header)].strip()
+    split = (f"tm_emu_split_kernel<decltype(&{name}{a})>{{&{name}{a}, &tm_split_{name}{a}, "
+             f"tm_split_frame_{name}{a}}}")
+    if not plan.fiber_guard:
+        return f"\n{template} inline const auto tm_with_split_{name} = {split};\n"
+    # instances where the guard holds name the kernel itself: their launches take the fibers
+    return (f"\n{template} constexpr auto tm_pick_split_{name}()\n{{\n"
+            f"    if constexpr ({plan.fiber_guard}) return &{name}{a};\n"
+            f"    else return {split};\n}}\n"
+            f"{template} inline const auto tm_with_split_{name} = "
+            f"tm_pick_split_{name}{a}();\n")
 
 
 # Iterations of one thread a grid-stride loop's round runs in a row (_round_loop): 1 walks every

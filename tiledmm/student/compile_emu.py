@@ -29,9 +29,9 @@ from . import kernel_cache as cache
 from . import barrier_split, sandbox, split_analysis
 from .barrier_split import split_kernel
 from .check_mode import checked_shared, checked_source, checked_type
-from .kernel_diagnostics import CompileError, compile_error, parse_warnings
-from .kernel_source import (_ELEMENTS, _SCALARS, _VECTORS, Param, full_source, kernel_signature,
-                            split_defines)
+from .kernel_diagnostics import SOURCE_NAME, CompileError, compile_error, parse_warnings
+from .kernel_source import (_ELEMENTS, _SCALARS, _VECTORS, Param, emu_dialect, full_source,
+                            kernel_signature, split_defines)
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tiledmm/
 # Two limits of different things: one run of the C++ compiler (a runtime object, or one step
@@ -58,7 +58,7 @@ def _link_flags():
 # threadIdx and blockDim are unsigned, so `threadIdx.x < n` would warn in nearly every kernel,
 # and nvcc does not warn there.
 _USER_FLAGS = ["-Wall", "-Wno-unknown-pragmas", "-Wno-sign-compare"]
-_DIALECT = 4   # bumped when the text tiledmm makes of a user's source changes (cache key)
+_DIALECT = 5   # bumped when the text tiledmm makes of a user's source changes (cache key)
 # The barrier-splitting transform makes text too: its own source (every module of it) is part
 # of the cache key.
 _SPLIT_HASH = hashlib.sha256()
@@ -488,8 +488,10 @@ def _compile_here(request, name, params):
     plan = split_kernel(source, name, defines) \
         if not (check or profile or not request.get("split", True)) else None
     if plan is not None and plan.text is not None:
-        log = _compile_text(request, name, params, user_src, defines, options, tmp, plan.text,
-                            quiet=True)
+        # the split right after the kernel's definition (as programs and the registry have
+        # it): the macros it expands have their values there, not the file's last ones
+        log = _compile_text(request, name, params, _with_split(source, plan), defines, options,
+                            tmp, "", quiet=True)
         if log is not None:
             return log, {"path": "thread loops", "reason": "", "frame": plan.frame}
         reason = "the split kernel did not compile (tiledmm's transform: please report it)"
@@ -500,8 +502,19 @@ def _compile_here(request, name, params):
     return log, {"path": "fibers", "reason": reason, "frame": 0}
 
 
+def _with_split(source, plan):
+    """The user's source in the emulator's dialect (the text split_kernel read: plan.end is a
+    byte offset in it) with the split function after the kernel and a `#line` back to the
+    kernel's last line (full_source's dialect pass leaves this text as it is)."""
+    data = emu_dialect(source).encode()
+    line = data.count(b"\n", 0, plan.end) + 1
+    return (data[:plan.end].decode() + "\n" + plan.text + f'#line {line} "{SOURCE_NAME}"\n' +
+            data[plan.end:].decode())
+
+
 def _compile_text(request, name, params, user_src, defines, options, tmp, split, quiet=False):
-    """g++ on the kernel's text with its launcher (and the split kernel, when given): the
+    """g++ on the kernel's text with its launcher (launching the pair tm_split_<name> and the
+    kernel where `split` is not None: user_src then holds the split, _with_split): the
     compiler's log; with quiet, None where it fails (the caller retries without the split)."""
     check, profile = request["check"], request["profile"]
     includes = request["includes"]

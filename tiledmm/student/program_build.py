@@ -109,8 +109,9 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
     """(the source with every launch rewritten on its own lines, the launches found: a list of
     {"kernel", "params", "line"}). Raises BuildError for a `<<<` the parse could not read.
     split (emu plain builds): None, or {"define_lines": [...], "paths": {}}: the file's kernels
-    get their split twins (module docstring) and "paths" is filled with kernel -> why it keeps
-    the fibers ("" for a kernel split)."""
+    get their split twins (module docstring), "paths" is filled with kernel -> why it keeps
+    the fibers ("" for a kernel split; a template's instances that keep them) and "split"
+    with the kernels split."""
     import clang.cindex as ci
     data = source.encode()
     path = os.path.join(scratch, source_name)
@@ -134,6 +135,7 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
                                 split["define_lines"], split["paths"])
         edits.extend((end, 0, text.encode()) for end, text, _template in splits.values())
         template_splits = {k for k, (_e, _t, template) in splits.items() if template}
+        split["split"] = sorted(splits)
 
     def visit(cursor):
         for child in cursor.get_children():
@@ -243,7 +245,8 @@ def _split_kernels(ci, tu, path, source, source_name, scratch, includes, define_
                 raise _NoSplit(plan.reason)
             out[name] = (plan.end, _split_text(plan, name, source, source_name),
                          bool(plan.template_args))
-            paths[name] = ""
+            # "" (split), or which instances of a template keep the fibers (fiber_guard)
+            paths[name] = barrier_split.guarded_reason(plan)
         except _NoSplit as exc:
             paths[name] = str(exc) or "refused by the transform"
         except Exception as exc:   # the transform failing here: fibers, never a failed build
@@ -338,13 +341,9 @@ def _split_text(plan, name, source, source_name):
     (a template), and a `#line` back to the file."""
     text = plan.text.replace(f'"{SPLIT_SOURCE_NAME}"', f'"{source_name}"')
     a = plan.template_args
-    if a:   # a template kernel: the pair as a variable template, one per instance
-        header = plan.text[plan.text.index(" static void tm_split_"):]
-        template = plan.text[plan.text.rindex("\ntemplate", 0, plan.text.index(header)) + 1:
-                             plan.text.index(header)].strip()
-        pair = (f"{template} inline const tm_emu_split_kernel<decltype(&{name}{a})> "
-                f"tm_with_split_{name} = {{&{name}{a}, &tm_split_{name}{a}, "
-                f"tm_split_frame_{name}{a}}};")
+    if a:   # a template kernel: the pair as a variable template, one per instance (the
+        # instances plan.fiber_guard names: the kernel itself, fibers), as the registry's
+        pair = barrier_split.template_pair(plan, name)
     else:   # registered with the runtime when the program loads: found from the kernel's
         # address at every launch (declared before, launched from another file, through a pointer)
         pair = (f"static const bool tm_split_registered_{name} = tm_prog::register_split("
@@ -508,10 +507,10 @@ def build(req):
     try:
         result = _build(req, split)
     except BuildError:
-        if not any(v == "" for v in split["paths"].values()):
+        if not split.get("split"):
             raise
         result = _build(req, None)
-        result["paths"] = {k: _SPLIT_DID_NOT_COMPILE if v == "" else v
+        result["paths"] = {k: _SPLIT_DID_NOT_COMPILE if k in split["split"] else v
                            for k, v in split["paths"].items()}
     else:
         result["paths"] = dict(split["paths"])
