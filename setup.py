@@ -56,8 +56,8 @@ compiler_accepts = _EMU_BUILD["accepts"]
 # The barrier-splitting transform (issue 34), run over cuda/*.cu for tiledmm._emu: loaded by
 # path as a package of its own (tiledmm/student imports nothing of tiledmm's compiled modules).
 SPLIT_SOURCES = [os.path.join("tiledmm", "student", f) for f in
-                 ("__init__.py", "barrier_split.py", "split_analysis.py", "kernel_source.py",
-                  "kernel_diagnostics.py")]
+                 ("__init__.py", "barrier_split.py", "split_analysis.py", "split_inline.py",
+                  "kernel_source.py", "kernel_diagnostics.py")]
 
 
 def load_barrier_split():

@@ -19,7 +19,7 @@ i += blockDim.x)`: the thread only in its start, a bound of the data's size) run
 every active thread's next iteration, until none is left. A thread loop calling a function
 stores each thread's index where the emulator's threadIdx reads it, so helpers may read it.
 Warp granularity (reduce_steps' last warp): a helper of the same file whose body calls
-`__syncwarp` is inlined at its call statement (split_analysis.inline_warp_helpers), and the one
+`__syncwarp` is inlined at its call statement (split_inline.inline_warp_helpers), and the one
 `if (cond) { A; __syncwarp(); B; ... }` with full-mask `__syncwarp()`s at the top of its branch,
 outside loops, whose condition reads only the thread index and uniform values, runs as: a
 thread loop storing each thread's predicate, a check that the lanes of every warp agree (if
@@ -64,8 +64,8 @@ from dataclasses import dataclass
 from .kernel_diagnostics import SOURCE_NAME
 from .kernel_source import _cindex, emu_dialect, split_top_level
 from .split_analysis import (MAX_FRAME, PURE_CALLS, SHUFFLE_OPS, VOTE_OPS,  # noqa: F401
-                             KernelAnalysis, _Fallback, inline_helpers, inline_warp_helpers,
-                             kernel_names)
+                             KernelAnalysis, _Fallback, kernel_names)
+from .split_inline import inline_helpers
 
 
 @dataclass

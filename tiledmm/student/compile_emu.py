@@ -26,7 +26,7 @@ from types import SimpleNamespace
 from .._emu_build import (EMU_FLAGS, PROFILE_HOOK_FLAGS, PROFILE_KERNEL_FLAGS, PROFILE_WRAPPED,
                           build_flags, link_flags)
 from . import kernel_cache as cache
-from . import barrier_split, sandbox, split_analysis
+from . import barrier_split, sandbox, split_analysis, split_inline
 from .barrier_split import split_kernel
 from .check_mode import checked_shared, checked_source, checked_type
 from .kernel_diagnostics import SOURCE_NAME, CompileError, compile_error, parse_warnings
@@ -62,7 +62,7 @@ _DIALECT = 5   # bumped when the text tiledmm makes of a user's source changes (
 # The barrier-splitting transform makes text too: its own source (every module of it) is part
 # of the cache key.
 _SPLIT_HASH = hashlib.sha256()
-for _module in (split_analysis, barrier_split):
+for _module in (split_analysis, split_inline, barrier_split):
     with open(_module.__file__, "rb") as _f:
         _SPLIT_HASH.update(_f.read())
 _SPLIT_SOURCE = _SPLIT_HASH.hexdigest()
