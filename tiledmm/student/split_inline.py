@@ -195,43 +195,18 @@ def _inline_assigned_call(ci, a, stmt, kernel_names_, kernel_tparams, kernel_wor
         return None
     if rtype not in tparams and not re.fullmatch(r"float|double|int|unsigned|long", rtype):
         return None
-    decls = []
     prefix = f"tm_wl{site}_"
-    for p, arg in zip(params, args):
-        ptype = p.type.spelling
-        if not p.spelling or re.search(r"[\[\](&]", ptype):
-            return None
-        if tparams:   # deduction must give the kernel's own parameters
-            inner = arg
-            while inner.kind == ci.CursorKind.UNEXPOSED_EXPR and \
-                    len(list(inner.get_children())) == 1:
-                inner = next(inner.get_children())
-            if inner.kind != ci.CursorKind.DECL_REF_EXPR or inner.referenced is None:
-                return None
-            t = inner.referenced.type
-            have = re.sub(r"^const\s+", "", t.spelling.strip())
-            if t.kind in (ci.TypeKind.CONSTANTARRAY, ci.TypeKind.DEPENDENTSIZEDARRAY):
-                have = t.get_array_element_type().spelling + " *"   # decays to a pointer
-            if have.replace(" ", "") != re.sub(r"^const\s+", "", ptype).replace(" ", ""):
-                return None
-        atext = a.data[arg.extent.start.offset:arg.extent.end.offset].decode()
-        decls.append(f"{ptype} {prefix}{p.spelling} = ({atext});")
+    decls = _parameter_decls(ci, a, params, args, tparams, prefix)
+    if decls is None:
+        return None
     # the body's own top-level names become the kernel's: they must be new there
     own = {d.spelling for st in stmts if st.kind == ci.CursorKind.DECL_STMT
            for d in st.get_children() if d.kind == ci.CursorKind.VAR_DECL}
     if own & kernel_words:
         return None
-    inside = {x.hash for x in a.walk(fn) if x.kind in (ci.CursorKind.VAR_DECL,
-                                                       ci.CursorKind.PARM_DECL)}
-    renames = {}
-    phashes = {p.hash: p.spelling for p in params}
-    for x in a.walk(fbody):
-        if x.kind != ci.CursorKind.DECL_REF_EXPR or x.referenced is None:
-            continue
-        if x.referenced.hash in phashes:
-            renames[x.extent.start.offset] = prefix + phashes[x.referenced.hash]
-        elif x.referenced.hash not in inside and x.spelling in kernel_names_:
-            return None
+    renames = _renamed_parameters(ci, a, fn, fbody, params, prefix, kernel_names_)
+    if renames is None:
+        return None
 
     def text_of(cursor):
         return " ".join(renames.get(t.extent.start.offset, t.spelling)
@@ -294,37 +269,11 @@ def _inline_call(ci, a, c, kernel_names_, kernel_tparams):
     args = [x for x in kids[1:]]
     if len(args) != len(params) or not tparams <= kernel_tparams:
         return None
-    decls = []
-    for p, arg in zip(params, args):
-        ptype = p.type.spelling
-        if not p.spelling or re.search(r"[\[\](&]", ptype):
-            return None
-        if tparams:   # deduction must give the kernel's own parameters
-            inner = arg
-            while inner.kind == ci.CursorKind.UNEXPOSED_EXPR and \
-                    len(list(inner.get_children())) == 1:
-                inner = next(inner.get_children())
-            if inner.kind != ci.CursorKind.DECL_REF_EXPR or inner.referenced is None:
-                return None
-
-            def bare(t):
-                return re.sub(r"^const\s+", "", t.strip())
-            if bare(inner.referenced.type.spelling) != bare(ptype):
-                return None
-        atext = a.data[arg.extent.start.offset:arg.extent.end.offset].decode()
-        decls.append(f"{ptype} tm_wl_{p.spelling} = ({atext});")
-    # names the body refers to outside itself must mean the same in the kernel
-    inside = {x.hash for x in a.walk(fn) if x.kind in (ci.CursorKind.VAR_DECL,
-                                                       ci.CursorKind.PARM_DECL)}
-    renames = {}
-    phashes = {p.hash: p.spelling for p in params}
-    for x in a.walk(fbody):
-        if x.kind != ci.CursorKind.DECL_REF_EXPR or x.referenced is None:
-            continue
-        if x.referenced.hash in phashes:
-            renames[x.extent.start.offset] = "tm_wl_" + phashes[x.referenced.hash]
-        elif x.referenced.hash not in inside and x.spelling in kernel_names_:
-            return None
+    decls = _parameter_decls(ci, a, params, args, tparams, "tm_wl_")
+    renames = None if decls is None else \
+        _renamed_parameters(ci, a, fn, fbody, params, "tm_wl_", kernel_names_)
+    if renames is None:
+        return None
     toks = list(fbody.get_tokens())[1:-1]   # without the braces
     text = " ".join(renames.get(t.extent.start.offset, t.spelling) for t in toks)
     end = c.extent.end.offset
@@ -335,3 +284,50 @@ def _inline_call(ci, a, c, kernel_names_, kernel_tparams):
                 if x.kind == ci.CursorKind.CALL_EXPR and x.spelling == "__syncwarp")
     return (c.extent.start.offset, m.end(), "{ " + " ".join(decls) + " " + text + " }",
             (c.location.line, sync))
+
+
+def _parameter_decls(ci, a, params, args, tparams, prefix):
+    """One declaration per argument, `P <prefix><name> = (arg);`, evaluated in order (one
+    order a call may take), or None where that is not the call: a parameter of an array,
+    reference or function type, or, for a template helper (tparams), an argument that is not a
+    variable of exactly the parameter's type (deduction must give the kernel's own parameters;
+    an array decays to a pointer to its elements)."""
+    decls = []
+    for p, arg in zip(params, args):
+        ptype = p.type.spelling
+        if not p.spelling or re.search(r"[\[\](&]", ptype):
+            return None
+        if tparams:
+            inner = arg
+            while inner.kind == ci.CursorKind.UNEXPOSED_EXPR and \
+                    len(list(inner.get_children())) == 1:
+                inner = next(inner.get_children())
+            if inner.kind != ci.CursorKind.DECL_REF_EXPR or inner.referenced is None:
+                return None
+            t = inner.referenced.type
+            have = re.sub(r"^const\s+", "", t.spelling.strip())
+            if t.kind in (ci.TypeKind.CONSTANTARRAY, ci.TypeKind.DEPENDENTSIZEDARRAY):
+                have = t.get_array_element_type().spelling + " *"   # decays to a pointer
+            if have.replace(" ", "") != re.sub(r"^const\s+", "", ptype).replace(" ", ""):
+                return None
+        atext = a.data[arg.extent.start.offset:arg.extent.end.offset].decode()
+        decls.append(f"{ptype} {prefix}{p.spelling} = ({atext});")
+    return decls
+
+
+def _renamed_parameters(ci, a, fn, fbody, params, prefix, kernel_names_):
+    """{offset of a use of a parameter in the helper's body: its new name}, or None where a
+    name the body refers to outside itself is one the kernel declares too (it would mean the
+    kernel's there)."""
+    inside = {x.hash for x in a.walk(fn) if x.kind in (ci.CursorKind.VAR_DECL,
+                                                       ci.CursorKind.PARM_DECL)}
+    renames = {}
+    names = {p.hash: p.spelling for p in params}
+    for x in a.walk(fbody):
+        if x.kind != ci.CursorKind.DECL_REF_EXPR or x.referenced is None:
+            continue
+        if x.referenced.hash in names:
+            renames[x.extent.start.offset] = prefix + names[x.referenced.hash]
+        elif x.referenced.hash not in inside and x.spelling in kernel_names_:
+            return None
+    return renames
