@@ -181,8 +181,7 @@ class Kernel:
         if backend == "cuda" and check:
             raise ValueError("check mode runs on the emulator: call with backend='emu' "
                              "(on the GPU, use compute-sanitizer)")
-        key = (backend, self.source, self.name, self.options, check, profile,
-               backend == "emu" and split_wanted())
+        key = _artifact_key(backend, self.source, self.name, self.options, check, profile)
         with _LOCK:
             artifact = _ARTIFACTS.get(key)
         if artifact is not None:
@@ -481,6 +480,13 @@ class Kernel:
         return self(grid, block, *args, **kwargs)
 
 
+def _artifact_key(backend, source, name, options, check, profile):
+    """A build's key in this process's memory: on emu also whether kernels split at their
+    barriers (TILEDMM_EMU_SPLIT, read at each call: compile_emu.split_wanted)."""
+    return (backend, source, name, tuple(options), check, profile,
+            backend == "emu" and split_wanted())
+
+
 def _signature_and_artifact(source, name, options, backend, check):
     """(name, params, emu artifact or None), from memory when this process has seen the source:
     on emu one confined compile child reads the signature and builds the kernel; on cuda it
@@ -496,7 +502,7 @@ def _signature_and_artifact(source, name, options, backend, check):
         found = compile_emu(source, name, list(options), check)
         kernel_cache.count(found[2].origin)
         with _LOCK:   # the build is the Kernel's own too
-            _ARTIFACTS[(backend, source, found[0], tuple(options), check, False)] = found[2]
+            _ARTIFACTS[_artifact_key(backend, source, found[0], options, check, False)] = found[2]
     else:
         found = (*kernel_signature_confined(source, name, list(options)), None)
     with _LOCK:
