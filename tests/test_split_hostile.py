@@ -5,8 +5,9 @@ TILEDMM_EMU_SPLIT=0 (the fibers: one fiber per CUDA thread, the reference semant
 must give the same bits and NumPy's answer (float64 reference, tolerance growing with the
 sum's length), or fail alike ("no thread can proceed"), and say which path they took.
 
-Kernels the transform gets wrong today are marked xfail(strict=True) with what differs: the
-test turns green (and strict xfail red) once split_analysis refuses them or splits them right.
+The first part holds what the transform got wrong when these tests were written (session 10's
+review: each split silently differed from the fibers); each is now refused (the fibers, with
+the reason asserted) or split right. One strict xfail is left, a kernel named `select` (below).
 Every launch has a time limit (TIMEOUT_S); programs have RUN_S."""
 import os
 
@@ -78,7 +79,7 @@ def _reverse_args():
 
 
 # ---------------------------------------------------------------------------------------------
-# What the transform gets wrong today (strict xfail: each differs from the fibers now).
+# What the transform got wrong (the review's findings; refused or split right since).
 # ---------------------------------------------------------------------------------------------
 
 # An in-place rotation: `v` is "recomputed" in the thread loop after the barrier (its
