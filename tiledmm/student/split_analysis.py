@@ -819,22 +819,12 @@ class KernelAnalysis:
                                     f"holding warp operations (line {s.location.line})")
                 for c, _ in self.shuffle_calls_of(s):
                     for arg in list(c.get_children())[1:]:
-                        for x in self.walk(arg):
-                            if x.kind == ci.CursorKind.DECL_REF_EXPR and x.referenced is not None:
-                                self.uses.setdefault(x.referenced.hash, set()).add(region)
+                        self._note_uses(arg, region)
                 counter[0] += 1
                 region = counter[0]
                 if s.kind == ci.CursorKind.DECL_STMT:
-                    decls = self.var_decls(s)
-                    if any(d.storage_class == ci.StorageClass.STATIC for d in decls):
-                        raise _Fallback(f"a static local variable (line {s.location.line}): one "
-                                        "for all threads")
-                    for d in decls:
-                        self.region_of[d.hash] = region
-                        self.same_stmt[d.hash] = decls
-                for x in self.walk(s):
-                    if x.kind == ci.CursorKind.DECL_REF_EXPR and x.referenced is not None:
-                        self.uses.setdefault(x.referenced.hash, set()).add(region)
+                    self._place_decls(self._local_decls(s), region)
+                self._note_uses(s, region)
                 continue
             if self.warp_if(s) and not any(c.hash in self.warp_syncs for c in self.walk(s)) \
                     and self._uniform_expr(list(s.get_children())[0]):
@@ -915,10 +905,7 @@ class KernelAnalysis:
                 raise _Fallback(f"a barrier under thread-dependent or unsupported control flow "
                                 f"(line {s.location.line})")
             if s.kind == ci.CursorKind.DECL_STMT:
-                decls = self.var_decls(s)
-                if any(d.storage_class == ci.StorageClass.STATIC for d in decls):
-                    raise _Fallback(f"a static local variable (line {s.location.line}): one "
-                                    "for all threads")
+                decls = self._local_decls(s)
                 if len(decls) == 1 and top and self._uniform_decl(decls[0]):
                     self.uniform.add(decls[0].hash)   # emitted between two thread loops
                     counter[0] += 1
@@ -931,12 +918,29 @@ class KernelAnalysis:
                         if c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None
                         and c.referenced.hash in self.recompute}
                     continue
-                for d in decls:
-                    self.region_of[d.hash] = region
-                    self.same_stmt[d.hash] = decls
-            for c in self.walk(s):
-                if c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None:
-                    self.uses.setdefault(c.referenced.hash, set()).add(region)
+                self._place_decls(decls, region)
+            self._note_uses(s, region)
+
+    def _local_decls(self, s):
+        """The variables declaration statement `s` declares; a static one keeps the fibers."""
+        decls = self.var_decls(s)
+        if any(d.storage_class == self.ci.StorageClass.STATIC for d in decls):
+            raise _Fallback(f"a static local variable (line {s.location.line}): one for all "
+                            "threads")
+        return decls
+
+    def _place_decls(self, decls, region):
+        """Declared in `region` (a per-thread array where used in another), with the variables
+        of the same statement."""
+        for d in decls:
+            self.region_of[d.hash] = region
+            self.same_stmt[d.hash] = decls
+
+    def _note_uses(self, cursor, region):
+        """Every variable `cursor` names is used in `region`."""
+        for x in self.walk(cursor):
+            if x.kind == self.ci.CursorKind.DECL_REF_EXPR and x.referenced is not None:
+                self.uses.setdefault(x.referenced.hash, set()).add(region)
 
     def unwrap(self, s):
         """The for loop under `#pragma unroll` (libclang: an attributed statement holding it);
