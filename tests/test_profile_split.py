@@ -98,6 +98,20 @@ def test_split_counts_are_the_fibers(kernel, params, n):
         faulthandler.cancel_dump_traceback_later()
 
 
+def _transform():
+    """tiledmm.student.barrier_split, skipping where it or libclang is not there."""
+    barrier_split = pytest.importorskip("tiledmm.student.barrier_split")
+    if barrier_split._cindex() is None:
+        pytest.skip("libclang is not available")
+    return barrier_split
+
+
+def _assert_fibers_in_profile_build(text, name):
+    """registry_source's `text` names the kernel's split pair only outside profile builds."""
+    at = text.index(f"#define {name} tm_with_split_{name}")
+    assert text.rfind("#ifndef TM_PROFILE_SPLIT", 0, at) > text.rfind("#endif", 0, at)
+
+
 BLOCK_LEVEL_READ = r'''
 template <typename T> __global__ void rounds(const T *x, T *y, const int *count) {
     __shared__ T s[256];
@@ -114,16 +128,13 @@ def test_block_level_memory_access_keeps_fibers_in_profile_build():
     # The split runs the tile-loop header once per block, in no CUDA thread's turn: its load
     # of count[0] would be counted nowhere, so profile builds (TM_PROFILE_SPLIT) keep the
     # fibers for that kernel; plain builds still take the thread loops.
-    barrier_split = pytest.importorskip("tiledmm.student.barrier_split")
-    if barrier_split._cindex() is None:
-        pytest.skip("libclang is not available")
+    barrier_split = _transform()
     plan = barrier_split.split_kernel(BLOCK_LEVEL_READ, "rounds", templates=True)
     assert plan.text is not None, plan.reason
     assert "line 4" in plan.profile_reason
     text, reasons = barrier_split.registry_source(BLOCK_LEVEL_READ, "cuda/rounds.cu")
     assert reasons["rounds"] == ""
-    at = text.index("#define rounds tm_with_split_rounds")
-    assert text.rfind("#ifndef TM_PROFILE_SPLIT", 0, at) > text.rfind("#endif", 0, at)
+    _assert_fibers_in_profile_build(text, "rounds")
     # the same kernel reading its round count from a parameter splits in profile builds too
     by_value = BLOCK_LEVEL_READ.replace("const int *count", "int count").replace("count[0]", "count")
     assert barrier_split.split_kernel(by_value, "rounds", templates=True).profile_reason == ""
@@ -146,9 +157,7 @@ def test_early_return_before_a_barrier_keeps_fibers():
     # (tm_profile_split_barrier) counts one for every thread of the block. That is right only
     # while the transform refuses a return before a barrier: if it ever accepts one, the
     # returning threads must tell the hooks (a TM_SPLIT_* macro at the return's jump) first.
-    barrier_split = pytest.importorskip("tiledmm.student.barrier_split")
-    if barrier_split._cindex() is None:
-        pytest.skip("libclang is not available")
+    barrier_split = _transform()
     plan = barrier_split.split_kernel(EARLY_RETURN, "halves", templates=True)
     assert plan.text is None and "return before a barrier" in plan.reason
     after = EARLY_RETURN.replace("    if (threadIdx.x >= 64) return;   // warps 2..7 leave before the barrier\n", "") \
@@ -170,12 +179,9 @@ template <typename T> __global__ void warp_then_block(const T *x, T *y) {
 def test_warp_shuffles_keep_fibers_in_profile_build():
     # Shuffles split at warp granularity in plain builds (tm_emu::split_shfl); the profile's
     # hooks count warp operations on fibers only, so profile builds keep the fibers there.
-    barrier_split = pytest.importorskip("tiledmm.student.barrier_split")
-    if barrier_split._cindex() is None:
-        pytest.skip("libclang is not available")
+    barrier_split = _transform()
     plan = barrier_split.split_kernel(SHUFFLE, "warp_then_block", templates=True)
     assert plan.text is not None, plan.reason
     assert "shuffles" in plan.profile_reason
     text, _ = barrier_split.registry_source(SHUFFLE, "cuda/warp_then_block.cu")
-    at = text.index("#define warp_then_block tm_with_split_warp_then_block")
-    assert text.rfind("#ifndef TM_PROFILE_SPLIT", 0, at) > text.rfind("#endif", 0, at)
+    _assert_fibers_in_profile_build(text, "warp_then_block")
