@@ -79,9 +79,9 @@ def load_barrier_split():
         return None
 
 
-def split_registry_sources(out_dir):
-    """{cuda/X.cu: out_dir/X.cu} for the kernel files the transform changed (written only when
-    their text changes, so builds stay incremental); {} without libclang."""
+def split_registry_sources(out_dir, sources=KERNEL_SOURCES):
+    """{cuda/X.cu: out_dir/X.cu} for the kernel files of `sources` the transform changed
+    (written only when their text changes, so builds stay incremental); {} without libclang."""
     split = load_barrier_split()
     if split is None or split._cindex() is None:
         print("tiledmm: libclang is not importable at build time: registry kernels run on "
@@ -89,7 +89,7 @@ def split_registry_sources(out_dir):
         return {}
     os.makedirs(out_dir, exist_ok=True)
     made = {}
-    for src in KERNEL_SOURCES:
+    for src in sources:
         with open(src) as f:
             text = f.read()
         try:
@@ -138,8 +138,7 @@ PROFILE_SPLIT_FLAGS = ["-include", os.path.abspath(PROFILE_SPLIT_HOOKS), "-DTM_P
 
 def profile_split_sources(out_dir):
     """split_registry_sources for PROFILE_SPLIT_FILES (the profile build's own directory)."""
-    return {src: dst for src, dst in split_registry_sources(out_dir).items()
-            if src in PROFILE_SPLIT_FILES}
+    return split_registry_sources(out_dir, [s for s in KERNEL_SOURCES if s in PROFILE_SPLIT_FILES])
 
 
 DEFAULT_ARCHS = "75;80;86;89;90"
