@@ -101,11 +101,21 @@ template <typename T>
 struct Buf {
     T *d = nullptr;
     size_t n = 0, cap = 0;
+    bool owned = true;   // d is this Buf's allocation (else storage its owner gave: start_in)
     Buf() = default;
     Buf(const Buf &) = delete;
     Buf &operator=(const Buf &) = delete;
-    Buf(Buf &&o) noexcept : d(o.d), n(o.n), cap(o.cap) { o.d = nullptr, o.n = o.cap = 0; }
-    ~Buf() { std::free(d); }
+    ~Buf()
+    {
+        if (owned) std::free(d);
+    }
+    // Starts (empty) in `storage` of c entries, which outlives it; the first growth leaves it.
+    void start_in(T *storage, size_t c)
+    {
+        d = storage;
+        cap = c;
+        owned = false;
+    }
     inline void push_back(T x)
     {
         if (__builtin_expect(n == cap, 0)) grow();
@@ -114,10 +124,12 @@ struct Buf {
     __attribute__((noinline)) void grow()
     {
         size_t c = cap ? 2 * cap : 16;   // small: a block's 256+ logs stay in cache
-        T *p = static_cast<T *>(std::realloc(d, c * sizeof(T)));
+        T *p = static_cast<T *>(owned ? std::realloc(d, c * sizeof(T)) : std::malloc(c * sizeof(T)));
         if (!p) std::abort();
+        if (!owned && n) std::memcpy(p, d, n * sizeof(T));
         d = p;
         cap = c;
+        owned = true;
     }
     size_t size() const { return n; }
     bool empty() const { return n == 0; }
@@ -126,16 +138,6 @@ struct Buf {
     void clear() { n = 0; }
     void shrink_to(size_t k) { n = k < n ? k : n; }
 };
-
-// Whether two logs hold the same entries (inline: the logs are short, a memcmp call costs more).
-template <typename T>
-inline bool same_entries(const Buf<T> &a, const Buf<T> &b)
-{
-    if (a.size() != b.size()) return false;
-    for (size_t i = 0; i < a.size(); ++i)
-        if (a[i] != b[i]) return false;
-    return true;
-}
 
 // The accesses of one class, in order: entries (v) and their program counters (pc), appended
 // together (one length, one capacity check).
@@ -187,14 +189,22 @@ inline bool same_pcs(const AccessLog &a, const AccessLog &b)
 }
 
 // One CUDA thread's log between two barriers.
-struct Log {
-    Buf<uintptr_t> bb;                // basic blocks entered (trace-pc), in order (first: a
-                                      // thread loop's turn switch reads it, one cache line)
-    AccessLog acc[NCLS];              // the accesses of each class
+// What the fold reads of every lane (bb, bar, wop, used) shares the first cache line, and a
+// trace of a few blocks (a reduction's lanes log two to five between barriers) is stored right
+// after it, not in a heap block of its own: the fold's trace comparisons and the trace-pc hook's
+// stores then touch the log's own two lines. Logs are never moved (TState::logs).
+struct alignas(64) Log {
+    Buf<uintptr_t> bb;                // basic blocks entered (trace-pc), in order
     uint32_t bar = 0, wop = 0;        // barriers and warp operations
     uint32_t used = 0;                // bit cls: acc[cls] has entries
-    size_t cas_mark = 0;              // bb's length at a failed compare-and-swap ...
-    bool cas_retry = false;           // ... whose retry is still to be taken out of bb
+    bool cas_retry = false;           // a failed compare-and-swap's retry is still to be
+    size_t cas_mark = 0;              // taken out of bb from this length on
+    static constexpr size_t kInlineBlocks = 10;   // with the above: two cache lines
+    uintptr_t bb_inline[kInlineBlocks];
+    AccessLog acc[NCLS];              // the accesses of each class
+    Log() { bb.start_in(bb_inline, kInlineBlocks); }
+    Log(const Log &) = delete;
+    Log &operator=(const Log &) = delete;
 };
 
 struct Range {
@@ -248,6 +258,20 @@ struct tls_index_t {
 };
 extern "C" void *__tls_get_addr(tls_index_t *);
 
+// A lane's basic blocks in one barrier interval (its log's, which the fold has emptied: the
+// entries stay where they are until the next interval's first turn writes over them).
+struct Trace {
+    const uintptr_t *d;
+    size_t n;
+    bool operator==(const Trace &o) const
+    {
+        if (n != o.n) return false;
+        for (size_t i = 0; i < n; ++i)
+            if (d[i] != o.d[i]) return false;
+        return true;
+    }
+};
+
 // Divergent branches of one warp in one barrier interval, from its lanes' basic-block traces.
 // The walk keeps its state on the heap (TState::walk, an explicit stack instead of recursion):
 // it runs inside a kernel thread's fiber, whose stack may be small (TILEDMM_EMU_STACK_KB).
@@ -267,7 +291,8 @@ struct DivergenceWalk {
         uint32_t parts[32];
         uintptr_t target[32];
     };
-    std::vector<Frame> frames;
+    std::vector<Frame> frames;   // frames[0 .. depth): reused, never value-initialised again
+    size_t depth = 0;            // (a Frame is 400 bytes; run() pushes one per part)
 
     bool is_stop(uintptr_t b) const
     {
@@ -323,8 +348,8 @@ struct DivergenceWalk {
 
     void push(uint32_t g)
     {
-        frames.emplace_back();
-        Frame &f = frames.back();
+        if (depth == frames.size()) frames.emplace_back();
+        Frame &f = frames[depth++];
         f.g = g;
         f.state = LOOP;
     }
@@ -334,16 +359,16 @@ struct DivergenceWalk {
     // (or some end), one divergent branch, and the parts run on their own until they meet.
     void run(uint32_t g)
     {
-        frames.clear();
+        depth = 0;
         push(g);
-        while (!frames.empty()) {
-            Frame &f = frames.back();
+        while (depth) {
+            Frame &f = frames[depth - 1];
             if (f.state == APART) {   // parts that do not meet: each on its own, then done
                 if (f.j < f.np) {
                     uint32_t part = f.parts[f.j++];
                     push(part);
                 } else {
-                    frames.pop_back();
+                    --depth;
                 }
                 continue;
             }
@@ -356,7 +381,7 @@ struct DivergenceWalk {
                 }
                 stops.pop_back();
                 if (f.outer) {   // they meet at a block an enclosing level waits at
-                    frames.pop_back();
+                    --depth;
                     continue;
                 }
                 uint32_t met = 0;
@@ -369,7 +394,7 @@ struct DivergenceWalk {
                 continue;
             }
             if (!f.g) {
-                frames.pop_back();
+                --depth;
                 continue;
             }
             uint32_t ended = 0;
@@ -447,7 +472,8 @@ struct TState {
     uintptr_t tls_lo = 0, tls_size = 0;
     uintptr_t emu_tls_lo = 0;
     uintptr_t dyn_lo = 0;
-    std::vector<Log> logs;
+    std::unique_ptr<Log[]> logs;      // nlogs of them: an array, never moved (their traces
+    size_t nlogs = 0;                 // start inside them)
     // Split kernels (issue 34): what runs outside a CUDA thread's turn in a thread
     // loop (the loops' own blocks, the block-uniform code between regions) logs here, unread.
     Log discard;
@@ -455,7 +481,9 @@ struct TState {
     uint64_t c[NFIELDS] = {};         // this launch's counts (folded by the launching thread)
     std::unordered_map<uintptr_t, uint64_t> atom;   // global atomics per address
     std::vector<uint64_t> merge_buf;
-    std::vector<uint32_t> warp_used, warp_bar, warp_wop;   // flush's per-warp summary
+    std::vector<uint32_t> warp_used, warp_bar, warp_wop;   // flush's per-warp summary ...
+    std::vector<Trace> warp_traces;                        // ... its distinct block traces
+    std::vector<int> warp_ntraces;                         //     (32 places a warp), how many
     // scratch of the divergent (PC-keyed) grouping and of the divergence walk
     struct Ent {
         uintptr_t pc;
@@ -568,7 +596,10 @@ void TState::new_interval(unsigned long long ep)
     epoch = ep;
     const dim3 &bd = tm_emu_tls.block_dim;
     nthreads = (int)(bd.x * bd.y * bd.z);
-    if (logs.size() < (size_t)nthreads) logs.resize(nthreads);
+    if (nlogs < (size_t)nthreads) {   // after the flush above: no log holds anything
+        logs.reset(new Log[nthreads]);
+        nlogs = nthreads;
+    }
     dyn_lo = (uintptr_t)tm_emu_dynamic_shared();
 }
 
@@ -662,7 +693,7 @@ inline int record_event(bool bar)
     s->bb_store();
     Log &l = cur_log(s);
     ++(bar ? l.bar : l.wop);
-    return (int)(s->cur - s->logs.data());
+    return (int)(s->cur - s->logs.get());
 }
 
 __attribute__((noinline)) void bb_grow(TState *s)
@@ -672,13 +703,31 @@ __attribute__((noinline)) void bb_grow(TState *s)
     s->bb_load();
 }
 
-// A basic block entered by the calling thread (trace-pc).
+// record_bb's rare cases: a thread found past its first slot of the table, a full log.
+__attribute__((noinline)) void record_bb_slow(uintptr_t pc)
+{
+    TState *s = running();
+    if (s->bb_at == s->bb_end) bb_grow(s);
+    *s->bb_at++ = pc;
+}
+
+// A basic block entered by the calling thread (trace-pc), the hooks' most frequent call: its
+// common case is written out so that it needs no stack frame (the rare ones are a tail call).
 inline void record_bb(uintptr_t pc)
 {
     if (!g_active.load(std::memory_order_relaxed)) return;
-    TState *s = running();
-    if (__builtin_expect(s->bb_at == s->bb_end, 0)) bb_grow(s);
-    *s->bb_at++ = pc;
+    const uintptr_t tp = thread_pointer();
+    const size_t i = tp_slot(tp);
+    if (__builtin_expect(g_tp[i].tp.load(std::memory_order_acquire) == tp, 1)) {
+        TState *s = g_tp[i].s;
+        uintptr_t *at = s->bb_at;
+        if (__builtin_expect(at != s->bb_end, 1)) {
+            *at = pc;
+            s->bb_at = at + 1;
+            return;
+        }
+    }
+    record_bb_slow(pc);
 }
 
 // Distinct 32-byte sectors touched by a warp instruction's lanes; *lines gets the distinct
@@ -842,54 +891,41 @@ void for_each_instruction(TState *s, int base, int n, int cls, F &&f)
     }
 }
 
-uint64_t divergent_branches(TState *s, int base, int lanes)
+// Divergent branches of a warp in the interval, from its k > 1 distinct block traces (flush
+// finds them, in the order of their first lane). Lanes that logged the same blocks move together
+// through the walk (the same next blocks, so always in the same part), and a part's
+// representative, its lowest lane, is the first lane of its trace: the walk runs over one lane
+// of each distinct trace and counts what it would count over all 32 (a reduction's warp has
+// two traces: the lanes that add and the rest).
+uint64_t divergent_branches(DivergenceWalk &w, const Trace *trace, int k)
 {
-    const Buf<uintptr_t> *ref = nullptr;
-    bool same = true;
-    for (int l = 0; l < lanes; ++l) {
-        const Buf<uintptr_t> &b = s->logs[base + l].bb;
-        if (b.empty()) continue;
-        if (!ref)
-            ref = &b;
-        else if (!same_entries(b, *ref)) {
-            same = false;
-            break;
-        }
-    }
-    if (same) return 0;
-    DivergenceWalk &w = s->walk;
     w.divergent = 0;
     w.budget = 1ull << 24;
     w.stops.clear();
     uintptr_t first[32];
     uint32_t groups[32] = {};
     int ng = 0;
-    for (int l = 0; l < lanes; ++l) {
-        const Buf<uintptr_t> &b = s->logs[base + l].bb;
-        w.t[l] = b.data();
-        w.n[l] = b.size();
+    for (int l = 0; l < k; ++l) {
+        w.t[l] = trace[l].d;
+        w.n[l] = trace[l].n;
         w.c[l] = 0;
-        if (b.empty()) continue;   // not active in this interval
         int j = 0;
-        while (j < ng && first[j] != b[0]) ++j;
-        if (j == ng) first[ng++] = b[0];
+        while (j < ng && first[j] != trace[l].d[0]) ++j;
+        if (j == ng) first[ng++] = trace[l].d[0];
         groups[j] |= 1u << l;
     }
     for (int j = 0; j < ng; ++j) w.run(groups[j]);
     return w.divergent;
 }
 
-// Empties a CUDA thread's log after a fold.
-inline void clear_log(Log &l)
+// Empties a CUDA thread's accesses after a fold (the fold's first pass empties the rest).
+inline void clear_accesses(Log &l)
 {
     for (uint32_t m = l.used; m; m &= m - 1) {
         int cls = __builtin_ctz(m);
         l.acc[cls].clear();
     }
     l.used = 0;
-    l.bb.clear();
-    l.bar = l.wop = 0;
-    l.cas_retry = false;
 }
 
 void TState::flush()
@@ -901,15 +937,30 @@ void TState::flush()
     // global access: the block-wide pass below is then skipped).
     size_t nwarps = ((size_t)n + 31) / 32;
     warp_used.resize(nwarps), warp_bar.resize(nwarps), warp_wop.resize(nwarps);
+    warp_traces.resize(nwarps * 32), warp_ntraces.resize(nwarps);
     uint32_t block_used = 0;
     for (int base = 0, w = 0; base < n; base += 32, ++w) {
         uint32_t used = 0, bar = 0, wop = 0;
+        Trace *trace = &warp_traces[(size_t)w * 32];
+        int k = 0;
+        // one pass over the warp's logs: what they used, their distinct traces, and the log
+        // emptied but for its accesses (taken out after they are counted)
         for (int l = base, end = std::min(n, base + 32); l < end; ++l) {
-            used |= logs[l].used;
-            bar = std::max(bar, logs[l].bar);
-            wop = std::max(wop, logs[l].wop);
+            Log &g = logs[l];
+            used |= g.used;
+            bar = std::max(bar, g.bar);
+            wop = std::max(wop, g.wop);
+            g.bar = g.wop = 0;
+            g.cas_retry = false;
+            if (g.bb.empty()) continue;   // not active in this interval
+            const Trace t{g.bb.data(), g.bb.size()};
+            g.bb.clear();
+            int j = 0;
+            while (j < k && !(t == trace[j])) ++j;
+            if (j == k) trace[k++] = t;
         }
         warp_used[w] = used, warp_bar[w] = std::max(bar, block_bar), warp_wop[w] = wop;
+        warp_ntraces[w] = k;
         block_used |= used;
     }
     // The model's L1 estimate: the sectors of each global load instruction (PC, k-th execution)
@@ -969,8 +1020,10 @@ void TState::flush()
         }
         c[F_barriers] += warp_bar[base / 32];
         c[F_warp_ops] += warp_wop[base / 32];
-        c[F_divergent_branches] += divergent_branches(this, base, lanes);
-        for (int t = base; t < base + lanes; ++t) clear_log(logs[t]);   // while the warp's are hot
+        if (warp_ntraces[base / 32] > 1)
+            c[F_divergent_branches] += divergent_branches(walk, &warp_traces[(size_t)base], warp_ntraces[base / 32]);
+        if (used)
+            for (int t = base; t < base + lanes; ++t) clear_accesses(logs[t]);   // while they are hot
     }
     block_bar = 0;
 }
@@ -1007,6 +1060,24 @@ void drop_discard(TState *s)
     for (uint32_t m = d.used; m; m &= m - 1) d.acc[__builtin_ctz(m)].clear();
     d.used = 0;
     d.bb.clear();
+}
+
+// Ends the running turn of a row's thread loop at the call of the hook at `ra`: trace-pc logged
+// the block holding that call (the loop's own: its next iteration, or its exit) into the turn
+// just before, and it is taken out, so that the thread's path ends at its last block of the
+// kernel's code as with TM_SPLIT_TURN_END. A last entry that is not that block (the compiler
+// put another block between the turn's end and the call) is counted (tests check 0).
+constexpr uintptr_t kOwnBlockReach = 256;   // bytes from a block's start to the hook's call
+std::atomic<long long> g_split_misplaced{0};
+inline void end_row_turn(TState *s, uintptr_t ra)
+{
+    s->bb_store();
+    if (s->cur == &s->discard) return;   // the row's first turn starts: none is running
+    Buf<uintptr_t> &bb = s->cur->bb;
+    if (bb.n && bb.d[bb.n - 1] <= ra && ra - bb.d[bb.n - 1] < kOwnBlockReach)
+        --bb.n;
+    else
+        g_split_misplaced.fetch_add(1, std::memory_order_relaxed);
 }
 
 void profiled_invoke(void *p)
@@ -1079,6 +1150,7 @@ cudaError_t __real__ZN6tm_emu19launch_whole_blocksEPKvPFvPvES2_4dim3S5_m(const v
 static std::atomic<long long> g_split_launches{0};
 TM_EXPORT long long tm_profile_split_launches(void) { return g_split_launches.load(); }
 TM_EXPORT long long tm_profile_split_uncounted(void) { return g_split_uncounted.load(); }
+TM_EXPORT long long tm_profile_split_misplaced(void) { return g_split_misplaced.load(); }
 
 typedef cudaError_t (*LaunchFn)(const void *, void (*)(void *), void *, dim3, dim3, size_t);
 
@@ -1163,12 +1235,14 @@ void *tm_profile_split_state(void) noexcept
     return g_active.load(std::memory_order_relaxed) ? running() : nullptr;
 }
 
-// CUDA thread `tid` (linear) starts its turn in a thread loop: the hooks log into its log.
+
+// CUDA thread `tid` (linear) starts its turn in a thread loop, after the turn before it in the
+// row (if any) ends: the hooks log into its log.
 void tm_profile_split_thread(void *st, size_t tid) noexcept
 {
     if (!st) return;
     TState *s = static_cast<TState *>(st);
-    s->bb_store();
+    end_row_turn(s, (uintptr_t)__builtin_return_address(0));
     s->pending = true;
     s->cur = &s->logs[tid];
     s->bb_load();
@@ -1186,6 +1260,17 @@ void tm_profile_split_thread_end(void *st) noexcept
     TState *s = static_cast<TState *>(st);
     s->bb_store();
     // the unread log's blocks start over (its accesses, if any, are dropped at the barrier)
+    s->cur = &s->discard;
+    s->bb_at = s->discard.bb.d;
+    s->bb_end = s->discard.bb.d + s->discard.bb.cap;
+}
+
+// The last turn of a row's thread loop ends (the call follows the loop).
+void tm_profile_split_thread_last(void *st) noexcept
+{
+    if (!st) return;
+    TState *s = static_cast<TState *>(st);
+    end_row_turn(s, (uintptr_t)__builtin_return_address(0));
     s->cur = &s->discard;
     s->bb_at = s->discard.bb.d;
     s->bb_end = s->discard.bb.d + s->discard.bb.cap;

@@ -29,10 +29,14 @@ static __host__ __device__ inline unsigned tm_ceil_div(long long n, long long d)
 // emits them; issue 34): empty here, so plain builds compile the split as if they were not
 // there. The profile build's split kernels are compiled with emu/profile/split_hooks.h included
 // first, which defines them as calls that tell emu_profile.cpp whose turn it is.
+// TM_SPLIT_NOTE stores the running thread's index where the fault report reads it
+// (tm_emu_tls.thread_idx): a plain store here.
 #if defined(TM_EMU) && !defined(TM_SPLIT_STATE)
+#define TM_SPLIT_NOTE(slot, value) (slot) = (value);
 #define TM_SPLIT_STATE
 #define TM_SPLIT_TURN(linear_tid)
 #define TM_SPLIT_TURN_END()
+#define TM_SPLIT_TURN_LAST()
 #define TM_SPLIT_BARRIER(line)
 #define TM_SPLIT_WARP_SYNC(lane_masks, line)
 #endif

@@ -587,8 +587,8 @@ class _Emitter:
         # A region calling a function stores the index too: a helper reads threadIdx from there
         # (tm_emu_tls.thread_idx, through the emulator's macro; split_analysis._check_helper).
         precise = self._may_fault(stmts) or self._calls_function(stmts)
-        note_row = "tm_tv_[1] = tm_y_; tm_tv_[2] = tm_z_;\n" if precise else ""
-        note = "tm_tv_[0] = (unsigned)tm_x_;\n" if precise else ""
+        note_row = "TM_SPLIT_NOTE(tm_tv_[1], tm_y_) TM_SPLIT_NOTE(tm_tv_[2], tm_z_)\n" if precise else ""
+        note = "TM_SPLIT_NOTE(tm_tv_[0], tm_x_)\n" if precise else ""
         if warps is not None:
             # the warps taking the branch: the index of a warp's first thread from its linear
             # index once, then stepped (no division per thread)
@@ -602,7 +602,8 @@ class _Emitter:
                     f"tm_z_ = tm_w_ * 32 / (tm_bd_.x * tm_bd_.y);\n"
                     f"for (size_t tm_x_ = tm_w_ * 32; tm_x_ < tm_end_; ++tm_x_) {{\n"
                     f"const uint3 tm_threadIdx_ = {{tm_xx_, tm_y_, tm_z_}};\n"
-                    + ("tm_tv_[0] = tm_xx_; tm_tv_[1] = tm_y_; tm_tv_[2] = tm_z_;\n" if precise
+                    + ("TM_SPLIT_NOTE(tm_tv_[0], tm_xx_) TM_SPLIT_NOTE(tm_tv_[1], tm_y_) "
+                       "TM_SPLIT_NOTE(tm_tv_[2], tm_z_)\n" if precise
                        else "") + _PROFILE_TURN +
                     f"{refs}\n{{\n#line {line} \"{SOURCE_NAME}\"\n{body}\n}}\n" + _PROFILE_TURN_END +
                     f"if (++tm_xx_ == tm_bd_.x) {{ tm_xx_ = 0; "
@@ -618,7 +619,7 @@ class _Emitter:
                 f"for (size_t tm_x_ = 0; tm_x_ < tm_bd_.x; ++tm_x_) {{\n"
                 f"const uint3 tm_threadIdx_ = {{(unsigned)tm_x_, tm_y_, tm_z_}};\n{note}"
                 + _PROFILE_TURN + f"{refs}\n{{\n#line {line} \"{SOURCE_NAME}\"\n{body}\n}}\n"
-                + (f"{label}: ;\n" if label else "") + _PROFILE_TURN_END + "}}")
+                + (f"{label}: ;\n" if label else "") + "}\n" + _PROFILE_TURN_LAST + "}")
 
     def _calls_function(self, stmts):
         return any(c.kind == self.ci.CursorKind.CALL_EXPR and c.spelling not in PURE_CALLS and
@@ -756,10 +757,15 @@ class _Emitter:
 # Profile mode's hooks (issue 34): macros that tiledmm/include/kernel_dialect.h defines empty
 # (plain builds: the text compiles as without them) and the profile build's split kernels define
 # as calls into emu/profile/emu_profile.cpp (emu/profile/split_hooks.h): the split function's
-# hook state (TM_SPLIT_STATE), each CUDA thread's turn in a thread loop (TM_SPLIT_TURN, with the
-# thread's linear index, and TM_SPLIT_TURN_END), each former barrier and __syncwarp().
+# hook state (TM_SPLIT_STATE), each CUDA thread's turn in a thread loop, each former barrier and
+# __syncwarp(). A turn starts at TM_SPLIT_TURN (the thread's linear index), which also ends the
+# turn before it in a loop over a row of threads, as TM_SPLIT_TURN_LAST after the loop ends the
+# row's last: one call a turn, not two (the hooks take the loop's own block, which holds the
+# call, out of the turn that ends). The warp loops, whose thread index steps after the body, end
+# each turn with TM_SPLIT_TURN_END.
 _PROFILE_TURN = "TM_SPLIT_TURN(tm_row_ + tm_x_)\n"
 _PROFILE_TURN_END = "TM_SPLIT_TURN_END()\n"
+_PROFILE_TURN_LAST = "TM_SPLIT_TURN_LAST()\n"
 
 
 def _profile_barrier(line):

@@ -58,7 +58,7 @@ def _link_flags():
 # threadIdx and blockDim are unsigned, so `threadIdx.x < n` would warn in nearly every kernel,
 # and nvcc does not warn there.
 _USER_FLAGS = ["-Wall", "-Wno-unknown-pragmas", "-Wno-sign-compare"]
-_DIALECT = 5   # bumped when the text tiledmm makes of a user's source changes (cache key)
+_DIALECT = 6   # bumped when the text tiledmm makes of a user's source changes (cache key)
 # The barrier-splitting transform makes text too: its own source (every module of it) is part
 # of the cache key.
 _SPLIT_HASH = hashlib.sha256()

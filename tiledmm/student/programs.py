@@ -31,7 +31,7 @@ from ..profiling.counters import GRID_SMS, Profile
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tiledmm/
 PACKAGE_PARENT = os.path.dirname(HERE)
 SOURCE_TEXT_NAME = "program.cu"
-_DIALECT = 2   # bumped when the text tiledmm makes of a program changes (cache key)
+_DIALECT = 3   # bumped when the text tiledmm makes of a program changes (cache key)
 _UNSET = object()
 _SIGNAL_NAMES = {signal.SIGSEGV: "segmentation fault", signal.SIGBUS: "bus error",
                  signal.SIGFPE: "floating-point exception", signal.SIGILL: "illegal instruction",
