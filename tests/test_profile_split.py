@@ -28,7 +28,8 @@ TIME_LIMIT_S = 120   # each case counts twice at sizes that take well under a se
 def split_stat(name):
     """tm_profile_split_launches: profiled launches the profile build ran as thread loops so
     far; tm_profile_split_uncounted: intervals in which such a launch accessed counted memory
-    outside any thread's turn (lost counts)."""
+    outside any thread's turn (lost counts); tm_profile_split_misplaced: turns whose end did not
+    find the thread loop's own block last in the trace (a path with a block too many)."""
     fn = getattr(ctypes.CDLL(_emu_profile.__file__), name)
     fn.restype = ctypes.c_longlong
     return fn()
@@ -80,8 +81,10 @@ def test_split_counts_are_the_fibers(kernel, params, n):
                   for _ in range(2 if family == "elementwise" else 1)]
         before = split_stat("tm_profile_split_launches")
         lost = split_stat("tm_profile_split_uncounted")
+        misplaced = split_stat("tm_profile_split_misplaced")
         split = counts(family, kernel, inputs, params, True)
         assert split_stat("tm_profile_split_uncounted") == lost
+        assert split_stat("tm_profile_split_misplaced") == misplaced
         if split_stat("tm_profile_split_launches") == before:
             if os.environ.get("TILEDMM_PROFILE_SPLIT_OFF_OK") == "1":
                 pytest.skip(f"{kernel}: the profile build runs it on fibers")
