@@ -90,15 +90,17 @@ def test_a_good_reply_passes_with_its_values_and_long_text_is_cut():
 
 
 def _param(**kw):
-    d = {"name": "y", "ctype": "float", "kind": "pointer", "const": False, "lanes": 1,
-         "inner": [], "decl_text": "float *y", "vector": None, "span": [0, 8]}
+    d = {"name": "y", "ctype": "float", "kind": "pointer", "const": False, "volatile": False,
+         "row_quals": "", "lanes": 1, "inner": [], "decl_text": "float *y", "vector": None,
+         "span": [0, 8]}
     d.update(kw)
     return d
 
 
 @pytest.mark.parametrize("bad", [
     {"name": "y; system(1)"}, {"ctype": "struct evil"}, {"kind": "callable"},
-    {"lanes": 99}, {"inner": [-1]}, {"const": "yes"}, {"vector": "float9"},
+    {"lanes": 99}, {"inner": [-1]}, {"const": "yes"}, {"volatile": 1}, {"row_quals": "*"},
+    {"vector": "float9"},
 ])
 def test_the_compile_childs_parameters_are_checked(bad):
     with pytest.raises(compile_emu.CompileProtocolError):

@@ -7,7 +7,7 @@ sum's length), or fail alike ("no thread can proceed"), and say which path they 
 
 The first part holds what the transform got wrong when these tests were written (session 10's
 review: each split silently differed from the fibers); each is now refused (the fibers, with
-the reason asserted) or split right. One strict xfail is left, a kernel named `select` (below).
+the reason asserted) or split right.
 Every launch has a time limit (TIMEOUT_S); programs have RUN_S."""
 import os
 
@@ -124,21 +124,19 @@ __global__ void select(float *x, float *out)
 """
 
 
-@pytest.mark.xfail(strict=True, reason="the analysis refuses the split now (a predicate read "
-                   "from memory); what still fails is the launcher: a kernel named `select` "
-                   "(`decltype(select)`: overloaded with POSIX select) does not compile on emu, "
-                   "on either path")
 def test_a_warp_if_predicate_read_from_memory_the_kernel_rewrites():
+    """Refused (the fibers); the kernel's name is also POSIX select's (tm.compile's launcher
+    names it through a pointer of its exact type: tests/test_libc_kernel_names.py)."""
     sel = np.where(np.arange(64) < 32, 0.0, 64.0).astype(np.float32)
     outs, _ = _same_on_both_paths(WARP_IF_FROM_MEMORY, "select", 1, 64,
-                                  lambda: [sel.copy(), np.zeros(64, np.float32)])
+                                  lambda: [sel.copy(), np.zeros(64, np.float32)], path="fibers")
     t = np.arange(64)
     np.testing.assert_array_equal(outs[1], np.where(t < 32, 2 * t + 32, t).astype(np.float32))
 
 
 def test_a_warp_if_predicate_read_from_memory_keeps_the_fibers():
-    """The analysis alone (the launch above fails on the kernel's name, on either path): the
-    predicate `sel` reads global memory, so it is no recomputable local."""
+    """The analysis alone: the predicate `sel` reads global memory, so it is no recomputable
+    local."""
     reason = split_kernel(WARP_IF_FROM_MEMORY, "select").reason
     assert "condition reads more than the thread's index" in reason, reason
 

@@ -191,15 +191,22 @@ def _launcher(name, params, check, split=None):
     finish = "tm_check_finish(&tm_check_, " if check else "tm_user_finish("
     config = ("dim3(tm_g_[0], tm_g_[1], tm_g_[2]), dim3(tm_b_[0], tm_b_[1], tm_b_[2]), tm_shared_"
               + "".join(", " + a for a in args))
-    call = f"{start}{name}, {config})"
+    call = f"{start}tm_kernel_, {config})"
     if split is not None:   # the kernel split at its barriers (emu/cuda_emu.h decides the path)
-        call = f"tm_emu_launch_pair({name}, tm_split_{name}, tm_split_frame_{name}, {config})"
+        call = f"tm_emu_launch_pair(tm_kernel_, tm_split_{name}, tm_split_frame_{name}, {config})"
+    types = ", ".join((checked_type(p) if check else None) or p.type_text() for p in params)
     return (split or "") + f"""
 #line 1 "tiledmm-launcher"
 #include "tiledmm_fault.h"
+// The kernel through a pointer of its exact type (its parameters as the compiled text declares
+// them: the checked types in check mode), the launcher's one name for it: the target type picks
+// the kernel where its name is also a libc function's (`select`, `index`, `time`), which
+// `decltype(&{name})` or a launch template's deduction would find ambiguous.
+typedef void (*tm_kernel_t_)({types});
+static const tm_kernel_t_ tm_kernel_ = &{name};
 template <typename F> struct tm_params_of_;
 template <typename... P> struct tm_params_of_<void (*)(P...)> {{ typedef std::tuple<P...> type; }};
-typedef tm_params_of_<decltype(&{name})>::type tm_params_t_;
+typedef tm_params_of_<tm_kernel_t_>::type tm_params_t_;
 extern "C" __attribute__((visibility("default"))) int tm_user_launch(
     const unsigned *tm_g_, const unsigned *tm_b_, size_t tm_shared_, void **tm_args_,
     const size_t *tm_sizes_, int tm_threads_, int tm_strict_, char *tm_detail_, size_t tm_detail_size_)
@@ -210,7 +217,7 @@ extern "C" __attribute__((visibility("default"))) int tm_user_launch(
     if (tm_threads_ > 0) tm_emu_set_threads(tm_threads_);
     tm_emu_set_strict_exit(tm_strict_);{chk}
     if (tm_shared_ > 48 * 1024)
-        cudaFuncSetAttribute({name}, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_shared_);
+        cudaFuncSetAttribute(tm_kernel_, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_shared_);
     cudaError_t tm_err_ = {call};
     fflush(stdout);   // the kernel's printf reaches the caller before the launch returns
     return {finish}tm_err_, tm_detail_, tm_detail_size_);
@@ -335,6 +342,7 @@ MAX_IMAGE_BYTES = 512 << 20
 MAX_LOG = 64 << 10
 _IDENT_RE = re.compile(r"[A-Za-z_]\w{0,255}\Z")
 _KINDS = ("scalar", "pointer", "vector", "array", "rows")
+_ROW_QUALS = ("", "const", "volatile", "const volatile")
 # a kernel's name as the caller may show it: an identifier, template arguments of a `name<...>`
 _NAME_RE = re.compile(r"[A-Za-z_][\w:<>,()\[\] .+\-*/&|!~^%=?']{0,1023}")
 
@@ -393,14 +401,17 @@ def compile_reply(raw):
         raise CompileProtocolError("the parameters are outside the schema")
     params = []
     for d in plist:
-        if not isinstance(d, dict) or set(d) != {"name", "ctype", "kind", "const", "lanes",
-                                                 "inner", "decl_text", "vector", "span"}:
+        if not isinstance(d, dict) or set(d) != {"name", "ctype", "kind", "const", "volatile",
+                                                 "row_quals", "lanes", "inner", "decl_text",
+                                                 "vector", "span"}:
             raise CompileProtocolError("a parameter is outside the schema")
         kind, ctype = d["kind"], d["ctype"]
         ok = (isinstance(d["name"], str) and _IDENT_RE.match(d["name"]) and kind in _KINDS and
               isinstance(ctype, str) and (ctype in _SCALARS if kind == "scalar" else
                                           ctype in _ELEMENTS) and
-              isinstance(d["const"], bool) and type(d["lanes"]) is int and
+              isinstance(d["const"], bool) and isinstance(d["volatile"], bool) and
+              d["row_quals"] in _ROW_QUALS and
+              type(d["lanes"]) is int and
               1 <= d["lanes"] <= 4 and isinstance(d["inner"], list) and len(d["inner"]) <= 8 and
               all(type(x) is int and 0 < x < 2**31 for x in d["inner"]) and
               isinstance(d["decl_text"], str) and len(d["decl_text"]) <= 1000 and
@@ -411,7 +422,8 @@ def compile_reply(raw):
             raise CompileProtocolError("a parameter is outside the schema")
         params.append(Param(d["name"], ctype, kind == "pointer", d["const"], tuple(d["span"]),
                             kind, lanes=d["lanes"], inner=d["inner"], decl_text=d["decl_text"],
-                            vector=d["vector"]))
+                            vector=d["vector"], volatile=d["volatile"],
+                            row_quals=d["row_quals"]))
     split = raw.get("split", {"path": "fibers", "reason": "", "frame": 0})
     if not isinstance(split, dict) or set(split) != {"path", "reason", "frame"} or \
             split["path"] not in ("fibers", "thread loops") or \
@@ -431,8 +443,8 @@ def _reply_json(reply):
 
 def _param_dict(p):
     return {"name": p.name, "ctype": p.ctype, "kind": p.kind, "const": bool(p.const),
-            "lanes": p.lanes, "inner": list(p.inner), "decl_text": p.decl_text or "",
-            "vector": p.vector, "span": list(p.span)}
+            "volatile": bool(p.volatile), "row_quals": p.row_quals, "lanes": p.lanes, "inner": list(p.inner),
+            "decl_text": p.decl_text or "", "vector": p.vector, "span": list(p.span)}
 
 
 def _read_output(path):

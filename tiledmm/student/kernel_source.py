@@ -64,14 +64,17 @@ class Param:
                      array whose trailing dimensions are `inner` (here (C,))
           'rows'     T **: a 2-D array; the kernel gets a table of row pointers built where it
                      runs
-    name, ctype (the element type: 'float'), const (the elements are const), span (the
-    parameter's characters in the source), decl_text (as written). `pointer` is True for the
-    plain `T *` kind only (what check mode bounds-checks); `takes_array` for every array kind.
+    name, ctype (the element type: 'float'), const and volatile (the elements are so
+    qualified), row_quals (rows: the row pointers' qualifiers, 'const' in `float *const *`),
+    span (the parameter's characters in the source), decl_text (as written).
+    `pointer` is True for the plain `T *` kind only (what check mode bounds-checks);
+    `takes_array` for every array kind.
     """
 
     def __init__(self, name, ctype, pointer, const, span, kind=None, lanes=1, inner=(),
-                 decl_text=None, vector=None):
+                 decl_text=None, vector=None, volatile=False, row_quals=""):
         self.name, self.ctype, self.const, self.span = name, ctype, const, span
+        self.volatile, self.row_quals = volatile, row_quals
         self.kind = kind or ("pointer" if pointer else "scalar")
         self.lanes, self.inner, self.vector = lanes, tuple(inner), vector
         self.decl_text = decl_text
@@ -88,8 +91,9 @@ class Param:
         return self.takes_array and not self.const
 
     def type_text(self):
-        """The parameter's type as C: 'const float *', 'float (*)[64]', 'float **', 'int'."""
-        c = "const " if self.const else ""
+        """The parameter's type as C: 'const float *', 'float (*)[64]', 'float **', 'int'
+        (the kernel's own, as its pointer type in the emu launcher spells it)."""
+        c = ("const " if self.const else "") + ("volatile " if self.volatile else "")
         if self.kind == "scalar":
             return self.ctype
         if self.kind == "pointer":
@@ -97,7 +101,7 @@ class Param:
         if self.kind == "vector":
             return f"{c}{self.vector} *"
         if self.kind == "rows":
-            return f"{c}{self.ctype} **"
+            return f"{c}{self.ctype} *{self.row_quals + ' ' if self.row_quals else ''}*"
         return f"{c}{self.ctype} (*){''.join(f'[{d}]' for d in self.inner)}"
 
     def decl(self):
@@ -405,12 +409,13 @@ def _params(ci, source, kernel, parms, types):
         where = (f"{SOURCE_NAME}:{parm.extent.start.line}:{parm.extent.start.column}: kernel "
                  f"'{kernel}', parameter '{text}'")
         p = _classify(ci, t.get_canonical(), name, (start, end), text, where)
-        if p.kind == "array" and not p.const:   # `const float A[N][N]`: the decayed type that
-            e = parm.type                       # libclang gives loses the const; the declared
+        if p.kind == "array":   # `const float A[N][N]`: the decayed type that libclang gives
+            e = parm.type       # loses the const (and volatile); the declared one keeps it
             while e.kind in (ci.TypeKind.CONSTANTARRAY, ci.TypeKind.INCOMPLETEARRAY,
-                             ci.TypeKind.POINTER):   # one keeps it
+                             ci.TypeKind.POINTER):
                 e = e.get_pointee() if e.kind == ci.TypeKind.POINTER else e.element_type
-            p.const = e.get_canonical().is_const_qualified()
+            p.const = p.const or e.get_canonical().is_const_qualified()
+            p.volatile = p.volatile or e.get_canonical().is_volatile_qualified()
         out.append(p)
     return out
 
@@ -432,16 +437,17 @@ def _classify(ci, t, name, span, text, where):
         raise CompileError(f"{where}: type '{t.spelling}' is not supported (it cannot be "
                            "passed from NumPy); use a pointer to numbers (float *, int *, ...), a number, an array "
                            "(float A[][N]), float ** or a vector pointer (float4 *)")
-    const = inner_t.is_const_qualified()
+    const, volatile = inner_t.is_const_qualified(), inner_t.is_volatile_qualified()
     number = _number_name(ci, inner_t)
     if number is not None:
-        return Param(name, number, True, const, span, "pointer", decl_text=text)
+        return Param(name, number, True, const, span, "pointer", decl_text=text,
+                     volatile=volatile)
     if inner_t.kind == K.RECORD:
         vname = inner_t.get_declaration().spelling
         if vname in _VECTORS:
             base, lanes = _VECTORS[vname]
             return Param(name, base, False, const, span, "vector", lanes=lanes,
-                         decl_text=text, vector=vname)
+                         decl_text=text, vector=vname, volatile=volatile)
     if inner_t.kind == K.CONSTANTARRAY:
         dims, e = [], inner_t
         while e.kind == K.CONSTANTARRAY:
@@ -450,13 +456,16 @@ def _classify(ci, t, name, span, text, where):
         number = _number_name(ci, e)
         if number is not None:
             return Param(name, number, False, e.is_const_qualified() or const, span, "array",
-                         inner=dims, decl_text=text)
+                         inner=dims, decl_text=text,
+                         volatile=e.is_volatile_qualified() or volatile)
     if inner_t.kind == K.POINTER:
         e = inner_t.get_pointee()
         number = _number_name(ci, e)
         if number is not None:
             return Param(name, number, False, e.is_const_qualified(), span, "rows",
-                         decl_text=text)
+                         decl_text=text, volatile=e.is_volatile_qualified(),
+                         row_quals=" ".join(q for q, on in (("const", const),
+                                                            ("volatile", volatile)) if on))
     raise CompileError(f"{where}: type '{t.spelling}' is not supported (it cannot be "
                        "passed from NumPy); use a pointer to numbers (float *, int *, ...), a number, an array "
                        "(float A[][N]), float ** or a vector pointer (float4 *)")
@@ -498,9 +507,9 @@ def _parse_param_regex(text, pos, source, kernel):
         raise CompileError(f"{where}: this parameter is not supported without libclang (pip install "
                            f"libclang: {_clang}); without it tiledmm reads only pointers to "
                            "numbers and numbers")
-    const = bool(stars) and "const" in re.findall(r"\w+", text.partition("*")[0])
-    return Param(words[-1], ctype, bool(stars), const, (pos, pos + len(text)),
-                 decl_text=" ".join(text.split()))
+    quals = re.findall(r"\w+", text.partition("*")[0]) if stars else []
+    return Param(words[-1], ctype, bool(stars), "const" in quals, (pos, pos + len(text)),
+                 decl_text=" ".join(text.split()), volatile="volatile" in quals)
 
 
 def parse_kernels(source, options=()):

@@ -345,9 +345,12 @@ def _split_text(plan, name, source, source_name):
         # instances plan.fiber_guard names: the kernel itself, fibers), as the registry's
         pair = barrier_split.template_pair(plan, name)
     else:   # registered with the runtime when the program loads: found from the kernel's
-        # address at every launch (declared before, launched from another file, through a pointer)
+        # address at every launch (declared before, launched from another file, through a
+        # pointer). The split's type is the kernel's (its parameters as written): the cast to it
+        # picks the kernel where its name is also a libc function's (`select`).
         pair = (f"static const bool tm_split_registered_{name} = tm_prog::register_split("
-                f"reinterpret_cast<const void *>(&{name}), "
+                f"reinterpret_cast<const void *>(static_cast<decltype(&tm_split_{name})>("
+                f"&{name})), "
                 f"reinterpret_cast<void (*)()>(&tm_split_{name}), tm_split_frame_{name});")
     line = source.encode().count(b"\n", 0, plan.end) + 1
     return f"\n{text}\n{pair}\n#line {line} \"{source_name}\"\n"
