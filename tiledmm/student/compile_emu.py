@@ -147,10 +147,11 @@ def _runtime_objects(includes, sources, build_dir, key):
     return local
 
 
-def _launcher(name, params, check, split=None):
+def _launcher(name, params, check, paired=False):
     """C++ appended to the user's source: an extern "C" function that unpacks the arguments
     csrc/user_kernels.c passes, notes them for the fault report (tiledmm_fault.h) and launches
-    the kernel on the emulator."""
+    the kernel on the emulator; `paired`: with its split tm_split_<name>, which the source holds
+    (emu/cuda_emu.h's tm_emu_launch_pair decides the path)."""
     args, notes, bufs = [], [], []
     for i, p in enumerate(params):
         t = f"{'const ' if p.const else ''}{p.ctype}"
@@ -192,10 +193,10 @@ def _launcher(name, params, check, split=None):
     config = ("dim3(tm_g_[0], tm_g_[1], tm_g_[2]), dim3(tm_b_[0], tm_b_[1], tm_b_[2]), tm_shared_"
               + "".join(", " + a for a in args))
     call = f"{start}tm_kernel_, {config})"
-    if split is not None:   # the kernel split at its barriers (emu/cuda_emu.h decides the path)
+    if paired:
         call = f"tm_emu_launch_pair(tm_kernel_, tm_split_{name}, tm_split_frame_{name}, {config})"
     types = ", ".join((checked_type(p) if check else None) or p.type_text() for p in params)
-    return (split or "") + f"""
+    return f"""
 #line 1 "tiledmm-launcher"
 #include "tiledmm_fault.h"
 // The kernel through a pointer of its exact type (its parameters as the compiled text declares
@@ -503,14 +504,14 @@ def _compile_here(request, name, params):
         # the split right after the kernel's definition (as programs and the registry have
         # it): the macros it expands have their values there, not the file's last ones
         log = _compile_text(request, name, params, _with_split(source, plan), defines, options,
-                            tmp, "", quiet=True)
+                            tmp, paired=True)
         if log is not None:
             return log, {"path": "thread loops", "reason": "", "frame": plan.frame}
         reason = "the split kernel did not compile (tiledmm's transform: please report it)"
     else:
         reason = plan.reason if plan is not None else \
             "check mode" if check else "profile mode" if profile else "TILEDMM_EMU_SPLIT=0"
-    log = _compile_text(request, name, params, user_src, defines, options, tmp, None)
+    log = _compile_text(request, name, params, user_src, defines, options, tmp, paired=False)
     return log, {"path": "fibers", "reason": reason, "frame": 0}
 
 
@@ -524,13 +525,13 @@ def _with_split(source, plan):
             data[plan.end:].decode())
 
 
-def _compile_text(request, name, params, user_src, defines, options, tmp, split, quiet=False):
-    """g++ on the kernel's text with its launcher (launching the pair tm_split_<name> and the
-    kernel where `split` is not None: user_src then holds the split, _with_split): the
-    compiler's log; with quiet, None where it fails (the caller retries without the split)."""
+def _compile_text(request, name, params, user_src, defines, options, tmp, paired):
+    """g++ on the kernel's text with its launcher: the compiler's log. `paired`: user_src holds
+    the kernel's split (_with_split) and the launcher launches the pair; then None where it
+    fails (the caller retries without the split)."""
     check, profile = request["check"], request["profile"]
     includes = request["includes"]
-    text = full_source(user_src, _launcher(name, params, check, split), defines, "emu")
+    text = full_source(user_src, _launcher(name, params, check, paired), defines, "emu")
     src_path = os.path.join(tmp, "kernel.cpp")
     with open(src_path, "w") as f:
         f.write(text)
@@ -557,7 +558,7 @@ def _compile_text(request, name, params, user_src, defines, options, tmp, split,
                 raise RuntimeError(f"linking kernel '{name}' for profile mode failed:\n"
                                    + linked.stderr[-4000:])
     if proc.returncode != 0:
-        if quiet:
+        if paired:
             return None
         raise compile_error(name, "emu", proc.stderr.replace(src_path, "kernel.cpp"))
     return proc.stderr.replace(src_path, "kernel.cpp")

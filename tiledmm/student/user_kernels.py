@@ -307,9 +307,11 @@ class Kernel:
         tm_emu_launch_pair decides): split at its barriers into loops over the block's threads,
         else fibers; and why, the runtime's reason (per-thread arrays too large for this block,
         TILEDMM_EMU_SPLIT=0) or else the build's (the transform kept the fibers, check mode)."""
-        split = getattr(self._compiled("emu", check), "split", None) or {"reason": ""}
         path = raw.get("path") or "fibers"
-        reason = raw.get("path_reason") or ("" if path == "thread loops" else split["reason"])
+        reason = raw.get("path_reason") or ""
+        if not reason and path != "thread loops":   # the build's (looked up only then)
+            split = getattr(self._compiled("emu", check), "split", None) or {}
+            reason = split.get("reason", "")
         return {"path": path, "path_reason": reason}
 
     def _count(self, launch, args):
