@@ -236,15 +236,17 @@ def prelude_text():
     return "".join(text)
 
 
-def _profile_hooks_source(includes):
-    """emu/profile/emu_profile.cpp (tiledmm/include/emu/profile when installed): the profile
-    build's hooks, linked into a user kernel's profile build."""
+def _profile_file(includes, name):
+    """emu/profile/<name> (tiledmm/include/emu/profile when installed): emu_profile.cpp, the
+    profile build's hooks, linked into a user kernel's profile build; split_hooks.h, included
+    first where that build holds the kernel split at its barriers (as setup.py's
+    PROFILE_SPLIT_FLAGS for the registry's)."""
     for d in includes:
-        path = os.path.join(d, "profile", "emu_profile.cpp")
+        path = os.path.join(d, "profile", name)
         if os.path.exists(path):
             return path
-    raise RuntimeError("profile=True needs tiledmm's profiling hooks (emu/profile/"
-                       "emu_profile.cpp), which this installation lacks; reinstall tiledmm")
+    raise RuntimeError(f"profile=True needs tiledmm's profiling hooks (emu/profile/{name}), "
+                       "which this installation lacks; reinstall tiledmm")
 
 
 def split_wanted():
@@ -268,9 +270,11 @@ def compile_emu(source, name, options, check, profile=False, *, seconds=None,
     split = split_wanted()
     # profile=True: the kernel instrumented as tiledmm._emu_profile's kernels are, the hooks
     # linked in, the emulator's entry points wrapped (tiledmm/_emu_build.py).
-    hooks = _profile_hooks_source(includes) if profile else None
+    hooks = _profile_file(includes, "emu_profile.cpp") if profile else None
     profiling = (PROFILE_KERNEL_FLAGS, PROFILE_HOOK_FLAGS, PROFILE_WRAPPED,
-                 open(hooks, "rb").read(), "linked apart") if profile else None
+                 open(hooks, "rb").read(),
+                 open(_profile_file(includes, "split_hooks.h"), "rb").read(),
+                 "linked apart") if profile else None
     key = cache.key("emu", source, name, defines, rest, check, _cxx(), EMU_FLAGS, _USER_FLAGS,
                     _DIALECT, _SPLIT_SOURCE if split else "no split", prelude_text(), runtime,
                     profiling)
@@ -489,18 +493,22 @@ def main(args):
 
 def _compile_here(request, name, params):
     """g++ on the user's source in the scratch folder (the compile child's): kernel.so.
-    Returns (compiler log, launch path: {"path", "reason", "frame"}). A plain build also holds
-    the kernel split at its barriers (tiledmm/student/barrier_split.py) where the transform applies;
-    if g++ rejects that, the kernel is built again without it."""
+    Returns (compiler log, launch path: {"path", "reason", "frame"}). A plain or profile build
+    also holds the kernel split at its barriers (tiledmm/student/barrier_split.py) where the
+    transform applies; if g++ rejects that, the kernel is built again without it."""
     check, profile = request["check"], request["profile"]
     source = request["source"]
     user_src = checked_shared(checked_source(source, params)) if check else source
     defines, options = split_defines(request["options"])
     tmp = os.getcwd()
-    # Plain launches only: check and profile mode keep the fibers (their reports and counts).
-    plan = split_kernel(source, name, defines) \
-        if not (check or profile or not request.get("split", True)) else None
-    if plan is not None and plan.text is not None:
+    # Check mode keeps the fibers (its reports); profile mode splits where the split counts
+    # what the fibers count (SplitPlan.profile_reason: block-level code that may touch memory,
+    # shuffles and votes keep the fibers there).
+    plan = split_kernel(source, name, defines, interchange=not profile) \
+        if not (check or not request.get("split", True)) else None
+    if plan is not None and plan.text is not None and profile and plan.profile_reason:
+        reason = f"profile mode: {plan.profile_reason}"
+    elif plan is not None and plan.text is not None:
         # the split right after the kernel's definition (as programs and the registry have
         # it): the macros it expands have their values there, not the file's last ones
         log = _compile_text(request, name, params, _with_split(source, plan), defines, options,
@@ -510,7 +518,7 @@ def _compile_here(request, name, params):
         reason = "the split kernel did not compile (tiledmm's transform: please report it)"
     else:
         reason = plan.reason if plan is not None else \
-            "check mode" if check else "profile mode" if profile else "TILEDMM_EMU_SPLIT=0"
+            "check mode" if check else "TILEDMM_EMU_SPLIT=0"
     log = _compile_text(request, name, params, user_src, defines, options, tmp, paired=False)
     return log, {"path": "fibers", "reason": reason, "frame": 0}
 
@@ -537,8 +545,10 @@ def _compile_text(request, name, params, user_src, defines, options, tmp, paired
         f.write(text)
     out = os.path.join(tmp, "kernel.so")
     build_flags = request["build_flags"]
+    split_hooks = ["-include", _profile_file(includes, "split_hooks.h"), "-DTM_PROFILE_SPLIT"] \
+        if profile and paired else []
     compile_flags = [*build_flags, *(["-DTM_CHECK"] if check else []),
-                     *(PROFILE_KERNEL_FLAGS if profile else []), *_USER_FLAGS,
+                     *(PROFILE_KERNEL_FLAGS if profile else []), *split_hooks, *_USER_FLAGS,
                      *[f"-isystem{d}" for d in includes + [_stand_ins()]], *options]
     link_flags = [*request["rt_objs"], *request["link_flags"],
                   *(f"-Wl,--wrap={sym}" for sym in PROFILE_WRAPPED if profile)]

@@ -424,7 +424,7 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
                        "-Xcompiler", "-fPIC", f"-I{os.path.join(HERE, 'include')}", *_gpu_arch(),
                        *[str(a) for a in compiler_args]]
         parse_includes = compile_emu._headers()[0]
-    hooks = compile_emu._profile_hooks_source(includes) if profile else None
+    hooks = compile_emu._profile_file(includes, "emu_profile.cpp") if profile else None
     key = cache.key("program", backend, source, source_name, list(compiler_args), compile_cmd,
                     link_cmd, hooks and open(hooks, "rb").read(), PROFILE_HOOK_FLAGS,
                     PROFILE_WRAPPED, _headers_text(compile_emu._headers()[0]), runtime, _DIALECT,

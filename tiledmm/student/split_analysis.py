@@ -93,8 +93,13 @@ class KernelAnalysis:
     """The analysis of kernel `name` of `text` (the emulator's dialect applied): analyse()
     raises _Fallback with the reason where the kernel must keep its fibers."""
 
-    def __init__(self, ci, text, name, define_lines, templates=False, headers=None):
+    def __init__(self, ci, text, name, define_lines, templates=False, headers=None,
+                 interchange=True):
         self.ci, self.name, self.templates = ci, name, templates
+        # interchange: barrier-free uniform loops outside the thread loops (split_loop); off for
+        # profile builds, where each of a thread's turns costs hook calls and a k loop made
+        # a turn per k (the tiled matmul counted 1.2x slower split than on fibers)
+        self.interchange = interchange
         blanked = _INCLUDE_RE.sub(lambda m: " " * len(m.group(0)), text)
         # `headers`: {name: text} of the registry's own headers (registry_source; never a
         # user's), parsed after the prelude so that their device helpers can be inlined
@@ -857,7 +862,8 @@ class KernelAnalysis:
             if barrier_loop:
                 self._check_uniform_for(s)
             if barrier_loop or (not seen_return and not self.has_barrier(s) and
-                                not self._in_warp_if and self._hoistable(s)):
+                                not self._in_warp_if and self.interchange and
+                                self._hoistable(s)):
                 self.hoisted.add(s.hash)
                 counter[0] += 1
                 header, body, inner = self.for_parts(s)
