@@ -90,14 +90,30 @@ def test_split_off_gives_fibers_and_the_same_bits(monkeypatch):
     np.testing.assert_allclose(split, want, rtol=tolerance(75), atol=tolerance(75))
 
 
-def test_check_and_profile_builds_keep_the_fibers():
+def test_check_builds_keep_the_fibers():
     c, want, r = run_tiled(33, 18, 40, seed=5, check=True)
     assert (r.launches[0].path, r.launches[0].path_reason) == ("fibers", "check mode")
     assert r.problems == []
     np.testing.assert_allclose(c, want, rtol=tolerance(40), atol=tolerance(40))
-    _, _, r = run_tiled(20, 20, 20, seed=6, profile=True)
-    assert (r.launches[0].path, r.launches[0].path_reason) == ("fibers", "profile mode")
-    assert r.launches[0].profile is not None
+
+
+def _counters(launch):
+    return {k: v for k, v in launch.profile.as_dict().items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def test_profile_builds_split_and_count_as_the_fibers(monkeypatch):
+    """Profile mode's build splits the kernel too (without the interchange of its k loop), and
+    counts every counter as its fibers do (the same program with TILEDMM_EMU_SPLIT=0)."""
+    c, want, r = run_tiled(37, 45, 29, seed=6, profile=True)
+    assert (r.launches[0].path, r.launches[0].path_reason) == ("thread loops", "")
+    np.testing.assert_allclose(c, want, rtol=tolerance(29), atol=tolerance(29))
+    monkeypatch.setenv("TILEDMM_EMU_SPLIT", "0")
+    _, _, r_fibers = run_tiled(37, 45, 29, seed=6, profile=True)
+    assert r_fibers.launches[0].path == "fibers"
+    split, fibers = _counters(r.launches[0]), _counters(r_fibers.launches[0])
+    assert fibers["shared_load_requests"] > 0 and fibers["barriers"] > 0
+    assert split == fibers
 
 
 def test_a_change_to_the_transform_rebuilds_the_program(monkeypatch):
@@ -396,12 +412,12 @@ def compile_child_here(monkeypatch):
 
 @pytest.mark.parametrize("failure", ["raises", "bad text"])
 def test_a_failing_transform_falls_back_to_fibers(compile_child_here, monkeypatch, failure):
-    def broken(source, name, define_lines=(), templates=False):
+    def broken(source, name, define_lines=(), templates=False, interchange=True):
         if failure == "raises":
             raise RuntimeError("transform crashed")
         # a plan as split_kernel gives it (text, reason, end, template_args), its text broken
         return types.SimpleNamespace(text="static void tm_split_tiled( { this is not C++",
-                                     reason="", regions=1, frame=0,
+                                     reason="", profile_reason="", regions=1, frame=0,
                                      end=source.index("int main") - 1, template_args="")
     monkeypatch.setattr(program_build.barrier_split, "split_kernel", broken)
     fresh = f"// {uuid.uuid4()}\n" + TILED_PROGRAM   # a new cache entry

@@ -108,10 +108,10 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
                      check=False, split=None):
     """(the source with every launch rewritten on its own lines, the launches found: a list of
     {"kernel", "params", "line"}). Raises BuildError for a `<<<` the parse could not read.
-    split (emu plain builds): None, or {"define_lines": [...], "paths": {}}: the file's kernels
-    get their split twins (module docstring), "paths" is filled with kernel -> why it keeps
-    the fibers ("" for a kernel split; a template's instances that keep them) and "split"
-    with the kernels split."""
+    split (emu plain and profile builds): None, or {"define_lines": [...], "paths": {},
+    "profile": bool}: the file's kernels get their split twins (module docstring), "paths" is
+    filled with kernel -> why it keeps the fibers ("" for a kernel split; a template's
+    instances that keep them) and "split" with the kernels split."""
     import clang.cindex as ci
     data = source.encode()
     path = os.path.join(scratch, source_name)
@@ -132,7 +132,7 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
     template_splits = set()   # template kernels split here: their launches name the pair
     if split is not None:
         splits = _split_kernels(ci, tu, path, source, source_name, scratch, includes,
-                                split["define_lines"], split["paths"])
+                                split["define_lines"], split["paths"], split["profile"])
         edits.extend((end, 0, text.encode()) for end, text, _template in splits.values())
         template_splits = {k for k, (_e, _t, template) in splits.items() if template}
         split["split"] = sorted(splits)
@@ -204,11 +204,12 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
 _SYSTEM_ROOTS = ("/usr/include/", "/usr/lib/", "/usr/local/include/", "/usr/share/")
 
 
-def _split_kernels(ci, tu, path, source, source_name, scratch, includes, define_lines, paths):
+def _split_kernels(ci, tu, path, source, source_name, scratch, includes, define_lines, paths,
+                   profile):
     """{kernel: (offset just past its definition, the text inserted there, whether a template)}
-    for the kernels
-    of this file that the transform splits; every kernel of the file gets its reason in
-    `paths` ("" when split). The transform (barrier_split.split_kernel) reads this file alone,
+    for the kernels of this file that the transform splits; every kernel of the file gets its
+    reason in `paths` ("" when split). profile: profile mode's build (no interchange of
+    barrier-free loops; SplitPlan.profile_reason keeps the fibers, as in tm.compile). The transform (barrier_split.split_kernel) reads this file alone,
     without its headers; the real parse here (headers read) refuses first the kernels that
     reach into the program's own headers (_split_guard)."""
     trusted = tuple(os.path.join(os.path.realpath(d), "") for d in
@@ -240,9 +241,12 @@ def _split_kernels(ci, tu, path, source, source_name, scratch, includes, define_
                     ci.CursorKind.TRANSLATION_UNIT, ci.CursorKind.LINKAGE_SPEC):
                 raise _NoSplit("a kernel in a namespace")
             _split_guard(ci, tu, defs[0], path, users, constants)
-            plan = barrier_split.split_kernel(source, name, define_lines, templates=True)
+            plan = barrier_split.split_kernel(source, name, define_lines, templates=True,
+                                              interchange=not profile)
             if plan.text is None:
                 raise _NoSplit(plan.reason)
+            if profile and plan.profile_reason:
+                raise _NoSplit(f"profile mode: {plan.profile_reason}")
             out[name] = (plan.end, _split_text(plan, name, source, source_name),
                          bool(plan.template_args))
             # "" (split), or which instances of a template keep the fibers (fiber_guard)
@@ -491,10 +495,11 @@ _SPLIT_DID_NOT_COMPILE = ("the split kernels did not compile (tiledmm's transfor
 
 def _split_request(req):
     """rewrite_launches' `split` argument for this build: None where the kernels keep their
-    fibers (cuda, check mode, profile mode, the caller's "no_split" reason)."""
+    fibers (cuda, check mode: the caller's "no_split" reason)."""
     if req["backend"] != "emu" or req.get("no_split"):
         return None
-    return {"define_lines": list(req["define_lines"]), "paths": {}}
+    return {"define_lines": list(req["define_lines"]), "paths": {},
+            "profile": bool(req.get("profile"))}
 
 
 def build(req):

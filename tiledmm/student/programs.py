@@ -343,8 +343,10 @@ def _emu_build_plan(compiler_args, profile):
     includes, rt_sources = compile_emu._headers()
     defines, user_includes, other = _emu_options(compiler_args)
     flags = list(compile_emu._build_flags())
-    counted = [*PROFILE_KERNEL_FLAGS, "-DTM_PROG_PROFILE",
-               f"-DTM_PROG_GRID_SMS={GRID_SMS}"] if profile else []
+    # profile builds: split kernels' hooks included first (as setup.py's PROFILE_SPLIT_FLAGS)
+    counted = [*PROFILE_KERNEL_FLAGS, "-DTM_PROG_PROFILE", f"-DTM_PROG_GRID_SMS={GRID_SMS}",
+               "-include", compile_emu._profile_file(includes, "split_hooks.h"),
+               "-DTM_PROFILE_SPLIT"] if profile else []
     compile_cmd = [compile_emu._cxx(), *flags, "-g", *counted, *compile_emu._USER_FLAGS,
                    *[f"-isystem{d}" for d in includes + [compile_emu._stand_ins()]],
                    *user_includes, *other]
@@ -390,11 +392,12 @@ def _build_paths(raw):
     return {k: v[:PATH_REASON_CHARS] for k, v in raw.items()}
 
 
-def _no_split_reason(backend, check, profile):
-    """Why no kernel of this build is split ("" where the transform runs)."""
+def _no_split_reason(backend, check):
+    """Why no kernel of this build is split ("" where the transform runs; profile builds split
+    where SplitPlan.profile_reason allows, program_build._split_kernels)."""
     if backend != "emu":
         return "not the emulator"
-    return "check mode" if check else "profile mode" if profile else ""
+    return "check mode" if check else ""
 
 
 def build(source, source_name, backend, compiler_args=(), source_dir=None, profile=False,
@@ -426,7 +429,9 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
         parse_includes = compile_emu._headers()[0]
     hooks = compile_emu._profile_file(includes, "emu_profile.cpp") if profile else None
     key = cache.key("program", backend, source, source_name, list(compiler_args), compile_cmd,
-                    link_cmd, hooks and open(hooks, "rb").read(), PROFILE_HOOK_FLAGS,
+                    link_cmd, hooks and open(hooks, "rb").read(),
+                    hooks and open(compile_emu._profile_file(includes, "split_hooks.h"), "rb").read(),
+                    PROFILE_HOOK_FLAGS,
                     PROFILE_WRAPPED, _headers_text(compile_emu._headers()[0]), runtime, _DIALECT,
                     open(os.path.join(HERE, "student", "program_build.py"), "rb").read(),
                     compile_emu._SPLIT_SOURCE,   # the barrier transform program_build applies
@@ -461,7 +466,7 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
                    "user_includes": user_inc,
                    "compile": [*compile_cmd, *([f"-I{source_dir}"])], "link": link,
                    "link_cmd": link_cmd, "check": bool(check),
-                   "no_split": _no_split_reason(backend, check, profile),
+                   "no_split": _no_split_reason(backend, check), "profile": bool(profile),
                    "extra_sources": _write_extra_sources(extra_sources, scratch)}
         req_path = os.path.join(scratch, "request.json")
         with open(req_path, "w") as f:
