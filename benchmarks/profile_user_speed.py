@@ -1,7 +1,7 @@
 """profile=True on tm.compile kernels, split at their barriers and on fibers (issue 34), on one
-CPU core: a student's tiled matmul (tests/kernels/tiled16.cu) and shared-memory tree reduction,
-each counted once per path after a first count has built both profile builds (cached), the
-paths chosen by TILEDMM_EMU_SPLIT (read at each call). Prints the times and whether every
+CPU core: a student's tiled matmul and shared-memory tree reduction (tests/kernels/tiled16.cu,
+tree256.cu), each counted once per path after a first count has built both profile builds
+(cached), the paths chosen by TILEDMM_EMU_SPLIT (read at each call). Prints the times and whether every
 counter is the same on both paths.
 
     PYTHONPATH=. python benchmarks/profile_user_speed.py [--matmul 512] [--reduce 24] [--cpu 1]
@@ -16,22 +16,14 @@ os.environ["TILEDMM_EMU_THREADS"] = "1"   # read at the emulator's first launch
 import tiledmm as tm  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-with open(os.path.join(HERE, "..", "tests", "kernels", "tiled16.cu")) as _f:
-    TILED = _f.read()
-TREE = r"""
-__global__ void tree(const float *x, float *out, int n)
-{
-    __shared__ float s[256];
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    s[threadIdx.x] = i < n ? x[i] : 0.0f;
-    __syncthreads();
-    for (int d = blockDim.x / 2; d > 0; d /= 2) {
-        if (threadIdx.x < d) s[threadIdx.x] += s[threadIdx.x + d];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) out[blockIdx.x] = s[0];
-}
-"""
+
+
+def _kernel_file(name):
+    with open(os.path.join(HERE, "..", "tests", "kernels", name)) as f:
+        return f.read()
+
+
+TILED, TREE = _kernel_file("tiled16.cu"), _kernel_file("tree256.cu")
 
 
 def count(source, name, grid, block, args, split):

@@ -2,6 +2,8 @@
 in CI (.ci/aarch64): every registry kernel that runs on the emulator, on a few awkward shapes,
 against NumPy; one tm.compile kernel with a barrier, in the isolated worker. On x86-64 it is a
 quick subset of what tests/test_matmul.py, test_reduce.py and test_user_kernels.py cover."""
+import os
+
 import numpy as np
 import pytest
 
@@ -51,20 +53,8 @@ def test_elementwise_kernels():
 
 
 # A block-wide tree sum through shared memory: barriers in a loop, an early-exiting tail.
-BLOCK_SUM = r"""
-__global__ void block_sum(const float *x, float *out, int n)
-{
-    __shared__ float s[256];
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    s[threadIdx.x] = i < n ? x[i] : 0.0f;
-    __syncthreads();
-    for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-        if (threadIdx.x < stride) s[threadIdx.x] += s[threadIdx.x + stride];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) out[blockIdx.x] = s[0];
-}
-"""
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernels", "tree256.cu")) as _f:
+    BLOCK_SUM = _f.read()
 
 
 def test_compiled_kernel():

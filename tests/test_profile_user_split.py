@@ -23,22 +23,6 @@ def _kernel_file(name):
         return f.read()
 
 
-# A tree reduction in shared memory, divergent lanes at every level but the last five.
-TREE = r"""
-__global__ void tree(const float *x, float *out, int n)
-{
-    __shared__ float s[256];
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    s[threadIdx.x] = i < n ? x[i] : 0.0f;
-    __syncthreads();
-    for (int d = blockDim.x / 2; d > 0; d /= 2) {
-        if (threadIdx.x < d) s[threadIdx.x] += s[threadIdx.x + d];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) out[blockIdx.x] = s[0];
-}
-"""
-
 # A grid-stride loop (rounds on the thread loops), a block sum, one atomic per block.
 STRIDE_ATOMIC = r"""
 __global__ void stride_sum(const float *x, float *out, long long n)
@@ -108,7 +92,7 @@ def _block_level_read():
 
 CASES = [   # (source, kernel, launch, path of the profile build)
     pytest.param(_kernel_file("tiled16.cu"), "tiled", _tiled, "thread loops", id="tiled16"),
-    pytest.param(TREE, "tree", _tree, "thread loops", id="tree"),
+    pytest.param(_kernel_file("tree256.cu"), "tree", _tree, "thread loops", id="tree"),
     pytest.param(_kernel_file("last_warp.cu").replace("LANES", "32"), "tail_sum", _last_warp,
                  "thread loops", id="last_warp"),
     pytest.param(STRIDE_ATOMIC, "stride_sum", _stride, "thread loops", id="grid_stride_atomic"),
