@@ -352,7 +352,8 @@ class BuildPy(build_py):
         dialect = ["cuda/common.h", "cuda/registry.h"]
         shipped = [(f, "") for f in dialect] + [
             (f, "emu") for f in sorted(glob.glob("emu/*.h") + glob.glob("emu/*.cpp"))] + [
-            (f, os.path.join("emu", "profile")) for f in PROFILE_SOURCES]   # profile=True builds
+            (f, os.path.join("emu", "profile"))   # profile=True builds: hooks, split hooks
+            for f in sorted(PROFILE_SOURCES + glob.glob("emu/profile/*.h"))]
         for src, sub in shipped:
             self.mkpath(os.path.join(include, sub))
             self.copy_file(src, os.path.join(include, sub, os.path.basename(src)))

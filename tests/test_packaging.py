@@ -35,8 +35,8 @@ def shipped_runtime_sources():
     return ({"tiledmm/include/common.h", "tiledmm/include/registry.h"}
             | {f"tiledmm/include/emu/{os.path.basename(f)}"
                for f in glob.glob(os.path.join(ROOT, "emu", "*.[hc]*"))}
-            | {f"tiledmm/include/emu/profile/{os.path.basename(f)}"
-               for f in glob.glob(os.path.join(ROOT, "emu", "profile", "*.cpp"))})
+            | {f"tiledmm/include/emu/profile/{os.path.basename(f)}"   # split_hooks.h too
+               for f in glob.glob(os.path.join(ROOT, "emu", "profile", "*.[hc]*"))})
 
 
 def setup_py(*args, cwd):
