@@ -132,7 +132,7 @@ PROFILE_SPLIT_HOOKS = os.path.join("emu", "profile", "split_hooks.h")
 # memory keeps its fibers in the profile build (barrier_split.registry_source).
 # PROFILE_HOOK_FLAGS: each thread's turn stores its index into tm_emu_tls (the fault report's
 # thread), a __tls_get_addr call per turn in the default TLS dialect of a dlopen'ed module.
-PROFILE_SPLIT_FLAGS = ["-include", os.path.abspath(PROFILE_SPLIT_HOOKS), "-DTM_PROFILE_SPLIT",
+PROFILE_SPLIT_FLAGS = [*_EMU_BUILD["profile_split_flags"](os.path.abspath(PROFILE_SPLIT_HOOKS)),
                        *PROFILE_HOOK_FLAGS]
 
 

@@ -412,7 +412,7 @@ def compile_child_here(monkeypatch):
 
 @pytest.mark.parametrize("failure", ["raises", "bad text"])
 def test_a_failing_transform_falls_back_to_fibers(compile_child_here, monkeypatch, failure):
-    def broken(source, name, define_lines=(), templates=False, interchange=True):
+    def broken(source, name, define_lines=(), templates=False, profile=False):
         if failure == "raises":
             raise RuntimeError("transform crashed")
         # a plan as split_kernel gives it (text, reason, end, template_args), its text broken

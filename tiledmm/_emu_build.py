@@ -46,6 +46,16 @@ PROFILE_KERNEL_FLAGS = ["-fsanitize=thread", "--param=tsan-instrument-func-entry
 # descriptors (x86-64's -mtls-dialect=gnu2; aarch64's default) make that read cheaper than a
 # __tls_get_addr call in a dlopen'ed module.
 PROFILE_HOOK_FLAGS = ["-mtls-dialect=gnu2"] if platform.machine() in ("x86_64", "AMD64") else []
+
+
+def profile_split_flags(split_hooks):
+    """The flags of a profile build that holds kernels split at their barriers: emu/profile/
+    split_hooks.h (the path `split_hooks`) included first, defining the transform's hook macros
+    as calls into emu_profile.cpp, and TM_PROFILE_SPLIT (barrier_split.registry_source's guard).
+    setup.py (the registry), tm.compile and tm.run alike."""
+    return ["-include", split_hooks, "-DTM_PROFILE_SPLIT"]
+
+
 # The emulator entry points whose calls from the kernels emu_profile.cpp sees (ld --wrap).
 PROFILE_WRAPPED = ["_ZN6tm_emu6launchEPKvPFvPvES2_4dim3S5_m",
                    "_ZN6tm_emu19launch_whole_blocksEPKvPFvPvES2_4dim3S5_m",

@@ -464,6 +464,14 @@ struct TState {
     {
         if (cur) cur->bb.n = (size_t)(bb_at - cur->bb.d);
     }
+    // What runs next (a thread loop's own blocks, block-level code) logs to the unread log, its
+    // blocks started over (its accesses, if any, are dropped at the barrier: drop_discard).
+    void to_discard()
+    {
+        cur = &discard;
+        discard.bb.clear();
+        bb_load();
+    }
     unsigned long long epoch = 0;
     int nthreads = 0;                 // of the block whose logs are pending
     // Barriers every thread of the block reached in this interval (a split kernel's former
@@ -1098,9 +1106,7 @@ void profiled_invoke(void *p)
         unsigned long long ep = tm_emu_barrier_epoch();
         if (ep != s->epoch) s->new_interval(ep);
         s->pending = true;
-        s->cur = &s->discard;
-        s->discard.bb.clear();
-        s->bb_load();
+        s->to_discard();
         ctx->invoke(ctx->pack);
         s->bb_store();
         drop_discard(s);
@@ -1259,10 +1265,7 @@ void tm_profile_split_thread_end(void *st) noexcept
     if (!st) return;
     TState *s = static_cast<TState *>(st);
     s->bb_store();
-    // the unread log's blocks start over (its accesses, if any, are dropped at the barrier)
-    s->cur = &s->discard;
-    s->bb_at = s->discard.bb.d;
-    s->bb_end = s->discard.bb.d + s->discard.bb.cap;
+    s->to_discard();
 }
 
 // The last turn of a row's thread loop ends (the call follows the loop).
@@ -1271,9 +1274,7 @@ void tm_profile_split_thread_last(void *st) noexcept
     if (!st) return;
     TState *s = static_cast<TState *>(st);
     end_row_turn(s, (uintptr_t)__builtin_return_address(0));
-    s->cur = &s->discard;
-    s->bb_at = s->discard.bb.d;
-    s->bb_end = s->discard.bb.d + s->discard.bb.cap;
+    s->to_discard();
 }
 
 // Where the kernel's __syncthreads() was (every thread reaches it: the split applies only

@@ -51,9 +51,10 @@ template whose warp operations sit under compile-time conditions (`if (STEP == .
 the instances that never reach them; the others name the kernel itself (fibers).
 
 The split function is compiled beside the original kernel: plain launches use it, and profile
-mode's builds (with the hooks of emu/profile/split_hooks.h, and for tm.compile kernels without
-the interchange, split_kernel(interchange=False)), whose counts are the fibers' own; check mode
-builds the kernel without it (its reports are the fibers'). The launcher picks it at run time (tm_emu_launch_blocks) when the block's per-thread arrays
+mode's builds (with the hooks of emu/profile/split_hooks.h; for tm.compile kernels and programs
+without the interchange, split_kernel(profile=True)), whose counts are the fibers' own; check
+mode builds the kernel without it (its reports are the fibers'). The launcher picks it at run
+time (tm_emu_launch_blocks) when the block's per-thread arrays
 fit in MAX_FRAME bytes; otherwise the same launch runs on fibers. benchmarks/emu_notes.md has
 the figures. split_analysis.py holds the analysis (what is uniform, live, recomputed, and the
 checks that keep the fibers); this module writes the text and is the transform's public face.
@@ -90,21 +91,27 @@ class SplitPlan:
     profile_reason: str = ""
 
 
-def split_kernel(source, name, define_lines=(), templates=False, headers=None, interchange=True):
+def split_kernel(source, name, define_lines=(), templates=False, headers=None, profile=False):
     """SplitPlan for kernel `name` of `source` (the user's text as written; the emulator's
     dialect is applied here, as full_source does). `headers`: {name: text} of headers whose
     device helpers may be inlined (registry_source: the registry's own, never a user's).
-    interchange=False (profile builds): barrier-free loops stay inside the thread loops."""
+    profile: a plan for a profile build alone (tm.compile, programs): barrier-free loops stay
+    inside the thread loops (no interchange), and a kernel with a profile_reason keeps the
+    fibers (reason "profile mode: ..."). The registry's text serves both builds and guards
+    profile_reason itself (registry_source)."""
     ci = _cindex()
     if ci is None:
         return SplitPlan(None, "libclang is not available")
     text = source if templates else emu_dialect(source)
     try:
         inlined, sync_lines = inline_helpers(ci, text, name, define_lines, templates, headers)
-        analysis = KernelAnalysis(ci, inlined, name, define_lines, templates, headers, interchange)
+        analysis = KernelAnalysis(ci, inlined, name, define_lines, templates, headers,
+                                  interchange=not profile)
         analysis.inlined_sync_lines = sync_lines
         analysis.analyse()
         plan = _Emitter(analysis).plan()
+        if profile and plan.text is not None and plan.profile_reason:
+            return SplitPlan(None, f"profile mode: {plan.profile_reason}")
         # the kernel's end in `text` (the inlined bodies sit inside the kernel)
         plan.end -= len(inlined.encode()) - len(text.encode())
         return plan

@@ -24,7 +24,7 @@ import threading
 from types import SimpleNamespace
 
 from .._emu_build import (EMU_FLAGS, PROFILE_HOOK_FLAGS, PROFILE_KERNEL_FLAGS, PROFILE_WRAPPED,
-                          build_flags, link_flags)
+                          build_flags, link_flags, profile_split_flags)
 from . import kernel_cache as cache
 from . import barrier_split, sandbox, split_analysis, split_inline
 from .barrier_split import split_kernel
@@ -504,11 +504,9 @@ def _compile_here(request, name, params):
     # Check mode keeps the fibers (its reports); profile mode splits where the split counts
     # what the fibers count (SplitPlan.profile_reason: block-level code that may touch memory,
     # shuffles and votes keep the fibers there).
-    plan = split_kernel(source, name, defines, interchange=not profile) \
+    plan = split_kernel(source, name, defines, profile=profile) \
         if not (check or not request.get("split", True)) else None
-    if plan is not None and plan.text is not None and profile and plan.profile_reason:
-        reason = f"profile mode: {plan.profile_reason}"
-    elif plan is not None and plan.text is not None:
+    if plan is not None and plan.text is not None:
         # the split right after the kernel's definition (as programs and the registry have
         # it): the macros it expands have their values there, not the file's last ones
         log = _compile_text(request, name, params, _with_split(source, plan), defines, options,
@@ -545,7 +543,7 @@ def _compile_text(request, name, params, user_src, defines, options, tmp, paired
         f.write(text)
     out = os.path.join(tmp, "kernel.so")
     build_flags = request["build_flags"]
-    split_hooks = ["-include", _profile_file(includes, "split_hooks.h"), "-DTM_PROFILE_SPLIT"] \
+    split_hooks = profile_split_flags(_profile_file(includes, "split_hooks.h")) \
         if profile and paired else []
     compile_flags = [*build_flags, *(["-DTM_CHECK"] if check else []),
                      *(PROFILE_KERNEL_FLAGS if profile else []), *split_hooks, *_USER_FLAGS,

@@ -208,8 +208,8 @@ def _split_kernels(ci, tu, path, source, source_name, scratch, includes, define_
                    profile):
     """{kernel: (offset just past its definition, the text inserted there, whether a template)}
     for the kernels of this file that the transform splits; every kernel of the file gets its
-    reason in `paths` ("" when split). profile: profile mode's build (no interchange of
-    barrier-free loops; SplitPlan.profile_reason keeps the fibers, as in tm.compile). The transform (barrier_split.split_kernel) reads this file alone,
+    reason in `paths` ("" when split). profile: profile mode's build (split_kernel(profile=True),
+    as in tm.compile). The transform (barrier_split.split_kernel) reads this file alone,
     without its headers; the real parse here (headers read) refuses first the kernels that
     reach into the program's own headers (_split_guard)."""
     trusted = tuple(os.path.join(os.path.realpath(d), "") for d in
@@ -242,11 +242,9 @@ def _split_kernels(ci, tu, path, source, source_name, scratch, includes, define_
                 raise _NoSplit("a kernel in a namespace")
             _split_guard(ci, tu, defs[0], path, users, constants)
             plan = barrier_split.split_kernel(source, name, define_lines, templates=True,
-                                              interchange=not profile)
+                                              profile=profile)
             if plan.text is None:
                 raise _NoSplit(plan.reason)
-            if profile and plan.profile_reason:
-                raise _NoSplit(f"profile mode: {plan.profile_reason}")
             out[name] = (plan.end, _split_text(plan, name, source, source_name),
                          bool(plan.template_args))
             # "" (split), or which instances of a template keep the fibers (fiber_guard)

@@ -25,7 +25,8 @@ from . import compile_emu, kernel_cache as cache, sandbox
 from .._backend import get_backend
 from .isolation import default_timeout
 from .kernel_diagnostics import CompileError
-from .._emu_build import PROFILE_HOOK_FLAGS, PROFILE_KERNEL_FLAGS, PROFILE_WRAPPED
+from .._emu_build import (PROFILE_HOOK_FLAGS, PROFILE_KERNEL_FLAGS, PROFILE_WRAPPED,
+                          profile_split_flags)
 from ..profiling.counters import GRID_SMS, Profile
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tiledmm/
@@ -343,10 +344,9 @@ def _emu_build_plan(compiler_args, profile):
     includes, rt_sources = compile_emu._headers()
     defines, user_includes, other = _emu_options(compiler_args)
     flags = list(compile_emu._build_flags())
-    # profile builds: split kernels' hooks included first (as setup.py's PROFILE_SPLIT_FLAGS)
     counted = [*PROFILE_KERNEL_FLAGS, "-DTM_PROG_PROFILE", f"-DTM_PROG_GRID_SMS={GRID_SMS}",
-               "-include", compile_emu._profile_file(includes, "split_hooks.h"),
-               "-DTM_PROFILE_SPLIT"] if profile else []
+               *profile_split_flags(compile_emu._profile_file(includes, "split_hooks.h"))] \
+        if profile else []
     compile_cmd = [compile_emu._cxx(), *flags, "-g", *counted, *compile_emu._USER_FLAGS,
                    *[f"-isystem{d}" for d in includes + [compile_emu._stand_ins()]],
                    *user_includes, *other]
