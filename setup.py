@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import types
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy
@@ -53,26 +54,37 @@ PROFILE_KERNEL_FLAGS = _EMU_BUILD["PROFILE_KERNEL_FLAGS"]
 PROFILE_HOOK_FLAGS = _EMU_BUILD["PROFILE_HOOK_FLAGS"]
 PROFILE_WRAPPED = _EMU_BUILD["PROFILE_WRAPPED"]
 compiler_accepts = _EMU_BUILD["accepts"]
-# The barrier-splitting transform (issue 34), run over cuda/*.cu for tiledmm._emu: loaded by
-# path as a package of its own (tiledmm/student imports nothing of tiledmm's compiled modules).
-SPLIT_SOURCES = [os.path.join("tiledmm", "student", f) for f in
-                 ("__init__.py", "barrier_split.py", "split_analysis.py", "split_inline.py",
-                  "kernel_source.py", "kernel_diagnostics.py")]
+# The barrier-splitting transform (issue 34), run over cuda/*.cu for tiledmm._emu: tiledmm/ loaded
+# by path as a package of its own, without its __init__ (which imports the compiled modules); the
+# transform imports nothing compiled. Its files are tiledmm/toolchain/split/__init__.py's list.
+BUILD_PACKAGE = "_tiledmm_build"
+
+
+def _build_package():
+    """tiledmm/ as the package BUILD_PACKAGE, its __init__ not run."""
+    if BUILD_PACKAGE not in sys.modules:
+        stub = types.ModuleType(BUILD_PACKAGE)
+        stub.__path__ = [os.path.join(HERE, "tiledmm")]
+        sys.modules[BUILD_PACKAGE] = stub
+    return sys.modules[BUILD_PACKAGE]
+
+
+def split_files():
+    """The transform's files (tiledmm/toolchain/split/__init__.py's FILES), as setup.py's paths."""
+    _build_package()
+    split = importlib.import_module(BUILD_PACKAGE + ".toolchain.split")
+    return [os.path.join("tiledmm", *f.split("/")) for f in split.FILES]
+
+
+SPLIT_SOURCES = split_files()
 
 
 def load_barrier_split():
-    """tiledmm/student/barrier_split.py, or None where it cannot load (then every registry
+    """tiledmm/toolchain/split/transform.py, or None where it cannot load (then every registry
     kernel keeps its fibers)."""
-    name = "_tiledmm_build_student"
     try:
-        if name not in sys.modules:
-            spec = importlib.util.spec_from_file_location(
-                name, os.path.join(HERE, "tiledmm", "student", "__init__.py"),
-                submodule_search_locations=[os.path.join(HERE, "tiledmm", "student")])
-            pkg = importlib.util.module_from_spec(spec)
-            sys.modules[name] = pkg
-            spec.loader.exec_module(pkg)
-        return importlib.import_module(name + ".barrier_split")
+        _build_package()
+        return importlib.import_module(BUILD_PACKAGE + ".toolchain.split.transform")
     except Exception as exc:   # noqa: BLE001 -- any failure means fibers, never a failed build
         print(f"tiledmm: the barrier-splitting transform did not load ({exc}): registry kernels "
               "run on fibers on emu", file=sys.stderr)
@@ -83,7 +95,7 @@ def split_registry_sources(out_dir, sources=KERNEL_SOURCES):
     """{cuda/X.cu: out_dir/X.cu} for the kernel files of `sources` the transform changed
     (written only when their text changes, so builds stay incremental); {} without libclang."""
     split = load_barrier_split()
-    if split is None or split._cindex() is None:
+    if split is None or split.cindex() is None:
         print("tiledmm: libclang is not importable at build time: registry kernels run on "
               "fibers on emu (pip install libclang)", file=sys.stderr)
         return {}

@@ -26,7 +26,7 @@ launch took.
 
 `user ...` rows: the lecture's tiled kernel (tile 16) and the naive kernel as a student writes
 them, through tm.compile, on both of the emulator's paths: split at their barriers into loops
-over the block's threads ("thread loops", tiledmm/student/barrier_split.py) and one fiber per CUDA
+over the block's threads ("thread loops", tiledmm/toolchain/split/transform.py) and one fiber per CUDA
 thread (TILEDMM_EMU_SPLIT=0). `--only user` times just those (and `naive` block 16).
 """
 import argparse

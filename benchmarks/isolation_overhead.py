@@ -59,7 +59,7 @@ print(json.dumps({"ok": ok, "ms": ms}))
 
 _START = r"""
 import json, time
-from tiledmm.student import isolation
+from tiledmm.confine import isolation
 w = isolation.worker()
 t = time.perf_counter(); reply = w.call({"op": "ping"}, timeout=60)
 print(json.dumps({"ms": (time.perf_counter() - t) * 1e3, "confined": reply["confined"]}))
@@ -69,7 +69,7 @@ w.stop()
 
 def sandbox_figures(starts):
     """(install ms, confined start-up ms, unconfined start-up ms), medians."""
-    from tiledmm.student import sandbox
+    from tiledmm.confine import sandbox
     here = os.path.dirname(os.path.abspath(__file__))
     env = dict(os.environ, PYTHONPATH=os.path.dirname(here))
     install, start = [], {True: [], False: []}

@@ -106,7 +106,7 @@ size_t job_h2d_bytes(const tm_job *job);
 PyObject *tm_raise_job_error(const tm_job *job);
 PyObject *tm_raise_cuda_error(cudaError_t err, const char *step);
 
-/* user_kernels.c: kernels the user compiles at run time (tiledmm/student/user_kernels.py) */
+/* user_kernels.c: kernels the user compiles at run time (tiledmm/user_kernels/kernel.py) */
 PyObject *tm_user_run_py(PyObject *self, PyObject *args);
 PyObject *tm_user_load_py(PyObject *self, PyObject *args);
 

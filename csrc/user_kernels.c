@@ -1,4 +1,4 @@
-/* user_kernels.c: launching a kernel the user wrote (tiledmm/student/user_kernels.py compiles it).
+/* user_kernels.c: launching a kernel the user wrote (tiledmm/user_kernels/kernel.py compiles it).
  *
  * user_run(handle, grid, block, shared_bytes, args, warmup, repeat[, flush_l2=True]) -> dict
  *          (as tm_run's, "l2" included)

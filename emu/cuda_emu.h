@@ -83,7 +83,7 @@ void threadfence();
 cudaError_t launch(const void *func, void (*invoke)(void *), void *pack, dim3 grid, dim3 block,
                    size_t shared_bytes);
 // `invoke` runs a whole block (a kernel split at its barriers into loops over the block's
-// threads, tiledmm/student/barrier_split.py) on the worker's own stack, without fibers.
+// threads, tiledmm/toolchain/split/transform.py) on the worker's own stack, without fibers.
 cudaError_t launch_whole_blocks(const void *func, void (*invoke)(void *), void *pack, dim3 grid,
                                 dim3 block, size_t shared_bytes);
 long long clock64();
@@ -117,7 +117,7 @@ static inline int shfl_source(int op, int l, int arg, int wd)
     }
     return src;
 }
-// A kernel split into thread loops (tiledmm/student/barrier_split.py) runs a full-mask shuffle
+// A kernel split into thread loops (tiledmm/toolchain/split/transform.py) runs a full-mask shuffle
 // as two loops: each thread's value's bits go to `vals` (one per thread of the block), then
 // thread `t` (linear index; `nt` threads in the block) takes its result here: what warp_op
 // gives when every existing lane of the warp arrives with a full mask.
@@ -430,7 +430,7 @@ static inline cudaError_t tm_emu_launch(void (*kernel)(Params...), dim3 grid, di
     return tm_emu_launch_via(&tm_emu::launch, kernel, kernel, grid, block, shared_bytes, args...);
 }
 
-// The same launch of a kernel split at its barriers (tiledmm/student/barrier_split.py): `block_fn`,
+// The same launch of a kernel split at its barriers (tiledmm/toolchain/split/transform.py): `block_fn`,
 // with the kernel's parameters, runs one whole block per call.
 template <typename... Params, typename... Args>
 static inline cudaError_t tm_emu_launch_blocks(void (*kernel)(Params...), void (*block_fn)(Params...),

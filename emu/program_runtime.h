@@ -1,6 +1,6 @@
 // program_runtime.h: the CUDA runtime as a whole program sees it on the emulator (tm.run).
 //
-// Included (after tiledmm_kernel.h) at the top of a program that tiledmm/student/program_build.py
+// Included (after tiledmm_kernel.h) at the top of a program that tiledmm/programs/build.py
 // compiled; header-only, so it lives in the program's one translation unit and never in the
 // registry's glue or in tm.compile's kernels. What it adds to emu/runtime.cpp:
 //   - device memory that host code cannot touch: cudaMalloc hands out memory of a region mapped
@@ -829,7 +829,7 @@ struct LaunchSite {
     int line;
 };
 
-// Kernels split at their barriers (tiledmm/student/program_build.py): each plain kernel's split
+// Kernels split at their barriers (tiledmm/programs/build.py): each plain kernel's split
 // registered by the kernel's address as the program loads (static initialisers, one thread),
 // read at each launch.
 struct SplitEntry {
@@ -849,7 +849,7 @@ inline bool register_split(const void *kernel, void (*split)(), size_t frame)
 
 // How a launch that ran was run (issue 34): `path` "thread loops" (the kernel split at its
 // barriers) or "fibers", and `reason`, why fibers where this launch decided it ("" otherwise:
-// tiledmm/student/programs.py adds the build's reason for the kernel).
+// tiledmm/programs/run.py adds the build's reason for the kernel).
 struct LaunchPath {
     const char *path;
     std::string reason;
@@ -978,7 +978,7 @@ struct Launcher {
     dim3 grid, block;
     size_t shared;
     cudaStream_t stream;
-    // the kernel split at its barriers (tiledmm/student/program_build.py), when it was:
+    // the kernel split at its barriers (tiledmm/programs/build.py), when it was:
     // one call runs a whole block as loops over its threads; frame: per-thread array bytes
     void (*split)(P...) = nullptr;
     size_t frame = 0;
@@ -1130,7 +1130,7 @@ inline void **as_void(T **p) { return reinterpret_cast<void **>(p); }
 
 }  // namespace tm_prog
 
-// ---- what tiledmm's program runner calls (tiledmm/student/program_main.py) ----
+// ---- what tiledmm's program runner calls (tiledmm/programs/main.py) ----
 // once per program: a program of several files (tm.run of a group) defines them in its first
 #ifndef TM_PROG_NOT_FIRST_FILE
 extern "C" __attribute__((visibility("default"), used)) int tm_prog_setup(int report_fd)

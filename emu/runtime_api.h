@@ -228,7 +228,7 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, const 
 /* Human-readable detail of the last failed launch on this host thread ("" if none). */
 const char *tm_emu_last_error_detail(void);
 /* How the last launch on this host thread ran its blocks: "thread loops" (a kernel split at
- * its barriers, tiledmm/student/barrier_split.py), "fibers" (one per CUDA thread), "" before
+ * its barriers, tiledmm/toolchain/split/transform.py), "fibers" (one per CUDA thread), "" before
  * any launch. For Launch.path. */
 const char *tm_emu_last_launch_path(void);
 /* Why the last launch on this host thread kept the fibers although its kernel has a split

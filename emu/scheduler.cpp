@@ -127,7 +127,7 @@ struct Launch {
     size_t shared_bytes;
     int nthreads;
     bool strict;
-    bool whole_block;   // invoke runs a whole block as thread loops (tiledmm/student/barrier_split.py)
+    bool whole_block;   // invoke runs a whole block as thread loops (tiledmm/toolchain/split/transform.py)
     std::atomic<bool> failed{false};
     std::mutex mu;
     cudaError_t err = cudaSuccess;

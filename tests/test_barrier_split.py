@@ -1,4 +1,4 @@
-"""tm.compile kernels split at their barriers (tiledmm/student/barrier_split.py, issue 34): which
+"""tm.compile kernels split at their barriers (tiledmm/toolchain/split/transform.py, issue 34): which
 kernels take the thread loops, which keep the fibers, and that both give the same results as
 NumPy (float64, tolerance growing with K) and as each other."""
 import os
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tiledmm as tm
-from tiledmm.student.barrier_split import split_kernel
+from tiledmm.toolchain.split.transform import split_kernel
 
 # Every launch here has tm.compile's kernel time limit (60 s by default): a hang fails.
 

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import tiledmm as tm
-from tiledmm.student import kernel_diagnostics, kernel_source
+from tiledmm.toolchain import diagnostics as kernel_diagnostics
+from tiledmm.toolchain import source as kernel_source
 
 MATMUL_2D = r"""
 #include <cuda_runtime.h>
@@ -231,7 +232,7 @@ __global__ void scale(const float *x, float *y, float a, int n) {
 
 
 def _nvrtc():
-    from tiledmm.student import compile_nvrtc
+    from tiledmm.toolchain import compile_nvrtc
     try:
         return compile_nvrtc, compile_nvrtc._load_nvrtc()
     except RuntimeError as exc:

@@ -203,5 +203,5 @@ def test_tm_grade_takes_either_kind_of_assignment():
 
 
 def tm_sandbox_confined():
-    from tiledmm.student import sandbox
+    from tiledmm.confine import sandbox
     return sandbox.status()["confined"]

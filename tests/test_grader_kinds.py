@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import tiledmm as tm
-from tiledmm.student import isolation as _isolation, sandbox as _sandbox
+from tiledmm.confine import isolation as _isolation
+from tiledmm.confine import sandbox as _sandbox
 from tiledmm.grading import matching
 from tiledmm.grading.builtin import BUILTIN
 

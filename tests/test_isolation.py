@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 
 import tiledmm as tm
-from tiledmm.student import isolation, kernel_cache
+from tiledmm.confine import isolation
+from tiledmm.toolchain import cache as kernel_cache
 
 HERE = Path(__file__).resolve().parent
 

@@ -10,20 +10,20 @@ import subprocess
 
 import pytest
 
-from tiledmm.student import compile_emu as _compile_emu
+from tiledmm.toolchain import compile_emu as _compile_emu
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INCLUDE = os.path.join(ROOT, "tiledmm", "include")
-CXX = _compile_emu._cxx()
+CXX = _compile_emu.cxx_compiler()
 PREPROCESS_SECONDS = 120
 
 
-def _headers(*patterns):
+def emu_headers(*patterns):
     return sorted(p for pat in patterns for p in glob.glob(os.path.join(ROOT, pat), recursive=True))
 
 
 def test_dialect_macros_are_defined_in_one_header():
-    sources = _headers("cuda/*.h", "cuda/*.cu", "csrc/*.[ch]", "emu/**/*.[ch]*",
+    sources = emu_headers("cuda/*.h", "cuda/*.cu", "csrc/*.[ch]", "emu/**/*.[ch]*",
                        "tiledmm/include/**/*.h")
     ceil_div = [p for p in sources if re.search(r"\btm_ceil_div\s*\(\s*long long", open(p).read())]
     assert [os.path.relpath(p, ROOT) for p in ceil_div] == ["tiledmm/include/kernel_dialect.h"]
@@ -37,8 +37,8 @@ def test_dialect_macros_are_defined_in_one_header():
 
 def test_the_emulator_includes_no_kernel_or_glue_header():
     # two arrows down (cuda/common.h and csrc/ include emu/), none back up
-    above = {os.path.basename(p) for p in _headers("cuda/*.h", "csrc/*.h")}
-    for path in _headers("emu/*.h", "emu/*.cpp", "emu/profile/*"):
+    above = {os.path.basename(p) for p in emu_headers("cuda/*.h", "csrc/*.h")}
+    for path in emu_headers("emu/*.h", "emu/*.cpp", "emu/profile/*"):
         for name in re.findall(r'^#include "([^"]+)"', open(path).read(), re.M):
             assert os.path.basename(name) not in above, f"{path} includes {name}"
 
@@ -49,7 +49,7 @@ def test_check_mode_runtime_only_in_check_mode_compiles(tmp_path, check):
     src = tmp_path / "k.cpp"
     src.write_text('#include "tiledmm_kernel.h"\n'
                    "__global__ void k(float *x) { x[tm_ceil_div(5, 2)] = 1; }\n")
-    includes = _compile_emu._headers()[0]
+    includes = _compile_emu.emu_headers()[0]
     r = subprocess.run([CXX, "-E", "-x", "c++", "-std=c++17", "-DTM_EMU",
                         *(["-DTM_CHECK"] if check else []), *[f"-I{d}" for d in includes],
                         str(src)],

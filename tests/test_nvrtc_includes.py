@@ -4,8 +4,8 @@ GPU, so this runs wherever the toolkit is."""
 
 import pytest
 
-from tiledmm.student import compile_nvrtc
-from tiledmm.student.kernel_source import full_source
+from tiledmm.toolchain import compile_nvrtc
+from tiledmm.toolchain.source import full_source
 
 CG_KERNEL = r"""
 #include <cooperative_groups.h>

@@ -102,9 +102,9 @@ def test_split_counts_are_the_fibers(kernel, params, n):
 
 
 def _transform():
-    """tiledmm.student.barrier_split, skipping where it or libclang is not there."""
-    barrier_split = pytest.importorskip("tiledmm.student.barrier_split")
-    if barrier_split._cindex() is None:
+    """tiledmm.toolchain.split.transform, skipping where it or libclang is not there."""
+    barrier_split = pytest.importorskip("tiledmm.toolchain.split.transform")
+    if barrier_split.cindex() is None:
         pytest.skip("libclang is not available")
     return barrier_split
 

@@ -8,7 +8,7 @@ import pytest
 
 import tiledmm as tm
 from tiledmm import _emu_build
-from tiledmm.student import compile_emu as _compile_emu
+from tiledmm.toolchain import compile_emu as _compile_emu
 
 pytestmark = pytest.mark.skipif(not tm.profile.available(),
                                 reason="tiledmm._emu_profile not built (TILEDMM_NO_PROFILE=1?)")
@@ -118,8 +118,8 @@ def test_setup_and_tm_compile_share_the_emulator_flags_and_probe():
     assert "-fstack-clash-protection" not in text and "-std=c++17\", \"-O2\", \"-fPIC" not in text
     assert "def compiler_accepts" not in text and "omp_get_max_threads" not in text
     assert "EMU_FLAGS" in text and '_EMU_BUILD["accepts"]' in text
-    cxx = _compile_emu._cxx()
-    assert _compile_emu._build_flags() == _emu_build.build_flags(cxx)
-    assert set(_compile_emu._build_flags()) <= set(_emu_build.EMU_FLAGS)
-    assert "-fstack-clash-protection" in _compile_emu._build_flags()
+    cxx = _compile_emu.cxx_compiler()
+    assert _compile_emu.kernel_build_flags() == _emu_build.build_flags(cxx)
+    assert set(_compile_emu.kernel_build_flags()) <= set(_emu_build.EMU_FLAGS)
+    assert "-fstack-clash-protection" in _compile_emu.kernel_build_flags()
     assert not _emu_build.accepts([cxx, "-x", "c++"], ["-fno-such-flag-anywhere"])

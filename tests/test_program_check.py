@@ -15,7 +15,7 @@ import sys
 import pytest
 
 import tiledmm as tm
-from tiledmm.student import programs
+from tiledmm.programs import run as programs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)

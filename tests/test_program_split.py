@@ -1,5 +1,5 @@
 """Whole programs on emu split at their barriers (issue 34): tm.run's kernels take the thread
-loops where tiledmm/student/barrier_split.py's transform applies (program_build.py, in the
+loops where tiledmm/toolchain/split/transform.py's transform applies (program_build.py, in the
 confined compile child), the fibers elsewhere, and every launch says which
 (`ProgramLaunch.path`, `path_reason`). Every program runs with a timeout (RUN_S); the compile
 child has its own (programs.build)."""
@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 import tiledmm as tm
-from tiledmm.student import compile_emu, program_build, programs
+from tiledmm.toolchain import compile_emu
+from tiledmm.programs import build as program_build
+from tiledmm.programs import run as programs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUN_S = 120
@@ -124,7 +126,7 @@ def test_a_change_to_the_transform_rebuilds_the_program(monkeypatch):
     compiled = tm.cache_info()["compiled"]
     run_tiled(16, 16, 16, seed=7, program=program)
     assert tm.cache_info()["compiled"] == compiled   # the same program: from the cache
-    monkeypatch.setattr(compile_emu, "_SPLIT_SOURCE", "a changed transform")
+    monkeypatch.setattr(compile_emu, "SPLIT_SOURCE", "a changed transform")
     c, want, r = run_tiled(16, 16, 16, seed=7, program=program)
     assert tm.cache_info()["compiled"] == compiled + 1
     np.testing.assert_allclose(c, want, rtol=tolerance(16), atol=tolerance(16))
@@ -403,7 +405,7 @@ def compile_child_here(monkeypatch):
     real = programs.sandbox.run_python
 
     def run_python(module, args, *a, **kw):
-        if module != "student.program_build":
+        if module != "programs.build":
             return real(module, args, *a, **kw)
         program_build.main(args)
         return types.SimpleNamespace(returncode=0, stderr=b"", stdout=b"")

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 import tiledmm as tm
-from tiledmm.student import programs
+from tiledmm.programs import run as programs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -220,7 +220,7 @@ __global__ void tile_sums(const float *x, float *out, int n)
 
 def test_cooperative_groups_in_tm_compile():
     # emu only: NVRTC finds <cooperative_groups.h> only with -I$CUDA_HOME/include and
-    # -I$CUDA_HOME/include/cccl, which tiledmm/student/compile_nvrtc.py does not pass yet
+    # -I$CUDA_HOME/include/cccl, which tiledmm/toolchain/compile_nvrtc.py does not pass yet
     np = pytest.importorskip("numpy")
     k = tm.compile(CG_KERNEL, "tile_sums", backend="emu")
     rng = np.random.default_rng(5)

@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 import tiledmm as tm
-from tiledmm.student import sandbox
+from tiledmm.confine import sandbox
 
 pytestmark = pytest.mark.skipif(not sandbox.available(),
                                 reason=f"no confinement here: {sandbox.describe()}")

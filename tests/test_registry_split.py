@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import tiledmm as tm
-from tiledmm.student.barrier_split import registry_source
-from tiledmm.student.kernel_source import _cindex
+from tiledmm.toolchain.split.transform import registry_source
+from tiledmm.toolchain.source import cindex
 
-pytestmark = pytest.mark.skipif(_cindex() is None, reason="libclang is not importable here")
+pytestmark = pytest.mark.skipif(cindex() is None, reason="libclang is not importable here")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

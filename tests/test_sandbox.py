@@ -11,7 +11,9 @@ import time
 
 import pytest
 
-from tiledmm.student import compile_emu, isolation, sandbox
+from tiledmm.toolchain import compile_emu
+from tiledmm.confine import isolation
+from tiledmm.confine import sandbox
 
 
 class _Boom:
@@ -157,9 +159,9 @@ def test_a_run_program_cannot_start_another(tmp_path):
 
 @needs_sandbox
 def test_run_python_confines_itself_before_calling_main(tmp_path):
-    done = sandbox.run_python("student.sandbox", [], sandbox.run_policy(str(tmp_path)),
+    done = sandbox.run_python("confine.sandbox", [], sandbox.run_policy(str(tmp_path)),
                                cwd=str(tmp_path), timeout=120)
-    # tiledmm.student.sandbox has no main(): the AttributeError proves it got that far, confined
+    # tiledmm.confine.sandbox has no main(): the AttributeError proves it got that far, confined
     assert b"AttributeError" in done.stderr and b"main" in done.stderr, done.stderr[-500:]
 
 
@@ -190,7 +192,7 @@ def test_packages_on_pythonpath_reach_a_confined_child_but_not_the_checkout(tmp_
 
 
 def test_each_backend_has_its_own_worker_and_only_cuda_gets_the_devices():
-    from tiledmm.student import isolation
+    from tiledmm.confine import isolation
     assert isolation.worker("emu") is not isolation.worker("cuda")
     assert isolation.worker("emu").devices is False
     assert isolation.worker() is isolation.worker("emu")

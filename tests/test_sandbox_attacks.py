@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from tiledmm.student import sandbox
+from tiledmm.confine import sandbox
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tiledmm as tm
-from tiledmm.student import user_kernels
+from tiledmm.user_kernels import kernel as user_kernels
 
 SCALE = r"""
 // y = a * x

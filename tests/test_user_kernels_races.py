@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tiledmm as tm
-from tiledmm.student import check_mode
+from tiledmm.toolchain import check_rewrite as check_mode
 
 from test_user_kernels import RECT, SQUARE, SUM
 

@@ -16,20 +16,20 @@ from ._device import device_info, mem_info
 from ._device_array import DeviceArray, to_device
 from ._registry import KernelSpec, kernels
 from . import model, occupancy, plot, profile, sweep
-from .student.user_kernels import (CompileError, CompileWarning, Kernel, KernelError, cache_info,
-                                   clear_cache, compile)
+from .errors import CompileError, CompileWarning, KernelError
+from .user_kernels.kernel import Kernel, cache_info, clear_cache, compile
 from .grading.checkers import (CheckReport, GradeTable, check_matmul, check_reduce, grade_matmul,
                       grade_reduce)
 from . import grading
 from .grading import GradeReport, grade
-from .student.programs import ProgramLaunch, ProgramResult, run
-from .student import magics
+from .programs.run import ProgramLaunch, ProgramResult, run
+from . import magics
 
 __version__ = "0.1.0"
 
 
 def load_ipython_extension(shell):
-    """`%load_ext tiledmm` in Jupyter: the %%cuda magics (tiledmm/student/magics.py,
+    """`%load_ext tiledmm` in Jupyter: the %%cuda magics (tiledmm/magics.py,
     nvcc4jupyter's; IPython is imported only there, when the magics' class is made)."""
     magics.load_ipython_extension(shell)
 

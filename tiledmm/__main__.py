@@ -7,8 +7,8 @@ import numpy as np
 import tiledmm as tm
 from tiledmm import _registry, bench
 from tiledmm.grading.cli import add_grade_parser
-from tiledmm.student import sandbox
-from tiledmm.student.programs import run_cli
+from tiledmm.confine import sandbox
+from tiledmm.programs.run import run_cli
 from tiledmm.testing import assert_matmul_close
 
 # Printed under the demo's table on the emulator, where tiled usually loses to naive in CPU time.

@@ -62,7 +62,7 @@ class Launch:
     blocks_per_sm: int          # resident blocks per multiprocessor (CUDA occupancy API)
     occupancy: float            # resident threads / max threads per multiprocessor
     launches: int               # kernel launches per call (grid chunks, tree levels, ...)
-    # emu: "thread loops" (split at its barriers, tiledmm/student/barrier_split.py; registry
+    # emu: "thread loops" (split at its barriers, tiledmm/toolchain/split/transform.py; registry
     # kernels by setup.py) or "fibers" (one per CUDA thread); path_reason: why fibers where the
     # launch refused a split (frame too large, TILEDMM_EMU_SPLIT=0) or tm.compile's transform
     # kept them; "" on cuda
@@ -153,7 +153,7 @@ class Result:
 
 
 # Per family: (floating-point operations, fewest bytes moved) for a problem M, N, K.
-_FAMILY_MODELS = {
+FAMILY_MODELS = {
     "matmul": lambda M, N, K, size: (2.0 * M * N * K, size * (M * K + K * N + M * N)),
     "reduce": lambda M, N, K, size: (float(M), size * (M + 1)),
     "elementwise": lambda M, N, K, size: (float(M * N), size * 3 * M * N),
@@ -168,7 +168,7 @@ def check_warm_l2(warm_l2):
     return not warm_l2
 
 
-def _run(family, kernel, inputs, params, backend, warmup, repeat, output=None, profile=False,
+def run_family(family, kernel, inputs, params, backend, warmup, repeat, output=None, profile=False,
          *, warm_l2=False):
     spec = _registry.lookup(kernel, family)
     values = _registry.param_values(spec, params)
@@ -185,7 +185,7 @@ def _run(family, kernel, inputs, params, backend, warmup, repeat, output=None, p
     warmup = default_warmup if warmup is None else warmup
     repeat = default_repeat if repeat is None else repeat
     for label, value, least in (("warmup", warmup, 0), ("repeat", repeat, 1)):
-        if _registry._as_int(value) is None or not least <= value <= MAX_RUNS:
+        if _registry.as_int(value) is None or not least <= value <= MAX_RUNS:
             raise ValueError(f"{label} must be an integer from {least} to {MAX_RUNS}, "
                              f"got {value!r}")
     try:
@@ -213,7 +213,7 @@ def _run(family, kernel, inputs, params, backend, warmup, repeat, output=None, p
         raw["out"] = DeviceArray(raw["out"], raw["out_address"], raw["out_shape"],
                                  raw["out_dtype"], name)
     itemsize = 4 if raw["out_dtype"] == "float32" else 8
-    flops, min_bytes = _FAMILY_MODELS[family](*raw["problem"], itemsize)
+    flops, min_bytes = FAMILY_MODELS[family](*raw["problem"], itemsize)
     result = Result(raw, spec, values, name, flops, min_bytes, warmup)
     if profile and result.timing.samples_ms:   # empty problems launch nothing
         if name == "emu":
@@ -249,7 +249,7 @@ def matmul(A, B, kernel="tiled", *, backend=None, warmup=None, repeat=None, outp
     array([[ 3.,  3.],
            [12., 12.]], dtype=float32)
     """
-    return _run("matmul", kernel, (A, B), params, backend, warmup, repeat, output, profile,
+    return run_family("matmul", kernel, (A, B), params, backend, warmup, repeat, output, profile,
                 warm_l2=warm_l2)
 
 
@@ -264,7 +264,7 @@ def reduce(x, kernel="shuffle", *, backend=None, warmup=None, repeat=None, outpu
     >>> float(res.out), res.out.shape
     (499500.0, ())
     """
-    result = _run("reduce", kernel, (x,), params, backend, warmup, repeat, output, profile,
+    result = run_family("reduce", kernel, (x,), params, backend, warmup, repeat, output, profile,
                 warm_l2=warm_l2)
     result.out = result.out.reshape(())
     return result
@@ -278,7 +278,7 @@ def vec_add(a, b, kernel="vec_add", *, backend=None, warmup=None, repeat=None, o
     >>> tm.vec_add(a, a, block=128, backend="emu").out
     array([0., 2., 4., 6., 8.], dtype=float32)
     """
-    return _run("elementwise", kernel, (a, b), params, backend, warmup, repeat, output, profile,
+    return run_family("elementwise", kernel, (a, b), params, backend, warmup, repeat, output, profile,
                 warm_l2=warm_l2)
 
 
@@ -291,5 +291,5 @@ def mat_add(a, b, kernel="mat_add", *, backend=None, warmup=None, repeat=None, o
     array([[ 0.,  2.,  4.],
            [ 6.,  8., 10.]])
     """
-    return _run("elementwise", kernel, (a, b), params, backend, warmup, repeat, output, profile,
+    return run_family("elementwise", kernel, (a, b), params, backend, warmup, repeat, output, profile,
                 warm_l2=warm_l2)

@@ -1,6 +1,6 @@
 """How the emulator's code is built: the flags and compiler probe that setup.py uses for
 tiledmm._emu and tiledmm._emu_profile, and that tm.compile and tm.run use for a user's kernel or
-program and the emulator runtime linked into it (tiledmm/student/compile_emu.py, tiledmm/student/programs.py).
+program and the emulator runtime linked into it (tiledmm/toolchain/compile_emu.py, tiledmm/programs/run.py).
 One list for both, so that user code links against runtime objects built exactly as the
 registry's are, and a student's kernel is counted in profile mode exactly as the registry's are
 (docs/profile.md). setup.py reads this file with runpy (it cannot import the package it builds):

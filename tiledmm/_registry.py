@@ -170,7 +170,7 @@ def param_values(spec, given):
     values = []
     for p in spec.params:
         given_value = given.get(p.name, p.default)
-        value = _as_int(given_value)
+        value = as_int(given_value)
         if value not in p.values:
             raise ValueError(f"{p.name}={given_value!r} is not allowed for kernel {spec.name!r}; "
                              f"allowed: {', '.join(map(str, p.values))}")
@@ -178,7 +178,7 @@ def param_values(spec, given):
     return tuple(values)
 
 
-def _as_int(value):
+def as_int(value):
     """value as a Python int (NumPy integers included), or None if it is not an integer."""
     if isinstance(value, bool):
         return None

@@ -29,7 +29,7 @@ def _runs(name, warmup, repeat, sizes, family):
     sizes = sizes or (GPU_SIZES if name == "cuda" else EMU_SIZES)[family]
     for size in sizes:
         dims = size if isinstance(size, tuple) else (size,)
-        if not all(_registry._as_int(d) is not None and d >= 1 for d in dims):
+        if not all(_registry.as_int(d) is not None and d >= 1 for d in dims):
             raise ValueError(f"bench sizes must be integers of 1 or more, got {size!r}")
     return warmup, repeat, sizes
 

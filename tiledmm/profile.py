@@ -65,7 +65,7 @@ def count(family, kernel, *inputs, sample=None, **params):
     stride = counters.sampling_stride(family, problem) if sample is None else max(1, int(sample))
     raw, counts = counters.profiled_run(spec.name, inputs, [None] * len(inputs), values, stride)
     itemsize = 4 if raw["out_dtype"] == "float32" else 8
-    flops, min_bytes = _core._FAMILY_MODELS[family](*raw["problem"], itemsize)
+    flops, min_bytes = _core.FAMILY_MODELS[family](*raw["problem"], itemsize)
     result = _core.Result(raw, spec, values, "emu", flops, min_bytes, 0)
     return make_profile(counts, stride, result)
 

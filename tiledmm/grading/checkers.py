@@ -44,8 +44,8 @@ is `launch=lambda n: [(grid(n), 256, 256 * 4, {"depth": d}) for d in powers(n, 2
 import numpy as np
 
 from .. import _backend, testing
-from ..student.isolation import default_timeout
-from ..student.user_kernels import Kernel
+from ..confine.isolation import default_timeout
+from ..user_kernels.kernel import Kernel
 from .assignment import Arg, Assignment
 from .builtin import BUILTIN
 from .compare import reduce_hint

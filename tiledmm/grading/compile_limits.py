@@ -1,5 +1,5 @@
 """Compiling a submission with limits. tm.compile already parses and compiles the source only in
-a confined compile child (tiledmm/student/sandbox.py, tiledmm/student/compile_emu.py): Landlock lets it read the
+a confined compile child (tiledmm/confine/sandbox.py, tiledmm/toolchain/compile_emu.py): Landlock lets it read the
 toolchain and tiledmm's headers and write one scratch folder; seccomp lets it run the compiler's
 passes but reach no network; it runs in a session of its own with a wall-clock limit, a CPU-time
 limit and a data-segment limit (RLIMIT_DATA, not RLIMIT_AS: the CUDA driver and the emulator's
@@ -10,8 +10,9 @@ worker process, with the per-case timeout)."""
 import warnings
 
 from .. import _backend
-from ..student.compile_emu import CompileTimeout, compile_emu, kernel_signature_confined
-from ..student.user_kernels import (CompileError, CompileWarning, compile as tm_compile)  # noqa: F401
+from ..toolchain.compile_emu import CompileTimeout, compile_emu, kernel_signature_confined
+from ..errors import CompileWarning
+from ..user_kernels.kernel import compile as tm_compile
 
 __all__ = ["compile_submission", "CompileLimitError"]
 

@@ -6,7 +6,7 @@ graded against a kernel assignment, launched as the program's own <<<>>> launche
 import os
 import runpy
 
-from ..student import sandbox
+from ..confine import sandbox
 from .assignment import Assignment
 from .lookup import load_assignment
 from .builtin import BUILTIN

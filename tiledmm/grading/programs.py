@@ -22,9 +22,9 @@ import secrets
 import numpy as np
 
 from .. import _backend
-from ..student.kernel_diagnostics import CompileError
-from ..student.kernel_source import blank_source, split_top_level
-from ..student.programs import run as run_program
+from ..errors import CompileError
+from ..toolchain.source import blank_source, split_top_level
+from ..programs.run import run as run_program
 from .assignment import CaseSizes
 from .report import GradeReport
 from .runner import grade as grade_kernel

@@ -25,7 +25,7 @@ class GradeReport:
         self.seed, self.seed_secret = seed, seed_secret
         self.kernel = self.signature = None
         self.compile_error = None
-        self.confinement = ""   # tiledmm/student/sandbox.py's describe(): what held the submission
+        self.confinement = ""   # tiledmm/confine/sandbox.py's describe(): what held the submission
         self.warnings = []
         self.mapping = self.launch = ""
         self.cases = []

@@ -20,9 +20,9 @@ import secrets
 import numpy as np
 
 from .. import _backend, testing
-from ..student import sandbox
-from ..student.isolation import stop_workers
-from ..student.user_kernels import CompileError, KernelError
+from ..confine import sandbox
+from ..confine.isolation import stop_workers
+from ..errors import CompileError, KernelError
 from .lookup import load_assignment
 from .compare import compare, output_array, tolerance
 from .compile_limits import GRADING_COMPILE_CHILD_SECONDS, CompileLimitError, compile_submission
@@ -70,7 +70,7 @@ def grade(submission, assignment, *, backend=None, seed=None, kernel=None, timeo
     allow_unconfined: grade even where Landlock or seccomp is missing (the submission then runs
     with this account's rights; the report says so); otherwise that raises UnconfinedError.
 
-    The submission is compiled and run only in confined processes (tiledmm/student/sandbox.py), and
+    The submission is compiled and run only in confined processes (tiledmm/confine/sandbox.py), and
     tiledmm's worker (its process group) is ended before this returns, so nothing it started
     can touch the files the caller writes next."""
     if not sandbox.status()["confined"] and not allow_unconfined:

@@ -5,7 +5,7 @@
 // its includer has included the emulator's cuda_emu.h first; otherwise the compiler is nvcc or
 // NVRTC, whose built-ins it uses. It lives in tiledmm/include (package data, one path in a
 // checkout and an installed copy); the registry's builds add -Itiledmm/include, and
-// tiledmm/student/compile_nvrtc.py hands it to NVRTC by name.
+// tiledmm/toolchain/compile_nvrtc.py hands it to NVRTC by name.
 #pragma once
 
 // Dynamic shared memory. `extern __shared__ T name[]` cannot be expressed on the emulator,
@@ -25,7 +25,7 @@ static __host__ __device__ inline unsigned tm_ceil_div(long long n, long long d)
     return (unsigned)((n + d - 1) / d);
 }
 
-// Profile mode's hooks in a kernel split at its barriers (tiledmm/student/barrier_split.py
+// Profile mode's hooks in a kernel split at its barriers (tiledmm/toolchain/split/transform.py
 // emits them; issue 34): empty here, so plain builds compile the split as if they were not
 // there. The profile build's split kernels are compiled with emu/profile/split_hooks.h included
 // first, which defines them as calls that tell emu_profile.cpp whose turn it is.

@@ -68,7 +68,7 @@ static inline long long tm_check_block_linear()
 static inline void tm_check_plain_types(char *text, size_t size);
 // In tiledmm's worker process (TILEDMM_WORKER=1), the launch's first report is also written to
 // stderr as it is recorded, as one line `tiledmm check: <report>`: a launch that then never ends
-// is killed at its timeout, and the caller (tiledmm/student/isolation.py) quotes that line with the
+// is killed at its timeout, and the caller (tiledmm/confine/isolation.py) quotes that line with the
 // timeout. In the caller's own process (isolate=False) nothing is written.
 static inline bool tm_check_in_worker()
 {

@@ -1,7 +1,7 @@
 // tiledmm_fault.h: the fault report of an isolated user kernel on the emulator.
 //
-// tm.compile's generated launcher (tiledmm/student/compile_emu.py) includes this after the user's source.
-// In tiledmm's worker process (tiledmm/student/isolation.py) each loaded kernel library installs these
+// tm.compile's generated launcher (tiledmm/toolchain/compile_emu.py) includes this after the user's source.
+// In tiledmm's worker process (tiledmm/confine/isolation.py) each loaded kernel library installs these
 // handlers; in the caller's own process (isolate=False) nothing is installed. When a CUDA thread
 // faults (SIGSEGV/SIGBUS on an address outside the argument buffers' 256-byte-aligned extents,
 // which the worker surrounds with inaccessible guard pages; SIGFPE; SIGILL; abort(), a failed
@@ -30,7 +30,7 @@ struct tm_fault_arg_t {
     size_t bytes, elem;        // its size and the element's size
 };
 // The inaccessible bytes the worker leaves before and after each argument's buffer
-// (tiledmm/student/isolation.py's GUARD).
+// (tiledmm/confine/isolation.py's GUARD).
 #define TM_FAULT_GUARD ((uintptr_t)1 << 20)
 static tm_fault_arg_t tm_fault_args_[64];
 static int tm_fault_nargs_ = 0;
@@ -63,7 +63,7 @@ static inline const char *tm_fault_signal_text(int sig, int code)
     }
 }
 
-// SIGSYS: the sandbox (tiledmm/student/sandbox.py's seccomp filter, SECCOMP_RET_TRAP) refused a system
+// SIGSYS: the sandbox (tiledmm/confine/sandbox.py's seccomp filter, SECCOMP_RET_TRAP) refused a system
 // call worth naming. What the call would have done, in words.
 static inline void tm_fault_sandbox_text(char *buf, size_t n, int nr)
 {

@@ -1,4 +1,4 @@
-// tiledmm_kernel.h: the prelude of a kernel compiled with tiledmm.compile (tiledmm/student/user_kernels.py
+// tiledmm_kernel.h: the prelude of a kernel compiled with tiledmm.compile (tiledmm/user_kernels/kernel.py
 // includes it before the user's source, then resets line numbers with #line 1), and of a whole
 // program on the emulator (tm.run). It gives user kernels nvcc's dialect on both backends, plus
 // TM_DYNAMIC_SHARED and tm_ceil_div (kernel_dialect.h, shared with the registry's kernels):
@@ -8,7 +8,7 @@
 //   (tiledmm_check.h): the bounds-checked pointer type that check mode gives the kernel's
 //   pointer parameters and the race-checked shared arrays it gives its __shared__ declarations.
 // The user's -D defines come after this prelude.
-// `extern __shared__ T name[];` is rewritten for the emulator (tiledmm/student/kernel_source.py,
+// `extern __shared__ T name[];` is rewritten for the emulator (tiledmm/toolchain/source.py,
 // emu_dialect) into TM_DYNAMIC_SHARED(T, name) in a function, a tm_extern_shared<T> at
 // namespace scope.
 #pragma once

@@ -1,5 +1,5 @@
 // tiledmm_program_cuda.h: what a whole program built by nvcc for tm.run (backend "cuda") is
-// compiled with (tiledmm/student/program_build.py puts it before the program's source). The program's
+// compiled with (tiledmm/programs/build.py puts it before the program's source). The program's
 // launches `k<<<g, b, s, st>>>(args)` were rewritten into tm_prog::config(...)(args): the
 // launch itself is unchanged, between two CUDA events on its stream, so that each launch's time
 // is CUDA-event time (nvcc links cudart statically; CUPTI is not needed). The events' times are
@@ -135,7 +135,7 @@ inline Launcher<P...> config(const char *kernel_name, const char *params, const 
 // The program's own calls (after cuda_runtime.h's declaration, which this leaves alone).
 #define cudaDeviceReset() tm_prog::device_reset()
 
-// ---- what tiledmm's program runner calls (tiledmm/student/program_main.py) ----
+// ---- what tiledmm's program runner calls (tiledmm/programs/main.py) ----
 // once per program: a program of several files (tm.run of a group) defines them in its first
 #ifndef TM_PROG_NOT_FIRST_FILE
 extern "C" __attribute__((visibility("default"), used)) int tm_prog_setup(int report_fd)

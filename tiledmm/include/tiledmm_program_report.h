@@ -1,7 +1,7 @@
 // tiledmm_program_report.h: the report file of a whole program that tm.run runs, on both
 // backends (emu/program_runtime.h on the emulator, tiledmm_program_cuda.h on the GPU): one JSON
 // line per launch and per fault, written to the file descriptor tiledmm hands the program and
-// read by tiledmm/student/programs.py after the run.
+// read by tiledmm/programs/run.py after the run.
 #pragma once
 #include <unistd.h>
 

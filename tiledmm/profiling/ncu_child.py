@@ -22,7 +22,7 @@ def run_spec(spec_path):
         inputs = tuple(np.load(p, allow_pickle=False) for p in call["inputs"])
         # warm_l2: ncu flushes caches before each profiled kernel itself (its default
         # --cache-control all), and only the call's own kernels may reach its list of launches
-        res = _core._run(call["family"], call["kernel"], inputs, call["params"], "cuda",
+        res = _core.run_family(call["family"], call["kernel"], inputs, call["params"], "cuda",
                          warmup=0, repeat=1, warm_l2=True)
         launches.append(int(res.launch.launches))
     with open(spec["launches_out"], "w") as f:

@@ -1,6 +1,6 @@
 """Loading a compiled user kernel and launching it: what tm.compile does in the caller
-(isolate=False) and what the worker does (tiledmm/student/worker.py). Compiling is
-tiledmm/student/compile_emu.py's and compile_nvrtc.py's; this module only opens the image they
+(isolate=False) and what the worker does (tiledmm/user_kernels/worker.py). Compiling is
+tiledmm/toolchain/compile_emu.py's and compile_nvrtc.py's; this module only opens the image they
 made and runs it, counted by profile mode's hooks when it is a profile build.
 """
 import ctypes
@@ -44,7 +44,7 @@ def load_emu(artifact, report_faults):
 
 def image_memfd(artifact):
     """A memfd holding the compiled kernel, made by the caller for the worker (which may not make
-    one: tiledmm/student/sandbox.py), sealed against changes."""
+    one: tiledmm/confine/sandbox.py), sealed against changes."""
     fd = os.memfd_create(f"tiledmm-{artifact.name}"[:200],
                          os.MFD_CLOEXEC | getattr(os, "MFD_ALLOW_SEALING", 2))
     try:

@@ -39,10 +39,10 @@ raises `KernelError` (a RuntimeError) with the report: the kind of fault, the th
 block, and for an access next to an argument's buffer the argument and the index.
 
 Isolation (the default, `isolate=True`): the kernel runs in tiledmm's worker process
-(tiledmm/student/isolation.py), so that nothing it does can kill, hang or corrupt the caller: a fault is
+(tiledmm/confine/isolation.py), so that nothing it does can kill, hang or corrupt the caller: a fault is
 a KernelError and the next call works; Ctrl-C stops a running kernel (KeyboardInterrupt), and
 `timeout=` seconds (default 60, $TILEDMM_KERNEL_TIMEOUT; None for no limit) end a runaway one.
-The worker is confined (tiledmm/student/sandbox.py): it reads only what it loads, writes one scratch
+The worker is confined (tiledmm/confine/sandbox.py): it reads only what it loads, writes one scratch
 folder, starts no program or process, opens no network socket and reaches no other process; its
 replies are JSON checked against a fixed schema. The source is parsed and compiled only in a
 confined compile child. `isolate=False` runs the kernel in the caller's process, UNCONFINED:
@@ -78,12 +78,12 @@ from .._core import DEFAULT_RUNS, MAX_RUNS, Result, check_warm_l2
 from .._device_array import DeviceArray, as_device_input, to_device
 from .._row_tables import row_table
 from ..profiling.counters import make_profile
-from . import kernel_cache
-from .compile_emu import compile_emu, kernel_signature_confined, split_wanted
-from .compile_nvrtc import compile_cuda, load_cuda
-from .isolation import Segment, default_timeout, worker
-from .kernel_diagnostics import (CompileError, CompileWarning, KernelError, emit_warnings,
-                                 parse_warnings)
+from ..toolchain import cache as kernel_cache
+from ..toolchain.compile_emu import compile_emu, kernel_signature_confined, split_wanted
+from ..toolchain.compile_nvrtc import compile_cuda, load_cuda
+from ..confine.isolation import Segment, default_timeout, worker
+from ..errors import CompileError, CompileWarning, KernelError
+from ..toolchain.diagnostics import emit_warnings, parse_warnings
 from .launch import counted_launch, image_memfd, load_emu
 
 __all__ = ["compile", "Kernel", "CompileError", "CompileWarning", "KernelError", "cache_dir",
@@ -377,7 +377,7 @@ class Kernel:
 
     def _run_isolated(self, launch, checked):
         """The kernel runs in tiledmm's worker process; the arrays cross through one
-        shared-memory segment (tiledmm/student/isolation.py)."""
+        shared-memory segment (tiledmm/confine/isolation.py)."""
         pointers = [(i, c) for i, c in enumerate(checked) if c[0] != "s"]
         # a `T **` parameter's table of row pointers gets a region of its own, filled where the
         # kernel runs (tiledmm/_row_tables.py)

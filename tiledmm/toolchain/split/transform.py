@@ -63,11 +63,11 @@ import os
 import re
 from dataclasses import dataclass
 
-from .kernel_diagnostics import SOURCE_NAME
-from .kernel_source import _cindex, emu_dialect, split_top_level
-from .split_analysis import (MAX_FRAME, PURE_CALLS, SHUFFLE_OPS, VOTE_OPS,  # noqa: F401
-                             KernelAnalysis, _Fallback, kernel_names)
-from .split_inline import inline_helpers
+from ..diagnostics import SOURCE_NAME
+from ..source import cindex, emu_dialect, split_top_level
+from .analysis import (MAX_FRAME, PURE_CALLS, SHUFFLE_OPS, VOTE_OPS,  # noqa: F401
+                             KernelAnalysis, Fallback, kernel_names)
+from .inline import inline_helpers
 
 
 @dataclass
@@ -99,7 +99,7 @@ def split_kernel(source, name, define_lines=(), templates=False, headers=None, p
     inside the thread loops (no interchange), and a kernel with a profile_reason keeps the
     fibers (reason "profile mode: ..."). The registry's text serves both builds and guards
     profile_reason itself (registry_source)."""
-    ci = _cindex()
+    ci = cindex()
     if ci is None:
         return SplitPlan(None, "libclang is not available")
     text = source if templates else emu_dialect(source)
@@ -115,7 +115,7 @@ def split_kernel(source, name, define_lines=(), templates=False, headers=None, p
         # the kernel's end in `text` (the inlined bodies sit inside the kernel)
         plan.end -= len(inlined.encode()) - len(text.encode())
         return plan
-    except _Fallback as exc:
+    except Fallback as exc:
         return SplitPlan(None, str(exc))
 
 
@@ -190,7 +190,7 @@ class _Emitter:
             if run:
                 if not final and any(c.kind == ci.CursorKind.RETURN_STMT for r in run
                                      for c in self.walk(r)):
-                    raise _Fallback(f"return before a barrier (line {run[0].location.line})")
+                    raise Fallback(f"return before a barrier (line {run[0].location.line})")
                 out.append(self._thread_loop(run, final))
                 run.clear()
 
@@ -203,7 +203,7 @@ class _Emitter:
                 # the run so far and the stores of the statement's values: one thread loop;
                 # the statement starts the next (its results read from the stores)
                 if any(c.kind == ci.CursorKind.RETURN_STMT for r in run for c in self.walk(r)):
-                    raise _Fallback(f"return before a warp shuffle (line {run[0].location.line})")
+                    raise Fallback(f"return before a warp shuffle (line {run[0].location.line})")
                 stores, args, votes = self._exchange_stores(s)
                 label = f"tm_next_thread_{self.n_regions + 1}_"
                 text = "\n".join([self._stmt_text(r, label) for r in run] + [stores])
@@ -219,7 +219,7 @@ class _Emitter:
                 continue
             if self.a.is_shared_decl(s):
                 if not top:
-                    raise _Fallback("a __shared__ declaration inside a loop with barriers")
+                    raise Fallback("a __shared__ declaration inside a loop with barriers")
                 out.append(self.src(s))   # in place: it may use a uniform local declared above
                 continue
             if self.a.split_loop(s):
@@ -267,11 +267,11 @@ class _Emitter:
 
         def visit(c, depth_loop, depth_switch):
             if c.kind == ci.CursorKind.RETURN_STMT and not final:
-                raise _Fallback(f"return before a barrier (line {c.location.line})")
+                raise Fallback(f"return before a barrier (line {c.location.line})")
             if c.kind == ci.CursorKind.CONTINUE_STMT and depth_loop == 0:
-                raise _Fallback(f"continue of a loop with barriers (line {c.location.line})")
+                raise Fallback(f"continue of a loop with barriers (line {c.location.line})")
             if c.kind == ci.CursorKind.BREAK_STMT and depth_loop == 0 and depth_switch == 0:
-                raise _Fallback(f"break of a loop with barriers (line {c.location.line})")
+                raise Fallback(f"break of a loop with barriers (line {c.location.line})")
             for k in c.get_children():
                 visit(k, depth_loop + (c.kind in loops), depth_switch +
                       (c.kind == ci.CursorKind.SWITCH_STMT))
@@ -296,7 +296,7 @@ class _Emitter:
         text = self.data[start:s.extent.end.offset].decode().rstrip().rstrip(";")
         parts = split_top_level(text)
         if len(parts) != len(decls):
-            raise _Fallback(f"a declaration not understood (line {s.location.line})")
+            raise Fallback(f"a declaration not understood (line {s.location.line})")
         return parts
 
     def _decl_assign(self, s, d, part):
@@ -304,7 +304,7 @@ class _Emitter:
         eq = _top_level_eq(part)
         if eq < 0:
             if re.search(r"[({]", part):
-                raise _Fallback(f"an initializer form not handled (line {s.location.line})")
+                raise Fallback(f"an initializer form not handled (line {s.location.line})")
             return f"/* {d.spelling}: per-thread */"
         init = part[eq + 1:].strip()
         if d.type.kind in (self.ci.TypeKind.CONSTANTARRAY, self.ci.TypeKind.DEPENDENTSIZEDARRAY):
@@ -346,14 +346,14 @@ class _Emitter:
                 self._written_here(c, keywords[c.kind])
             elif c.kind in types:
                 # the thread loops scope it to one region and emit recomputed locals before it
-                raise _Fallback(f"a type declared inside the kernel (`{c.spelling}`, line "
+                raise Fallback(f"a type declared inside the kernel (`{c.spelling}`, line "
                                 f"{c.location.line}): declare it before the kernel")
         self._check_names(body)
         text = self.data[body.extent.start.offset:body.extent.end.offset].decode()
         m = re.search(r"^[ \t]*#[ \t]*(define|undef)\b", text, re.M)
         if m:
             line = body.extent.start.line + text.count("\n", 0, m.start())
-            raise _Fallback(f"#{m.group(1)} inside the kernel (line {line}): the split, after "
+            raise Fallback(f"#{m.group(1)} inside the kernel (line {line}): the split, after "
                             "the kernel, would see the macro's last value")
 
     def _check_names(self, body):
@@ -384,7 +384,7 @@ class _Emitter:
         for r in refs:
             for h, (start, end), line in decls.get(r.spelling, ()):
                 if h != r.referenced.hash and start <= r.extent.start.offset < end:
-                    raise _Fallback(f"`{r.spelling}` names two things (line {line} and the use "
+                    raise Fallback(f"`{r.spelling}` names two things (line {line} and the use "
                                     f"on line {r.location.line}): the thread loops' locals "
                                     "would hide one")
 
@@ -394,7 +394,7 @@ class _Emitter:
         n)` for `if (c) return`), whose rewrite would lose the rest of the macro."""
         if not re.match(re.escape(word).encode() + rb"\b", self.data[c.extent.start.offset:
                                                                c.extent.end.offset]):
-            raise _Fallback(f"`{word}` from a macro's expansion (line {c.location.line}): the "
+            raise Fallback(f"`{word}` from a macro's expansion (line {c.location.line}): the "
                             "thread loops copy and rewrite the kernel's text")
 
     def _warp_if(self, s):
@@ -520,7 +520,7 @@ class _Emitter:
             d = self.a.var_decls(s)[0]
             init = [x for x in d.get_children() if x.kind.is_expression()]
             if not init:
-                raise _Fallback(f"a declaration not understood (line {s.location.line})")
+                raise Fallback(f"a declaration not understood (line {s.location.line})")
             base = init[-1].extent.start.offset
             text = self._text(init[-1])
             for a, b, new in sorted(edits, reverse=True):
@@ -664,7 +664,7 @@ class _Emitter:
         # the signature with the kernel's name replaced
         m = re.search(r"\b" + re.escape(self.name) + r"\s*\(", head)
         if m is None:
-            raise _Fallback("the kernel's name was not found in its signature")
+            raise Fallback("the kernel's name was not found in its signature")
         params = head[m.end():]
         params = params[:params.rfind(")")]
         arrays, sizes = [], []
@@ -678,11 +678,11 @@ class _Emitter:
             while self.templates and element.kind == ci.TypeKind.DEPENDENTSIZEDARRAY:
                 element = element.get_array_element_type()
             if element.kind in (ci.TypeKind.LVALUEREFERENCE, ci.TypeKind.RVALUEREFERENCE):
-                raise _Fallback(f"{d.spelling}: a reference live across a barrier")
+                raise Fallback(f"{d.spelling}: a reference live across a barrier")
             if element.kind in (ci.TypeKind.INCOMPLETEARRAY, ci.TypeKind.VARIABLEARRAY,
                                 ci.TypeKind.DEPENDENTSIZEDARRAY, ci.TypeKind.RECORD,
                                 ci.TypeKind.INVALID) and element.spelling not in _VECTOR_TYPES:
-                raise _Fallback(f"{d.spelling}: a per-thread variable of type {d.type.spelling}")
+                raise Fallback(f"{d.spelling}: a per-thread variable of type {d.type.spelling}")
             # clang's spelling of the type; a dependent array's (`T[TM][TN]`) names only the
             # template's parameters, which the split template declares too. remove_cv_t of it
             # is the type itself, as one name, so `tm_pt_acc[tm_nt_]` is tm_nt_ of them.
@@ -692,7 +692,7 @@ class _Emitter:
             if size <= 0 and self.templates:
                 size = f"sizeof({tname}{dims})"   # a dependent type: known per instance
             elif size <= 0:
-                raise _Fallback(f"{d.spelling}: the size of {d.type.spelling} is not known")
+                raise Fallback(f"{d.spelling}: the size of {d.type.spelling} is not known")
             sizes.append(size)
         for key in sorted(self.exchange_arrays):
             decl, size = self.exchange_arrays[key]
@@ -708,7 +708,7 @@ class _Emitter:
             template = head[:m.start()]
             template = template[:template.rfind(">") + 1].strip()
             if not template.startswith("template"):
-                raise _Fallback("the kernel's template header was not understood")
+                raise Fallback("the kernel's template header was not understood")
         self.frame = sum(x for x in sizes if isinstance(x, int))
         frame = " + ".join(str(x) for x in sizes) or "0"
         frame_decl = (f"{template} constexpr size_t tm_split_frame_{self.name} = {frame};"
@@ -802,7 +802,7 @@ def registry_source(source, path):
     with its split (emu/cuda_emu.h's tm_emu_split_kernel), which a macro then names as the
     kernel for the rest of the file, so the launcher's tm_launch (cuda/common.h) takes the
     thread loops. (text, {kernel: reason or ""}); kernels the transform refuses keep fibers."""
-    ci = _cindex()
+    ci = cindex()
     if ci is None:
         return source, {}
     names = kernel_names(source)

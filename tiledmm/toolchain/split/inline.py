@@ -8,9 +8,9 @@ synchronises). Also the check that a kernel uses none of the names the transform
 """
 import re
 
-from .kernel_diagnostics import SOURCE_NAME
-from .kernel_source import _kernel_cursors
-from .split_analysis import SYNC_NAMES, KernelAnalysis, _Fallback
+from ..diagnostics import SOURCE_NAME
+from ..source import kernel_cursors
+from .analysis import SYNC_NAMES, KernelAnalysis, Fallback
 
 
 def inline_helpers(ci, text, name, define_lines=(), templates=False, headers=None):
@@ -46,11 +46,11 @@ def inline_warp_helpers(ci, text, name, define_lines=(), templates=False, header
     replaced by the body itself, without braces, so that its barriers are the block's
     (`R tm_wlK_p = (a); ...; x = static_cast<R>(returned);`, K a number per call): only where
     the body's own top-level names appear nowhere in the kernel.
-    `check_reserved` (the first round, on the user's text): raise _Fallback where the kernel
+    `check_reserved` (the first round, on the user's text): raise Fallback where the kernel
     uses names the transform reserves (_check_reserved_names).
     Returns (text, {line of an inlined call: line of the helper's first __syncwarp})."""
     a = KernelAnalysis(ci, text, name, define_lines, templates, headers)
-    kernels = [c for c in _kernel_cursors(ci, a.tu.cursor) if c.spelling == name
+    kernels = [c for c in kernel_cursors(ci, a.tu.cursor) if c.spelling == name
                and c.is_definition()]
     if len(kernels) != 1:
         return text, {}
@@ -110,7 +110,7 @@ def _check_reserved_names(ci, a, k, text):
             named = c.spelling or ""
             if c.kind in (ci.CursorKind.VAR_DECL, ci.CursorKind.PARM_DECL) and \
                     named.startswith("tm_"):
-                raise _Fallback(f"the name {named} (line {c.location.line}): names starting "
+                raise Fallback(f"the name {named} (line {c.location.line}): names starting "
                                 "with tm_ are reserved by tiledmm's transform")
             refs = [c.referenced] if c.kind in (ci.CursorKind.DECL_REF_EXPR,
                                                 ci.CursorKind.TYPE_REF) else []
@@ -121,14 +121,14 @@ def _check_reserved_names(ci, a, k, text):
                         ref.location.file is None or ref.location.file.name != SOURCE_NAME:
                     continue   # (an unresolved call's name: its candidates are the callees)
                 if ref.spelling.startswith("tm_"):
-                    raise _Fallback(f"the name {ref.spelling} (line {c.location.line}): names "
+                    raise Fallback(f"the name {ref.spelling} (line {c.location.line}): names "
                                     "starting with tm_ are reserved by tiledmm's transform")
                 d = ref.get_definition() or ref
                 if d.kind in (ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE):
                     funcs.append(d)
         for t in f.get_tokens():
             if t.spelling in macros:
-                raise _Fallback(f"the macro {t.spelling}: names starting with tm_ are reserved "
+                raise Fallback(f"the macro {t.spelling}: names starting with tm_ are reserved "
                                 "by tiledmm's transform")
 
 

@@ -1,6 +1,6 @@
 """Reading a user kernel's source: its `__global__` signatures and parameters, the text the
 compilers see (tiledmm's prelude, the user's defines, then the user's lines numbered as
-written). The errors and the compilers' warnings are tiledmm/student/kernel_diagnostics.py's.
+written). The errors and the compilers' warnings are tiledmm/toolchain/diagnostics.py's.
 
 Signatures are read by libclang (the `libclang` wheel), a real C++ parser: it expands the
 user's macros and `defines=`, so `float A[N][N]` with `#define N 64` is known to take rows of
@@ -18,13 +18,14 @@ import re
 
 import numpy as np
 
-from .kernel_diagnostics import SOURCE_NAME, CompileError, line_col as _line_col
+from ..errors import CompileError
+from .diagnostics import SOURCE_NAME, line_col
 
 # ---------------------------------------------------------------------------------------------
 # parameter types
 
 # scalar kinds: C type -> (struct format, kind)   kind: 'i' integer, 'f' floating, 'b' bool
-_SCALARS = {
+SCALARS = {
     "bool": ("?", "b"), "char": ("b", "i"), "signed char": ("b", "i"), "unsigned char": ("B", "i"),
     "short": ("h", "i"), "unsigned short": ("H", "i"),
     "int": ("i", "i"), "unsigned int": ("I", "i"), "long": ("q", "i"), "unsigned long": ("Q", "i"),
@@ -32,19 +33,19 @@ _SCALARS = {
     "float": ("f", "f"), "double": ("d", "f"),
 }
 # element types of pointers and arrays: canonical C type -> NumPy dtype
-_ELEMENTS = {
+ELEMENTS = {
     "float": np.float32, "double": np.float64, "char": np.int8, "signed char": np.int8,
     "unsigned char": np.uint8, "short": np.int16, "unsigned short": np.uint16, "int": np.int32,
     "unsigned int": np.uint32, "long": np.int64, "unsigned long": np.uint64,
     "long long": np.int64, "unsigned long long": np.uint64, "bool": np.bool_,
 }
-_POINTEES = _ELEMENTS   # the name the check-mode code knew
+_POINTEES = ELEMENTS   # the name the check-mode code knew
 # CUDA's vector types: name -> (element C type, lanes)
 _VECTOR_BASES = {"char": "signed char", "uchar": "unsigned char", "short": "short",
                  "ushort": "unsigned short", "int": "int", "uint": "unsigned int",
                  "long": "long", "ulong": "unsigned long", "longlong": "long long",
                  "ulonglong": "unsigned long long", "float": "float", "double": "double"}
-_VECTORS = {f"{b}{n}": (c, n) for b, c in _VECTOR_BASES.items() for n in (1, 2, 3, 4)}
+VECTORS = {f"{b}{n}": (c, n) for b, c in _VECTOR_BASES.items() for n in (1, 2, 3, 4)}
 # typedef spellings the regex fallback knows (libclang reads any typedef)
 _TYPEDEFS = {"signed": "int", "signed int": "int", "unsigned": "unsigned int",
              "long int": "long", "long long int": "long long", "int32_t": "int",
@@ -79,8 +80,8 @@ class Param:
         self.lanes, self.inner, self.vector = lanes, tuple(inner), vector
         self.decl_text = decl_text
         self.pointer = self.kind == "pointer"
-        self.dtype = np.dtype(_ELEMENTS[ctype]) if self.takes_array else None
-        self.fmt, self.number_kind = _SCALARS.get(ctype, (None, None))
+        self.dtype = np.dtype(ELEMENTS[ctype]) if self.takes_array else None
+        self.fmt, self.number_kind = SCALARS.get(ctype, (None, None))
 
     @property
     def takes_array(self):
@@ -188,7 +189,7 @@ def check_text(source):
     numbered = [m for m in _SLIDE_NUMBER_RE.finditer(source)   # not inside a comment
                 if blank[m.start(2)] == source[m.start(2)]]
     if numbered:
-        lines = [_line_col(source, m.start())[0] for m in numbered]
+        lines = [line_col(source, m.start())[0] for m in numbered]
         shown = ", ".join(str(n) for n in lines[:8]) + (", ..." if len(lines) > 8 else "")
         first = numbered[0]
         raise CompileError(
@@ -203,7 +204,7 @@ def check_text(source):
             if stack and blank[stack[-1]] == {"}": "{", ")": "("}[c]:
                 stack.pop()
             elif not stack:
-                line, col = _line_col(source, i)
+                line, col = line_col(source, i)
                 raise CompileError(f"{SOURCE_NAME}:{line}:{col}: this '{c}' closes nothing: "
                                    f"there are more '{c}' than '{'{' if c == '}' else '('}' "
                                    "before it")
@@ -211,7 +212,7 @@ def check_text(source):
                 break   # mismatched kinds: the compiler says it better
     if stack and all(blank[k] in "{(" for k in stack):
         k = stack[-1]
-        line, col = _line_col(source, k)
+        line, col = line_col(source, k)
         closer = "}" if blank[k] == "{" else ")"
         raise CompileError(
             f"{SOURCE_NAME}:{line}:{col}: the '{blank[k]}' here is never closed: the kernel's "
@@ -222,7 +223,7 @@ def check_text(source):
 # ---------------------------------------------------------------------------------------------
 # reading signatures with libclang
 
-_PARSE_PRELUDE = r"""
+PARSE_PRELUDE = r"""
 #define __global__ __attribute__((annotate("tm_global")))
 #define __device__
 #define __host__
@@ -245,7 +246,7 @@ typedef long int64_t; typedef unsigned long uint64_t;
 typedef unsigned int uint; typedef unsigned short ushort; typedef unsigned char uchar;
 typedef unsigned long ulong;
 """ + "".join(
-    f"struct {name} {{ {c} {', '.join('xyzw'[:n])}; }};\n" for name, (c, n) in _VECTORS.items()
+    f"struct {name} {{ {c} {', '.join('xyzw'[:n])}; }};\n" for name, (c, n) in VECTORS.items()
 ) + r"""
 struct dim3 { unsigned x, y, z; };
 struct uint3 { unsigned x, y, z; };
@@ -254,7 +255,7 @@ struct uint3 { unsigned x, y, z; };
 _clang = None       # clang.cindex, or the reason it cannot be used
 
 
-def _cindex():
+def cindex():
     global _clang
     if _clang is None:
         try:
@@ -286,7 +287,7 @@ def split_defines(options):
     return lines, rest
 
 
-_INCLUDE_RE = re.compile(r"^[ \t]*#[ \t]*include\b.*$", re.M)
+INCLUDE_RE = re.compile(r"^[ \t]*#[ \t]*include\b.*$", re.M)
 
 
 class KernelDecl:
@@ -302,9 +303,9 @@ def _parse(ci, source, define_lines, probe=""):
     # #include lines are blanked (same length): the parse needs no headers, and a missing one
     # would stop it. The prelude gives the CUDA keywords and types a signature may use. This is
     # no security filter (`#/**/include` gets through it): the parse runs only in the confined
-    # compile child (tiledmm/student/compile_emu.py), where the sandbox refuses what may not be read.
-    text = _INCLUDE_RE.sub(lambda m: " " * len(m.group(0)), source)
-    prelude = _PARSE_PRELUDE + "\n".join(define_lines) + "\n"
+    # compile child (tiledmm/toolchain/compile_emu.py), where the sandbox refuses what may not be read.
+    text = INCLUDE_RE.sub(lambda m: " " * len(m.group(0)), source)
+    prelude = PARSE_PRELUDE + "\n".join(define_lines) + "\n"
     index = ci.Index.create()
     opts = (ci.TranslationUnit.PARSE_SKIP_FUNCTION_BODIES |
             ci.TranslationUnit.PARSE_INCOMPLETE)
@@ -320,12 +321,12 @@ def _in_source(cursor):
     return f is not None and f.name == SOURCE_NAME
 
 
-def _kernel_cursors(ci, cursor):
+def kernel_cursors(ci, cursor):
     for c in cursor.get_children():
         if not _in_source(c) and c.kind != ci.CursorKind.LINKAGE_SPEC:
             continue
         if c.kind in (ci.CursorKind.LINKAGE_SPEC, ci.CursorKind.UNEXPOSED_DECL):
-            yield from _kernel_cursors(ci, c)
+            yield from kernel_cursors(ci, c)
         elif c.kind in (ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE):
             if any(a.kind == ci.CursorKind.ANNOTATE_ATTR and a.spelling == "tm_global"
                    for a in c.get_children()):
@@ -341,13 +342,13 @@ def read_kernels(source, options=()):
     """{name: KernelDecl} for every `__global__` function of the source (templates by their
     name without arguments)."""
     define_lines, _ = split_defines(options)
-    ci = _cindex()
+    ci = cindex()
     if ci is None:
         return _read_kernels_regex(source)
     blank = blank_source(source)
     tu = _parse(ci, source, define_lines)
     kernels = {}
-    for c in _kernel_cursors(ci, tu.cursor):
+    for c in kernel_cursors(ci, tu.cursor):
         parms = [a for a in c.get_children() if a.kind == ci.CursorKind.PARM_DECL]
         template = None
         if c.kind == ci.CursorKind.FUNCTION_TEMPLATE:
@@ -369,7 +370,7 @@ def read_kernels(source, options=()):
 
 def instantiate(source, decl, name, options=()):
     """The parameters of template kernel `decl` instantiated as `name` ("mm<16>")."""
-    ci = _cindex()
+    ci = cindex()
     define_lines, _ = split_defines(options)
     tu = _parse(ci, source, define_lines, f"auto *tiledmm_probe_ = &{name};\n")
     probe = None
@@ -382,7 +383,7 @@ def instantiate(source, decl, name, options=()):
         raise CompileError(f"{SOURCE_NAME}:{decl.line}:{decl.col}: cannot instantiate kernel "
                            f"template '{decl.name}' (template <{decl.template}>) as {name!r}"
                            + (f": {errors[-1]}" if errors else ""))
-    for c in _kernel_cursors(ci, tu.cursor):
+    for c in kernel_cursors(ci, tu.cursor):
         if c.spelling == decl.name and c.kind == ci.CursorKind.FUNCTION_TEMPLATE:
             parms = [a for a in c.get_children() if a.kind == ci.CursorKind.PARM_DECL]
             return _params(ci, source, name, parms, list(ftype.argument_types()))
@@ -444,8 +445,8 @@ def _classify(ci, t, name, span, text, where):
                      volatile=volatile)
     if inner_t.kind == K.RECORD:
         vname = inner_t.get_declaration().spelling
-        if vname in _VECTORS:
-            base, lanes = _VECTORS[vname]
+        if vname in VECTORS:
+            base, lanes = VECTORS[vname]
             return Param(name, base, False, const, span, "vector", lanes=lanes,
                          decl_text=text, vector=vname, volatile=volatile)
     if inner_t.kind == K.CONSTANTARRAY:
@@ -491,19 +492,19 @@ def _read_kernels_regex(source):
             for piece in params_text.split(","):
                 params.append(_parse_param_regex(piece, pos, source, name))
                 pos += len(piece) + 1
-        line, col = _line_col(source, m.start(1))
+        line, col = line_col(source, m.start(1))
         kernels[name] = KernelDecl(name, None, params, line, col, _has_body(blank, m.end()))
     return kernels
 
 
 def _parse_param_regex(text, pos, source, kernel):
-    line, col = _line_col(source, pos)
+    line, col = line_col(source, pos)
     where = f"{SOURCE_NAME}:{line}: kernel '{kernel}', parameter '{' '.join(text.split())}'"
     stars = text.count("*")
     words = [w for w in re.findall(r"[A-Za-z_]\w*", text.replace("*", " ")) if w not in _QUALIFIERS]
     ctype = " ".join(w for w in words[:-1] if w != "const")
     ctype = _TYPEDEFS.get(ctype, ctype)
-    if any(c in text for c in "=[&<") or stars > 1 or len(words) < 2 or ctype not in _SCALARS:
+    if any(c in text for c in "=[&<") or stars > 1 or len(words) < 2 or ctype not in SCALARS:
         raise CompileError(f"{where}: this parameter is not supported without libclang (pip install "
                            f"libclang: {_clang}); without it tiledmm reads only pointers to "
                            "numbers and numbers")
@@ -527,13 +528,13 @@ def kernel_signature(source, name, options=()):
         blank = blank_source(source)
         for m in re.finditer(r"__global__\s+void\s+([A-Za-z_]\w*)\s*\(([^()]*)\)", blank):
             if not _has_body(blank, m.end()):
-                line, col = _line_col(source, m.start(1))
+                line, col = line_col(source, m.start(1))
                 raise CompileError(f"{SOURCE_NAME}:{line}:{col}: kernel '{m.group(1)}' has no body: "
                                    "the signature must be followed by '{ ... }' (was the rest of "
                                    "the code cut off?)")
         m = re.search(r"__global__", blank)
         if m:
-            line, col = _line_col(source, m.start())
+            line, col = line_col(source, m.start())
             raise CompileError(f"{SOURCE_NAME}:{line}:{col}: this `__global__` does not start a "
                                "kernel tiledmm can read (`__global__ void name(parameters) "
                                "{ ... }`)")

@@ -1,7 +1,7 @@
 """Compiling a user kernel for the `emu` backend: the system C++ compiler ($CXX or g++) builds
 the user's source, tiledmm's prelude and a generated launcher into a shared object, linked with
 its own copy of the emulator's runtime. The user's source is parsed (libclang) and compiled
-(g++) only in a confined compile child (this module's main(), started by tiledmm/student/sandbox.py:
+(g++) only in a confined compile child (this module's main(), started by tiledmm/confine/sandbox.py:
 Landlock lets it read the toolchain and tiledmm's headers and write one scratch folder; seccomp
 lets it start the compiler's passes but reach no network and trace nothing), with time and
 memory limits. The caller checks the child's reply against a fixed schema (compile_reply),
@@ -25,12 +25,17 @@ from types import SimpleNamespace
 
 from .._emu_build import (EMU_FLAGS, PROFILE_HOOK_FLAGS, PROFILE_KERNEL_FLAGS, PROFILE_WRAPPED,
                           build_flags, link_flags, profile_split_flags)
-from . import kernel_cache as cache
-from . import barrier_split, sandbox, split_analysis, split_inline
-from .barrier_split import split_kernel
-from .check_mode import checked_shared, checked_source, checked_type
-from .kernel_diagnostics import SOURCE_NAME, CompileError, compile_error, parse_warnings
-from .kernel_source import (_ELEMENTS, _SCALARS, _VECTORS, Param, emu_dialect, full_source,
+from . import cache
+from . import split as split_files
+from .split import transform as barrier_split
+from ..confine import sandbox
+from .split import analysis as split_analysis
+from .split import inline as split_inline
+from .split.transform import split_kernel
+from .check_rewrite import checked_shared, checked_source, checked_type
+from ..errors import CompileError
+from .diagnostics import SOURCE_NAME, compile_error, parse_warnings
+from .source import (ELEMENTS, SCALARS, VECTORS, Param, emu_dialect, full_source,
                             kernel_signature, split_defines)
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tiledmm/
@@ -42,14 +47,14 @@ COMPILE_CHILD_SECONDS = 300
 _LOCK = threading.Lock()
 
 
-def _build_flags():
+def kernel_build_flags():
     """The emulator's flags for this compiler (tiledmm/_emu_build.py; the cache keys keep
     EMU_FLAGS itself)."""
-    return build_flags(_cxx())
+    return build_flags(cxx_compiler())
 
 
-def _link_flags():
-    return link_flags(_cxx())
+def kernel_link_flags():
+    return link_flags(cxx_compiler())
 
 
 # User kernels only: g++ -Wall's warnings about the user's source become tm.CompileWarning;
@@ -57,18 +62,18 @@ def _link_flags():
 # the stand-ins for the CUDA toolkit's headers (cuda_runtime.h, ...). No -Wsign-compare:
 # threadIdx and blockDim are unsigned, so `threadIdx.x < n` would warn in nearly every kernel,
 # and nvcc does not warn there.
-_USER_FLAGS = ["-Wall", "-Wno-unknown-pragmas", "-Wno-sign-compare"]
+USER_FLAGS = ["-Wall", "-Wno-unknown-pragmas", "-Wno-sign-compare"]
 _DIALECT = 6   # bumped when the text tiledmm makes of a user's source changes (cache key)
-# The barrier-splitting transform makes text too: its own source (every module of it) is part
-# of the cache key.
+# The barrier-splitting transform makes text too: its own source (every file of it, the list
+# setup.py reads too) is part of the cache key.
 _SPLIT_HASH = hashlib.sha256()
-for _module in (split_analysis, split_inline, barrier_split):
-    with open(_module.__file__, "rb") as _f:
+for _file in split_files.FILES:
+    with open(os.path.join(HERE, *_file.split("/")), "rb") as _f:
         _SPLIT_HASH.update(_f.read())
-_SPLIT_SOURCE = _SPLIT_HASH.hexdigest()
+SPLIT_SOURCE = _SPLIT_HASH.hexdigest()
 
 
-def _headers():
+def emu_headers():
     """(include dirs, emulator runtime sources): the package's copy when installed
     (tiledmm/include, its emu/ beside), else the source tree's emu/ and cuda/."""
     inc = os.path.join(HERE, "include")
@@ -84,7 +89,7 @@ def _headers():
     return [inc, emu, cuda], rt
 
 
-def _cxx():
+def cxx_compiler():
     return os.environ.get("CXX", "g++")
 
 
@@ -111,17 +116,17 @@ def _run_compiler(cmd, what, scratch=None):
     return proc
 
 
-def _runtime_key(includes, sources):
+def runtime_key(includes, sources):
     """What the emulator runtime is built from: its sources, every header it may include
     (the emulator's fiber switches and host-memory helper too), the compiler and the flags."""
     stamps = [(os.path.basename(p), open(p, "rb").read()) for p in sources]
     headers = sorted(h for d in includes for h in glob.glob(os.path.join(d, "**", "*.h"),
                                                             recursive=True))
     return cache.key("emu-runtime", stamps, [(h, os.path.getmtime(h)) for h in headers],
-                     _cxx(), EMU_FLAGS)
+                     cxx_compiler(), EMU_FLAGS)
 
 
-def _runtime_objects(includes, sources, build_dir, key):
+def runtime_objects(includes, sources, build_dir, key):
     """The emulator runtime (scheduler + runtime API), linked into every user kernel's shared
     object (each gets its own copy: the emulator's thread-local state is private to a shared
     object). Compiled once per cache folder and runtime key and kept in the cache; returned
@@ -133,7 +138,7 @@ def _runtime_objects(includes, sources, build_dir, key):
         with _LOCK:
             data = cache.read_verified(cache.entry_path(name))
         if data is None:
-            cmd = [_cxx(), *_build_flags(), *[f"-I{d}" for d in includes], "-c", src, "-o", path]
+            cmd = [cxx_compiler(), *kernel_build_flags(), *[f"-I{d}" for d in includes], "-c", src, "-o", path]
             proc = _run_compiler(cmd, "building the emulator runtime for user kernels", build_dir)
             if proc.returncode != 0:
                 raise RuntimeError("building the emulator runtime for user kernels failed:\n"
@@ -236,7 +241,7 @@ def prelude_text():
     return "".join(text)
 
 
-def _profile_file(includes, name):
+def profile_file(includes, name):
     """emu/profile/<name> (tiledmm/include/emu/profile when installed): emu_profile.cpp, the
     profile build's hooks, linked into a user kernel's profile build; split_hooks.h, included
     first where that build holds the kernel split at its barriers (as setup.py's
@@ -259,24 +264,24 @@ def compile_emu(source, name, options, check, profile=False, *, seconds=None,
                 memory_bytes=None):
     """Compile (or find in the disk cache) kernel `name` (None: the only one) of `source` for
     the emulator. Returns (name, params, artifact). The source is parsed (libclang) and compiled
-    (g++) only in a confined compile child (tiledmm/student/sandbox.py: it reads the toolchain and
+    (g++) only in a confined compile child (tiledmm/confine/sandbox.py: it reads the toolchain and
     tiledmm's headers, writes one scratch folder, reaches no network); this process checks what
     comes back (compile_reply) and writes the cache. The artifact: SimpleNamespace(
     backend='emu', key, name, image, digest, warnings, origin: 'compiled' or 'disk_hits'),
     `image` being the shared object's bytes (verified when read from the cache)."""
-    includes, rt_sources = _headers()
+    includes, rt_sources = emu_headers()
     defines, rest = split_defines(options)
-    runtime = _runtime_key(includes, rt_sources)
+    runtime = runtime_key(includes, rt_sources)
     split = split_wanted()
     # profile=True: the kernel instrumented as tiledmm._emu_profile's kernels are, the hooks
     # linked in, the emulator's entry points wrapped (tiledmm/_emu_build.py).
-    hooks = _profile_file(includes, "emu_profile.cpp") if profile else None
+    hooks = profile_file(includes, "emu_profile.cpp") if profile else None
     profiling = (PROFILE_KERNEL_FLAGS, PROFILE_HOOK_FLAGS, PROFILE_WRAPPED,
                  open(hooks, "rb").read(),
-                 open(_profile_file(includes, "split_hooks.h"), "rb").read(),
+                 open(profile_file(includes, "split_hooks.h"), "rb").read(),
                  "linked apart") if profile else None
-    key = cache.key("emu", source, name, defines, rest, check, _cxx(), EMU_FLAGS, _USER_FLAGS,
-                    _DIALECT, _SPLIT_SOURCE if split else "no split", prelude_text(), runtime,
+    key = cache.key("emu", source, name, defines, rest, check, cxx_compiler(), EMU_FLAGS, USER_FLAGS,
+                    _DIALECT, SPLIT_SOURCE if split else "no split", prelude_text(), runtime,
                     profiling)
     so = cache.entry_path(f"user-{key}.so")
     image, meta = cache.read_verified(so), cache.read_verified(so[:-3] + ".json")
@@ -290,14 +295,14 @@ def compile_emu(source, name, options, check, profile=False, *, seconds=None,
     if reply is None:
         scratch = tempfile.mkdtemp(prefix="tiledmm-compile-")
         try:
-            rt_objs = _runtime_objects(includes, rt_sources, scratch, runtime)
+            rt_objs = runtime_objects(includes, rt_sources, scratch, runtime)
             if profile:
-                rt_objs.append(_profile_hooks_object(includes, hooks, scratch))
+                rt_objs.append(profile_hooks_object(includes, hooks, scratch))
             request = {"op": "compile", "source": source, "name": name, "options": list(options),
                        "check": bool(check), "profile": bool(profile), "rt_objs": rt_objs,
                        "split": split,
-                       "includes": includes, "build_flags": _build_flags(),
-                       "link_flags": _link_flags()}   # probed here once, not per child
+                       "includes": includes, "build_flags": kernel_build_flags(),
+                       "link_flags": kernel_link_flags()}   # probed here once, not per child
             reply = run_compile_child(request, scratch, seconds, memory_bytes)
             image = _read_output(os.path.join(scratch, "kernel.so"))
         finally:
@@ -359,7 +364,7 @@ def run_compile_child(request, scratch, seconds=None, memory_bytes=None):
     policy = sandbox.compile_policy(scratch, memory_bytes=memory_bytes or 4 << 30,
                                      cpu_seconds=int(seconds) + 5)
     sandbox.warn_if_unconfined("the compiler of tm.compile's kernels")
-    done = sandbox.run_python("student.compile_emu", [], policy, cwd=scratch,
+    done = sandbox.run_python("toolchain.compile_emu", [], policy, cwd=scratch,
                                stdin=json.dumps(request).encode(), timeout=seconds)
     out = done.stdout or b""
     if done.timed_out:
@@ -412,15 +417,15 @@ def compile_reply(raw):
             raise CompileProtocolError("a parameter is outside the schema")
         kind, ctype = d["kind"], d["ctype"]
         ok = (isinstance(d["name"], str) and _IDENT_RE.match(d["name"]) and kind in _KINDS and
-              isinstance(ctype, str) and (ctype in _SCALARS if kind == "scalar" else
-                                          ctype in _ELEMENTS) and
+              isinstance(ctype, str) and (ctype in SCALARS if kind == "scalar" else
+                                          ctype in ELEMENTS) and
               isinstance(d["const"], bool) and isinstance(d["volatile"], bool) and
               d["row_quals"] in _ROW_QUALS and
               type(d["lanes"]) is int and
               1 <= d["lanes"] <= 4 and isinstance(d["inner"], list) and len(d["inner"]) <= 8 and
               all(type(x) is int and 0 < x < 2**31 for x in d["inner"]) and
               isinstance(d["decl_text"], str) and len(d["decl_text"]) <= 1000 and
-              (d["vector"] is None or d["vector"] in _VECTORS) and
+              (d["vector"] is None or d["vector"] in VECTORS) and
               isinstance(d["span"], list) and len(d["span"]) == 2 and
               all(type(x) is int and 0 <= x < 2**31 for x in d["span"]))
         if not ok:
@@ -494,7 +499,7 @@ def main(args):
 def _compile_here(request, name, params):
     """g++ on the user's source in the scratch folder (the compile child's): kernel.so.
     Returns (compiler log, launch path: {"path", "reason", "frame"}). A plain or profile build
-    also holds the kernel split at its barriers (tiledmm/student/barrier_split.py) where the
+    also holds the kernel split at its barriers (tiledmm/toolchain/split/transform.py) where the
     transform applies; if g++ rejects that, the kernel is built again without it."""
     check, profile = request["check"], request["profile"]
     source = request["source"]
@@ -543,24 +548,24 @@ def _compile_text(request, name, params, user_src, defines, options, tmp, paired
         f.write(text)
     out = os.path.join(tmp, "kernel.so")
     build_flags = request["build_flags"]
-    split_hooks = profile_split_flags(_profile_file(includes, "split_hooks.h")) \
+    split_hooks = profile_split_flags(profile_file(includes, "split_hooks.h")) \
         if profile and paired else []
     compile_flags = [*build_flags, *(["-DTM_CHECK"] if check else []),
-                     *(PROFILE_KERNEL_FLAGS if profile else []), *split_hooks, *_USER_FLAGS,
-                     *[f"-isystem{d}" for d in includes + [_stand_ins()]], *options]
+                     *(PROFILE_KERNEL_FLAGS if profile else []), *split_hooks, *USER_FLAGS,
+                     *[f"-isystem{d}" for d in includes + [stand_ins()]], *options]
     link_flags = [*request["rt_objs"], *request["link_flags"],
                   *(f"-Wl,--wrap={sym}" for sym in PROFILE_WRAPPED if profile)]
     if not profile:
-        cmd = [_cxx(), *compile_flags, "-shared", "-o", out, src_path, "-x", "none", *link_flags]
+        cmd = [cxx_compiler(), *compile_flags, "-shared", "-o", out, src_path, "-x", "none", *link_flags]
         proc = _run_compiler(cmd, f"compiling kernel '{name}'")
     else:
         # Compiled, then linked apart: -fsanitize=thread on the link line would bring libtsan,
         # whose hooks are tiledmm's own here (emu_profile.o).
         obj = os.path.join(tmp, "kernel.o")
-        proc = _run_compiler([_cxx(), *compile_flags, "-c", "-o", obj, src_path],
+        proc = _run_compiler([cxx_compiler(), *compile_flags, "-c", "-o", obj, src_path],
                              f"compiling kernel '{name}'")
         if proc.returncode == 0:
-            linked = _run_compiler([_cxx(), *build_flags, "-shared", "-o", out, "-x", "none",
+            linked = _run_compiler([cxx_compiler(), *build_flags, "-shared", "-o", out, "-x", "none",
                                     obj, *link_flags], f"linking kernel '{name}'")
             if linked.returncode != 0:
                 raise RuntimeError(f"linking kernel '{name}' for profile mode failed:\n"
@@ -572,11 +577,11 @@ def _compile_text(request, name, params, user_src, defines, options, tmp, paired
     return proc.stderr.replace(src_path, "kernel.cpp")
 
 
-def _profile_hooks_object(includes, hooks, build_dir):
+def profile_hooks_object(includes, hooks, build_dir):
     """The profiling hooks compiled for one user kernel's profile build (a second or so; the
     profile build is cached as a whole, so this runs once per kernel source)."""
     obj = os.path.join(build_dir, "emu_profile.o")
-    cmd = [_cxx(), *_build_flags(), *PROFILE_HOOK_FLAGS, *[f"-I{d}" for d in includes],
+    cmd = [cxx_compiler(), *kernel_build_flags(), *PROFILE_HOOK_FLAGS, *[f"-I{d}" for d in includes],
            "-c", hooks, "-o", obj]
     proc = _run_compiler(cmd, "building the profiling hooks for a user kernel", build_dir)
     if proc.returncode != 0:
@@ -584,6 +589,6 @@ def _profile_hooks_object(includes, hooks, build_dir):
     return obj
 
 
-def _stand_ins():
+def stand_ins():
     """tiledmm/include/user: the stand-ins for the CUDA toolkit's headers."""
     return os.path.join(HERE, "include", "user")

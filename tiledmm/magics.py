@@ -23,10 +23,11 @@ import tempfile
 import timeit as timeit_module
 import uuid
 
-from . import programs, sandbox
-from .._backend import cuda_device_count, get_backend
-from .isolation import default_timeout
-from .kernel_diagnostics import CompileError
+from .programs import run as programs
+from .confine import sandbox
+from ._backend import cuda_device_count, get_backend
+from .confine.isolation import default_timeout
+from .errors import CompileError
 
 SHARED_GROUP = "shared"
 CELL_FILE = "cell.cu"
@@ -149,7 +150,7 @@ def _emu_compiler_args(args):
         pair = args[i:i + 2] if args[i] in ("-D", "-U", "-I", "-arch", "-gencode", "-code",
                                             "--gpu-architecture", "-Xcompiler") else args[i:i + 1]
         try:
-            programs._emu_options(pair)
+            programs.emu_options(pair)
             kept += pair
         except ValueError:
             ignored += pair
@@ -229,7 +230,7 @@ def _profile_on_gpu(files, compiler_args, profiler, profiler_args, args, stdin, 
                            f"'{profiler.value}', which was not found on PATH, in $CUDA_HOME/bin "
                            "or /usr/local/cuda/bin; install it or put its folder on PATH (or "
                            "run with --backend emu --profile for profile mode's counters)")
-    source, name, folder, others, compiler_args = programs._read_sources(files, compiler_args)
+    source, name, folder, others, compiler_args = programs.read_sources(files, compiler_args)
     image, _meta, _origin = programs.build(source, name, "cuda", compiler_args, folder,
                                            extra_sources=others)
     with tempfile.TemporaryDirectory(prefix="tiledmm-profile-") as scratch:
@@ -238,7 +239,7 @@ def _profile_on_gpu(files, compiler_args, profiler, profiler_args, args, stdin, 
             f.write(image)
         report = os.path.join(scratch, "report.jsonl")
         runner = (f"import sys; sys.path.insert(0, {programs.PACKAGE_PARENT!r}); "
-                  "from tiledmm.student import program_main; sys.exit(program_main.main(sys.argv[1:]))")
+                  "from tiledmm.programs import main as program_main; sys.exit(program_main.main(sys.argv[1:]))")
         # The profiler attaches to the program (injection, its own sockets), which the sandbox
         # refuses a confined process: under ncu or nsys the program runs outside it, as
         # tm.compile(..., profile=True)'s kernels do under ncu (tiledmm/profiling/ncu.py).

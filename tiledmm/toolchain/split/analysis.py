@@ -1,18 +1,18 @@
 """What the barrier split (barrier_split.py, issue 34 design 1) knows about a kernel before it
 writes any text: libclang's parse of the body, the checks that keep the fibers (raising
-_Fallback with the reason), which variables are block-uniform, written, recomputed per thread
+Fallback with the reason), which variables are block-uniform, written, recomputed per thread
 or live across a barrier (per-thread arrays), and which loops the thread loops go inside of.
 barrier_split.py turns this analysis into the split function's text.
 """
 import re
 
-from .kernel_diagnostics import SOURCE_NAME
-from .kernel_source import _INCLUDE_RE, _PARSE_PRELUDE, _VECTORS, _cindex, _kernel_cursors
+from ..diagnostics import SOURCE_NAME
+from ..source import INCLUDE_RE, PARSE_PRELUDE, VECTORS, cindex, kernel_cursors
 
 # What the body parse needs beyond the signature parse's prelude: CUDA's built-ins, declared
 # (libclang must see them to keep the calls in its tree). A body with any parse error is left to
 # the fibers, so a missing declaration costs speed, never correctness.
-_BODY_PRELUDE = _PARSE_PRELUDE + r"""
+_BODY_PRELUDE = PARSE_PRELUDE + r"""
 #undef __shared__
 #define __shared__ __attribute__((annotate("tm_shared")))
 #undef TM_DYNAMIC_SHARED
@@ -35,7 +35,7 @@ template <class T> T __ldg(const T *);
     "atomicXor")) + "template <class T> T atomicCAS(T *, T, T);\n" + (
     "unsigned atomicInc(unsigned *, unsigned); unsigned atomicDec(unsigned *, unsigned);\n") + "".join(
     f"{v} make_{v}({', '.join(f'{c} {a}' for a in 'xyzw'[:k])});\n"
-    for v, (c, k) in _VECTORS.items()) + "".join(
+    for v, (c, k) in VECTORS.items()) + "".join(
     f"float {f}f(float); double {f}(double);\n" for f in (
         "sqrt", "rsqrt", "exp", "exp2", "log", "log2", "log10", "sin", "cos", "tan", "tanh",
         "fabs", "floor", "ceil", "round", "trunc", "erf", "cbrt")) + r"""
@@ -85,13 +85,13 @@ MAX_FRAME = 512 * 1024
 MAX_LOCALS = 4096
 
 
-class _Fallback(Exception):
+class Fallback(Exception):
     """The kernel keeps its fibers; the message says why."""
 
 
 class KernelAnalysis:
     """The analysis of kernel `name` of `text` (the emulator's dialect applied): analyse()
-    raises _Fallback with the reason where the kernel must keep its fibers."""
+    raises Fallback with the reason where the kernel must keep its fibers."""
 
     def __init__(self, ci, text, name, define_lines, templates=False, headers=None,
                  interchange=True):
@@ -100,11 +100,11 @@ class KernelAnalysis:
         # profile builds, where each of a thread's turns costs hook calls and a k loop made
         # a turn per k (the tiled matmul counted 1.2x slower split than on fibers)
         self.interchange = interchange
-        blanked = _INCLUDE_RE.sub(lambda m: " " * len(m.group(0)), text)
+        blanked = INCLUDE_RE.sub(lambda m: " " * len(m.group(0)), text)
         # `headers`: {name: text} of the registry's own headers (registry_source; never a
         # user's), parsed after the prelude so that their device helpers can be inlined
         # (split_inline.inline_warp_helpers); their own #include lines blanked
-        self.header_data = {f"/tiledmm-split/h/{h}": _INCLUDE_RE.sub(
+        self.header_data = {f"/tiledmm-split/h/{h}": INCLUDE_RE.sub(
             lambda m: " " * len(m.group(0)), t).encode() for h, t in (headers or {}).items()}
         prelude = _BODY_PRELUDE + "\n".join(define_lines) + "\n" + "".join(
             f'#include "{h}"\n' for h in self.header_data)
@@ -173,21 +173,21 @@ class KernelAnalysis:
                 "BOOL", "CHAR_U", "UCHAR", "USHORT", "UINT", "ULONG", "ULONGLONG", "CHAR_S",
                 "SCHAR", "SHORT", "INT", "LONG", "LONGLONG", "FLOAT", "DOUBLE", "POINTER",
                 "ELABORATED", "TYPEDEF", "AUTO"))
-        kernels = [c for c in _kernel_cursors(ci, self.tu.cursor) if c.spelling == self.name
+        kernels = [c for c in kernel_cursors(ci, self.tu.cursor) if c.spelling == self.name
                    and c.is_definition()]
         if len(kernels) != 1:
-            raise _Fallback("the kernel's definition was not found by the body parse")
+            raise Fallback("the kernel's definition was not found by the body parse")
         k = kernels[0]
         if k.kind != ci.CursorKind.FUNCTION_DECL and not self.templates:
-            raise _Fallback("a template kernel")
+            raise Fallback("a template kernel")
         for d in self.tu.diagnostics:
             loc = d.location
             if d.severity >= 3 and loc.file is not None and loc.file.name == SOURCE_NAME and \
                     (not self.templates or k.extent.start.offset <= loc.offset <= k.extent.end.offset):
-                raise _Fallback(f"libclang could not read the source ({d.spelling})")
+                raise Fallback(f"libclang could not read the source ({d.spelling})")
         body = [c for c in k.get_children() if c.kind == ci.CursorKind.COMPOUND_STMT]
         if len(body) != 1:
-            raise _Fallback("no body")
+            raise Fallback("no body")
         body = body[0]
         self.params = {p.hash for p in k.get_children() if p.kind == ci.CursorKind.PARM_DECL}
         self._find_shuffles(body)
@@ -196,16 +196,16 @@ class KernelAnalysis:
         self._find_writes(body)
         for p in k.get_children():
             if p.kind == ci.CursorKind.PARM_DECL and p.hash in self.written:
-                raise _Fallback(f"parameter {p.spelling} is written in the kernel (the thread "
+                raise Fallback(f"parameter {p.spelling} is written in the kernel (the thread "
                                 "loops share one copy per block)")
         self._check_names(k)
         if any(t.spelling == "decltype" for t in body.get_tokens()):
-            raise _Fallback("decltype in the kernel (a variable live across a barrier is a "
+            raise Fallback("decltype in the kernel (a variable live across a barrier is a "
                             "reference in the thread loops)")
         stmts = list(body.get_children())
         self._classify_decls(stmts)   # a kernel without barriers: one region (and its loops)
         if self.warp_ifs - self.warp_ifs_seen:
-            raise _Fallback("__syncwarp under a loop or thread-dependent control flow")
+            raise Fallback("__syncwarp under a loop or thread-dependent control flow")
         self.kernel, self.body, self.stmts = k, body, stmts
         args = ""
         if k.kind == ci.CursorKind.FUNCTION_TEMPLATE:
@@ -214,10 +214,10 @@ class KernelAnalysis:
                 if c.kind in (ci.CursorKind.TEMPLATE_TYPE_PARAMETER,
                               ci.CursorKind.TEMPLATE_NON_TYPE_PARAMETER):
                     if "..." in "".join(t.spelling for t in c.get_tokens()):
-                        raise _Fallback("a template parameter pack")
+                        raise Fallback("a template parameter pack")
                     names.append(c.spelling)
                 elif c.kind == ci.CursorKind.TEMPLATE_TEMPLATE_PARAMETER:
-                    raise _Fallback("a template template parameter")
+                    raise Fallback("a template template parameter")
             args = "<" + ", ".join(names) + ">"
         self.template_args = args   # "<T, TILE, Index>" of a template kernel, else ""
 
@@ -234,19 +234,19 @@ class KernelAnalysis:
                     a.kind == ci.CursorKind.ANNOTATE_ATTR for a in c.get_children()):
                 local_bytes += max(c.type.get_size(), 0)
                 if local_bytes > MAX_LOCALS:
-                    raise _Fallback(f"more than {MAX_LOCALS} bytes of local variables per thread "
+                    raise Fallback(f"more than {MAX_LOCALS} bytes of local variables per thread "
                                     "(the fibers' stacks report an overflow)")
             if kind in (ci.CursorKind.GOTO_STMT, ci.CursorKind.INDIRECT_GOTO_STMT,
                         ci.CursorKind.LABEL_STMT):
-                raise _Fallback("goto or a label")
+                raise Fallback("goto or a label")
             if kind in (ci.CursorKind.ASM_STMT, ci.CursorKind.MS_ASM_STMT):
-                raise _Fallback("inline asm")
+                raise Fallback("inline asm")
             if kind == ci.CursorKind.LAMBDA_EXPR:
-                raise _Fallback("a lambda")
+                raise Fallback("a lambda")
             if kind == ci.CursorKind.COMPOUND_STMT:
                 for st in c.get_children():
                     if st.extent.start.offset >= st.extent.end.offset:
-                        raise _Fallback(f"a statement a macro writes that the split cannot "
+                        raise Fallback(f"a statement a macro writes that the split cannot "
                                         f"place (line {st.location.line})")
             if c.hash in self.warp_syncs:
                 return   # a __syncwarp() of the warp `if` (_find_warp_ifs)
@@ -262,13 +262,13 @@ class KernelAnalysis:
                     try:
                         self._check_call(c, tried)
                         seen_funcs.update(tried)
-                    except _Fallback as exc:
+                    except Fallback as exc:
                         self.fiber_guards.append((" && ".join(guard), str(exc)))
             if kind in (ci.CursorKind.DECL_REF_EXPR, ci.CursorKind.OVERLOADED_DECL_REF) and \
                     c.spelling in SYNC_NAMES and \
                     c.spelling != "__syncthreads":
                 if not guard:
-                    raise _Fallback(f"{c.spelling}")
+                    raise Fallback(f"{c.spelling}")
                 self.fiber_guards.append((" && ".join(guard), c.spelling))
             kids = list(c.get_children())
             cond = self._constant_condition(c)
@@ -302,7 +302,7 @@ class KernelAnalysis:
                                  if d.location.file is not None and
                                  d.location.file.name == SOURCE_NAME)
         if found:
-            raise _Fallback(f"the name {found[0].spelling} is declared in the source (line "
+            raise Fallback(f"the name {found[0].spelling} is declared in the source (line "
                             f"{found[0].location.line}): the split reads it as CUDA's built-in")
 
     def _constant_condition(self, s):
@@ -332,9 +332,9 @@ class KernelAnalysis:
         (`seen`: hashes of the functions checked so far). In a helper, the name it refers to
         is checked by _check_helper (which says the helper's name)."""
         if helper is None and c.spelling in WARP_OPS:
-            raise _Fallback(f"warp operation {c.spelling} (32-lane semantics: fibers)")
+            raise Fallback(f"warp operation {c.spelling} (32-lane semantics: fibers)")
         if helper is None and c.spelling in BARRIER_OPS:
-            raise _Fallback(f"{c.spelling} (a barrier with a value: fibers)")
+            raise Fallback(f"{c.spelling} (a barrier with a value: fibers)")
         ref = c.referenced
         if ref is None and self.templates:
             self._check_dependent_call(c, seen)
@@ -355,14 +355,14 @@ class KernelAnalysis:
         refs = [x for x in self.walk(kids[0]) if x.kind == ci.CursorKind.OVERLOADED_DECL_REF]
         name = refs[0].spelling if refs else (c.spelling or kids[0].spelling or "?")
         if name in WARP_OPS or name in BARRIER_OPS:
-            raise _Fallback(f"{name} (warp operations and barriers with a value: fibers)")
+            raise Fallback(f"{name} (warp operations and barriers with a value: fibers)")
         if name in KNOWN_CALLS:
             return
         decls = [d for d in self.tu.cursor.get_children() if d.spelling == name and d.kind in (
             ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE)] if refs else []
         if not decls or any(d.location.file is None or d.location.file.name != SOURCE_NAME
                             for d in decls):
-            raise _Fallback(f"a call of {name} that libclang cannot resolve (line "
+            raise Fallback(f"a call of {name} that libclang cannot resolve (line "
                             f"{c.location.line}; a helper from a header)")
         for d in decls:
             if d.hash not in seen:
@@ -379,7 +379,7 @@ class KernelAnalysis:
         for c in self.walk(d):
             if c.kind in (self.ci.CursorKind.DECL_REF_EXPR,
                           self.ci.CursorKind.OVERLOADED_DECL_REF) and c.spelling in SYNC_NAMES:
-                raise _Fallback(f"helper function {fn.spelling} uses {c.spelling}")
+                raise Fallback(f"helper function {fn.spelling} uses {c.spelling}")
             if c.kind == self.ci.CursorKind.CALL_EXPR:
                 self._check_call(c, seen, helper=fn)
 
@@ -820,7 +820,7 @@ class KernelAnalysis:
                 # its arguments are read in the thread loop before it (this region), the
                 # statement runs in the next
                 if seen_return or (self.warp_ifs_seen and not self._in_warp_if):
-                    raise _Fallback(f"a warp shuffle or vote after a return or after an if "
+                    raise Fallback(f"a warp shuffle or vote after a return or after an if "
                                     f"holding warp operations (line {s.location.line})")
                 for c, _ in self.shuffle_calls_of(s):
                     for arg in list(c.get_children())[1:]:
@@ -839,11 +839,11 @@ class KernelAnalysis:
                 self.warp_ifs.discard(s.hash)
             if self.warp_if(s):
                 if self._loop_depth or self._in_warp_if or seen_return:
-                    raise _Fallback(f"__syncwarp under a loop or after a return (line "
+                    raise Fallback(f"__syncwarp under a loop or after a return (line "
                                     f"{s.location.line})")
                 cond = list(s.get_children())[0]
                 if not self._warp_predicate(cond):
-                    raise _Fallback(f"__syncwarp or a shuffle under an if whose condition reads "
+                    raise Fallback(f"__syncwarp or a shuffle under an if whose condition reads "
                                     f"more than the thread's index and uniform values (line "
                                     f"{s.location.line})")
                 self.warp_ifs_seen.add(s.hash)
@@ -908,7 +908,7 @@ class KernelAnalysis:
             seen_return = seen_return or any(c.kind == ci.CursorKind.RETURN_STMT
                                              for c in self.walk(s))
             if self.has_barrier(s):
-                raise _Fallback(f"a barrier under thread-dependent or unsupported control flow "
+                raise Fallback(f"a barrier under thread-dependent or unsupported control flow "
                                 f"(line {s.location.line})")
             if s.kind == ci.CursorKind.DECL_STMT:
                 decls = self._local_decls(s)
@@ -931,7 +931,7 @@ class KernelAnalysis:
         """The variables declaration statement `s` declares; a static one keeps the fibers."""
         decls = self.var_decls(s)
         if any(d.storage_class == self.ci.StorageClass.STATIC for d in decls):
-            raise _Fallback(f"a static local variable (line {s.location.line}): one for all "
+            raise Fallback(f"a static local variable (line {s.location.line}): one for all "
                             "threads")
         return decls
 
@@ -972,7 +972,7 @@ class KernelAnalysis:
         kids = list(s.get_children())
         if len(kids) not in (2, 3) or not kids[0].kind.is_expression() or \
                 not self._uniform_expr(kids[0]):
-            raise _Fallback(f"a barrier under thread-dependent or unsupported control flow "
+            raise Fallback(f"a barrier under thread-dependent or unsupported control flow "
                             f"(line {s.location.line})")
 
     def for_parts(self, s):
@@ -1170,7 +1170,7 @@ class KernelAnalysis:
     def _check_uniform_for(self, s):
         problem = self._uniform_for_problem(s)
         if problem is not None:
-            raise _Fallback(problem)
+            raise Fallback(problem)
 
     def _body_writes(self, body):
         saved = self.written
@@ -1186,12 +1186,12 @@ _SCALAR_KINDS = set()   # filled below from clang.cindex's TypeKind, when it loa
 
 def kernel_names(source):
     """The names of the kernels `source` defines (libclang; templates included)."""
-    ci = _cindex()
+    ci = cindex()
     index = ci.Index.create()
     tu = index.parse(SOURCE_NAME, args=["-x", "c++", "-std=c++17", "-nostdinc", "-nostdinc++",
                                         "-include", "/tiledmm-split/p.h"],
-                     unsaved_files=[(SOURCE_NAME, _INCLUDE_RE.sub(
+                     unsaved_files=[(SOURCE_NAME, INCLUDE_RE.sub(
                          lambda m: " " * len(m.group(0)), source)),
                          ("/tiledmm-split/p.h", _BODY_PRELUDE)],
                      options=ci.TranslationUnit.PARSE_INCOMPLETE)
-    return sorted({c.spelling for c in _kernel_cursors(ci, tu.cursor) if c.is_definition()})
+    return sorted({c.spelling for c in kernel_cursors(ci, tu.cursor) if c.is_definition()})

@@ -1,9 +1,9 @@
 """Whole CUDA programs: `tm.run(program)` and `python -m tiledmm run FILE.cu`.
 
 A program (host code with cudaMalloc, cudaMemcpy and `<<<>>>`, and its kernels) is built as a
-shared object in a confined compile child (tiledmm/student/program_build.py: libclang finds the
+shared object in a confined compile child (tiledmm/programs/build.py: libclang finds the
 launches, g++ against the emulator's runtime or nvcc builds it) and cached as tm.compile's
-kernels are; it then runs in a confined process of its own (tiledmm/student/program_main.py), whose
+kernels are; it then runs in a confined process of its own (tiledmm/programs/main.py), whose
 stdout, stderr and exit code are the program's. Only data comes back: the outputs, the exit code
 and the report file's JSON lines (launches, faults).
 """
@@ -21,10 +21,12 @@ import sys
 import tempfile
 
 from .. import _backend
-from . import compile_emu, kernel_cache as cache, sandbox
+from ..toolchain import compile_emu
+from ..toolchain import cache
+from ..confine import sandbox
 from .._backend import get_backend
-from .isolation import default_timeout
-from .kernel_diagnostics import CompileError
+from ..confine.isolation import default_timeout
+from ..errors import CompileError
 from .._emu_build import (PROFILE_HOOK_FLAGS, PROFILE_KERNEL_FLAGS, PROFILE_WRAPPED,
                           profile_split_flags)
 from ..profiling.counters import GRID_SMS, Profile
@@ -37,7 +39,7 @@ _UNSET = object()
 _SIGNAL_NAMES = {signal.SIGSEGV: "segmentation fault", signal.SIGBUS: "bus error",
                  signal.SIGFPE: "floating-point exception", signal.SIGILL: "illegal instruction",
                  signal.SIGABRT: "aborted", signal.SIGKILL: "killed", signal.SIGTERM: "terminated",
-                 # the sandbox's refusal (tiledmm/student/sandbox.py): exec, fork, a socket, ptrace...
+                 # the sandbox's refusal (tiledmm/confine/sandbox.py): exec, fork, a socket, ptrace...
                  signal.SIGSYS: "the sandbox refused a system call: a program may compute and "
                                 "print, not start programs, open sockets or reach other "
                                 "processes"}
@@ -179,7 +181,7 @@ def _read_program(program):
     return program, SOURCE_TEXT_NAME, os.getcwd()
 
 
-def _emu_options(compiler_args):
+def emu_options(compiler_args):
     """(-D/-U defines, -I folders, other g++ options) of compiler_args on emu: -D, -U, -I, -O*,
     -std= are taken, -arch/-gencode/--gpu-architecture ignored, anything else refused."""
     defines, includes, other = [], [], []
@@ -233,7 +235,7 @@ def _define_lines(defines):
 _HEADER_ENDINGS = (".h", ".cuh", ".hpp", ".hh", ".inl")
 
 
-def _read_sources(program, compiler_args):
+def read_sources(program, compiler_args):
     """(first file's text, its name, its folder, the other .cu files as (text, name) pairs, the
     compiler_args with -I for every folder the files are in) for tm.run's `program`: one file
     or source text as _read_program reads it, a list of paths (.cu files compiled, headers
@@ -341,19 +343,19 @@ def _gpu_arch():
 def _emu_build_plan(compiler_args, profile):
     """(includes, runtime sources, defines, user includes, compile command, link command: None
     unless the program is compiled and linked apart, as profile mode's build is)."""
-    includes, rt_sources = compile_emu._headers()
-    defines, user_includes, other = _emu_options(compiler_args)
-    flags = list(compile_emu._build_flags())
+    includes, rt_sources = compile_emu.emu_headers()
+    defines, user_includes, other = emu_options(compiler_args)
+    flags = list(compile_emu.kernel_build_flags())
     counted = [*PROFILE_KERNEL_FLAGS, "-DTM_PROG_PROFILE", f"-DTM_PROG_GRID_SMS={GRID_SMS}",
-               *profile_split_flags(compile_emu._profile_file(includes, "split_hooks.h"))] \
+               *profile_split_flags(compile_emu.profile_file(includes, "split_hooks.h"))] \
         if profile else []
-    compile_cmd = [compile_emu._cxx(), *flags, "-g", *counted, *compile_emu._USER_FLAGS,
-                   *[f"-isystem{d}" for d in includes + [compile_emu._stand_ins()]],
+    compile_cmd = [compile_emu.cxx_compiler(), *flags, "-g", *counted, *compile_emu.USER_FLAGS,
+                   *[f"-isystem{d}" for d in includes + [compile_emu.stand_ins()]],
                    *user_includes, *other]
     if not profile:
         return includes, rt_sources, defines, user_includes, [*compile_cmd, "-shared"], None
     return (includes, rt_sources, defines, user_includes, [*compile_cmd, "-c"],
-            [compile_emu._cxx(), *flags, "-shared", "-x", "none"])
+            [compile_emu.cxx_compiler(), *flags, "-shared", "-x", "none"])
 
 
 def _headers_text(includes):
@@ -367,7 +369,7 @@ def _headers_text(includes):
                 break
     for name in ("cooperative_groups.h", "cuda.h", "tiledmm_program_cuda.h",
                  "tiledmm_program_report.h"):
-        for d in (compile_emu._stand_ins(), os.path.join(HERE, "include")):
+        for d in (compile_emu.stand_ins(), os.path.join(HERE, "include")):
             p = os.path.join(d, name)
             if os.path.exists(p):
                 parts.append(open(p).read())
@@ -412,8 +414,8 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
         includes, rt_sources, defines, user_includes, compile_cmd, link_cmd = \
             _emu_build_plan(compiler_args, profile)
         compile_cmd = _with_check_flags(compile_cmd, check)
-        runtime = compile_emu._runtime_key(includes, rt_sources)
-        parse_includes = includes + [compile_emu._stand_ins()]
+        runtime = compile_emu.runtime_key(includes, rt_sources)
+        parse_includes = includes + [compile_emu.stand_ins()]
     else:
         nvcc = _nvcc()
         if nvcc is None:
@@ -426,15 +428,15 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
         compile_cmd = [nvcc, "-x", "cu", "-std=c++17", "-O2", "-lineinfo", "-shared",
                        "-Xcompiler", "-fPIC", f"-I{os.path.join(HERE, 'include')}", *_gpu_arch(),
                        *[str(a) for a in compiler_args]]
-        parse_includes = compile_emu._headers()[0]
-    hooks = compile_emu._profile_file(includes, "emu_profile.cpp") if profile else None
+        parse_includes = compile_emu.emu_headers()[0]
+    hooks = compile_emu.profile_file(includes, "emu_profile.cpp") if profile else None
     key = cache.key("program", backend, source, source_name, list(compiler_args), compile_cmd,
                     link_cmd, hooks and open(hooks, "rb").read(),
-                    hooks and open(compile_emu._profile_file(includes, "split_hooks.h"), "rb").read(),
+                    hooks and open(compile_emu.profile_file(includes, "split_hooks.h"), "rb").read(),
                     PROFILE_HOOK_FLAGS,
-                    PROFILE_WRAPPED, _headers_text(compile_emu._headers()[0]), runtime, _DIALECT,
-                    open(os.path.join(HERE, "student", "program_build.py"), "rb").read(),
-                    compile_emu._SPLIT_SOURCE,   # the barrier transform program_build applies
+                    PROFILE_WRAPPED, _headers_text(compile_emu.emu_headers()[0]), runtime, _DIALECT,
+                    open(os.path.join(HERE, "programs", "build.py"), "rb").read(),
+                    compile_emu.SPLIT_SOURCE,   # the barrier transform program_build applies
                     *_group_key_parts(extra_sources, source_dir, compiler_args))
     so_entry = cache.entry_path(f"user-program-{key}.so")
     meta_entry = cache.entry_path(f"user-program-{key}.json")
@@ -450,10 +452,10 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
         if backend == "emu":
             # tiledmm's own runtime (trusted sources), compiled once per cache folder
             link = ["-x", "none",
-                    *compile_emu._runtime_objects(includes, rt_sources, scratch, runtime),
-                    *compile_emu._link_flags()]
+                    *compile_emu.runtime_objects(includes, rt_sources, scratch, runtime),
+                    *compile_emu.kernel_link_flags()]
             if profile:   # the counters' hooks (tiledmm's own source), wrapping the emulator
-                link += [compile_emu._profile_hooks_object(includes, hooks, scratch),
+                link += [compile_emu.profile_hooks_object(includes, hooks, scratch),
                          *(f"-Wl,--wrap={sym}" for sym in PROFILE_WRAPPED)]
         src_path = os.path.join(scratch, "source.cu")
         with open(src_path, "w") as f:
@@ -473,9 +475,9 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
             json.dump(request, f)
         # the child reads the source, its folder (its own #includes) and tiledmm's headers
         policy = sandbox.compile_policy(scratch, read=(src_path, source_dir, HERE,
-                                                        *compile_emu._headers()[0],
+                                                        *compile_emu.emu_headers()[0],
                                                         *_include_dirs(compiler_args)))
-        done = sandbox.run_python("student.program_build", [req_path], policy, cwd=scratch,
+        done = sandbox.run_python("programs.build", [req_path], policy, cwd=scratch,
                                    timeout=600)
         try:
             with open(os.path.join(scratch, "result.json")) as f:
@@ -688,7 +690,7 @@ def execute(image, source_name, backend, args=(), stdin=None, timeout=None, capt
         memory_fd = _device_memory_file() if backend == "emu" else None
         try:
             done = sandbox.run_python(
-                "student.program_main", [so, report, backend, source_name, "--", *[str(a) for a in args]],
+                "programs.main", [so, report, backend, source_name, "--", *[str(a) for a in args]],
                 policy, cwd=cwd, stdin=feed, timeout=timeout, capture=capture,
                 env=sandbox.minimal_env(
                     {} if memory_fd is None else {"TILEDMM_DEVICE_MEMORY_FD": str(memory_fd)}),
@@ -735,7 +737,7 @@ def run(program, *, args=(), stdin=None, backend=None, check=False, profile=Fals
         raise ValueError(f"tm.run: timeout={timeout!r}; give seconds > 0, or None for no limit")
     if stdin is not None and not isinstance(stdin, (str, bytes)):
         raise TypeError("tm.run: stdin is None, str or bytes")
-    source, name, folder, others, compiler_args = _read_sources(program, compiler_args)
+    source, name, folder, others, compiler_args = read_sources(program, compiler_args)
     image, meta, _origin = build(source, name, backend, compiler_args, folder, profile=profile,
                                  extra_sources=others, check=check and backend == "emu")
     if check and backend == "cuda":
@@ -883,7 +885,7 @@ def _run_sanitized(image, source_name, args, stdin, timeout, capture=True):
                 f.write(image)
             report, log = os.path.join(scratch, "report.jsonl"), os.path.join(scratch, "tool.log")
             code = (f"import sys; sys.path.insert(0, {PACKAGE_PARENT!r}); "
-                    "from tiledmm.student import program_main; "
+                    "from tiledmm.programs import main as program_main; "
                     "sys.exit(program_main.main(sys.argv[1:]))")
             argv = [sanitizer, "--tool", tool, *options, "--log-file", log, sys.executable, "-c",
                     code, so, report, "cuda", source_name, "--", *[str(a) for a in args]]

@@ -1,13 +1,13 @@
 """Isolation: user kernels run in a worker process, so that no kernel can kill, hang or corrupt
 the Python process that launched it.
 
-The worker (tiledmm/student/worker.py) is started on first use with a fresh interpreter (never fork:
+The worker (tiledmm/user_kernels/worker.py) is started on first use with a fresh interpreter (never fork:
 libgomp and CUDA break after a fork), in a session of its own (Jupyter's interrupt signals the
 whole process group; the worker must not die behind tiledmm's back), and is started again after
 a fault. It alone loads the user's compiled code and, on `cuda`, owns a CUDA context of its own,
 so an illegal address poisons only the worker's context.
 
-The worker is confined (tiledmm/student/sandbox.py: Landlock, seccomp, rlimits) before it imports
+The worker is confined (tiledmm/confine/sandbox.py: Landlock, seccomp, rlimits) before it imports
 anything, gets an allow-listed environment, and a scratch folder of its own for its life (removed
 when it ends). The caller trusts nothing that comes back.
 
@@ -50,7 +50,7 @@ import time
 
 from .. import _backend
 from . import sandbox
-from .kernel_diagnostics import KernelError
+from ..errors import KernelError
 
 PAGE = mmap.PAGESIZE
 ALIGN = 256                     # cudaMalloc's alignment
@@ -535,15 +535,15 @@ class Worker:
     def _start(self):
         """A fresh interpreter that confines itself (run_policy: its scratch folder writable, no
         exec, no processes, no network; /dev/nvidia* where a GPU is) before it imports tiledmm
-        or starts a thread, then serves requests (tiledmm/student/worker.py)."""
+        or starts a thread, then serves requests (tiledmm/user_kernels/worker.py)."""
         sandbox.warn_if_unconfined("tm.compile's kernels")
         self.scratch = tempfile.mkdtemp(prefix="tiledmm-worker-")
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         policy = sandbox.run_policy(self.scratch, devices=self.devices)
         # PR_SET_PDEATHSIG fires when the *thread* that started the worker ends, and a call may
         # come from any thread: the worker is started from one long-lived thread (_STARTER),
-        # and its parent watch (tiledmm/student/worker.py) stays for the rest
-        argv = sandbox.python_argv("student.worker", policy, call=f"main({theirs.fileno()})",
+        # and its parent watch (tiledmm/user_kernels/worker.py) stays for the rest
+        argv = sandbox.python_argv("user_kernels.worker", policy, call=f"main({theirs.fileno()})",
                                     die_with_parent=True)
         env = sandbox.minimal_env({"TILEDMM_WORKER": "1", "TMPDIR": self.scratch})
         # a kernel's path is chosen where it is compiled, in this process, when it is called

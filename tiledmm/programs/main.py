@@ -1,7 +1,7 @@
 """The runner of a built program (tm.run): loads the program's shared object and calls its
 `main(argc, argv)`, in a process that is the program's own.
 
-tiledmm/student/programs.py starts it through tiledmm.student.sandbox.run_python with a run policy (no exec,
+tiledmm/programs/run.py starts it through tiledmm.confine.sandbox.run_python with a run policy (no exec,
 scratch writable), so the program needs nothing once running but what is loaded here. stdin,
 stdout and stderr are the program's; `exit()` ends this process with the program's code, and a
 return from `main` does the same (through the program's tm_prog_exit on emu: device printf not

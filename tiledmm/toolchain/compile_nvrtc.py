@@ -11,9 +11,9 @@ import sysconfig
 from types import SimpleNamespace
 
 from .. import _backend
-from . import kernel_cache as cache
-from .kernel_diagnostics import SOURCE_NAME, compile_error, parse_warnings
-from .kernel_source import full_source, split_defines
+from . import cache
+from .diagnostics import SOURCE_NAME, compile_error, parse_warnings
+from .source import full_source, split_defines
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tiledmm/
 

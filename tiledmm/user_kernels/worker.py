@@ -1,4 +1,4 @@
-"""tiledmm's worker process: where user kernels are loaded and run (tiledmm/student/isolation.py starts
+"""tiledmm's worker process: where user kernels are loaded and run (tiledmm/confine/isolation.py starts
 it and explains why). It serves one request at a time from the caller:
 
     {"op": "launch", ...}        map the arguments' shared memory, load the kernel if needed,
@@ -9,9 +9,9 @@ it and explains why). It serves one request at a time from the caller:
 A kernel that faults ends this process with a one-line report on stderr (tiledmm_fault.h). After
 a CUDA error the worker replies, then exits: the error may have poisoned its context.
 
-The worker is confined before this module is imported (tiledmm/student/sandbox.py's bootstrap: Landlock,
+The worker is confined before this module is imported (tiledmm/confine/sandbox.py's bootstrap: Landlock,
 seccomp, rlimits, while no other thread exists); its replies are JSON that the caller checks
-field by field (tiledmm/student/isolation.py, check_reply). A compiled emu kernel arrives as a memfd the
+field by field (tiledmm/confine/isolation.py, check_reply). A compiled emu kernel arrives as a memfd the
 caller made (this process may not make one) and is loaded from /proc/self/fd/N.
 """
 import ctypes
@@ -27,11 +27,11 @@ import numpy as np
 
 from .. import _backend
 from .._row_tables import worker_row_table
-from .compile_nvrtc import compile_cuda, load_cuda
-from .isolation import end_of_output_marker, map_regions, recv_message, send_message, unmap_regions
+from ..toolchain.compile_nvrtc import compile_cuda, load_cuda
+from ..confine.isolation import end_of_output_marker, map_regions, recv_message, send_message, unmap_regions
 from .launch import counted_launch, load_emu_fd
 
-from .kernel_diagnostics import KernelError
+from ..errors import KernelError
 
 
 def _watch_parent(parent):
@@ -176,7 +176,7 @@ CONFINED = False
 
 
 def main(fd):
-    """Serve requests on socket `fd`. Called by tiledmm/student/sandbox.py's bootstrap, after it has
+    """Serve requests on socket `fd`. Called by tiledmm/confine/sandbox.py's bootstrap, after it has
     confined this process (its `_ok`): the parent-watch thread starts only now."""
     global CONFINED
     boot = sys.modules.get("__main__")

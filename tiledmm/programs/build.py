@@ -1,7 +1,7 @@
 """Building a whole CUDA program (tm.run), inside the confined compile child.
 
-tiledmm/student/programs.py writes a request (JSON) into the child's scratch folder and runs
-`main([request])` through tiledmm.student.sandbox.run_python with a compile policy. Here the student's
+tiledmm/programs/run.py writes a request (JSON) into the child's scratch folder and runs
+`main([request])` through tiledmm.confine.sandbox.run_python with a compile policy. Here the student's
 source is parsed by libclang as CUDA (`-x cuda --cuda-host-only -nocudainc -nocudalib`, with a
 small prelude that declares what clang expects of a CUDA installation); every launch
 `k<<<grid, block, shared, stream>>>(args)` shows up as a CALL_EXPR whose second child is the
@@ -12,11 +12,11 @@ call of `__cudaPushCallConfiguration`, and is rewritten in place, on the same li
 whose call operator takes the kernel's own parameter types (so arguments convert, or fail to,
 as nvcc's launch would). On emu tm_prog::config is emu/program_runtime.h's emulated launch;
 on cuda it is tiledmm/include/tiledmm_program_cuda.h's real launch between two CUDA events.
-Then g++ (emu) or nvcc (cuda) builds the program as a shared object that tiledmm/student/program_main.py
+Then g++ (emu) or nvcc (cuda) builds the program as a shared object that tiledmm/programs/main.py
 loads and whose `main` it calls. The answer is JSON (result.json), never anything executable.
 
 On emu (plain builds: not check mode, not profile mode) each kernel of the program's file that
-the barrier transform applies to (tiledmm/student/barrier_split.py, issue 34) gets its split
+the barrier transform applies to (tiledmm/toolchain/split/transform.py, issue 34) gets its split
 twin after its definition. A plain kernel's split is registered with the runtime by the
 kernel's address as the program loads (tm_prog::register_split), so every launch of it finds
 it; a template kernel gets a pair `tm_with_split_<k>` (emu/cuda_emu.h's tm_emu_split_kernel, a
@@ -30,10 +30,10 @@ import os
 import re
 import subprocess
 
-from . import barrier_split
-from .check_mode import checked_casts, checked_shared
-from .kernel_diagnostics import SOURCE_NAME as SPLIT_SOURCE_NAME
-from .kernel_source import emu_dialect
+from ..toolchain.split import transform as barrier_split
+from ..toolchain.check_rewrite import checked_casts, checked_shared
+from ..toolchain.diagnostics import SOURCE_NAME as SPLIT_SOURCE_NAME
+from ..toolchain.source import emu_dialect
 
 SOURCE_NAME_DEFAULT = "program.cu"
 COMPILER_RUN_SECONDS = 300   # one run of the compiler on a whole program
@@ -41,7 +41,7 @@ COMPILER_RUN_SECONDS = 300   # one run of the compiler on a whole program
 # What the parse needs in place of a CUDA installation: the qualifiers as clang's CUDA
 # attributes, the launch-configuration functions clang looks for, the built-in variables, and
 # the emulator's runtime API header (plain C declarations).
-_PARSE_PRELUDE = """\
+PARSE_PRELUDE = """\
 #define __global__ __attribute__((global))
 #define __device__ __attribute__((device))
 #define __host__ __attribute__((host))
@@ -94,7 +94,7 @@ def _parse_args(scratch, includes, defines, user_includes):
                     if name.startswith("cooperative") else "#pragma once\n")
     prelude = os.path.join(scratch, "parse-prelude.h")
     with open(prelude, "w") as f:
-        f.write(_PARSE_PRELUDE)
+        f.write(PARSE_PRELUDE)
     args = ["-x", "cuda", "--cuda-host-only", "-nocudainc", "-nocudalib", "-std=c++17",
             "-Wno-unknown-cuda-version", f"-I{stand}", *[f"-I{d}" for d in includes],
             *user_includes, *defines]

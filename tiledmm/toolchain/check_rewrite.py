@@ -5,7 +5,7 @@ race-checked `tm_sh_array` / `tm_sh_scalar` (tiledmm/include/tiledmm_kernel.h), 
 lines so that diagnostics keep the user's line numbers."""
 import re
 
-from .kernel_source import blank_source, split_top_level
+from .source import blank_source, split_top_level
 
 
 def checked_source(source, params):
