@@ -9,6 +9,8 @@ import os
 import sys
 import threading
 
+from . import _settings
+
 BACKENDS = ("cuda", "emu")
 _modules = {}
 _import_errors = {}
@@ -49,7 +51,7 @@ def cuda_device_count():
 
 def _default():
     global _notice_shown
-    env = os.environ.get("TILEDMM_BACKEND")
+    env = _settings.get("TILEDMM_BACKEND")
     if env:
         if env not in BACKENDS:
             raise ValueError(f"TILEDMM_BACKEND={env!r}; choose one of {', '.join(BACKENDS)}")

@@ -49,6 +49,7 @@ import threading
 import time
 
 from .. import _backend
+from .. import _settings
 from . import sandbox
 from ..errors import KernelError
 
@@ -65,7 +66,7 @@ _SIGNALS = {getattr(signal, n): n for n in ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGI
 
 def default_timeout():
     """$TILEDMM_KERNEL_TIMEOUT seconds, else DEFAULT_TIMEOUT."""
-    value = os.environ.get("TILEDMM_KERNEL_TIMEOUT")
+    value = _settings.get("TILEDMM_KERNEL_TIMEOUT")
     try:
         return float(value) if value else DEFAULT_TIMEOUT
     except ValueError:

@@ -23,6 +23,7 @@ import dataclasses
 import errno
 import fcntl
 import glob
+import importlib.util
 import json
 import os
 import shutil
@@ -35,6 +36,18 @@ import warnings
 
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tiledmm/
 PACKAGE_PARENT = os.path.dirname(PACKAGE_DIR)
+
+
+def _load_by_path(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# This file is also loaded on its own, by path, in a child before it confines itself (no package
+# around it: _bootstrap); the settings table (standard library only) comes in the same way.
+_SETTINGS = _load_by_path("_tiledmm_settings", os.path.join(PACKAGE_DIR, "_settings.py"))
 GiB = 1 << 30
 
 
@@ -102,9 +115,9 @@ def minimal_env(extra=None):
     """The allow-listed environment every confined child gets: never the caller's whole one (a
     notebook's tokens and keys stay in the notebook). Kept: PATH, the locale, the CUDA and
     OpenMP settings, the dynamic loader's paths and preloads (the CUDA libraries, a sanitizer's
-    runtime), $CXX, and tiledmm's own TILEDMM_* variables."""
-    env = {k: v for k, v in os.environ.items()
-           if k in _ENV_KEEP or (k.startswith("TILEDMM_") and k != "TILEDMM_CACHE_DIR")}
+    runtime), $CXX, and the TILEDMM_* settings marked for children (tiledmm/_settings.py)."""
+    env = {k: v for k, v in os.environ.items() if k in _ENV_KEEP}
+    env.update(_SETTINGS.inherited())
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env.update(extra or {})
     return env
@@ -177,8 +190,9 @@ def _default_memory():
     """RLIMIT_DATA when the policy names none: half the machine's memory, at least 2 GiB (the
     arguments' shared file is the caller's and is not counted). $TILEDMM_SANDBOX_MEMORY (bytes)
     overrides it."""
-    if os.environ.get("TILEDMM_SANDBOX_MEMORY", "").isdigit():
-        return int(os.environ["TILEDMM_SANDBOX_MEMORY"])
+    given = _SETTINGS.get("TILEDMM_SANDBOX_MEMORY", "")
+    if given.isdigit():
+        return int(given)
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
@@ -391,7 +405,7 @@ def _seccomp(policy, lib, scoped_signals, export=False):
     with one system call: libseccomp's compiler costs milliseconds, the load microseconds)."""
     # the rest: "no such call" (TILEDMM_SANDBOX_TRAP_ALL=1: SIGSYS, naming it, to find a call
     # that a new driver or library needs)
-    default = _ACT_TRAP if os.environ.get("TILEDMM_SANDBOX_TRAP_ALL") == "1" else \
+    default = _ACT_TRAP if _SETTINGS.get("TILEDMM_SANDBOX_TRAP_ALL") == "1" else \
         _ACT_ERRNO(errno.ENOSYS)
     ctx = lib.seccomp_init(default)
     if not ctx:
@@ -510,7 +524,7 @@ def _precompiled(policy):
     if abi is None or abi < 6 or lib is None or os.uname().machine not in _SYS_SECCOMP:
         return None
     kind = (policy.allow_exec, policy.exec_program, policy.devices,
-            os.environ.get("TILEDMM_SANDBOX_TRAP_ALL") == "1")
+            _SETTINGS.get("TILEDMM_SANDBOX_TRAP_ALL") == "1")
     if kind not in _BPF_CACHE:
         try:
             _BPF_CACHE[kind] = _seccomp(policy, lib, True, export=True)
@@ -607,7 +621,7 @@ def status():
     a throw-away child (qemu-user answers PR_SET_SECCOMP with EINVAL only when a filter loads)."""
     global _STATUS
     if _STATUS is None:
-        if os.environ.get("TILEDMM_SANDBOX") == "off":
+        if _SETTINGS.get("TILEDMM_SANDBOX") == "off":
             _STATUS = {"landlock": None, "seccomp": False, "confined": False,
                        "reason": "switched off by TILEDMM_SANDBOX=off"}
             return dict(_STATUS)
@@ -665,7 +679,7 @@ def available():
     """Whether this system has what confinement needs (Landlock answers, libseccomp loads):
     checked in this process, without the child status() starts (worker start-up stays fast).
     status() also finds the rarer case of a seccomp that refuses to load (qemu-user)."""
-    if os.environ.get("TILEDMM_SANDBOX") == "off":
+    if _SETTINGS.get("TILEDMM_SANDBOX") == "off":
         return False
     if _STATUS is not None:
         return _STATUS["confined"]
@@ -690,7 +704,7 @@ def confine(policy, bpf=None):
     (status() says why; what it can is applied all the same), or with TILEDMM_SANDBOX=off.
     `bpf`: the policy's seccomp program, built by the caller (_precompiled). Raises OSError
     when a step that this system supports fails."""
-    if os.environ.get("TILEDMM_SANDBOX") == "off":
+    if _SETTINGS.get("TILEDMM_SANDBOX") == "off":
         return False
     _limits(policy)
     abi, _ = _landlock_abi()
@@ -743,7 +757,6 @@ def _confine_or_exit(policy_json, required, bpf=None):
 def _load_package():
     """Import tiledmm from its own folder without listing the folder above it (Landlock lets
     the child read tiledmm/, not the checkout around it)."""
-    import importlib.util
     if "tiledmm" in sys.modules:
         return sys.modules["tiledmm"]
     spec = importlib.util.spec_from_file_location(

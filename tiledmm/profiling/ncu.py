@@ -27,6 +27,8 @@ import tempfile
 
 import numpy as np
 
+from .. import _settings
+
 # Profile field <- Nsight Compute metric (summed over the call's launches). A tuple of metrics
 # is added up; a metric this GPU does not have reads "n/a" and is left out of the sum (NaN only
 # when none of them is there).
@@ -81,7 +83,7 @@ def _metric_names():
 def find_ncu():
     """The ncu executable: TILEDMM_NCU, else `ncu` on PATH, else the CUDA toolkit's; or a
     RuntimeError that says how to get it."""
-    given = os.environ.get("TILEDMM_NCU")
+    given = _settings.get("TILEDMM_NCU")
     candidates = [given] if given else ["ncu"]
     if not given:
         for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):

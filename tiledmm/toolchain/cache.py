@@ -19,6 +19,8 @@ import tempfile
 import threading
 import warnings
 
+from .. import _settings
+
 _LOCK = threading.Lock()
 _STATS = {"compiled": 0, "disk_hits": 0, "memory_hits": 0}
 _private_fallback = None        # a per-process folder made by mkdtemp, when nothing else is safe
@@ -54,7 +56,7 @@ def cache_dir():
     $XDG_CACHE_HOME/tiledmm); a folder that is not private to the user is refused (with a
     warning) for a per-user folder in the temporary directory, else a new private one."""
     global _private_fallback
-    path = os.environ.get("TILEDMM_CACHE_DIR")
+    path = _settings.get("TILEDMM_CACHE_DIR")
     if not path:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         path = os.path.join(base, "tiledmm")

@@ -23,6 +23,7 @@ import tempfile
 import threading
 from types import SimpleNamespace
 
+from .. import _settings
 from .._emu_build import (EMU_FLAGS, PROFILE_HOOK_FLAGS, PROFILE_KERNEL_FLAGS, PROFILE_WRAPPED,
                           build_flags, link_flags, profile_split_flags)
 from . import cache
@@ -257,7 +258,7 @@ def profile_file(includes, name):
 def split_wanted():
     """TILEDMM_EMU_SPLIT=0: every kernel on fibers (benchmarks/emu_speed.py compares the paths).
     Read at each call: part of the kernel's cache keys (here and in user_kernels' memory)."""
-    return os.environ.get("TILEDMM_EMU_SPLIT", "1") != "0"
+    return _settings.get("TILEDMM_EMU_SPLIT", "1") != "0"
 
 
 def compile_emu(source, name, options, check, profile=False, *, seconds=None,
