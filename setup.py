@@ -160,16 +160,13 @@ MIN_ARCH = {"cuda/matmul_cutlass.cu": 80}
 
 
 def find_cuda_home():
-    """The CUDA toolkit root, or None when no nvcc can be found."""
-    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")):
-        if root and os.path.exists(os.path.join(root, "bin", "nvcc")):
-            return root
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        return os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))
-    if os.path.exists("/usr/local/cuda/bin/nvcc"):
-        return "/usr/local/cuda"
-    return None
+    """The CUDA toolkit root, or None when no nvcc can be found (tiledmm/_toolkit.py, the one
+    lookup, loaded by path: nothing is built yet)."""
+    spec = importlib.util.spec_from_file_location("_tiledmm_toolkit",
+                                                  os.path.join(HERE, "tiledmm", "_toolkit.py"))
+    toolkit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(toolkit)
+    return toolkit.home()
 
 
 def cuda_archs():

@@ -72,7 +72,7 @@ static int launch_coarse(const tm_problem *p, tm_launch_facts *facts)
     const dim3 grid(tm_ceil_div(p->N, (long long)TILE * COARSEN), tm_ceil_div(p->M, TILE));
     const size_t strip_bytes = (size_t)TILE * TILE * COARSEN * sizeof(T);
     const size_t tile_bytes = (size_t)TILE * TILE * sizeof(T);
-    if (strip_bytes + tile_bytes > 48 * 1024) {
+    if (strip_bytes + tile_bytes > TM_SHARED_DEFAULT_BYTES) {
         cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                (int)strip_bytes);
         if (err != cudaSuccess) return err;

@@ -643,7 +643,7 @@ template <typename Kernel, typename... Args>
 static int launch_fast_grid(Kernel kernel, dim3 grid, dim3 block, size_t shared,
                             tm_launch_facts *facts, Args... args)
 {
-    if (shared > 48 * 1024) {
+    if (shared > TM_SHARED_DEFAULT_BYTES) {
         cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                (int)shared);
         if (err != cudaSuccess) return err;

@@ -3,13 +3,14 @@
 #include <stddef.h>
 #include <string>
 #include "runtime_api.h"
+#include "tm_limits.h"
 
 namespace tm_emu {
 // Emulated device limits (sm_90-like where a number is needed).
 constexpr int kMaxThreadsPerBlock = 1024;
 constexpr int kMaxBlockDim[3] = {1024, 1024, 64};
 constexpr unsigned kMaxGrid[3] = {2147483647u, 65535u, 65535u};
-constexpr size_t kSharedPerBlock = 48 * 1024;          // without opt-in
+constexpr size_t kSharedPerBlock = TM_SHARED_DEFAULT_BYTES;          // without opt-in
 constexpr size_t kSharedPerBlockOptin = 227 * 1024;    // with cudaFuncSetAttribute
 constexpr size_t kSharedPerSM = 228 * 1024;
 constexpr size_t kSharedReservedPerBlock = 1024;

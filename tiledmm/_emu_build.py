@@ -19,6 +19,9 @@ import threading
 # No -mtls-dialect=gnu2 (TLS descriptors): in a dlopen'ed library glibc before 2.40 resolves
 # them with _dl_tlsdesc_dynamic, which clobbers caller-saved registers (glibc bug 31372); the
 # extension crashed with SIGFPE in run_block (benchmarks/emu_notes.md, issue 34).
+# One run of the C++ compiler (a runtime object, a kernel, a whole program) may take this long.
+COMPILER_RUN_SECONDS = 300
+
 EMU_FLAGS = ["-x", "c++", "-std=c++17", "-O2", "-fPIC", "-fopenmp", "-fstack-clash-protection",
              "-DTM_EMU"]
 

@@ -25,6 +25,7 @@ import uuid
 
 from .programs import run as programs
 from .confine import sandbox
+from . import _toolkit
 from ._backend import cuda_device_count, get_backend
 from .confine.isolation import default_timeout
 from .errors import CompileError
@@ -211,19 +212,10 @@ def _say(message):
 # ---------------------------------------------------------------------------------------------
 # the profilers on the GPU (--profile on cuda)
 
-def _find_tool(name):
-    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    for cand in [shutil.which(name), home and os.path.join(home, "bin", name),
-                 f"/usr/local/cuda/bin/{name}"]:
-        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
-            return cand
-    return None
-
-
 def _profile_on_gpu(files, compiler_args, profiler, profiler_args, args, stdin, timeout):
     """Build the program for the GPU and run it under ncu or nsys as nvcc4jupyter does (the
     profiler's report follows the program's output)."""
-    tool = _find_tool(profiler.value)
+    tool = _toolkit.tool(profiler.value)
     if tool is None:
         product = "Nsight Compute" if profiler is Profiler.NCU else "Nsight Systems"
         raise RuntimeError(f"--profile with {profiler.value} needs NVIDIA {product}'s "

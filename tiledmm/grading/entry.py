@@ -3,16 +3,14 @@ assignment (grading.assignment.Assignment: a built-in such as matmul, or an inst
 goes to runner.grade; a program assignment (programs.ProgramAssignment: vec_add_program, or an
 instructor's file) to programs.grade_program; with by_kernel=True a whole program's kernel is
 graded against a kernel assignment, launched as the program's own <<<>>> launches it."""
-import os
-import runpy
 
 from ..confine import sandbox
 from .assignment import Assignment
-from .lookup import load_assignment
+from .lookup import load
 from .builtin import BUILTIN
 from .programs import (PROGRAM_BUILTIN, ProgramAssignment, grade_program,
                        grade_program_kernel)
-from .runner import UnconfinedError, grade as grade_kernel
+from .runner import grade as grade_kernel, require_confinement
 
 __all__ = ["grade", "load_any_assignment", "ASSIGNMENT_NAMES"]
 ASSIGNMENT_NAMES = (*BUILTIN, *PROGRAM_BUILTIN)
@@ -21,17 +19,7 @@ ASSIGNMENT_NAMES = (*BUILTIN, *PROGRAM_BUILTIN)
 def load_any_assignment(name_or_path):
     """An Assignment or a ProgramAssignment: a built-in name, the object, or an instructor's
     Python file defining ASSIGNMENT (run once)."""
-    if isinstance(name_or_path, (Assignment, ProgramAssignment)):
-        return name_or_path
-    if name_or_path in PROGRAM_BUILTIN:
-        return PROGRAM_BUILTIN[name_or_path]()
-    if name_or_path in BUILTIN or not os.path.isfile(str(name_or_path)):
-        return load_assignment(name_or_path)   # its ValueError lists the kernel built-ins
-    assignment = runpy.run_path(str(name_or_path)).get("ASSIGNMENT")
-    if not isinstance(assignment, (Assignment, ProgramAssignment)):
-        raise ValueError(f"{name_or_path}: defines no ASSIGNMENT = tiledmm.grading.Assignment"
-                         "(...) or tiledmm.grading.ProgramAssignment(...)")
-    return assignment
+    return load(name_or_path, (Assignment, ProgramAssignment), {**BUILTIN, **PROGRAM_BUILTIN})
 
 
 def grade(submission, assignment, *, backend=None, seed=None, kernel=None, timeout=None,
@@ -54,10 +42,7 @@ def grade(submission, assignment, *, backend=None, seed=None, kernel=None, timeo
     if by_kernel:
         raise ValueError(f"by_kernel grades a program's kernel against a kernel assignment; "
                          f"{assignment.name!r} is a program assignment (graded by its output)")
-    if not sandbox.status()["confined"] and not allow_unconfined:
-        raise UnconfinedError(f"{sandbox.describe()}\nThe grader refuses to run submissions "
-                              "unconfined; pass --allow-unconfined (allow_unconfined=True) to "
-                              "grade anyway, which the report then states.")
+    require_confinement(allow_unconfined)
     report = grade_program(submission, assignment, backend=backend, seed=seed, timeout=timeout,
                            check=check)
     report.confinement = sandbox.describe()

@@ -16,7 +16,6 @@ The result is the same GradeReport as tm.grade's (table, HTML, JSON, JUnit, Grad
 """
 import os
 import re
-import runpy
 import secrets
 
 import numpy as np
@@ -26,6 +25,7 @@ from ..errors import CompileError
 from ..toolchain.source import blank_source, split_top_level
 from ..programs.run import run as run_program
 from .assignment import CaseSizes
+from .lookup import load
 from .report import GradeReport
 from .runner import grade as grade_kernel
 
@@ -100,19 +100,7 @@ PROGRAM_BUILTIN = {"vec_add_program": vec_add_program}
 def load_program_assignment(name_or_path):
     """A built-in program assignment by name, a ProgramAssignment, or the `ASSIGNMENT` an
     instructor's Python file defines (a ProgramAssignment)."""
-    if isinstance(name_or_path, ProgramAssignment):
-        return name_or_path
-    if name_or_path in PROGRAM_BUILTIN:
-        return PROGRAM_BUILTIN[name_or_path]()
-    if not os.path.isfile(str(name_or_path)):
-        raise ValueError(f"unknown program assignment {name_or_path!r}: the built-in ones are "
-                         f"{', '.join(PROGRAM_BUILTIN)}; otherwise give the path of a Python "
-                         "file defining ASSIGNMENT = ProgramAssignment(...)")
-    assignment = runpy.run_path(str(name_or_path)).get("ASSIGNMENT")
-    if not isinstance(assignment, ProgramAssignment):
-        raise ValueError(f"{name_or_path}: defines no ASSIGNMENT = "
-                         "tiledmm.grading.programs.ProgramAssignment(...)")
-    return assignment
+    return load(name_or_path, (ProgramAssignment,), PROGRAM_BUILTIN)
 
 
 # ---- grading -------------------------------------------------------------------------------------

@@ -55,6 +55,17 @@ class UnconfinedError(RuntimeError):
     """grade() refuses to run a submission where the sandbox is not available."""
 
 
+def require_confinement(allow_unconfined):
+    """The grader's one rule, for kernels and programs alike: where the sandbox is not in force,
+    UnconfinedError, unless allow_unconfined (the report then says so)."""
+    if not sandbox.status()["confined"] and not allow_unconfined:
+        raise UnconfinedError(
+            f"{sandbox.describe()}\nThe grader refuses to run submissions unconfined: run it "
+            "where Landlock and seccomp work (Linux >= 5.13 with libseccomp2; Docker's default "
+            "profile from 20.10.9), or pass --allow-unconfined (allow_unconfined=True) to grade "
+            "anyway, which the report then states.")
+
+
 def grade(submission, assignment, *, backend=None, seed=None, kernel=None, timeout=None,
           check=True, compile_timeout=GRADING_COMPILE_CHILD_SECONDS, speed=True,
           allow_unconfined=False):
@@ -73,12 +84,7 @@ def grade(submission, assignment, *, backend=None, seed=None, kernel=None, timeo
     The submission is compiled and run only in confined processes (tiledmm/confine/sandbox.py), and
     tiledmm's worker (its process group) is ended before this returns, so nothing it started
     can touch the files the caller writes next."""
-    if not sandbox.status()["confined"] and not allow_unconfined:
-        raise UnconfinedError(
-            f"{sandbox.describe()}\nThe grader refuses to run submissions unconfined: run it "
-            "where Landlock and seccomp work (Linux >= 5.13 with libseccomp2; Docker's default "
-            "profile from 20.10.9), or pass --allow-unconfined (allow_unconfined=True) to grade "
-            "anyway, which the report then states.")
+    require_confinement(allow_unconfined)
     try:
         return _grade(submission, assignment, backend, seed, kernel, timeout, check,
                       compile_timeout, speed)

@@ -27,7 +27,7 @@ import tempfile
 
 import numpy as np
 
-from .. import _settings
+from .. import _settings, _toolkit
 
 # Profile field <- Nsight Compute metric (summed over the call's launches). A tuple of metrics
 # is added up; a metric this GPU does not have reads "n/a" and is left out of the sum (NaN only
@@ -84,15 +84,9 @@ def find_ncu():
     """The ncu executable: TILEDMM_NCU, else `ncu` on PATH, else the CUDA toolkit's; or a
     RuntimeError that says how to get it."""
     given = _settings.get("TILEDMM_NCU")
-    candidates = [given] if given else ["ncu"]
-    if not given:
-        for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-            if root:
-                candidates.append(os.path.join(root, "bin", "ncu"))
-    for c in candidates:
-        path = shutil.which(c)
-        if path:
-            return path
+    path = shutil.which(given) if given else _toolkit.tool("ncu")
+    if path:
+        return path
     raise RuntimeError(
         "profile=True on the cuda backend reads the counters from Nsight Compute, and `ncu` "
         f"was not found ({'TILEDMM_NCU=' + given if given else 'not on PATH nor in CUDA_HOME/bin'})."

@@ -30,13 +30,12 @@ import os
 import re
 import subprocess
 
+from .._emu_build import COMPILER_RUN_SECONDS
 from ..toolchain.split import transform as barrier_split
 from ..toolchain.check_rewrite import checked_casts, checked_shared
 from ..toolchain.diagnostics import SOURCE_NAME as SPLIT_SOURCE_NAME
 from ..toolchain.source import emu_dialect
 
-SOURCE_NAME_DEFAULT = "program.cu"
-COMPILER_RUN_SECONDS = 300   # one run of the compiler on a whole program
 
 # What the parse needs in place of a CUDA installation: the qualifiers as clang's CUDA
 # attributes, the launch-configuration functions clang looks for, the built-in variables, and

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 
-from .. import _backend
+from .. import _backend, _toolkit
 from ..toolchain import compile_emu
 from ..toolchain import cache
 from ..confine import sandbox
@@ -314,12 +314,7 @@ def _built_names(extra_sources):
 # building (cached)
 
 def _nvcc():
-    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    for cand in ([os.path.join(home, "bin", "nvcc")] if home else []) + \
-            [shutil.which("nvcc") or "", "/usr/local/cuda/bin/nvcc"]:
-        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
-            return cand
-    return None
+    return _toolkit.tool("nvcc")
 
 
 @functools.lru_cache(maxsize=1)
@@ -826,26 +821,19 @@ def _problems(records):
 
 
 def _compute_sanitizer():
-    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    cands = [shutil.which("compute-sanitizer") or ""]
-    for root in ([home] if home else []) + ["/usr/local/cuda"]:
-        cands += [os.path.join(root, "bin", "compute-sanitizer"),
-                  os.path.join(root, "compute-sanitizer", "compute-sanitizer")]
-    for c in cands:
-        if not (c and os.path.isfile(c) and os.access(c, os.X_OK)):
-            continue
-        real = os.path.realpath(c)
-        with open(real, "rb") as f:
-            script = f.read(2) == b"#!"
-        if not script:
-            return real
-        # the toolkit's bin/compute-sanitizer is a shell script: the sandbox lets no shell run,
-        # so the binary it starts is what runs (<toolkit>/compute-sanitizer/compute-sanitizer)
-        binary = os.path.join(os.path.dirname(os.path.dirname(real)), "compute-sanitizer",
-                              "compute-sanitizer")
-        if os.path.isfile(binary) and os.access(binary, os.X_OK):
-            return binary
-    return None
+    """compute-sanitizer's binary: the toolkit's <root>/compute-sanitizer/ first, since the
+    sandbox lets no shell run and bin/compute-sanitizer is a shell script that starts it."""
+    found = _toolkit.tool("compute-sanitizer", ("compute-sanitizer", "bin"))
+    if found is None:
+        return None
+    real = os.path.realpath(found)
+    with open(real, "rb") as f:
+        script = f.read(2) == b"#!"
+    if not script:
+        return real
+    binary = os.path.join(os.path.dirname(os.path.dirname(real)), "compute-sanitizer",
+                          "compute-sanitizer")
+    return binary if os.path.isfile(binary) and os.access(binary, os.X_OK) else None
 
 
 # compute-sanitizer's tools, in order, and the options that make each report what check mode

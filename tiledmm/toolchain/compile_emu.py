@@ -24,8 +24,9 @@ import threading
 from types import SimpleNamespace
 
 from .. import _settings
-from .._emu_build import (EMU_FLAGS, PROFILE_HOOK_FLAGS, PROFILE_KERNEL_FLAGS, PROFILE_WRAPPED,
-                          build_flags, link_flags, profile_split_flags)
+from .._emu_build import (COMPILER_RUN_SECONDS, EMU_FLAGS, PROFILE_HOOK_FLAGS,
+                          PROFILE_KERNEL_FLAGS, PROFILE_WRAPPED, build_flags, link_flags,
+                          profile_split_flags)
 from . import cache
 from . import split as split_files
 from .split import transform as barrier_split
@@ -40,10 +41,9 @@ from .source import (ELEMENTS, SCALARS, VECTORS, Param, emu_dialect, full_source
                             kernel_signature, split_defines)
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tiledmm/
-# Two limits of different things: one run of the C++ compiler (a runtime object, or one step
-# inside the compile child), and tm.compile's whole confined compile child (parse, compile,
-# link) where the caller gives none; the grader passes its own (grading/compile_limits.py).
-COMPILER_RUN_SECONDS = 300
+# tm.compile's whole confined compile child (parse, compile, link) where the caller gives none;
+# the grader passes its own (grading/compile_limits.py). One run of the compiler inside it is
+# bounded by _emu_build.COMPILER_RUN_SECONDS.
 COMPILE_CHILD_SECONDS = 300
 _LOCK = threading.Lock()
 
@@ -223,7 +223,7 @@ extern "C" __attribute__((visibility("default"))) int tm_user_launch(
     {' '.join(notes)}
     if (tm_threads_ > 0) tm_emu_set_threads(tm_threads_);
     tm_emu_set_strict_exit(tm_strict_);{chk}
-    if (tm_shared_ > 48 * 1024)
+    if (tm_shared_ > TM_SHARED_DEFAULT_BYTES)
         cudaFuncSetAttribute(tm_kernel_, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_shared_);
     cudaError_t tm_err_ = {call};
     fflush(stdout);   // the kernel's printf reaches the caller before the launch returns
@@ -236,7 +236,8 @@ def prelude_text():
     """tiledmm's prelude as the compilers see it (part of every cache key): the prelude, the
     dialect macros it includes, check mode's runtime and the fault report."""
     text = []
-    for name in ("tiledmm_kernel.h", "kernel_dialect.h", "tiledmm_check.h", "tiledmm_fault.h"):
+    for name in ("tiledmm_kernel.h", "kernel_dialect.h", "tm_limits.h", "tiledmm_check.h",
+                 "tiledmm_fault.h"):
         with open(os.path.join(HERE, "include", name)) as f:
             text.append(f.read())
     return "".join(text)

@@ -10,7 +10,7 @@ import sys
 import sysconfig
 from types import SimpleNamespace
 
-from .. import _backend
+from .. import _backend, _toolkit
 from . import cache
 from .diagnostics import SOURCE_NAME, compile_error, parse_warnings
 from .source import full_source, split_defines
@@ -27,11 +27,7 @@ _STAND_INS = ("cuda_runtime.h", "cuda_runtime_api.h", "device_launch_parameters.
 
 def _nvrtc_candidates():
     names = ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"]
-    dirs = []
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(var):
-            dirs.append(os.path.join(os.environ[var], "lib64"))
-    dirs.append("/usr/local/cuda/lib64")
+    dirs = _toolkit.lib_dirs()
     for site in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *sys.path}:
         if site and os.path.isdir(os.path.join(site, "nvidia")):
             dirs += glob.glob(os.path.join(site, "nvidia", "cuda_nvrtc", "lib"))
@@ -44,15 +40,11 @@ def _nvrtc_candidates():
 
 def toolkit_includes():
     """-I options for the CUDA toolkit's own headers (cooperative_groups.h and the CCCL headers it
-    includes), which NVRTC does not search by itself: $CUDA_HOME/$CUDA_PATH, else
-    /usr/local/cuda, where they exist."""
-    roots = [os.environ.get(v) for v in ("CUDA_HOME", "CUDA_PATH")] + ["/usr/local/cuda"]
-    for root in filter(None, roots):
-        include = os.path.join(root, "include")
-        if os.path.isfile(os.path.join(include, "cooperative_groups.h")):
-            return [f"-I{d}" for d in (include, os.path.join(include, "cccl"))
-                    if os.path.isdir(d)]
-    return []
+    includes), which NVRTC does not search by itself, where the toolkit has them."""
+    include = _toolkit.include_dir("cooperative_groups.h")
+    if include is None:
+        return []
+    return [f"-I{d}" for d in (include, os.path.join(include, "cccl")) if os.path.isdir(d)]
 
 
 def _load_nvrtc():
@@ -139,7 +131,7 @@ def prelude_headers():
     macros it includes (tiledmm/include/kernel_dialect.h). NVRTC skips the prelude's emulator
     and check-mode includes (TM_EMU)."""
     headers = []
-    for name in ("tiledmm_kernel.h", "kernel_dialect.h"):
+    for name in ("tiledmm_kernel.h", "kernel_dialect.h", "tm_limits.h"):
         with open(os.path.join(HERE, "include", name)) as f:
             headers.append((name, f.read()))
     return tuple(headers)

@@ -39,7 +39,6 @@ ELEMENTS = {
     "unsigned int": np.uint32, "long": np.int64, "unsigned long": np.uint64,
     "long long": np.int64, "unsigned long long": np.uint64, "bool": np.bool_,
 }
-_POINTEES = ELEMENTS   # the name the check-mode code knew
 # CUDA's vector types: name -> (element C type, lanes)
 _VECTOR_BASES = {"char": "signed char", "uchar": "unsigned char", "short": "short",
                  "ushort": "unsigned short", "int": "int", "uint": "unsigned int",
@@ -511,11 +510,6 @@ def _parse_param_regex(text, pos, source, kernel):
     quals = re.findall(r"\w+", text.partition("*")[0]) if stars else []
     return Param(words[-1], ctype, bool(stars), "const" in quals, (pos, pos + len(text)),
                  decl_text=" ".join(text.split()), volatile="volatile" in quals)
-
-
-def parse_kernels(source, options=()):
-    """{name: [Param, ...]} for every non-template `__global__` function of the source."""
-    return {n: d.params for n, d in read_kernels(source, options).items() if d.params is not None}
 
 
 def kernel_signature(source, name, options=()):

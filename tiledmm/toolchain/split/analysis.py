@@ -73,7 +73,6 @@ KNOWN_CALLS = PURE_CALLS | SYNC_NAMES | {
 UNIFORM_BUILTINS = {"blockIdx", "blockDim", "gridDim", "warpSize"}
 CUDA_BUILTINS = UNIFORM_BUILTINS | {"threadIdx"}
 _WRITE_AFTER = {"=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=", "++", "--"}
-_WRITE_BEFORE = {"++", "--", "&"}
 _READ_OPERATORS = {"+", "-", "*", "/", "%", "<", ">", "<=", ">=", "==", "!=", "&&", "||", "&",
                    "|", "^", "<<", ">>"}
 # The largest per-thread frame (bytes of per-thread arrays times threads) run as thread loops:
