@@ -32,6 +32,14 @@ stage=${1:-all}; shift || true
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
 
+# libclang from a carried wheel (the GPU machine has none and no network): tm.compile and tm.run
+# read CUDA source with it (pip download libclang --no-deps -d .whl; carry .whl).
+clang_whl=$(ls .whl/libclang-*.whl 2>/dev/null | head -1)
+if ! python3 -c "import clang.cindex" 2>/dev/null; then
+    [ -n "$clang_whl" ] || { echo "no libclang: carry .whl/libclang-*.whl (pip download libclang --no-deps -d .whl)"; exit 1; }
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$clang_whl" \
+        && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
 # CUTLASS's headers (the cutlass rung) from a carried nvidia-cutlass wheel, for every stage.
 whl=$(ls .whl/nvidia_cutlass-*.whl 2>/dev/null | head -1)
 if [ -n "$whl" ]; then

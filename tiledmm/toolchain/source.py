@@ -45,12 +45,6 @@ _VECTOR_BASES = {"char": "signed char", "uchar": "unsigned char", "short": "shor
                  "long": "long", "ulong": "unsigned long", "longlong": "long long",
                  "ulonglong": "unsigned long long", "float": "float", "double": "double"}
 VECTORS = {f"{b}{n}": (c, n) for b, c in _VECTOR_BASES.items() for n in (1, 2, 3, 4)}
-# typedef spellings the regex fallback knows (libclang reads any typedef)
-_TYPEDEFS = {"signed": "int", "signed int": "int", "unsigned": "unsigned int",
-             "long int": "long", "long long int": "long long", "int32_t": "int",
-             "uint32_t": "unsigned int", "int64_t": "long", "uint64_t": "unsigned long",
-             "size_t": "unsigned long", "ptrdiff_t": "long", "int8_t": "signed char",
-             "uint8_t": "unsigned char", "int16_t": "short", "uint16_t": "unsigned short"}
 
 
 class Param:
@@ -266,6 +260,16 @@ def cindex():
     return _clang if not isinstance(_clang, str) else None
 
 
+def require_cindex():
+    """clang.cindex, or a RuntimeError that says how to get it: tiledmm reads a kernel's
+    signature and a program's launches with libclang (a dependency, the `libclang` wheel)."""
+    ci = cindex()
+    if ci is None:
+        raise RuntimeError(f"tiledmm reads CUDA source with libclang, which does not load here "
+                           f"({_clang}): pip install libclang")
+    return ci
+
+
 def split_defines(options):
     """(#define/#undef lines for -D/-U options, the other options). Defines become lines after
     tiledmm's prelude, so that a student's `-DN=64` cannot reach tiledmm's own headers."""
@@ -341,9 +345,7 @@ def read_kernels(source, options=()):
     """{name: KernelDecl} for every `__global__` function of the source (templates by their
     name without arguments)."""
     define_lines, _ = split_defines(options)
-    ci = cindex()
-    if ci is None:
-        return _read_kernels_regex(source)
+    ci = require_cindex()
     blank = blank_source(source)
     tu = _parse(ci, source, define_lines)
     kernels = {}
@@ -469,47 +471,6 @@ def _classify(ci, t, name, span, text, where):
     raise CompileError(f"{where}: type '{t.spelling}' is not supported (it cannot be "
                        "passed from NumPy); use a pointer to numbers (float *, int *, ...), a number, an array "
                        "(float A[][N]), float ** or a vector pointer (float4 *)")
-
-
-# ---------------------------------------------------------------------------------------------
-# the regex fallback (no libclang): plain signatures only
-
-_GLOBAL_RE = re.compile(
-    r"__global__\s+(?:__launch_bounds__\s*\([^()]*\)\s*)?void\s+"
-    r"(?:__launch_bounds__\s*\([^()]*\)\s*)?([A-Za-z_]\w*)\s*\(([^()]*)\)")
-_QUALIFIERS = {"__restrict__", "__restrict", "restrict", "volatile"}
-
-
-def _read_kernels_regex(source):
-    blank = blank_source(source)
-    kernels = {}
-    for m in _GLOBAL_RE.finditer(blank):
-        name, params_text, start = m.group(1), m.group(2), m.start(2)
-        params = []
-        if params_text.strip() not in ("", "void"):
-            pos = start
-            for piece in params_text.split(","):
-                params.append(_parse_param_regex(piece, pos, source, name))
-                pos += len(piece) + 1
-        line, col = line_col(source, m.start(1))
-        kernels[name] = KernelDecl(name, None, params, line, col, _has_body(blank, m.end()))
-    return kernels
-
-
-def _parse_param_regex(text, pos, source, kernel):
-    line, col = line_col(source, pos)
-    where = f"{SOURCE_NAME}:{line}: kernel '{kernel}', parameter '{' '.join(text.split())}'"
-    stars = text.count("*")
-    words = [w for w in re.findall(r"[A-Za-z_]\w*", text.replace("*", " ")) if w not in _QUALIFIERS]
-    ctype = " ".join(w for w in words[:-1] if w != "const")
-    ctype = _TYPEDEFS.get(ctype, ctype)
-    if any(c in text for c in "=[&<") or stars > 1 or len(words) < 2 or ctype not in SCALARS:
-        raise CompileError(f"{where}: this parameter is not supported without libclang (pip install "
-                           f"libclang: {_clang}); without it tiledmm reads only pointers to "
-                           "numbers and numbers")
-    quals = re.findall(r"\w+", text.partition("*")[0]) if stars else []
-    return Param(words[-1], ctype, bool(stars), "const" in quals, (pos, pos + len(text)),
-                 decl_text=" ".join(text.split()), volatile="volatile" in quals)
 
 
 def kernel_signature(source, name, options=()):
