@@ -285,3 +285,18 @@ def test_the_barrier_transform_is_the_files_it_lists():
                           timeout=120, check=True)
     loaded, listed = json.loads(done.stdout.strip().splitlines()[-1])
     assert loaded == listed
+
+
+def test_no_room_holds_more_than_30_percent_of_the_package():
+    """Rooms by job (issue 42): no top-level folder of tiledmm/ (with its subfolders), nor the
+    top-level modules together, holds more than 30% of the package's Python lines."""
+    rooms, total = {}, 0
+    for _name, _package, path in modules():
+        with open(path, encoding="utf-8") as f:
+            lines = sum(1 for _ in f)
+        parts = os.path.relpath(path, PACKAGE).split(os.sep)
+        room = parts[0] if len(parts) > 1 else "top-level modules"
+        rooms[room] = rooms.get(room, 0) + lines
+        total += lines
+    over = {room: f"{100 * n / total:.1f}%" for room, n in rooms.items() if n > 0.3 * total}
+    assert not over, f"rooms over 30% of tiledmm's Python lines: {over}"
