@@ -17,35 +17,11 @@ import math
 import numpy as np
 import matplotlib.pyplot as plt
 import tiledmm as tm
+from tiledmm.notebook import have, start, table   # the notebooks' shared set-up
 from tiledmm.testing import assert_matmul_close, assert_sum_close
 
-BACKEND = tm.get_backend()
-ON_GPU = BACKEND == "cuda"
-AVAILABLE = {k.name for k in tm.kernels()}
-
-
-def have(*names):
-    """True when every kernel named is registered in this build; else print a note."""
-    missing = [n for n in names if n not in AVAILABLE]
-    if missing:
-        print(f"note: kernel(s) {', '.join(missing)} not registered in this build of tiledmm; "
-              "skipping this part")
-    return not missing
-
-
-def table(rows, columns=None):
-    """Rows (a DataFrame or a list of dicts) as a DataFrame where pandas is installed."""
-    try:
-        import pandas as pd
-    except ImportError:
-        return rows
-    df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows)
-    return df[columns] if columns else df
-
-
+BACKEND, ON_GPU, AVAILABLE = start()   # prints the backend; AVAILABLE: the registered kernels
 rng = np.random.default_rng(0)
-print(f"backend: {BACKEND}: " + ("the GPU, full sizes" if ON_GPU else
-      "the CPU emulator, small sizes; its timings are CPU times, not GPU times"))
 
 SIZES = [1024, 2048, 4096] if ON_GPU else [64, 128]
 
@@ -135,7 +111,8 @@ plt.show()
 # move right), and on a GPU the measured rate follows the roof until something other than
 # DRAM traffic limits it: shared-memory bandwidth, latency, occupancy (notebook 03). On the
 # emulator the "memory" is the CPU's cache hierarchy, the naive kernel's repeated loads mostly
-# hit in cache, and each `__syncthreads` is a fiber switch: the emulator shows that the
+# hit in cache, and each block's threads run as loops between its `__syncthreads`
+# (`res.launch.path` says "thread loops"), nothing like a GPU's warps: the emulator shows that the
 # kernels are correct and how their traffic differs, not how fast a GPU would run them.
 
 # %% [markdown]

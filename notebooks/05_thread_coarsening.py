@@ -18,35 +18,11 @@ import math
 import numpy as np
 import matplotlib.pyplot as plt
 import tiledmm as tm
+from tiledmm.notebook import have, start, table   # the notebooks' shared set-up
 from tiledmm.testing import assert_matmul_close, assert_sum_close
 
-BACKEND = tm.get_backend()
-ON_GPU = BACKEND == "cuda"
-AVAILABLE = {k.name for k in tm.kernels()}
-
-
-def have(*names):
-    """True when every kernel named is registered in this build; else print a note."""
-    missing = [n for n in names if n not in AVAILABLE]
-    if missing:
-        print(f"note: kernel(s) {', '.join(missing)} not registered in this build of tiledmm; "
-              "skipping this part")
-    return not missing
-
-
-def table(rows, columns=None):
-    """Rows (a DataFrame or a list of dicts) as a DataFrame where pandas is installed."""
-    try:
-        import pandas as pd
-    except ImportError:
-        return rows
-    df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows)
-    return df[columns] if columns else df
-
-
+BACKEND, ON_GPU, AVAILABLE = start()   # prints the backend; AVAILABLE: the registered kernels
 rng = np.random.default_rng(0)
-print(f"backend: {BACKEND}: " + ("the GPU, full sizes" if ON_GPU else
-      "the CPU emulator, small sizes; its timings are CPU times, not GPU times"))
 
 SIZES = [1024, 2048, 4096] if ON_GPU else [64, 128]
 

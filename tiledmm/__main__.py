@@ -12,12 +12,13 @@ from tiledmm.programs.run import run_cli
 from tiledmm.testing import assert_matmul_close
 
 # Printed under the demo's table on the emulator, where tiled usually loses to naive in CPU time.
-EMU_DEMO_NOTE = ("On emu the ms column is CPU time of an emulator: every __syncthreads is a thread "
-                 "switch and shared\nmemory is ordinary CPU cache, so tiled pays for its barriers "
-                 "and saves little there. The last\ncolumn is the lesson: the global and shared "
-                 "traffic an H100 would have, counted here at the\nlecture's 1024^3 with Nsight "
-                 "Compute's definitions, and the H100 time a model predicts from it\n"
-                 "(tm.matmul(A, B, kernel=\"tiled\", profile=True), docs/profile.md).")
+EMU_DEMO_NOTE = ("On emu the ms column is CPU time of an emulator: each kernel runs as loops over a "
+                 "block's threads,\nsplit at its __syncthreads (res.launch.path says \"thread "
+                 "loops\", or \"fibers\" where it cannot split),\nand shared memory is ordinary "
+                 "CPU cache, so tiling saves little there. The last column is the\nlesson: the "
+                 "global and shared traffic an H100 would have, counted here at the lecture's "
+                 "1024^3\nwith Nsight Compute's definitions, and the H100 time a model predicts "
+                 "from it\n(tm.matmul(A, B, kernel=\"tiled\", profile=True), docs/profile.md).")
 # Where the demo counts traffic on emu: the lesson's size, where the grids fill an H100.
 DEMO_COUNT_SIZE = 1024
 DEMO_KERNELS = [("naive", {}), ("naive_uncoalesced", {}), ("tiled", {"tile": 8}),

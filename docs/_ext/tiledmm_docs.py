@@ -6,7 +6,7 @@
   table per device named in the rows. A kernel
   added to cuda/registry.cu appears here with no edit to the docs.
 - notebooks/*.ipynb: copies of ../notebooks/*.ipynb as committed (rendered, never executed).
-- _generated/readme_*.md: sections of README.md quoted verbatim (install, guarantees), so the
+- _generated/readme_setup.md: README.md's "Set up" quoted verbatim for the install page, so the
   site and README cannot drift apart.
 - _generated/guide_user_kernels.md: the guide's user-kernel section, empty until tiledmm has
   a `compile` function.
@@ -109,12 +109,6 @@ def write_readme_sections():
     if setup is None:
         raise RuntimeError("README.md has no 'Set up' section for the install page")
     _write(os.path.join(DOCS, "_generated", "readme_setup.md"), _demote_headings(setup))
-    guarantees = readme_section("guaranteed")
-    if guarantees is None:
-        guarantees = ("README does not have its guarantees section yet; the test suite "
-                      "(`python -m pytest`) is the authority.\n")
-    _write(os.path.join(DOCS, "_generated", "readme_guarantees.md"),
-           _demote_headings(guarantees))
 
 
 # ----------------------------------------------------------------------------- notebooks
