@@ -3,8 +3,9 @@ function (an import hidden there is how a cycle gets papered over), no module im
 floor above its own, no module reaches for another module's private names, and the C and C++
 sources include one another without a cycle. Walks the sources; nothing is imported or run.
 
-Floors, lowest first (the rooms of tiledmm/, README's "Layout"):
-    core        errors, _backend, _device, _device_array, _registry, _row_tables, _emu_build
+Floors, lowest first (the rooms of tiledmm/; docs/layout.md):
+    core        errors, _settings, _toolkit, _backend, _device, _device_array, _registry,
+                _row_tables, _emu_build
     profiling   tiledmm/profiling/: counters, time model, device presets, occupancy arithmetic,
                 ncu (its child, ncu_child, runs _core and sits with the user code)
     _core       the registry's kernels, timed; _families, the family table over _core
@@ -12,8 +13,9 @@ Floors, lowest first (the rooms of tiledmm/, README's "Layout"):
     toolchain   tiledmm/toolchain/: parsing, the kernel cache, the compilers, check mode's
                 rewrite, the barrier transform (split/)
     user code   tiledmm/user_kernels/ (tm.compile), tiledmm/programs/ (tm.run), magics
-    public      model, occupancy, profile, bench, sweep, plot, testing, notebook
+    public      model, occupancy, profile, bench, sweep, plot, testing
     grading     tiledmm/grading/ (tm.grade and the checkers tm.grade_matmul / grade_reduce)
+    top         tiledmm itself, __main__, notebook (the notebooks' set-up, over all of tiledmm)
 Optional third-party imports (matplotlib, pandas, IPython, tqdm) may stay inside functions.
 """
 import ast
@@ -29,9 +31,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = os.path.join(ROOT, "tiledmm")
 
 CORE = {"tiledmm.errors", "tiledmm._backend", "tiledmm._device", "tiledmm._device_array",
-        "tiledmm._registry", "tiledmm._row_tables", "tiledmm._emu_build", "tiledmm._settings"}
+        "tiledmm._registry", "tiledmm._row_tables", "tiledmm._emu_build", "tiledmm._settings",
+        "tiledmm._toolkit"}
 PUBLIC = {f"tiledmm.{m}" for m in ("model", "occupancy", "profile", "bench", "sweep", "plot",
-                                   "testing", "notebook")}
+                                   "testing")}
 USER_CODE = ("tiledmm.user_kernels", "tiledmm.programs", "tiledmm.magics")
 # floor of each module; a module may import only modules of its own floor or lower
 FLOORS = ("core", "profiling", "_core", "confine", "toolchain", "user code", "public", "grading",
