@@ -24,10 +24,8 @@ import importlib
 import importlib.util
 import os
 import runpy
-import shutil
 import subprocess
 import sys
-import sysconfig
 import types
 from concurrent.futures import ThreadPoolExecutor
 

@@ -64,8 +64,8 @@ def main(argv=None):
         predicted[key] = pred.ms
         measured[key] = measured_ms(args.csv, family, kernel, params, SIZES[family])
         print(f"| {key[1]} | {pred.ms:.3f} | {measured[key]:.3f} | {pred.bound} |")
-    print(f"\n| lesson pair (slower / faster) | predicted ratio | measured ratio | direction |"
-          f" within 2x |\n|---|---|---|---|---|")
+    print("\n| lesson pair (slower / faster) | predicted ratio | measured ratio | direction |"
+          " within 2x |\n|---|---|---|---|---|")
     for family, slow, fast in tm.profile.LESSON_PAIRS:
         s, f = (family, label(*slow)), (family, label(*fast))
         p, m = predicted[s] / predicted[f], measured[s] / measured[f]

@@ -80,7 +80,7 @@ def bad_array(dtype, shape):
 def test_unsupported_dtypes_everywhere(backend, works, dtype, where):
     good = np.ones((3, 3), F32)
     bad = bad_array(dtype, (3, 3))
-    family, slot = where.split()[0], where.split()[-1]
+    family = where.split()[0]
     inputs = {"matmul": (good, bad), "reduce": (bad,), "vec_add": (good.ravel(), bad.ravel()),
               "mat_add": (good, bad)}[family]
     raises_then_works(works, TypeError, "float32 or float64", call, family, inputs, backend)

@@ -5,7 +5,6 @@ check=True). Each row's cell on the page must contain the key phrases listed in 
 reports of those launches must contain them too ("passes" is the verdict of a launch with no
 report and the right result), so neither the page nor the behaviour can change silently."""
 import os
-import re
 
 import numpy as np
 import pytest

@@ -129,7 +129,7 @@ def test_roofline_legend_leaves_the_points_uncovered():
 
 
 def test_as_rows_is_public_and_reads_every_input():
-    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pandas")
     import numpy as np
     assert "as_rows" in tm.plot.__all__
     A = np.ones((8, 4), np.float32)

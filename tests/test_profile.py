@@ -1,7 +1,6 @@
 """Profile mode on emu (tiledmm.profile): counters against hand-computed values for small
 launches, the issue's example figures at 256^3 (exact), and the predicted-time model's lesson
 directions against the H100 figures in benchmarks/results/h100_all_families.csv."""
-import math
 
 import numpy as np
 import pytest

@@ -87,7 +87,7 @@ def test_cases_grid():
 def test_integer_parameters_stay_integers_in_the_frame():
     """A parameter only some kernels have (tile: tiled, not naive) is pandas' nullable Int64
     with <NA>, not float64 with NaN; sizes and launch counts are integers too."""
-    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pandas")
     df = tm.sweep(["naive", "tiled"], [16], tile=[8, 16], backend="emu", progress=False)
     for column in ("tile", "block", "M", "N", "K", "launches", "threads_per_block"):
         assert str(df[column].dtype) == "Int64", (column, df[column].dtype)

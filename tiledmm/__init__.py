@@ -42,4 +42,4 @@ __all__ = ["matmul", "reduce", "vec_add", "mat_add", "kernels", "device_info", "
            "cache_info",
            "grade_matmul", "grade_reduce", "GradeTable", "check_matmul", "check_reduce",
            "CheckReport",
-           "run", "ProgramResult", "ProgramLaunch", "grade", "GradeReport"]
+           "run", "ProgramResult", "ProgramLaunch", "grade", "GradeReport", "grading"]

@@ -5,7 +5,6 @@ one-line notice. `TILEDMM_BACKEND`, `tiledmm.set_backend` and every call's `back
 override it.
 """
 import importlib
-import os
 import sys
 import threading
 

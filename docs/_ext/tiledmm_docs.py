@@ -19,7 +19,6 @@ import glob
 import itertools
 import os
 import re
-import shutil
 
 DOCS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(DOCS)

@@ -29,10 +29,7 @@ from .._emu_build import (COMPILER_RUN_SECONDS, EMU_FLAGS, PROFILE_HOOK_FLAGS,
                           profile_split_flags)
 from . import cache
 from . import split as split_files
-from .split import transform as barrier_split
 from ..confine import sandbox
-from .split import analysis as split_analysis
-from .split import inline as split_inline
 from .split.transform import split_kernel
 from .check_rewrite import checked_shared, checked_source, checked_type
 from ..errors import CompileError

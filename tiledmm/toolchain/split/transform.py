@@ -436,7 +436,7 @@ class _Emitter:
             f"if (++tm_nstuck_ <= 4) tm_emu::split_warp_stuck(\"{SOURCE_NAME}\", {sync_line}, "
             f"(int)(tm_w_ / 32), tm_on_, tm_all_ & ~tm_on_"
             + ("" if op == "__syncwarp()" else f", \"{op}\"") + "); }\n}\n"
-            f"if (tm_stuck_) return; }}")
+            "if (tm_stuck_) return; }")
         # the branch, split as any statement list (shuffles, loops holding them, the
         # __syncwarp()s end thread loops), each thread loop over the warps taking it
         self._warp_masks = masks
@@ -615,8 +615,8 @@ class _Emitter:
                        "TM_SPLIT_NOTE(tm_tv_[2], tm_z_)\n" if precise
                        else "") + _PROFILE_TURN +
                     f"{refs}\n{{\n#line {line} \"{SOURCE_NAME}\"\n{body}\n}}\n" + _PROFILE_TURN_END +
-                    f"if (++tm_xx_ == tm_bd_.x) {{ tm_xx_ = 0; "
-                    f"if (++tm_y_ == tm_bd_.y) {{ tm_y_ = 0; ++tm_z_; }} }}\n"
+                    "if (++tm_xx_ == tm_bd_.x) { tm_xx_ = 0; "
+                    "if (++tm_y_ == tm_bd_.y) { tm_y_ = 0; ++tm_z_; } }\n"
                     "}}")
         # size_t indices and restrict row pointers: what the vectoriser needs to see the
         # per-thread arrays as affine and unaliased along the innermost (x) loop
