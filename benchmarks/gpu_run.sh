@@ -3,11 +3,12 @@
 # backends, compute-sanitizer over every kernel, the demo, the benchmarks (kernels against
 # cuBLAS and a device copy; NumPy round trips against pinned copies and numpy.matmul), and the
 # notebooks with their outputs. Logs go to $OUT (or ./out); short tables come last.
-#   usage: bash benchmarks/gpu_run.sh [all|test|pytest|sanitize|bench|l2|lessons|cutlass|profile|programs|progcheck] [extra bench args]
+#   usage: bash benchmarks/gpu_run.sh [all|test|pytest|sanitize|bench|l2|callcost|lessons|cutlass|profile|programs|progcheck] [extra bench args]
 #   test:  build, pytest (both backends), compute-sanitizer (memcheck, racecheck, synccheck,
 #          initcheck) over every kernel; `pytest` and `sanitize` run its two halves apart (each
 #          fits one 10-minute call of a lent machine)
 #   bench: build (kept from `test` on the same machine), demo, bench, notebooks, l2
+#   callcost: what one tm.matmul call costs beyond its kernel (benchmarks/call_cost.py)
 #   l2:    the L2 flush's effect: each small size flushed (the default) and warm, one run
 #          (benchmarks/l2_flush.py)
 #   lessons: bench at the lessons' sizes (matmul 1024^3, reduce 2^24), and the time model's
@@ -101,6 +102,11 @@ if [ "$stage" = all ] || [ "$stage" = bench ] || [ "$stage" = l2 ]; then
     echo "== the L2 flush: small sizes flushed (the default) beside warm (--warm-l2)"
     PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} python3 benchmarks/l2_flush.py --backend cuda \
         --csv "$OUT/l2_flush.csv" | tee "$OUT/l2_flush.txt"
+fi
+
+if [ "$stage" = all ] || [ "$stage" = bench ] || [ "$stage" = callcost ]; then
+    echo "== what one call costs beyond its kernel (device inputs; flushed and warm L2; torch beside)"
+    PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} python3 benchmarks/call_cost.py 2>&1 | tee "$OUT/call_cost.txt"
 fi
 
 if [ "$stage" = all ] || [ "$stage" = lessons ]; then
