@@ -229,6 +229,37 @@ static int check_host_memory(const char *fn, PyArrayObject *arrays[], const int 
     return 0;
 }
 
+/* One entry of run()'s device_ptrs: None (a host input), an address (device memory; the
+ * producer's stream is not known, so the device is waited for), or (address, stream) with
+ * stream None (ready: no wait) or an int as __cuda_array_interface__ v3's "stream" (1: the
+ * legacy default stream, 2: the per-thread one, else a cudaStream_t), which is waited for. */
+static int device_input(PyObject *entry, tm_job *job, int i, void **ptr, const char *fn)
+{
+    PyObject *address = entry, *stream = NULL;
+    job->in_on_device[i] = entry != Py_None;
+    job->in_wait[i] = TM_WAIT_DEVICE;
+    job->in_stream[i] = 0;
+    if (entry == Py_None) return 0;
+    if (PyTuple_Check(entry)) {
+        if (PyTuple_GET_SIZE(entry) != 2) {
+            PyErr_Format(PyExc_TypeError, "%s: a device input is (address, stream)", fn);
+            return -1;
+        }
+        address = PyTuple_GET_ITEM(entry, 0);
+        stream = PyTuple_GET_ITEM(entry, 1);
+    }
+    if ((*ptr = PyLong_AsVoidPtr(address)) == NULL && PyErr_Occurred()) return -1;
+    if (stream == Py_None) {
+        job->in_wait[i] = TM_WAIT_NONE;
+    } else if (stream != NULL) {
+        void *handle = PyLong_AsVoidPtr(stream);
+        if (handle == NULL && PyErr_Occurred()) return -1;
+        job->in_wait[i] = TM_WAIT_STREAM;
+        job->in_stream[i] = (uintptr_t)handle;
+    }
+    return 0;
+}
+
 /* Fill the job from Python inputs. On success arrays[] and *out are new references (the
  * caller releases them); on failure everything taken here is released and -1 returned.
  * device_ptrs holds, per input, None (a host array) or the address of device memory; for
@@ -253,12 +284,9 @@ int tm_prepare_job(tm_job *job, const char *fn, PyObject *inputs, PyObject *devi
         PyErr_Format(PyExc_TypeError, "%s: expected %d input array(s)", fn, n);
         return -1;
     }
-    for (int i = 0; i < n; ++i) {
-        PyObject *ptr = PyTuple_GET_ITEM(device_ptrs, i);
-        job->in_on_device[i] = ptr != Py_None;
-        if (ptr != Py_None && (device_ptr[i] = PyLong_AsVoidPtr(ptr)) == NULL && PyErr_Occurred())
+    for (int i = 0; i < n; ++i)
+        if (device_input(PyTuple_GET_ITEM(device_ptrs, i), job, i, &device_ptr[i], fn) < 0)
             return -1;
-    }
     if (tm_parse_params(job->spec, fn, params, job->problem.params) < 0) return -1;
     /* First as they are (no copy), to check dtypes and shapes before converting anything. */
     for (int i = 0; i < n; ++i) {

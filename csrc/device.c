@@ -2,24 +2,63 @@
  * Python capsule that frees it, copies in and out, and the DLPack export that lets CuPy,
  * PyTorch, JAX or NumPy (on the emulator) share it without a copy. */
 #include "glue.h"
+#include <stdint.h>
 #include <stdlib.h>
 
 #define BUFFER_CAPSULE "tiledmm.device_buffer"
 
+/* A capsule's context: NULL for a cudaMalloc'd buffer; for one from the stream-ordered pool
+ * (tm_device_alloc) its device + 1. */
 static void free_buffer(PyObject *capsule)
 {
     void *ptr = PyCapsule_GetPointer(capsule, BUFFER_CAPSULE);
-    if (ptr) {
+    const intptr_t pooled_on = (intptr_t)PyCapsule_GetContext(capsule);
+    int current = 0;
+    if (ptr == NULL) {
+        PyErr_Clear();
+    } else if (pooled_on == 0) {
         cudaFree(ptr);
-        (void)cudaGetLastError(); /* a free cannot be reported from a destructor */
+    } else if (cudaGetDevice(&current) == cudaSuccess &&
+               (current == pooled_on - 1 || cudaSetDevice((int)pooled_on - 1) == cudaSuccess)) {
+        /* Another library may still read the buffer on a stream of its own (it came to them
+         * through DLPack or __cuda_array_interface__): wait for the device, as cudaFree does,
+         * then give the memory back to the pool for the next call, which cudaFree would unmap. */
+        (void)cudaDeviceSynchronize();
+        tm_device_free(ptr);
+        if (current != pooled_on - 1) (void)cudaSetDevice(current);
     }
+    (void)cudaGetLastError(); /* a free cannot be reported from a destructor */
+}
+
+static PyObject *buffer_capsule(void *ptr, int pooled)
+{
+    int device = 0;
+    cudaError_t err = pooled ? cudaGetDevice(&device) : cudaSuccess;
+    PyObject *capsule = err == cudaSuccess ? PyCapsule_New(ptr, BUFFER_CAPSULE, free_buffer) : NULL;
+    if (capsule != NULL && pooled &&
+        PyCapsule_SetContext(capsule, (void *)(intptr_t)(device + 1)) < 0) {
+        PyCapsule_SetDestructor(capsule, NULL); /* freed below, once */
+        Py_CLEAR(capsule);
+    }
+    if (capsule == NULL) {
+        if (pooled) tm_device_free(ptr);
+        else cudaFree(ptr);
+        if (err != cudaSuccess) {
+            (void)cudaGetLastError();
+            tm_raise_cuda_error(err, "cudaGetDevice");
+        }
+    }
+    return capsule;
 }
 
 PyObject *tm_device_buffer_capsule(void *ptr)
 {
-    PyObject *capsule = PyCapsule_New(ptr, BUFFER_CAPSULE, free_buffer);
-    if (capsule == NULL) cudaFree(ptr);
-    return capsule;
+    return buffer_capsule(ptr, 0);
+}
+
+PyObject *tm_call_buffer_capsule(void *ptr)
+{
+    return buffer_capsule(ptr, tm_device_pool_in_use());
 }
 
 /* ---- DLPack (https://dmlc.github.io/dlpack/latest/c_api.html), the v0.x ABI every consumer

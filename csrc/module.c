@@ -16,7 +16,9 @@
 
 /* run(kernel, inputs, device_ptrs, params, warmup, repeat, out_on_device[, flush_l2=True])
  * -> dict; see tiledmm/_core.py. device_ptrs[i] is None for a host array, else the device
- * address of input i (which is then a placeholder of the right shape and dtype). With
+ * address of input i (which is then a placeholder of the right shape and dtype), or
+ * (address, stream): the stream to wait for before reading it (None: it is ready; an int as
+ * __cuda_array_interface__ v3's "stream"); a bare address waits for the whole device. With
  * out_on_device the dict's "out" is a capsule owning the device output instead of an ndarray.
  * flush_l2: flush the L2 cache before each timed launch (timing.c); the dict's "l2" says what
  * was done. */
@@ -34,7 +36,6 @@ static PyObject *tm_run(PyObject *self, PyObject *args)
                           &device_ptrs, &PyTuple_Type, &params, &job.warmup, &job.repeat,
                           &job.out_on_device, &job.flush_l2))
         return NULL;
-    job.l2 = tm_l2_state(job.flush_l2);
     if ((job.spec = tm_find_kernel(name)) == NULL)
         return PyErr_Format(PyExc_ValueError, "unknown kernel '%s'", name);
     if (job.warmup < 0 || job.repeat < 1)
@@ -49,9 +50,14 @@ static PyObject *tm_run(PyObject *self, PyObject *args)
         if (job.out_on_device) {
             cudaError_t err = cudaSuccess;
             if (job.out_bytes) {
-                if ((err = cudaMalloc(&job.device_out, job.out_bytes)) == cudaSuccess)
+                Py_BEGIN_ALLOW_THREADS
+                if ((err = tm_device_alloc(&job.device_out, job.out_bytes)) == cudaSuccess)
                     err = cudaMemset(job.device_out, 0, job.out_bytes);
-                if (err != cudaSuccess && job.device_out) cudaFree(job.device_out);
+                if (err != cudaSuccess) {
+                    tm_device_free(job.device_out);
+                    job.device_out = NULL;
+                }
+                Py_END_ALLOW_THREADS
             }
             if (err != cudaSuccess) {
                 (void)cudaGetLastError();
@@ -71,7 +77,7 @@ static PyObject *tm_run(PyObject *self, PyObject *args)
         }
     }
     if (job.out_on_device)
-        out_obj = job.device_out ? tm_device_buffer_capsule(job.device_out)
+        out_obj = job.device_out ? tm_call_buffer_capsule(job.device_out)
                                  : (Py_INCREF(Py_None), Py_None);
     else
         out_obj = (Py_INCREF(out), (PyObject *)out);
@@ -263,6 +269,7 @@ static void tm_module_free(void *module)
 {
     (void)module;
     tm_release_l2_flush();
+    tm_release_launch_cache();
 }
 
 static struct PyModuleDef tm_module = {
@@ -280,7 +287,11 @@ PyMODINIT_FUNC TM_CAT(PyInit_, TM_MODULE)(void)
 #else
     const char *backend = "cuda";
 #endif
-    if (PyModule_AddStringConstant(m, "BACKEND", backend) < 0) {
+    /* The raw launch result's fields, ((name, kind), ...): result.c's one table. */
+    PyObject *fields = tm_raw_launch_fields();
+    if (PyModule_AddStringConstant(m, "BACKEND", backend) < 0 || fields == NULL ||
+        PyModule_AddObject(m, "RAW_LAUNCH_FIELDS", fields) < 0) {
+        Py_XDECREF(fields);
         Py_DECREF(m);
         return NULL;
     }

@@ -1,8 +1,88 @@
-/* result.c: what a call returns to Python (a dict the tiledmm package wraps in a Result),
- * the device query, and the registry as Python objects. */
+/* result.c: what a call returns to Python (a dict the tiledmm package wraps in a Result, or
+ * an exception), the device query, and the registry as Python objects. Uses the device layer
+ * (launch_core.h) and nothing of timing.c, which uses nothing of this file. */
 #include "glue.h"
+#include <stddef.h>
+#include <stdio.h>
 
-/* Build a dict from "key", value pairs; steals nothing, returns NULL on any failure. */
+/* The raw launch result: every field a timed launch reports, registry and user kernels alike,
+ * written once. Python reads this table as the module's RAW_LAUNCH_FIELDS, ((name, kind), ...);
+ * a kind says the C member's type and the Python value's:
+ *   samples  double * (tm_launch_record.samples entries)  list of float
+ *   number   double                                        float
+ *   int      long long                                     int
+ *   dim3     unsigned[3]                                   (int, int, int)
+ *   text     char[] (NUL-terminated)                       str                              */
+enum { RAW_SAMPLES, RAW_NUMBER, RAW_INT, RAW_DIM3, RAW_TEXT };
+static const char *const raw_kind_names[] = {"samples", "number", "int", "dim3", "text"};
+
+#define RAW(name, kind) {#name, kind, offsetof(tm_launch_record, name)}
+static const struct {
+    const char *name;
+    int kind;
+    size_t offset;
+} raw_fields[] = {
+    RAW(samples_ms, RAW_SAMPLES),      RAW(h2d_ms, RAW_NUMBER),
+    RAW(d2h_ms, RAW_NUMBER),           RAW(h2d_bytes, RAW_INT),
+    RAW(d2h_bytes, RAW_INT),           RAW(grid, RAW_DIM3),
+    RAW(block, RAW_DIM3),              RAW(shared_bytes, RAW_INT),
+    RAW(static_shared_bytes, RAW_INT), RAW(registers, RAW_INT),
+    RAW(launches, RAW_INT),            RAW(blocks_per_sm, RAW_INT),
+    RAW(occupancy, RAW_NUMBER),        RAW(model_bytes, RAW_NUMBER),
+    RAW(l2, RAW_TEXT),                 RAW(path, RAW_TEXT),
+    RAW(path_reason, RAW_TEXT),
+};
+#undef RAW
+#define RAW_FIELD_COUNT ((int)(sizeof raw_fields / sizeof raw_fields[0]))
+
+static PyObject *raw_value(const tm_launch_record *r, int i)
+{
+    const char *at = (const char *)r + raw_fields[i].offset;
+    switch (raw_fields[i].kind) {
+    case RAW_SAMPLES: {
+        PyObject *list = PyList_New(r->samples_ms ? r->samples : 0);
+        for (int k = 0; list != NULL && r->samples_ms && k < r->samples; ++k) {
+            PyObject *v = PyFloat_FromDouble(r->samples_ms[k]);
+            if (v == NULL) Py_CLEAR(list);
+            else PyList_SET_ITEM(list, k, v);
+        }
+        return list;
+    }
+    case RAW_NUMBER: return PyFloat_FromDouble(*(const double *)at);
+    case RAW_INT: return PyLong_FromLongLong(*(const long long *)at);
+    case RAW_DIM3: {
+        const unsigned *d = (const unsigned *)at;
+        return Py_BuildValue("(III)", d[0], d[1], d[2]);
+    }
+    default: return PyUnicode_FromString(at);
+    }
+}
+
+int tm_launch_dict(const tm_launch_record *record, PyObject *dict)
+{
+    for (int i = 0; i < RAW_FIELD_COUNT; ++i) {
+        PyObject *v = raw_value(record, i);
+        if (v == NULL) return -1;
+        const int rc = PyDict_SetItemString(dict, raw_fields[i].name, v);
+        Py_DECREF(v);
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
+PyObject *tm_raw_launch_fields(void)
+{
+    PyObject *fields = PyTuple_New(RAW_FIELD_COUNT);
+    for (int i = 0; fields != NULL && i < RAW_FIELD_COUNT; ++i) {
+        PyObject *pair = Py_BuildValue("(ss)", raw_fields[i].name,
+                                       raw_kind_names[raw_fields[i].kind]);
+        if (pair == NULL) Py_CLEAR(fields);
+        else PyTuple_SET_ITEM(fields, i, pair);
+    }
+    return fields;
+}
+
+/* Put `value` (a new reference, or NULL after an error) in the dict under `key`. */
 static int put(PyObject *dict, const char *key, PyObject *value)
 {
     if (value == NULL) return -1;
@@ -11,62 +91,80 @@ static int put(PyObject *dict, const char *key, PyObject *value)
     return rc;
 }
 
+/* Bytes a registry call copies to the device (its host inputs). */
+static size_t job_h2d_bytes(const tm_job *job)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < job->n_inputs; ++i)
+        if (!job->in_on_device[i]) bytes += job->in_bytes[i];
+    return bytes;
+}
+
 PyObject *tm_result_dict(const tm_job *job, PyObject *out)
 {
-    const tm_launch_facts *f = &job->facts;
-    PyObject *d = PyDict_New(), *samples = NULL;
+    /* The record as the core left it, with what a registry call says also when it ran nothing
+     * (an empty problem): the bytes it would copy, what was done about L2, the traffic model. */
+    tm_launch_record r = job->record;
+    r.h2d_bytes = (long long)job_h2d_bytes(job);
+    r.d2h_bytes = job->out_on_device ? 0 : (long long)job->out_bytes;
+    snprintf(r.l2, sizeof r.l2, "%s", tm_l2_state(job->flush_l2));
+    /* Models are asked only about problems a kernel ran on (never empty ones). */
+    r.model_bytes = job->spec->global_bytes && job->facts.launches > 0
+                        ? job->spec->global_bytes(&job->problem)
+                        : 0.0;
+    PyObject *d = PyDict_New();
     if (d == NULL) return NULL;
-    if ((samples = PyList_New(job->samples_ms ? job->repeat : 0)) == NULL) goto fail;
-    for (int i = 0; job->samples_ms && i < job->repeat; ++i) {
-        PyObject *v = PyFloat_FromDouble(job->samples_ms[i]);
-        if (v == NULL) goto fail;
-        PyList_SET_ITEM(samples, i, v);
-    }
-    const size_t h2d_bytes = job_h2d_bytes(job), d2h_bytes = job->out_on_device ? 0 : job->out_bytes;
-    if (put(d, "samples_ms", samples) < 0) { samples = NULL; goto fail; }
-    samples = NULL;
-    if (PyDict_SetItemString(d, "out", out) < 0 ||
+    if (tm_launch_dict(&r, d) < 0 || PyDict_SetItemString(d, "out", out) < 0 ||
         put(d, "out_address", PyLong_FromVoidPtr(job->device_out)) < 0 ||
         put(d, "out_shape", PyArray_IntTupleFromIntp(job->out_ndim, job->out_shape)) < 0 ||
         put(d, "out_dtype", PyUnicode_FromString(job->out_typenum == NPY_FLOAT32 ? "float32"
                                                                                  : "float64")) < 0 ||
-        put(d, "problem", Py_BuildValue("(LLL)", job->problem.M, job->problem.N, job->problem.K)) < 0 ||
-        put(d, "h2d_ms", PyFloat_FromDouble(job->h2d_ms)) < 0 ||
-        put(d, "d2h_ms", PyFloat_FromDouble(job->d2h_ms)) < 0 ||
-        put(d, "h2d_bytes", PyLong_FromSize_t(h2d_bytes)) < 0 ||
-        put(d, "d2h_bytes", PyLong_FromSize_t(d2h_bytes)) < 0 ||
-        put(d, "grid", Py_BuildValue("(III)", f->grid[0], f->grid[1], f->grid[2])) < 0 ||
-        put(d, "block", Py_BuildValue("(III)", f->block[0], f->block[1], f->block[2])) < 0 ||
-        put(d, "shared_bytes", PyLong_FromSize_t(f->shared_bytes)) < 0 ||
-        put(d, "static_shared_bytes", PyLong_FromLong(job->static_shared_bytes)) < 0 ||
-        put(d, "registers", PyLong_FromLong(job->registers)) < 0 ||
-        put(d, "launches", PyLong_FromLong(f->launches)) < 0 ||
-        put(d, "path", PyUnicode_FromString(job->launch_path ? job->launch_path : "")) < 0 ||
-        put(d, "path_reason", PyUnicode_FromString(job->launch_reason)) < 0 ||
-        put(d, "blocks_per_sm", PyLong_FromLong(job->blocks_per_sm)) < 0 ||
-        put(d, "occupancy", PyFloat_FromDouble(job->occupancy)) < 0 ||
-        put(d, "l2", PyUnicode_FromString(job->l2 ? job->l2 : tm_l2_state(job->flush_l2))) < 0 ||
-        /* Models are asked only about problems a kernel ran on (never empty ones). */
-        put(d, "model_bytes", PyFloat_FromDouble(job->spec->global_bytes && f->launches > 0
-                                                     ? job->spec->global_bytes(&job->problem)
-                                                     : 0.0)) < 0)
-        goto fail;
+        put(d, "problem", Py_BuildValue("(LLL)", job->problem.M, job->problem.N, job->problem.K)) < 0) {
+        Py_DECREF(d);
+        return NULL;
+    }
     return d;
-fail:
-    Py_XDECREF(samples);
-    Py_DECREF(d);
-    return NULL;
 }
 
-cudaError_t tm_current_sm_count(int *count)
+PyObject *tm_raise_cuda_error(cudaError_t err, const char *step)
 {
-    int device = 0;
-    cudaError_t err = cudaGetDevice(&device);
-    if (err == cudaSuccess)
-        err = cudaDeviceGetAttribute(count, cudaDevAttrMultiProcessorCount, device);
-    if (err == cudaSuccess && *count <= 0) err = cudaErrorInvalidDevice;
-    return err;
+    const char *name = cudaGetErrorName(err), *text = cudaGetErrorString(err);
+    if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver)
+        return PyErr_Format(PyExc_RuntimeError,
+                            "no usable CUDA device (%s: %s). Run on the CPU emulator with "
+                            "backend='emu', tiledmm.set_backend('emu') or TILEDMM_BACKEND=emu",
+                            name, text);
+    if (err == cudaErrorMemoryAllocation)
+        return PyErr_Format(PyExc_MemoryError, "device out of memory during %s (%s)", step, name);
+    return PyErr_Format(PyExc_RuntimeError, "%s failed: %s: %s", step, name, text);
 }
+
+PyObject *tm_raise_job_error(const tm_job *job)
+{
+    const tm_launch_failure *f = &job->failure;
+    const char *name = cudaGetErrorName(f->err), *text = cudaGetErrorString(f->err);
+    if (f->err == cudaErrorMemoryAllocation) {
+        size_t free_bytes = 0, total_bytes = 0;
+        (void)cudaMemGetInfo(&free_bytes, &total_bytes);
+        (void)cudaGetLastError();
+        return PyErr_Format(PyExc_MemoryError,
+                            "kernel '%s': device out of memory: %s of %zu bytes failed "
+                            "(%zu of %zu bytes free); use smaller arrays",
+                            job->spec->name, f->step, f->bytes, free_bytes,
+                            total_bytes);
+    }
+    if (f->err == cudaErrorNoDevice || f->err == cudaErrorInsufficientDriver)
+        return tm_raise_cuda_error(f->err, f->step);
+#ifdef TM_EMU
+    const char *detail = tm_emu_last_error_detail();
+    if (detail && *detail)
+        return PyErr_Format(PyExc_RuntimeError, "kernel '%s': %s failed: %s: %s\n%s",
+                            job->spec->name, f->step, name, text, detail);
+#endif
+    return PyErr_Format(PyExc_RuntimeError, "kernel '%s': %s failed: %s: %s", job->spec->name,
+                        f->step, name, text);
+}
+
 
 /* The lecture's device query, as raw runtime fields. Called with the GIL held: these are
  * quick host-side queries. */

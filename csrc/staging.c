@@ -126,10 +126,10 @@ cudaError_t tm_copy_many_to_device(int n, void *const dst[], const void *const s
 {
     cudaError_t err = cudaSuccess;
 #ifndef TM_EMU
-    tm_staging_item staged[TM_MAX_INPUTS];
+    tm_staging_item staged[TM_COPY_MANY_MAX];
     int n_staged = 0;
 #endif
-    if (n > TM_MAX_INPUTS) return cudaErrorInvalidValue;
+    if (n > TM_COPY_MANY_MAX) return cudaErrorInvalidValue;
     for (int i = 0; i < n && err == cudaSuccess; ++i) {
 #ifndef TM_EMU
         if (bytes[i] >= STAGING_MIN_BYTES && !is_pinned(src[i], bytes[i])) {

@@ -9,15 +9,20 @@
  *            `detail` is the emulator's report of a failed launch, or after a launch that ran
  *            "path\nreason" (tiledmm_kernel.h's tm_user_finish): the dict's "path", "path_reason".
  *   args     one tuple per kernel parameter:
- *            ("p", host ndarray or None, device address, nbytes, copy_back)  a pointer: a host
- *                  array is copied to a fresh device buffer (and back when copy_back), else the
- *                  device address is passed as it is
+ *            ("p", host ndarray or None, device address, nbytes, copy_back[, stream])  a
+ *                  pointer: a host array is copied to a fresh device buffer (and back when
+ *                  copy_back), else the device address is passed as it is, after waiting for
+ *                  `stream` (None: ready; an int as __cuda_array_interface__ v3's "stream";
+ *                  left out: the whole device)
  *            ("s", bytes)  a scalar, its bytes exactly as the parameter's type lays them out
- *   Copies are timed with events as in timing.c; `warmup` untimed then `repeat` timed launches,
- *   each after timing.c's L2 flush unless flush_l2 is false.
+ *   Run by the timed-launch core (launch_core.h), as the registry's kernels are: copies timed
+ *   with events, `warmup` untimed then `repeat` timed launches, each after the L2 flush unless
+ *   flush_l2 is false.
  * user_load(image, lowered_name) -> (library capsule, kernel address)   cuda only: loads a CUBIN
  *   or PTX image with the runtime's library API (CUDA 12.8+), no driver API needed. */
 #include "glue.h"
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,8 +32,9 @@
 typedef struct {
     int is_ptr, copy_back;
     void *host;       /* host data (ndarray) or NULL */
-    void *dev;        /* the device pointer passed to the kernel */
-    int owned;        /* dev was allocated here */
+    void *dev;        /* device memory given (host == NULL) */
+    int wait;         /* given device memory: TM_WAIT_* (launch_core.h) */
+    uintptr_t stream; /* TM_WAIT_STREAM: the producer's stream */
     size_t bytes;
     union { unsigned char raw[16]; void *ptr; long long ll; double d; } value;
 } user_arg;
@@ -39,13 +45,12 @@ typedef struct {
     size_t shared;
     int nargs, warmup, repeat, flush_l2;
     user_arg args[TM_USER_MAX_ARGS];
-    double h2d_ms, d2h_ms, *samples_ms;
-    size_t h2d_bytes, d2h_bytes;
-    int registers, static_shared, blocks_per_sm;
-    double occupancy;
-    cudaError_t err;
-    const char *step;
-    size_t failed_bytes;
+    tm_launch_buffer buffers[TM_USER_MAX_ARGS];
+    int buffer_of[TM_USER_MAX_ARGS]; /* pointer argument -> its buffer */
+    void *argv[TM_USER_MAX_ARGS];
+    size_t sizes[TM_USER_MAX_ARGS];
+    tm_launch_record record;
+    tm_launch_failure failure;
     char detail[4096];
     char path_report[256]; /* emu: the last launch's "path\nreason" (see the top) */
 } user_job;
@@ -55,16 +60,37 @@ typedef int (*user_launcher)(const unsigned *, const unsigned *, size_t, void **
                              int, char *, size_t);
 #endif
 
-#define UTRY(what, call) TM_TRY(job->step, what, call)
-
-static cudaError_t user_launch(user_job *job, void **argv, const size_t *sizes)
+/* After allocation: pointer arguments hold their device buffers; a kernel that asks for more
+ * dynamic shared memory than the default opts in. */
+static cudaError_t user_prepare(void *ctx, const char **step)
 {
+    user_job *job = ctx;
+    for (int i = 0; i < job->nargs; ++i)
+        if (job->args[i].is_ptr) job->args[i].value.ptr = job->buffers[job->buffer_of[i]].dev;
+    *step = "cudaFuncSetAttribute (dynamic shared memory)";
+    if (job->shared > TM_USER_DEFAULT_SHARED)
+        return cudaFuncSetAttribute((const void *)job->handle,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)job->shared);
+    return cudaSuccess;
+}
+
+static cudaError_t user_launch(void *ctx, tm_launch_facts *facts)
+{
+    user_job *job = ctx;
+    const unsigned g[3] = {job->grid.x, job->grid.y, job->grid.z};
+    const unsigned b[3] = {job->block.x, job->block.y, job->block.z};
+    for (int d = 0; d < 3; ++d) {
+        facts->grid[d] = g[d];
+        facts->block[d] = b[d];
+    }
+    facts->shared_bytes = facts->dynamic_shared_bytes = job->shared;
+    facts->func = job->handle;
+    facts->launches = 1;
 #ifdef TM_EMU
-    unsigned g[3] = {job->grid.x, job->grid.y, job->grid.z}, b[3] = {job->block.x, job->block.y, job->block.z};
     user_launcher fn = (user_launcher)job->handle;
     job->detail[0] = '\0';
-    const int rc = fn(g, b, job->shared, argv, sizes, tm_emu_threads(), tm_emu_strict_exit(),
-                      job->detail, sizeof job->detail);
+    const int rc = fn(g, b, job->shared, job->argv, job->sizes, tm_emu_threads(),
+                      tm_emu_strict_exit(), job->detail, sizeof job->detail);
     job->detail[sizeof job->detail - 1] = '\0';
     if (rc == 0) { /* detail holds the path report: kept apart from the error details */
         snprintf(job->path_report, sizeof job->path_report, "%s", job->detail);
@@ -72,8 +98,7 @@ static cudaError_t user_launch(user_job *job, void **argv, const size_t *sizes)
     }
     return (cudaError_t)rc;
 #else
-    (void)sizes;
-    cudaError_t err = cudaLaunchKernel((const void *)job->handle, job->grid, job->block, argv,
+    cudaError_t err = cudaLaunchKernel((const void *)job->handle, job->grid, job->block, job->argv,
                                        job->shared, 0);
     return err != cudaSuccess ? err : cudaGetLastError();
 #endif
@@ -81,110 +106,55 @@ static cudaError_t user_launch(user_job *job, void **argv, const size_t *sizes)
 
 static int user_execute(user_job *job)
 {
-    cudaEvent_t start = NULL, stop = NULL;
-    cudaError_t err = cudaSuccess;
-    void *argv[TM_USER_MAX_ARGS];
-    size_t sizes[TM_USER_MAX_ARGS];
-    int any_device = 0;
-    struct cudaFuncAttributes attr;
-    const void *func = (const void *)job->handle;
-
-    UTRY("cudaEventCreate", cudaEventCreate(&start));
-    UTRY("cudaEventCreate", cudaEventCreate(&stop));
+    tm_launch_request request = {0};
+    tm_launch_facts facts;
+    int n = 0, rc;
     for (int i = 0; i < job->nargs; ++i) {
         user_arg *a = &job->args[i];
-        sizes[i] = a->bytes;
-        argv[i] = &a->value;
+        job->sizes[i] = a->bytes;
+        job->argv[i] = &a->value;
         if (!a->is_ptr) continue;
-        if (a->host == NULL) { any_device = 1; continue; }
-        if (a->bytes) {
-            err = cudaMalloc(&a->dev, a->bytes);
-            if (err != cudaSuccess) {
-                a->dev = NULL;
-                job->step = "cudaMalloc (kernel argument)";
-                job->failed_bytes = a->bytes;
-                goto cleanup;
-            }
-            a->owned = 1;
+        tm_launch_buffer *b = &job->buffers[n];
+        job->buffer_of[i] = n++;
+        memset(b, 0, sizeof *b);
+        b->bytes = a->bytes;
+        if (a->host == NULL) { /* device memory: passed as it is */
+            b->dev = a->dev;
+            b->wait = a->wait;
+            b->stream = a->stream;
+            continue;
         }
-        a->value.ptr = a->dev;
-        job->h2d_bytes += a->bytes;
+        b->host_in = a->host;
+        b->host_out = a->copy_back ? a->host : NULL;
+        b->step = "cudaMalloc (kernel argument)";
     }
-    if (any_device) UTRY("cudaDeviceSynchronize", cudaDeviceSynchronize());
-    if (job->h2d_bytes) {
-        UTRY("cudaEventRecord", cudaEventRecord(start, 0));
-        for (int i = 0; i < job->nargs; ++i)
-            if (job->args[i].owned)
-                UTRY("copy to the device",
-                     tm_copy_to_device(job->args[i].dev, job->args[i].host, job->args[i].bytes));
-        UTRY("cudaEventRecord", cudaEventRecord(stop, 0));
-        UTRY("timing the copy to the device", tm_elapsed_ms(start, stop, &job->h2d_ms));
+    request.launch = user_launch;
+    request.prepare = user_prepare;
+    request.ctx = job;
+    request.buffers = job->buffers;
+    request.n_buffers = n;
+    request.warmup = job->warmup;
+    request.repeat = job->repeat;
+    request.flush_l2 = job->flush_l2;
+    request.facts_required = 0;  /* registers and static shared memory: 0 where unknown */
+    request.facts_cacheable = 0; /* a handle may name another kernel once its library is gone */
+    rc = tm_timed_launch(&request, &job->record, &facts, &job->failure);
+    if (rc == 0) {
+        /* the static shared memory too; emu: the last launch's path and reason (cuda: "") */
+        const char *reason = strchr(job->path_report, '\n');
+        const int path_len = reason ? (int)(reason - job->path_report) : 0;
+        job->record.shared_bytes += job->record.static_shared_bytes;
+        snprintf(job->record.path, sizeof job->record.path, "%.*s", path_len, job->path_report);
+        snprintf(job->record.path_reason, sizeof job->record.path_reason, "%s",
+                 reason ? reason + 1 : "");
     }
-    if (job->shared > TM_USER_DEFAULT_SHARED)
-        UTRY("cudaFuncSetAttribute (dynamic shared memory)",
-             cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)job->shared));
-    for (int i = 0; i < job->warmup; ++i) {
-        UTRY("kernel launch", user_launch(job, argv, sizes));
-        UTRY("kernel execution", cudaDeviceSynchronize());
-    }
-    for (int i = 0; i < job->repeat; ++i) {
-        if (job->flush_l2)
-            UTRY("the L2 flush before a timed launch (warm_l2=True skips it)", tm_flush_l2(i));
-        UTRY("cudaEventRecord", cudaEventRecord(start, 0));
-        UTRY("kernel launch", user_launch(job, argv, sizes));
-        UTRY("cudaEventRecord", cudaEventRecord(stop, 0));
-        UTRY("kernel execution", tm_elapsed_ms(start, stop, &job->samples_ms[i]));
-    }
-    /* Launch facts: registers and static shared memory from the runtime (0 on the emulator). */
-    if (cudaFuncGetAttributes(&attr, func) == cudaSuccess) {
-        job->registers = attr.numRegs;
-        job->static_shared = (int)attr.sharedSizeBytes;
-    }
-    {
-        int device = 0, per_sm = 0, blocks = 0;
-        const int threads = (int)(job->block.x * job->block.y * job->block.z);
-        if (cudaGetDevice(&device) == cudaSuccess &&
-            cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device) == cudaSuccess &&
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, func, threads, job->shared) == cudaSuccess) {
-            job->blocks_per_sm = blocks;
-            job->occupancy = per_sm ? (double)blocks * threads / per_sm : 0.0;
-        }
-        (void)cudaGetLastError();
-    }
-    {
-        int any_back = 0;
-        for (int i = 0; i < job->nargs; ++i) any_back |= job->args[i].owned && job->args[i].copy_back;
-        if (any_back) {
-            UTRY("cudaEventRecord", cudaEventRecord(start, 0));
-            for (int i = 0; i < job->nargs; ++i) {
-                user_arg *a = &job->args[i];
-                if (!a->owned || !a->copy_back) continue;
-                UTRY("copy to the host", tm_copy_to_host(a->host, a->dev, a->bytes));
-                job->d2h_bytes += a->bytes;
-            }
-            UTRY("cudaEventRecord", cudaEventRecord(stop, 0));
-            UTRY("timing the copy to the host", tm_elapsed_ms(start, stop, &job->d2h_ms));
-        } else {
-            UTRY("kernel execution", cudaDeviceSynchronize());
-        }
-    }
-cleanup:
-    for (int i = 0; i < job->nargs; ++i)
-        if (job->args[i].owned) {
-            cudaFree(job->args[i].dev);
-            job->args[i].owned = 0;
-        }
-    if (start) cudaEventDestroy(start);
-    if (stop) cudaEventDestroy(stop);
-    job->err = err;
 #ifdef TM_EMU
-    if (err != cudaSuccess && job->detail[0] == '\0') {
+    if (rc != 0 && job->detail[0] == '\0') {
         const char *d = tm_emu_last_error_detail();
         if (d) snprintf(job->detail, sizeof job->detail, "%s", d);
     }
 #endif
-    if (err != cudaSuccess) (void)cudaGetLastError();
-    return err == cudaSuccess ? 0 : -1;
+    return rc;
 }
 
 static int parse_dim3(PyObject *obj, dim3 *d, const char *what)
@@ -224,10 +194,11 @@ static int parse_arg(PyObject *item, user_arg *a, int index)
         a->bytes = (size_t)n;
         return 0;
     }
-    PyObject *host, *addr;
+    PyObject *host, *addr, *stream = NULL;
     Py_ssize_t nbytes;
     int copy_back;
-    if (!PyArg_ParseTuple(item, "sOOnp", &kind, &host, &addr, &nbytes, &copy_back)) return -1;
+    if (!PyArg_ParseTuple(item, "sOOnp|O", &kind, &host, &addr, &nbytes, &copy_back, &stream))
+        return -1;
     a->is_ptr = 1;
     a->copy_back = copy_back;
     a->bytes = (size_t)nbytes;
@@ -244,34 +215,15 @@ static int parse_arg(PyObject *item, user_arg *a, int index)
     } else {
         a->dev = PyLong_AsVoidPtr(addr);
         if (a->dev == NULL && PyErr_Occurred()) return -1;
+        a->wait = stream == NULL ? TM_WAIT_DEVICE : stream == Py_None ? TM_WAIT_NONE : TM_WAIT_STREAM;
+        if (a->wait == TM_WAIT_STREAM) {
+            void *handle = PyLong_AsVoidPtr(stream);
+            if (handle == NULL && PyErr_Occurred()) return -1;
+            a->stream = (uintptr_t)handle;
+        }
     }
     a->value.ptr = a->dev;
     return 0;
-}
-
-static PyObject *user_result(const user_job *job)
-{
-    /* emu: the last launch's path and reason (cuda: both "") */
-    const char *reason = strchr(job->path_report, '\n');
-    const int path_len = reason ? (int)(reason - job->path_report) : 0;
-    reason = reason ? reason + 1 : "";
-    PyObject *samples = PyList_New(job->repeat);
-    if (samples == NULL) return NULL;
-    for (int i = 0; i < job->repeat; ++i) {
-        PyObject *v = PyFloat_FromDouble(job->samples_ms[i]);
-        if (v == NULL) { Py_DECREF(samples); return NULL; }
-        PyList_SET_ITEM(samples, i, v);
-    }
-    return Py_BuildValue(
-        "{s:N,s:d,s:d,s:n,s:n,s:(III),s:(III),s:n,s:i,s:i,s:i,s:i,s:d,s:d,s:s,s:s#,s:s}",
-        "samples_ms", samples,
-        "h2d_ms", job->h2d_ms, "d2h_ms", job->d2h_ms, "h2d_bytes", (Py_ssize_t)job->h2d_bytes,
-        "d2h_bytes", (Py_ssize_t)job->d2h_bytes, "grid", job->grid.x, job->grid.y, job->grid.z,
-        "block", job->block.x, job->block.y, job->block.z, "shared_bytes",
-        (Py_ssize_t)(job->shared + (size_t)job->static_shared), "static_shared_bytes",
-        job->static_shared, "registers", job->registers, "launches", 1, "blocks_per_sm",
-        job->blocks_per_sm, "occupancy", job->occupancy, "model_bytes", 0.0, "l2",
-        tm_l2_state(job->flush_l2), "path", job->path_report, (Py_ssize_t)path_len, "path_reason", reason);
 }
 
 PyObject *tm_user_run_py(PyObject *self, PyObject *args)
@@ -306,29 +258,27 @@ PyObject *tm_user_run_py(PyObject *self, PyObject *args)
     }
     for (int i = 0; i < job->nargs; ++i)
         if (parse_arg(PyTuple_GET_ITEM(arg_list, i), &job->args[i], i) < 0) goto done;
-    if ((job->samples_ms = calloc((size_t)job->repeat, sizeof(double))) == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
     /* The argument tuple (and so every host array) stays referenced by the caller. */
     Py_BEGIN_ALLOW_THREADS
     rc = user_execute(job);
     Py_END_ALLOW_THREADS
     if (rc != 0) {
-        const char *name = cudaGetErrorName(job->err), *text = cudaGetErrorString(job->err);
-        if (job->err == cudaErrorMemoryAllocation)
+        const tm_launch_failure *f = &job->failure;
+        const char *name = cudaGetErrorName(f->err), *text = cudaGetErrorString(f->err);
+        if (f->err == cudaErrorMemoryAllocation)
             PyErr_Format(PyExc_MemoryError, "device out of memory during %s (%zu bytes)%s%s",
-                         job->step, job->failed_bytes, job->detail[0] ? ": " : "", job->detail);
-        else if (job->err == cudaErrorNoDevice || job->err == cudaErrorInsufficientDriver)
-            tm_raise_cuda_error(job->err, job->step);
+                         f->step, f->bytes, job->detail[0] ? ": " : "", job->detail);
+        else if (f->err == cudaErrorNoDevice || f->err == cudaErrorInsufficientDriver)
+            tm_raise_cuda_error(f->err, f->step);
         else
-            PyErr_Format(PyExc_RuntimeError, "%s failed: %s: %s%s%s", job->step, name, text,
+            PyErr_Format(PyExc_RuntimeError, "%s failed: %s: %s%s%s", f->step, name, text,
                          job->detail[0] ? "\n" : "", job->detail);
         goto done;
     }
-    result = user_result(job);
+    if ((result = PyDict_New()) != NULL && tm_launch_dict(&job->record, result) < 0)
+        Py_CLEAR(result);
 done:
-    free(job->samples_ms);
+    tm_launch_record_free(&job->record);
     free(job);
     return result;
 }
