@@ -20,7 +20,7 @@
  * (address, stream): the stream to wait for before reading it (None: it is ready; an int as
  * __cuda_array_interface__ v3's "stream"); a bare address waits for the whole device. With
  * out_on_device the dict's "out" is a capsule owning the device output instead of an ndarray.
- * flush_l2: flush the L2 cache before each timed launch (timing.c); the dict's "l2" says what
+ * flush_l2: flush the L2 cache before each timed launch (launch_core.c); the dict's "l2" says what
  * was done. */
 static PyObject *tm_run(PyObject *self, PyObject *args)
 {

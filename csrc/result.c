@@ -233,10 +233,9 @@ PyObject *tm_registry_list(void)
             if (param == NULL) { Py_DECREF(params); goto fail; }
             PyTuple_SET_ITEM(params, j, param);
         }
-        PyObject *row = Py_BuildValue("{s:s,s:s,s:N,s:N,s:s,s:s,s:O}", "name", k->name, "family",
+        PyObject *row = Py_BuildValue("{s:s,s:s,s:N,s:N,s:s,s:s}", "name", k->name, "family",
                                       k->family, "dtypes", dtype_names(k->dtypes), "params",
-                                      params, "lecture", k->lecture, "summary", k->summary,
-                                      "needs_scratch", k->scratch_bytes ? Py_True : Py_False);
+                                      params, "lecture", k->lecture, "summary", k->summary);
         if (row == NULL) goto fail;
         PyList_SET_ITEM(rows, i, row);
     }

@@ -441,7 +441,7 @@ static inline cudaError_t tm_emu_launch_blocks(void (*kernel)(Params...), void (
 }
 
 // A registry kernel paired with its split at barriers (setup.py runs
-// tiledmm/student/barrier_split.registry_source over cuda/*.cu for this build): the kernel's
+// tiledmm/toolchain/split/transform.registry_source over cuda/*.cu for this build): the kernel's
 // name in the rest of its file names this pair, which converts back to the kernel, so only
 // tm_launch (cuda/common.h) sees the difference. `frame`: bytes of per-thread arrays per thread.
 template <typename Fn> struct tm_emu_split_kernel;

@@ -1112,7 +1112,7 @@ inline Launcher<P...> config(const char *kernel_name, const char *params, const 
     return Launcher<P...>{kernel, LaunchSite{kernel_name, params, file, line}, grid, block, shared, stream};
 }
 
-// The launch of a kernel split at its barriers: the pair program_build.py passes for it
+// The launch of a kernel split at its barriers: the pair programs/build.py passes for it
 // (emu/cuda_emu.h's tm_emu_split_kernel), run as thread loops where tm_emu_launch_pair says so.
 template <typename... P>
 inline Launcher<P...> config(const char *kernel_name, const char *params, const char *file, int line,

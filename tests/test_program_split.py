@@ -1,5 +1,5 @@
 """Whole programs on emu split at their barriers (issue 34): tm.run's kernels take the thread
-loops where tiledmm/toolchain/split/transform.py's transform applies (program_build.py, in the
+loops where tiledmm/toolchain/split/transform.py's transform applies (programs/build.py, in the
 confined compile child), the fibers elsewhere, and every launch says which
 (`ProgramLaunch.path`, `path_reason`). Every program runs with a timeout (RUN_S); the compile
 child has its own (programs.build)."""

@@ -1,5 +1,5 @@
 """The registry's kernels split at their barriers on emu (issue 34): setup.py runs
-tiledmm/student/barrier_split.registry_source over cuda/*.cu, and tm_launch takes the thread
+tiledmm/toolchain/split/transform.registry_source over cuda/*.cu, and tm_launch takes the thread
 loops for the instances it made. Which kernels take them, that `res.launch.path` says so, and
 that their results equal the fibers' (TILEDMM_EMU_SPLIT=0) bit for bit and NumPy's (float64,
 tolerance growing with K).

@@ -1,5 +1,5 @@
 """Hostile and unusual student kernels against the barrier split (issue 34: the source transform
-of tiledmm/toolchain/split/analysis.py and barrier_split.py). Each kernel runs twice: as
+of tiledmm/toolchain/split/analysis.py and split/transform.py). Each kernel runs twice: as
 tm.compile builds it (the thread loops where the transform applies) and built with
 TILEDMM_EMU_SPLIT=0 (the fibers: one fiber per CUDA thread, the reference semantics). Both
 must give the same bits and NumPy's answer (float64 reference, tolerance growing with the

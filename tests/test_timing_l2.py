@@ -1,4 +1,5 @@
-"""The L2 flush before each timed launch (csrc/timing.c, issue 33 §4): what `Timing.l2` says,
+"""The L2 flush before each timed launch (csrc/launch_core.c, csrc/device_memory.c; issue 33 §4):
+what `Timing.l2` says,
 the `warm_l2` keyword on every timed call, bench's header and `--warm-l2`, and the grader's
 speed part using the same flush. On the GPU: the flush is visible (a 4 MB reduction, which
 fits the L2, is not faster flushed than warm)."""
@@ -125,7 +126,7 @@ def _speed(reference, repeat=3):
 
 def test_grader_speed_note_comes_from_the_timings():
     """The grader has no flush of its own: its note reports what each timed launch's
-    Timing.l2 said (csrc/timing.c's flush)."""
+    Timing.l2 said (csrc/device_memory.c's flush)."""
     calls = []
 
     def submission():

@@ -4,6 +4,7 @@ Default: `cuda` when its module was built and a device is present, else `emu` wi
 one-line notice. `TILEDMM_BACKEND`, `tiledmm.set_backend` and every call's `backend=`
 override it.
 """
+import functools
 import importlib
 import sys
 import threading
@@ -37,6 +38,14 @@ def module(name):
             "with `pip install .`, or run on the CPU emulator with backend='emu' "
             f"(import error: {_import_errors[name]})")
     raise RuntimeError(f"tiledmm's {name} backend failed to import: {_import_errors[name]}")
+
+
+@functools.lru_cache(maxsize=None)
+def raw_launch_fields():
+    """{field: kind} of the raw launch result the C glue returns (csrc/result.c's one table,
+    the same in both builds; the emulator's is always built): what the worker's replies are
+    checked against and what a launch that never ran reports."""
+    return dict(module("emu").RAW_LAUNCH_FIELDS)
 
 
 def cuda_device_count():

@@ -191,7 +191,7 @@ def run_family(family, kernel, inputs, params, backend, warmup, repeat, output=N
     try:
         raw = mod.run(kernel,
                       tuple(d.placeholder if d else x for x, d in zip(inputs, device_inputs)),
-                      tuple(d.address if d else None for d in device_inputs),
+                      tuple(d.pointer() if d else None for d in device_inputs),
                       values, warmup, repeat, output == "device", flush_l2)
     except RuntimeError as exc:
         # The launch itself refuses (and cleans up after) a GPU-only kernel on the emulator;

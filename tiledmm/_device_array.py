@@ -145,14 +145,26 @@ def to_device(x, backend=None):
     return DeviceArray(buffer, address, a.shape, a.dtype, name)
 
 
+# A device input whose producer named no stream: the call waits for the whole device.
+WAIT_DEVICE = object()
+
+
 class DeviceInput:
     """How a device-resident input reaches the C glue: a placeholder for the checks (a
-    zero-stride array of the right shape and dtype, no memory) and its device address."""
+    zero-stride array of the right shape and dtype, no memory), its device address, and what the
+    call waits for before reading it: `stream` is __cuda_array_interface__ v3's "stream" (None:
+    ready; 1 the legacy default stream, 2 per-thread, else a cudaStream_t), or WAIT_DEVICE."""
 
-    def __init__(self, address, shape, dtype, owner):
+    def __init__(self, address, shape, dtype, owner, stream=WAIT_DEVICE):
         self.address = address
         self.placeholder = np.broadcast_to(np.zeros((), dtype), shape)
         self.owner = owner  # keeps the memory alive for the call
+        self.stream = stream
+
+    def pointer(self):
+        """What the C glue's run() takes: the bare address (wait for the device) or
+        (address, stream)."""
+        return self.address if self.stream is WAIT_DEVICE else (self.address, self.stream)
 
 
 def as_device_input(x, backend):
@@ -180,7 +192,12 @@ def as_device_input(x, backend):
             math.prod(shape) > 1:
         raise ValueError("device input is not C-contiguous; make a contiguous copy on the device "
                          "first (e.g. cupy.ascontiguousarray(x) or x.contiguous())")
-    return DeviceInput(cai["data"][0], shape, dtype, x)
+    # v3's "stream" says where the producer wrote it (a stream wait instead of a device-wide
+    # synchronisation); an older interface, or none given, means waiting for the device.
+    stream = cai["stream"] if cai.get("version", 0) >= 3 and "stream" in cai else WAIT_DEVICE
+    if stream is not WAIT_DEVICE and stream is not None and not isinstance(stream, int):
+        stream = WAIT_DEVICE
+    return DeviceInput(cai["data"][0], shape, dtype, x, stream)
 
 
 def _reshape_target(shape, old_shape, size):

@@ -206,22 +206,22 @@ def _dim3(v, what):
 
 
 # the fields of a launch's raw result: name -> kind
-_RAW_FIELDS = {"samples_ms": "samples", "h2d_ms": "number", "d2h_ms": "number",
-               "h2d_bytes": "int", "d2h_bytes": "int", "grid": "dim3", "block": "dim3",
-               "shared_bytes": "int", "static_shared_bytes": "int", "registers": "int",
-               "launches": "int", "blocks_per_sm": "int", "occupancy": "number",
-               "model_bytes": "number", "profile_counts": "counters", "l2": "text",
-               "path": "text", "path_reason": "text"}
+# The raw launch result: csrc/result.c's table, and the profile counters tiledmm adds in Python.
+def _raw_fields():
+    return {**_backend.raw_launch_fields(), "profile_counts": "counters"}
+
+
 _ERROR_KINDS = {"MemoryError", "KernelError", "CompileError", "RuntimeError", "ValueError",
                 "TypeError", "LookupError", "OSError", "ProtocolError"}
 
 
 def _check_raw(raw):
-    if not isinstance(raw, dict) or set(raw) - set(_RAW_FIELDS):
+    fields = _raw_fields()
+    if not isinstance(raw, dict) or set(raw) - set(fields):
         raise ProtocolError("the launch's result has fields outside the schema")
     out = {}
     for k, v in raw.items():
-        kind = _RAW_FIELDS[k]
+        kind = fields[k]
         if kind == "samples":
             if not isinstance(v, list) or len(v) > 1_000_000:
                 raise ProtocolError("samples_ms is not a list of numbers")

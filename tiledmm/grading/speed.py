@@ -1,7 +1,7 @@
 """The speed part, graded on the cuda backend only: the submission and the assignment's
 reference kernel (tiledmm's own, from its registry) timed in the same run on the same inputs,
 each launch alone (warmup=0, repeat=1) with the L2 cache flushed before every timed launch, and
-the medians compared. The flush is the one every timed launch gets by default (csrc/timing.c,
+the medians compared. The flush is the one every timed launch gets by default (csrc/launch_core.c,
 Timing.l2), so the grader times as tm.matmul and a tm.compile kernel do. The points follow
 Speed.fraction: full points while the submission takes at most `full_within` (1.2) times the
 reference's time, the CMU 15-418/CS149 checkers' rule, then linearly less down to `floor` at

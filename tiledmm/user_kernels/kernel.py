@@ -583,11 +583,14 @@ def _scalar_bytes(p, value, what):
     return struct.pack("=" + fmt, value)
 
 
+_EMPTY_VALUE = {"samples": [], "number": 0.0, "int": 0, "text": "", "dim3": (0, 0, 0)}
+
+
 def _empty_launch(launch):
-    return {"samples_ms": [], "h2d_ms": 0.0, "d2h_ms": 0.0, "h2d_bytes": 0, "d2h_bytes": 0,
-            "grid": launch.grid, "block": launch.block, "shared_bytes": launch.shared,
-            "static_shared_bytes": 0, "registers": 0, "launches": 0, "blocks_per_sm": 0,
-            "occupancy": 0.0, "model_bytes": 0.0, "l2": "no launch"}
+    """The raw result of a launch that never ran (an empty problem), in the C glue's schema."""
+    raw = {k: _EMPTY_VALUE[kind] for k, kind in _backend.raw_launch_fields().items()}
+    raw.update(grid=launch.grid, block=launch.block, shared_bytes=launch.shared, l2="no launch")
+    return raw
 
 
 def _load_in_process(artifact):

@@ -83,7 +83,7 @@ def load_emu_fd(fd, name, digest, report_faults):
 def counted_launch(mod, loaded, grid, block, shared, packed, warmup, repeat, profile,
                    flush_l2=True):
     """The backend's user_run of a loaded kernel (flush_l2: the L2 flush before each timed
-    launch, csrc/timing.c); with profile (a profile build), counted by its hooks: the pointer
+    launch, csrc/launch_core.c); with profile (a profile build), counted by its hooks: the pointer
     arguments' memory is global memory, and raw["profile_counts"] holds the counters
     (tiledmm.profile)."""
     run = lambda: mod.user_run(loaded.handle, grid, block, shared, packed,  # noqa: E731

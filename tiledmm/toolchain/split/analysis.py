@@ -1,8 +1,8 @@
-"""What the barrier split (barrier_split.py, issue 34 design 1) knows about a kernel before it
+"""What the barrier split (split/transform.py, issue 34 design 1) knows about a kernel before it
 writes any text: libclang's parse of the body, the checks that keep the fibers (raising
 Fallback with the reason), which variables are block-uniform, written, recomputed per thread
 or live across a barrier (per-thread arrays), and which loops the thread loops go inside of.
-barrier_split.py turns this analysis into the split function's text.
+split/transform.py turns this analysis into the split function's text.
 """
 import re
 

@@ -1,4 +1,4 @@
-"""Helpers inlined into a kernel before the barrier split analyses it (barrier_split.py, issue
+"""Helpers inlined into a kernel before the barrier split analyses it (split/transform.py, issue
 34): a call statement of a helper of the same file, or of the registry's own header, that
 synchronises (`__syncwarp`, a barrier, shuffles: reduce_steps' `last_warp_sum(partial, tid);`,
 `sum = tm_block_sum(sum, warp_sums);`) is replaced by the helper's body on the call's line, so

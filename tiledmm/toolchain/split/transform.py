@@ -56,7 +56,7 @@ without the interchange, split_kernel(profile=True)), whose counts are the fiber
 mode builds the kernel without it (its reports are the fibers'). The launcher picks it at run
 time (tm_emu_launch_blocks) when the block's per-thread arrays
 fit in MAX_FRAME bytes; otherwise the same launch runs on fibers. benchmarks/emu_notes.md has
-the figures. split_analysis.py holds the analysis (what is uniform, live, recomputed, and the
+the figures. split/analysis.py holds the analysis (what is uniform, live, recomputed, and the
 checks that keep the fibers); this module writes the text and is the transform's public face.
 """
 import os
