@@ -1,5 +1,6 @@
 """Every kernel test runs on every available backend: `emu` always, `cuda` where a device is
 present (those cases carry the `gpu` mark and are skipped elsewhere)."""
+import os
 import zlib
 
 import numpy as np
@@ -28,3 +29,9 @@ def rng(request):
 def random_matrix(rng, shape, dtype=np.float32):
     """Values in [-1, 1): never all zeros or ones, so unwritten outputs and wrong indices show."""
     return (rng.random(shape) * 2 - 1).astype(dtype)
+
+
+def pythonpath(*first):
+    """PYTHONPATH for a test's child interpreter: `first`, then the caller's own (where packages
+    carried to a machine live, libclang on the GPU machine among them)."""
+    return os.pathsep.join(p for p in (*first, os.environ.get("PYTHONPATH")) if p)

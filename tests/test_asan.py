@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import tiledmm as tm
+from conftest import pythonpath
 
 ROOT = Path(__file__).resolve().parents[1]
 CXX = os.environ.get("CXX", "g++")
@@ -71,7 +72,7 @@ def asan_build(tmp_path_factory):
 
 
 def _run_asan(lib, args, timeout):
-    env = dict(os.environ, PYTHONPATH=str(lib), LD_PRELOAD=LIBASAN, TILEDMM_BACKEND="emu",
+    env = dict(os.environ, PYTHONPATH=pythonpath(str(lib)), LD_PRELOAD=LIBASAN, TILEDMM_BACKEND="emu",
                # report every error (the kernels are built with -fsanitize-recover=address),
                # not only the first; leaks are Python's own, not the kernels'
                ASAN_OPTIONS="detect_leaks=0:halt_on_error=0:allocator_may_return_null=1")

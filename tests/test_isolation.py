@@ -22,6 +22,7 @@ import pytest
 import tiledmm as tm
 from tiledmm.confine import isolation
 from tiledmm.toolchain import cache as kernel_cache
+from conftest import pythonpath
 
 HERE = Path(__file__).resolve().parent
 
@@ -86,7 +87,7 @@ def test_ctrl_c_case_works_where_the_parent_ignores_sigint():
     """A shell's background job starts with SIGINT ignored (issue 29, item 3): the case
     installs Python's handler itself, and a lost interrupt would end in 30 s, not hang."""
     package_parent = str(Path(tm.__file__).resolve().parents[1])
-    env = dict(os.environ, PYTHONPATH=package_parent)
+    env = dict(os.environ, PYTHONPATH=pythonpath(package_parent))
     proc = subprocess.run([sys.executable, str(HERE / "isolation_faults.py"), "emu", "ctrl_c"],
                           capture_output=True, text=True, timeout=180, env=env,
                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
@@ -340,7 +341,7 @@ def test_arguments_larger_than_the_memory_limit_are_a_memory_error():
             "try:\n    k(1, 1, y, 1, backend='emu')\nexcept MemoryError as e:\n    print('MemoryError', e)\n"
             "y = np.zeros(4, np.float32); k(1, 4, y, 4, backend='emu'); print('next', y.sum())\n")
     package_parent = str(Path(tm.__file__).resolve().parents[1])
-    env = dict(os.environ, TILEDMM_HOST_MEMORY_LIMIT="256M", PYTHONPATH=package_parent)
+    env = dict(os.environ, TILEDMM_HOST_MEMORY_LIMIT="256M", PYTHONPATH=pythonpath(package_parent))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]

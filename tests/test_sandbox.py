@@ -14,6 +14,7 @@ import pytest
 from tiledmm.toolchain import compile_emu
 from tiledmm.confine import isolation
 from tiledmm.confine import sandbox
+from conftest import pythonpath
 
 
 class _Boom:
@@ -209,7 +210,7 @@ def test_the_probe_reports_unavailable_when_switched_off():
             "print(json.dumps(sandbox.status()))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, env=dict(os.environ, TILEDMM_SANDBOX="off",
-                                               PYTHONPATH=sandbox.PACKAGE_PARENT))
+                                               PYTHONPATH=pythonpath(sandbox.PACKAGE_PARENT)))
     s = json.loads(out.stdout)
     assert s["confined"] is False and "TILEDMM_SANDBOX=off" in s["reason"]
 
@@ -222,7 +223,7 @@ def test_the_worker_ends_with_its_caller_even_when_started_from_a_thread_that_en
             "print(w.pid, flush=True); time.sleep(600)\n")
     package_parent = sandbox.PACKAGE_PARENT
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-                            env=dict(os.environ, PYTHONPATH=package_parent))
+                            env=dict(os.environ, PYTHONPATH=pythonpath(package_parent)))
     try:
         pid = int(proc.stdout.readline())
         assert os.path.exists(f"/proc/{pid}"), "the worker died with the thread that started it"
