@@ -205,7 +205,7 @@ def test_status_and_describe_are_consistent():
 
 
 def test_the_probe_reports_unavailable_when_switched_off():
-    code = ("import json; from tiledmm.student import sandbox; "
+    code = ("import json; from tiledmm.confine import sandbox; "
             "print(json.dumps(sandbox.status()))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, env=dict(os.environ, TILEDMM_SANDBOX="off",
@@ -215,7 +215,7 @@ def test_the_probe_reports_unavailable_when_switched_off():
 
 
 def test_the_worker_ends_with_its_caller_even_when_started_from_a_thread_that_ended():
-    code = ("import threading, sys, time\nfrom tiledmm.student import isolation\n"
+    code = ("import threading, sys, time\nfrom tiledmm.confine import isolation\n"
             "w = isolation.worker()\n"
             "t = threading.Thread(target=lambda: w.call({'op': 'ping'}, timeout=60))\n"
             "t.start(); t.join(); time.sleep(1.0)\n"
