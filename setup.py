@@ -3,7 +3,7 @@
 tiledmm._cuda  nvcc compiles cuda/*.cu for the GPU; the C glue links the CUDA runtime
                statically, so the module imports without CUDA_HOME and without a driver.
                Skipped, with a notice, when nvcc is not found.
-tiledmm._emu   g++ compiles the same cuda/*.cu against the emulator in emu/.
+tiledmm._emu   g++ compiles the same cuda/*.cu against the emulator in tiledmm/native/emu/.
 
 Environment:
   TILEDMM_CUDA_ARCHS  compute capabilities to build, e.g. "90" or "80;90"
@@ -32,17 +32,21 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
-from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 os.chdir(HERE)  # source paths below are relative to the project root
 
+# Every header the package ships, and the emulator runtime's sources, live in tiledmm/native/ in
+# their installed layout (package data, pyproject.toml): the kernels, the glue and user code all
+# compile with -I tiledmm/native and include by path below it ("emu/cuda_emu.h").
+NATIVE = os.path.join("tiledmm", "native")
+EMU_DIR = os.path.join(NATIVE, "emu")
 KERNEL_SOURCES = sorted(glob.glob("cuda/*.cu"))
-HEADERS = sorted(glob.glob("cuda/*.h") + glob.glob("csrc/*.h") + glob.glob("emu/*.h") +
-                 glob.glob("emu/profile/*.h") + glob.glob("tiledmm/include/*.h"))
+HEADERS = sorted(glob.glob("cuda/*.h") + glob.glob("csrc/*.h") +
+                 glob.glob(os.path.join(NATIVE, "**", "*.h"), recursive=True))
 GLUE_SOURCES = sorted(glob.glob("csrc/*.c"))
-EMU_RUNTIME_SOURCES = sorted(glob.glob("emu/*.cpp"))
-PROFILE_SOURCES = sorted(glob.glob("emu/profile/*.cpp"))
+EMU_RUNTIME_SOURCES = sorted(glob.glob(os.path.join(EMU_DIR, "*.cpp")))
+PROFILE_SOURCES = sorted(glob.glob(os.path.join(EMU_DIR, "profile", "*.cpp")))
 # The emulator's flags, profile mode's flags and wrapped symbols, and the compiler probe: one
 # module, shared with tm.compile and tm.run, whose user code links against runtime objects
 # built with the same flags (read by path: the package cannot be imported before it is built).
@@ -125,7 +129,7 @@ def split_registry_sources(out_dir, sources=KERNEL_SOURCES):
 
 # Kernel files whose split at barriers the profile build compiles too (issue 34): their counts
 # are the fibers' own (tests/test_profile_split.py compares every counter). The split text is
-# the plain build's; the profile build compiles it with emu/profile/split_hooks.h included first
+# the plain build's; the profile build compiles it with native/emu/profile/split_hooks.h first
 # (PROFILE_SPLIT_FLAGS), whose macros tell emu_profile.cpp whose turn a thread loop runs and where
 # the barriers were. TILEDMM_PROFILE_SPLIT=0 at build time keeps the fibers for every file (the
 # comparison); "reduce_steps.cu,..." names the files instead. At run time TILEDMM_EMU_SPLIT=0
@@ -137,7 +141,7 @@ _PROFILE_SPLIT_ENV = os.environ.get("TILEDMM_PROFILE_SPLIT", "").strip()
 PROFILE_SPLIT_FILES = set() if _PROFILE_SPLIT_ENV == "0" else {
     f"cuda/{f.strip()}" for f in
     (_PROFILE_SPLIT_ENV.split(",") if _PROFILE_SPLIT_ENV else PROFILE_SPLIT_DEFAULT) if f.strip()}
-PROFILE_SPLIT_HOOKS = os.path.join("emu", "profile", "split_hooks.h")
+PROFILE_SPLIT_HOOKS = os.path.join(EMU_DIR, "profile", "split_hooks.h")
 # TM_PROFILE_SPLIT: a kernel whose block-level code (between thread loops) may touch counted
 # memory keeps its fibers in the profile build (barrier_split.registry_source).
 # PROFILE_HOOK_FLAGS: each thread's turn stores its index into tm_emu_tls (the fault report's
@@ -337,38 +341,20 @@ class BuildExt(build_ext):
 
     def _nvcc_command(self, src, obj):
         return [os.path.join(self.cuda_home, "bin", "nvcc"), "-std=c++17", "-O3", "-lineinfo",
-                "-Xcompiler", "-fPIC", "-Icuda", "-Itiledmm/include", "-Icsrc", *kernel_nvcc_flags(src), "-c", src,
+                "-Xcompiler", "-fPIC", "-Icuda", f"-I{NATIVE}", "-Icsrc", *kernel_nvcc_flags(src), "-c", src,
                 "-o", obj]
 
+    # -Icuda: a kernel file split at its barriers compiles from build_temp, and finds the
+    # headers beside it in cuda/ (reduce_common.h) through -Icuda
     def _emu_command(self, src, obj, extra=()):
         flags = [f for f in EMU_FLAGS if f != "-fopenmp" or self._openmp()]
         return [os.environ.get("CXX", "g++"), *flags, "-Wall", "-Wno-unknown-pragmas", "-Icsrc",
-                "-Icuda", "-Itiledmm/include", "-Iemu", *(extra or emu_asan_flags()), "-c", src, "-o", obj]
-
-
-class BuildPy(build_py):
-    """Ship the kernel dialect (cuda/common.h and cuda/registry.h; the macros they share with the
-    prelude, kernel_dialect.h, live in tiledmm/include already) and the emulator's headers and runtime sources (emu/, emu/profile/)
-    inside the package, as tiledmm/include, so that tm.compile can build a user's kernel for the
-    emulator from an installed copy (an editable install reads them from the source tree
-    instead)."""
-
-    def run(self):
-        super().run()
-        include = os.path.join(self.build_lib, "tiledmm", "include")
-        dialect = ["cuda/common.h", "cuda/registry.h"]
-        shipped = [(f, "") for f in dialect] + [
-            (f, "emu") for f in sorted(glob.glob("emu/*.h") + glob.glob("emu/*.cpp"))] + [
-            (f, os.path.join("emu", "profile"))   # profile=True builds: hooks, split hooks
-            for f in sorted(PROFILE_SOURCES + glob.glob("emu/profile/*.h"))]
-        for src, sub in shipped:
-            self.mkpath(os.path.join(include, sub))
-            self.copy_file(src, os.path.join(include, sub, os.path.basename(src)))
+                "-Icuda", f"-I{NATIVE}", *(extra or emu_asan_flags()), "-c", src, "-o", obj]
 
 
 GLUE_ARGS = dict(
     sources=GLUE_SOURCES,
-    include_dirs=["csrc", "cuda", "tiledmm/include", "emu", numpy.get_include()],
+    include_dirs=["csrc", NATIVE, numpy.get_include()],
     # OpenMP: the emulator's blocks, and the multi-threaded copies into pinned staging buffers
     extra_compile_args=["-std=c11", "-O2", "-fopenmp"],
     language="c++",  # link with the C++ driver: the kernel objects are C++
@@ -386,4 +372,4 @@ extensions = [
               **GLUE_ARGS),
 ]
 
-setup(ext_modules=extensions, cmdclass={"build_ext": BuildExt, "build_py": BuildPy})
+setup(ext_modules=extensions, cmdclass={"build_ext": BuildExt})

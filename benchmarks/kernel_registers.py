@@ -6,7 +6,7 @@ occupancy on the emulator counts registers as the GPU does.
     python benchmarks/kernel_registers.py --check    # exit 1 when the table is out of date
 
 Each cuda/*.cu is compiled as setup.py compiles it for the cuda backend (-O3 -std=c++17
--Icuda -Itiledmm/include -Icsrc), for sm_90 only, with `-Xptxas -v`: ptxas prints "Used N registers" for each
+-Icuda -Itiledmm/native -Icsrc), for sm_90 only, with `-Xptxas -v`: ptxas prints "Used N registers" for each
 kernel instantiation. ROWS below says which instantiation each registry kernel and parameter
 value launches (read from the kernel's launcher in cuda/); where a kernel has a 32-bit and a
 64-bit index instantiation, the 32-bit one (every matrix up to 2^31 elements uses it). A row
@@ -88,7 +88,7 @@ def compiled_registers(nvcc):
     mangled = {}
     with tempfile.TemporaryDirectory() as tmp:
         for src in SOURCES:
-            cmd = [nvcc, "-std=c++17", "-O3", "-arch=sm_90", "-Icuda", "-Itiledmm/include", "-Icsrc", "-cubin",
+            cmd = [nvcc, "-std=c++17", "-O3", "-arch=sm_90", "-Icuda", "-Itiledmm/native", "-Icsrc", "-cubin",
                    "-Xptxas", "-v", "-o", os.path.join(tmp, "k.cubin"), os.path.join("cuda", src)]
             log = subprocess.run(cmd, cwd=HERE, capture_output=True, text=True, check=True).stderr
             name = None

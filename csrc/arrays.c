@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "host_memory.h"
+#include "emu/host_memory.h"
 
 const tm_kernel_spec *tm_find_kernel(const char *name)
 {

@@ -3,7 +3,7 @@
  * the same names, so the glue in csrc/ is written once. */
 #pragma once
 #ifdef TM_EMU
-#include "runtime_api.h"
+#include "emu/runtime_api.h"
 #else
 #include <cuda_runtime_api.h>
 #endif

@@ -18,7 +18,7 @@
 #include <unistd.h>
 #ifndef TM_EMU
 #include "staging_pipeline.h"
-#include "host_memory.h"
+#include "emu/host_memory.h"
 #endif
 #ifdef _OPENMP
 #include <omp.h>

@@ -21,13 +21,14 @@
  * user_load(image, lowered_name) -> (library capsule, kernel address)   cuda only: loads a CUBIN
  *   or PTX image with the runtime's library API (CUDA 12.8+), no driver API needed. */
 #include "glue.h"
+#include "tm_limits.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define TM_USER_MAX_ARGS 64
-#define TM_USER_DEFAULT_SHARED (48 * 1024)
+
 
 typedef struct {
     int is_ptr, copy_back;
@@ -68,7 +69,7 @@ static cudaError_t user_prepare(void *ctx, const char **step)
     for (int i = 0; i < job->nargs; ++i)
         if (job->args[i].is_ptr) job->args[i].value.ptr = job->buffers[job->buffer_of[i]].dev;
     *step = "cudaFuncSetAttribute (dynamic shared memory)";
-    if (job->shared > TM_USER_DEFAULT_SHARED)
+    if (job->shared > TM_SHARED_DEFAULT_BYTES)
         return cudaFuncSetAttribute((const void *)job->handle,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)job->shared);
     return cudaSuccess;

@@ -62,12 +62,10 @@ def asan_build(tmp_path_factory):
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, f"ASan build failed:\n{r.stdout[-3000:]}\n{r.stderr[-5000:]}"
     assert _in_place_modules() == before, "the ASan build touched the in-place modules"
-    # the package's Python (subpackages too) and what tm.compile builds user kernels from: the
-    # prelude, and the source tree's emulator; not the in-place extension modules
+    # the package's Python (subpackages too) and what tm.compile builds user kernels from
+    # (tiledmm/native: the prelude and the emulator); not the in-place extension modules
     shutil.copytree(ROOT / "tiledmm", lib / "tiledmm", dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("*.so", "__pycache__"))
-    for tree in ("csrc", "cuda", "emu"):
-        (lib / tree).symlink_to(ROOT / tree)
     return lib
 
 

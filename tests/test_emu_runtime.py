@@ -1,7 +1,9 @@
-"""Tests of the CPU emulator's runtime (emu/), independent of the Python extension.
+"""Tests of the CPU emulator's runtime (tiledmm/native/emu/), independent of the Python
+extension.
 
-Compiles the C++ programs in tests/emu/ against emu/*.cpp with g++ and the flags setup.py
-uses for the emu backend (tiledmm/_emu_build.py), runs them and checks their output and exit codes.
+Compiles the C++ programs in tests/emu/ against tiledmm/native/emu/*.cpp with g++ and the flags
+setup.py uses for the emu backend (tiledmm/_emu_build.py), runs them and checks their output
+and exit codes.
 Set TILEDMM_EMU_ASAN=1 to also build and run them under AddressSanitizer.
 """
 import os
@@ -17,11 +19,11 @@ import pytest
 from tiledmm._emu_build import EMU_FLAGS
 
 ROOT = Path(__file__).resolve().parents[1]
-EMU_SRC = sorted((ROOT / "emu").glob("*.cpp"))
+NATIVE = ROOT / "tiledmm" / "native"
+EMU_SRC = sorted((NATIVE / "emu").glob("*.cpp"))
 TEST_SRC = ROOT / "tests" / "emu"
 CXX = os.environ.get("CXX", "g++")
-COMPILE = [*EMU_FLAGS, "-I" + str(ROOT / "emu"), "-I" + str(ROOT / "cuda"),
-           "-I" + str(ROOT / "tiledmm" / "include")]
+COMPILE = [*EMU_FLAGS, "-I" + str(NATIVE)]
 ASAN = ["-fsanitize=address", "-fsanitize-recover=address", "-fno-omit-frame-pointer"]
 ASAN_WANTED = os.environ.get("TILEDMM_EMU_ASAN") == "1"
 

@@ -18,7 +18,7 @@ import pytest
 import tiledmm as tm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HEADER = os.path.join(ROOT, "emu", "host_memory.h")
+HEADER = os.path.join(ROOT, "tiledmm", "native", "emu", "host_memory.h")
 GiB, MiB = 1 << 30, 1 << 20
 V1_UNLIMITED = "9223372036854771712"
 
@@ -127,7 +127,7 @@ def drivers(tmp_path_factory):
     """The driver built as C11 (as the glue includes the header) and as C++17 (as the
     emulator's runtime does)."""
     if not os.path.exists(HEADER):
-        pytest.skip("needs the source tree (emu/host_memory.h)")
+        pytest.skip("needs tiledmm/native/emu/host_memory.h")
     d = tmp_path_factory.mktemp("hm_driver")
     src = d / "driver.c"
     src.write_text(DRIVER)

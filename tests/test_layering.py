@@ -209,7 +209,7 @@ def test_no_module_takes_another_modules_private_names():
                        "code):\n" + "\n".join(wrong))
 
 
-C_FOLDERS = ("csrc", "cuda", "emu", os.path.join("tiledmm", "native"))
+C_FOLDERS = ("csrc", "cuda", os.path.join("tiledmm", "native"))
 _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
 

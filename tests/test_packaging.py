@@ -18,25 +18,47 @@ PACKAGE = os.path.join(ROOT, "tiledmm")
 SETUP_SECONDS = 300
 
 
+NATIVE = os.path.join(PACKAGE, "native")
+# What tiledmm/native may hold: the suffixes pyproject.toml's package-data ships
+# (test_native_holds_only_what_ships keeps a new kind of file from being left out silently).
+NATIVE_SUFFIXES = (".h", ".cpp")
+
+
 def package_files():
     """The files of tiledmm/ an installed copy must hold, relative to the repository root:
-    every module of every (sub)package and every header under tiledmm/include."""
+    every module of every (sub)package and every file under tiledmm/native (the headers, the
+    emulator runtime's sources, the stand-ins), as they lie in the source tree."""
     out = set()
     for dirpath, dirnames, filenames in os.walk(PACKAGE):
         dirnames[:] = [d for d in dirnames if d != "__pycache__"]
         for f in filenames:
-            if f.endswith(".py") or (f.endswith(".h") and "include" in dirpath):
+            native = os.path.commonpath([NATIVE, dirpath]) == NATIVE
+            if f.endswith(".py") or (native and f.endswith(NATIVE_SUFFIXES)):
                 out.add(os.path.relpath(os.path.join(dirpath, f), ROOT))
     return out
 
 
 def shipped_runtime_sources():
-    """What setup.py's build_py copies into tiledmm/include for tm.compile and profile mode."""
-    return ({"tiledmm/include/common.h", "tiledmm/include/registry.h"}
-            | {f"tiledmm/include/emu/{os.path.basename(f)}"
-               for f in glob.glob(os.path.join(ROOT, "emu", "*.[hc]*"))}
-            | {f"tiledmm/include/emu/profile/{os.path.basename(f)}"   # split_hooks.h too
-               for f in glob.glob(os.path.join(ROOT, "emu", "profile", "*.[hc]*"))})
+    """What tm.compile, profile mode and tm.run read at run time, named one by one (so that a
+    change of package_files' walk cannot drop them unseen)."""
+    return {f"tiledmm/native/{f}" for f in (
+        "common.h", "registry.h", "kernel_dialect.h", "tiledmm_kernel.h", "tiledmm_check.h",
+        "tiledmm_fault.h", "tiledmm_program_cuda.h", "tiledmm_program_report.h",
+        "emu/cuda_emu.h", "emu/runtime_api.h", "emu/program_runtime.h", "emu/runtime.cpp",
+        "emu/scheduler.cpp", "emu/fiber_switch.h", "emu/profile/emu_profile.cpp",
+        "emu/profile/split_hooks.h", "user/cuda_runtime.h", "user/cooperative_groups.h",
+        "user/cooperative_groups/reduce.h")}
+
+
+def test_native_holds_only_what_ships():
+    """Every file of tiledmm/native is package data (its suffix is one pyproject.toml ships), and
+    the source tree is the installed layout: no build step copies headers (no build_py)."""
+    stray = [os.path.relpath(os.path.join(d, f), ROOT) for d, _, files in os.walk(NATIVE)
+             for f in files if not f.endswith(NATIVE_SUFFIXES)]
+    assert not stray, f"tiledmm/native holds files the wheel does not ship: {stray}"
+    assert shipped_runtime_sources() <= package_files()
+    with open(os.path.join(ROOT, "setup.py")) as f:
+        assert "setuptools.command.build_py" not in f.read()
 
 
 def setup_py(*args, cwd):
@@ -70,8 +92,8 @@ def test_sdist_holds_what_setup_py_compiles_and_no_tests(tmp_path):
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
     needed = ({"setup.py", "pyproject.toml", "README.md", "MANIFEST.in"}
               | {os.path.relpath(f, ROOT) for f in glob.glob(os.path.join(ROOT, "cuda", "*"))}
-              | {os.path.relpath(f, ROOT) for tree in ("csrc", "emu")
-                 for f in glob.glob(os.path.join(ROOT, tree, "**", "*.*"), recursive=True)}
+              | {os.path.relpath(f, ROOT)
+                 for f in glob.glob(os.path.join(ROOT, "csrc", "**", "*.*"), recursive=True)}
               | package_files())
     missing = needed - names
     assert not missing, f"the sdist leaves out {sorted(missing)}"

@@ -52,7 +52,7 @@ def _tool(name):
 def test_fast_config_7_keeps_cutlass_ffma_order(tmp_path):
     nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
     ptx = tmp_path / "fast.ptx"
-    subprocess.run([nvcc, "-std=c++17", "-O3", "-arch=sm_90", "-Icuda", "-Itiledmm/include", "-Icsrc", "-ptx",
+    subprocess.run([nvcc, "-std=c++17", "-O3", "-arch=sm_90", "-Icuda", "-Itiledmm/native", "-Icsrc", "-ptx",
                     "cuda/matmul_fast.cu", "-o", str(ptx)], cwd=ROOT, check=True, timeout=600)
     rows = sass_reuse.count(str(ptx), kernel="matmul_fast_simt_kernelILi4ELb1EiN")
     (_, a), = rows

@@ -11,6 +11,16 @@ import subprocess
 import tempfile
 import threading
 
+# Every header the package ships and the emulator runtime's sources, in their installed layout
+# (the same folder in a checkout and in an installed copy): the dialect, the prelude, check
+# mode, the fault report and the program headers in native/, the emulator (headers, runtime.cpp,
+# scheduler.cpp, profile/) in native/emu/, the stand-ins for the CUDA toolkit's headers in
+# native/user/. Everything compiles with -I NATIVE and includes by path below it
+# ("emu/cuda_emu.h"): setup.py (which names it relative to the project root), tm.compile, NVRTC
+# and tm.run. Comments across the package name these files the same way (emu/scheduler.cpp).
+NATIVE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native")
+EMU_DIR = os.path.join(NATIVE, "emu")
+
 # The emulator's C++: the kernels (cuda/*.cu), the runtime (emu/*.cpp) and user code alike.
 # -fstack-clash-protection: a kernel frame larger than a page (a big local array, float
 # buf[1 << 20]) probes its stack page by page, so it faults in the fiber stack's guard page and

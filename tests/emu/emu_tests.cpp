@@ -1,5 +1,5 @@
 // emu_tests.cpp: tests of the CPU emulator's runtime (emu/). Kernels are written in the
-// course's CUDA dialect and launched through cuda/common.h, as the real kernels are.
+// course's CUDA dialect and launched through tiledmm/native/common.h, as the real kernels are.
 // Usage: emu_tests [name...]   (no name: all). Prints "PASS name" / "FAIL name: why" per test;
 // the exit status is the number of failed tests.
 #include "common.h"

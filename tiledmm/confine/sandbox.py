@@ -164,17 +164,10 @@ _SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin", 
                 "/sys/devices/system/cpu", "/sys/devices/system/node")
 
 
-def _tiledmm_headers():
-    """tiledmm's headers and the emulator runtime's sources (the source tree's emu/ and cuda/
-    when tiledmm runs from a checkout)."""
-    return tuple(p for p in (os.path.join(PACKAGE_PARENT, "emu"),
-                             os.path.join(PACKAGE_PARENT, "cuda")) if os.path.isdir(p))
-
-
 def compile_policy(scratch, read=(), *, memory_bytes=4 * GiB, cpu_seconds=600):
-    """A compile child: the toolchain and system headers, tiledmm's headers, `read` (the
-    student's sources) readable; `scratch` writable (TMPDIR points there); exec allowed."""
-    return Policy(read=tuple(read) + _python_paths() + _tiledmm_headers(),
+    """A compile child: the toolchain and system headers, tiledmm's headers (tiledmm/native, in
+    the package folder that _python_paths grants), `read` (the student's sources) readable; `scratch` writable (TMPDIR points there); exec allowed."""
+    return Policy(read=tuple(read) + _python_paths(),
                   execute=_SYSTEM_READ[:8] + _python_paths(), write=(scratch,), allow_exec=True,
                   memory_bytes=memory_bytes, cpu_seconds=cpu_seconds)
 

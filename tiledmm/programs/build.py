@@ -11,7 +11,7 @@ call of `__cudaPushCallConfiguration`, and is rewritten in place, on the same li
 
 whose call operator takes the kernel's own parameter types (so arguments convert, or fail to,
 as nvcc's launch would). On emu tm_prog::config is emu/program_runtime.h's emulated launch;
-on cuda it is tiledmm/include/tiledmm_program_cuda.h's real launch between two CUDA events.
+on cuda it is tiledmm/native/tiledmm_program_cuda.h's real launch between two CUDA events.
 Then g++ (emu) or nvcc (cuda) builds the program as a shared object that tiledmm/programs/main.py
 loads and whose `main` it calls. The answer is JSON (result.json), never anything executable.
 
@@ -51,7 +51,7 @@ PARSE_PRELUDE = """\
 #define __forceinline__ inline
 #define __noinline__
 #define __align__(n) __attribute__((aligned(n)))
-#include "runtime_api.h"
+#include "emu/runtime_api.h"
 extern "C" int cudaConfigureCall(dim3 grid, dim3 block, size_t shared = 0, cudaStream_t stream = 0);
 extern "C" unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t shared = 0,
                                                 void *stream = 0);
@@ -539,7 +539,7 @@ def _build(req, split):
         if check:   # shared arrays race-checked, casts of checked pointers kept checked
             text = checked_shared(checked_casts(text))
         text = emu_dialect(text)
-        full = ('#include "tiledmm_kernel.h"\n#include "program_runtime.h"\n' + define_lines +
+        full = ('#include "tiledmm_kernel.h"\n#include "emu/program_runtime.h"\n' + define_lines +
                 f'#line 1 "{name}"\n{text}\n')
         src = os.path.join(scratch, "program.cpp")
     else:
@@ -569,7 +569,7 @@ def _translation_unit(text, name, backend, define_lines, first):
     """The text the compiler sees for one of the program's files (its launches rewritten)."""
     once = "" if first else "#define TM_PROG_NOT_FIRST_FILE 1\n"
     if backend == "emu":
-        return (once + '#include "tiledmm_kernel.h"\n#include "program_runtime.h"\n' +
+        return (once + '#include "tiledmm_kernel.h"\n#include "emu/program_runtime.h"\n' +
                 define_lines + f'#line 1 "{name}"\n{emu_dialect(text)}\n')
     return (once + '#include "tiledmm_program_cuda.h"\n' + define_lines +
             f'#line 1 "{name}"\n{text}\n')

@@ -356,7 +356,7 @@ def _emu_build_plan(compiler_args, profile):
 def _headers_text(includes):
     """The program's prelude as the compiler sees it (part of the cache key)."""
     parts = [compile_emu.prelude_text()]
-    for rel in ("program_runtime.h", "cuda_emu.h", "runtime_api.h"):
+    for rel in ("emu/program_runtime.h", "emu/cuda_emu.h", "emu/runtime_api.h"):
         for d in includes:
             p = os.path.join(d, rel)
             if os.path.exists(p):
@@ -364,7 +364,7 @@ def _headers_text(includes):
                 break
     for name in ("cooperative_groups.h", "cuda.h", "tiledmm_program_cuda.h",
                  "tiledmm_program_report.h"):
-        for d in (compile_emu.stand_ins(), os.path.join(HERE, "include")):
+        for d in (compile_emu.stand_ins(), compile_emu.NATIVE):
             p = os.path.join(d, name)
             if os.path.exists(p):
                 parts.append(open(p).read())
@@ -421,7 +421,7 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
         defines = [a for a in compiler_args if str(a).startswith(("-D", "-U"))]
         user_includes = [a for a in compiler_args if str(a).startswith("-I")]
         compile_cmd = [nvcc, "-x", "cu", "-std=c++17", "-O2", "-lineinfo", "-shared",
-                       "-Xcompiler", "-fPIC", f"-I{os.path.join(HERE, 'include')}", *_gpu_arch(),
+                       "-Xcompiler", "-fPIC", f"-I{compile_emu.NATIVE}", *_gpu_arch(),
                        *[str(a) for a in compiler_args]]
         parse_includes = compile_emu.emu_headers()[0]
     hooks = compile_emu.profile_file(includes, "emu_profile.cpp") if profile else None

@@ -1,7 +1,7 @@
 """Check mode's rewriting of a user kernel's source (emulator only): pointer, vector pointer,
 array and `T **` parameters become bounds-checked `tm_checked_ptr<T>` / `tm_checked_arr<T, N>` /
 `tm_checked_rows<T>`, `__shared__` arrays and scalars of number types become
-race-checked `tm_sh_array` / `tm_sh_scalar` (tiledmm/include/tiledmm_kernel.h), on the same
+race-checked `tm_sh_array` / `tm_sh_scalar` (tiledmm/native/tiledmm_kernel.h), on the same
 lines so that diagnostics keep the user's line numbers."""
 import re
 

@@ -24,7 +24,7 @@ import threading
 from types import SimpleNamespace
 
 from .. import _settings
-from .._emu_build import (COMPILER_RUN_SECONDS, EMU_FLAGS, PROFILE_HOOK_FLAGS,
+from .._emu_build import (COMPILER_RUN_SECONDS, EMU_DIR, EMU_FLAGS, NATIVE, PROFILE_HOOK_FLAGS,
                           PROFILE_KERNEL_FLAGS, PROFILE_WRAPPED, build_flags, link_flags,
                           profile_split_flags)
 from . import cache
@@ -56,7 +56,7 @@ def kernel_link_flags():
 
 
 # User kernels only: g++ -Wall's warnings about the user's source become tm.CompileWarning;
-# tiledmm's headers are system headers (-isystem), so its prelude adds none. include/user holds
+# tiledmm's headers are system headers (-isystem), so its prelude adds none. native/user holds
 # the stand-ins for the CUDA toolkit's headers (cuda_runtime.h, ...). No -Wsign-compare:
 # threadIdx and blockDim are unsigned, so `threadIdx.x < n` would warn in nearly every kernel,
 # and nvcc does not warn there.
@@ -72,19 +72,12 @@ SPLIT_SOURCE = _SPLIT_HASH.hexdigest()
 
 
 def emu_headers():
-    """(include dirs, emulator runtime sources): the package's copy when installed
-    (tiledmm/include, its emu/ beside), else the source tree's emu/ and cuda/."""
-    inc = os.path.join(HERE, "include")
-    installed_rt = sorted(glob.glob(os.path.join(inc, "emu", "*.cpp")))
-    if os.path.exists(os.path.join(inc, "common.h")) and installed_rt:
-        return [inc, os.path.join(inc, "emu")], installed_rt
-    repo = os.path.dirname(HERE)
-    emu, cuda = os.path.join(repo, "emu"), os.path.join(repo, "cuda")
-    rt = sorted(glob.glob(os.path.join(emu, "*.cpp")))
-    if not rt or not os.path.exists(os.path.join(cuda, "common.h")):
-        raise RuntimeError("tiledmm's emulator headers are not installed (tiledmm/include); "
-                           "reinstall tiledmm")
-    return [inc, emu, cuda], rt
+    """(include dirs, emulator runtime sources): tiledmm/native (its emu/ below it), the same in
+    a checkout and an installed copy."""
+    rt = sorted(glob.glob(os.path.join(EMU_DIR, "*.cpp")))
+    if not rt or not os.path.exists(os.path.join(EMU_DIR, "cuda_emu.h")):
+        raise RuntimeError(f"tiledmm's emulator headers are missing ({EMU_DIR}): reinstall tiledmm")
+    return [NATIVE], rt
 
 
 def cxx_compiler():
@@ -235,21 +228,21 @@ def prelude_text():
     text = []
     for name in ("tiledmm_kernel.h", "kernel_dialect.h", "tm_limits.h", "tiledmm_check.h",
                  "tiledmm_fault.h"):
-        with open(os.path.join(HERE, "include", name)) as f:
+        with open(os.path.join(NATIVE, name)) as f:
             text.append(f.read())
     return "".join(text)
 
 
 def profile_file(includes, name):
-    """emu/profile/<name> (tiledmm/include/emu/profile when installed): emu_profile.cpp, the
+    """emu/profile/<name> below one of `includes` (tiledmm/native): emu_profile.cpp, the
     profile build's hooks, linked into a user kernel's profile build; split_hooks.h, included
     first where that build holds the kernel split at its barriers (as setup.py's
     PROFILE_SPLIT_FLAGS for the registry's)."""
     for d in includes:
-        path = os.path.join(d, "profile", name)
+        path = os.path.join(d, "emu", "profile", name)
         if os.path.exists(path):
             return path
-    raise RuntimeError(f"profile=True needs tiledmm's profiling hooks (emu/profile/{name}), "
+    raise RuntimeError(f"profile=True needs tiledmm's profiling hooks (native/emu/profile/{name}), "
                        "which this installation lacks; reinstall tiledmm")
 
 
@@ -589,5 +582,5 @@ def profile_hooks_object(includes, hooks, build_dir):
 
 
 def stand_ins():
-    """tiledmm/include/user: the stand-ins for the CUDA toolkit's headers."""
-    return os.path.join(HERE, "include", "user")
+    """tiledmm/native/user: the stand-ins for the CUDA toolkit's headers."""
+    return os.path.join(NATIVE, "user")

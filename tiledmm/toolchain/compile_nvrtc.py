@@ -11,11 +11,11 @@ import sysconfig
 from types import SimpleNamespace
 
 from .. import _backend, _toolkit
+from .._emu_build import NATIVE
 from . import cache
 from .diagnostics import SOURCE_NAME, compile_error, parse_warnings
 from .source import full_source, split_defines
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tiledmm/
 
 _nvrtc = None
 # Headers a student's kernel may include that NVRTC lacks: the CUDA runtime's (their contents are
@@ -128,11 +128,11 @@ def load_cuda(artifact):
 
 def prelude_headers():
     """The headers NVRTC is given by name, as (name, text) pairs: the prelude and the dialect
-    macros it includes (tiledmm/include/kernel_dialect.h). NVRTC skips the prelude's emulator
+    macros it includes (tiledmm/native/kernel_dialect.h). NVRTC skips the prelude's emulator
     and check-mode includes (TM_EMU)."""
     headers = []
     for name in ("tiledmm_kernel.h", "kernel_dialect.h", "tm_limits.h"):
-        with open(os.path.join(HERE, "include", name)) as f:
+        with open(os.path.join(NATIVE, name)) as f:
             headers.append((name, f.read()))
     return tuple(headers)
 

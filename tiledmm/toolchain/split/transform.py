@@ -46,7 +46,7 @@ kernel, where the file's macros have the values the kernel saw.
 
 The registry's own kernels (cuda/*.cu, templates) go through `registry_source` at build time
 (setup.py, tiledmm._emu only): each split becomes a function template beside its kernel, and
-`tm_with_split_<kernel>` pairs every instance with its split for tm_launch (cuda/common.h). A
+`tm_with_split_<kernel>` pairs every instance with its split for tm_launch (native/common.h). A
 template whose warp operations sit under compile-time conditions (`if (STEP == ...)`) splits for
 the instances that never reach them; the others name the kernel itself (fibers).
 
@@ -763,7 +763,7 @@ class _Emitter:
 """
 
 
-# Profile mode's hooks (issue 34): macros that tiledmm/include/kernel_dialect.h defines empty
+# Profile mode's hooks (issue 34): macros that tiledmm/native/kernel_dialect.h defines empty
 # (plain builds: the text compiles as without them) and the profile build's split kernels define
 # as calls into emu/profile/emu_profile.cpp (emu/profile/split_hooks.h): the split function's
 # hook state (TM_SPLIT_STATE), each CUDA thread's turn in a thread loop, each former barrier and
@@ -800,7 +800,7 @@ def registry_source(source, path):
     file as written, with each template kernel the transform applies to followed by its split
     function template and `tm_with_split_<kernel>`, a variable template pairing each instance
     with its split (emu/cuda_emu.h's tm_emu_split_kernel), which a macro then names as the
-    kernel for the rest of the file, so the launcher's tm_launch (cuda/common.h) takes the
+    kernel for the rest of the file, so the launcher's tm_launch (native/common.h) takes the
     thread loops. (text, {kernel: reason or ""}); kernels the transform refuses keep fibers."""
     ci = cindex()
     if ci is None:

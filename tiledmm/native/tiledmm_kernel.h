@@ -3,7 +3,7 @@
 // program on the emulator (tm.run). It gives user kernels nvcc's dialect on both backends, plus
 // TM_DYNAMIC_SHARED and tm_ceil_div (kernel_dialect.h, shared with the registry's kernels):
 //   cuda (NVRTC): the CUDA built-ins NVRTC provides.
-//   emu (g++ -DTM_EMU): emu/cuda_emu.h (not cuda/common.h: the registry's names M, N, K
+//   emu (g++ -DTM_EMU): emu/cuda_emu.h (not common.h: the registry's names M, N, K
 //   must not meet a student's -DN=64), plus, with -DTM_CHECK, check mode's runtime
 //   (tiledmm_check.h): the bounds-checked pointer type that check mode gives the kernel's
 //   pointer parameters and the race-checked shared arrays it gives its __shared__ declarations.
@@ -14,7 +14,7 @@
 #pragma once
 
 #ifdef TM_EMU
-#include "cuda_emu.h"
+#include "emu/cuda_emu.h"
 #include <stddef.h>
 #endif
 #include "kernel_dialect.h"

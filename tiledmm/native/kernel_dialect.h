@@ -1,10 +1,10 @@
 // kernel_dialect.h: the macros of tiledmm's kernel dialect that the registry's kernels
-// (cuda/common.h) and the kernels users write (the prelude, tiledmm/include/tiledmm_kernel.h)
-// share. Small and self-contained on purpose: the prelude must not include cuda/common.h (the
+// (common.h) and the kernels users write (the prelude, tiledmm_kernel.h)
+// share. Small and self-contained on purpose: the prelude must not include common.h (the
 // registry's names M, N, K would meet a student's -DN=64). It includes only tm_limits.h: under TM_EMU
 // its includer has included the emulator's cuda_emu.h first; otherwise the compiler is nvcc or
-// NVRTC, whose built-ins it uses. It lives in tiledmm/include (package data, one path in a
-// checkout and an installed copy); the registry's builds add -Itiledmm/include, and
+// NVRTC, whose built-ins it uses. It lives in tiledmm/native (package data, one path in a
+// checkout and an installed copy); the registry's builds add -Itiledmm/native, and
 // tiledmm/toolchain/compile_nvrtc.py hands it to NVRTC by name.
 #pragma once
 

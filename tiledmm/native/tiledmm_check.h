@@ -2,7 +2,6 @@
 // the emulator). Included by the prelude (tiledmm_kernel.h) at its end when TM_EMU and TM_CHECK
 // are defined, never on its own: it uses the prelude's emulator names and tm_user_finish.
 #pragma once
-#include "tiledmm_kernel.h"
 // The state of a check belongs to one launch (tm_check_launch_t, on the stack of the generated
 // launcher), never to the library: two threads may check the same kernel at once, each with its
 // own verdict. Kernel code finds its launch through tm_check_cur, a per-OS-thread pointer that

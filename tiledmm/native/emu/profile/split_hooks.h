@@ -1,6 +1,6 @@
 // split_hooks.h: profile mode's hooks in kernels split at their barriers (issue 34). The profile
 // build compiles each split registry file with this header included first (setup.py,
-// -include); tiledmm/include/kernel_dialect.h defines the same macros for every other build
+// -include); tiledmm/native/kernel_dialect.h defines the same macros for every other build
 // (empty, or a plain store). split/transform.py emits them: the hooks' state once per block
 // (TM_SPLIT_STATE, null when not profiling), the start and end of each CUDA thread's turn in a
 // thread loop, each former __syncthreads() and __syncwarp(), and the store of the fault report's

@@ -4,7 +4,7 @@
 #pragma once
 
 #ifdef TM_EMU
-#include "cuda_emu.h"
+#include "emu/cuda_emu.h"
 #else
 #include <cuda_runtime.h>
 #endif

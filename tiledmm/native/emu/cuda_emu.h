@@ -1,5 +1,5 @@
 // cuda_emu.h: makes plain CUDA C kernel sources compile with a host C++17 compiler (g++) and
-// run on the tiledmm CPU emulator. Included by cuda/common.h when TM_EMU is defined.
+// run on the tiledmm CPU emulator. Included by common.h when TM_EMU is defined.
 //
 // Model: each block's threads are cooperatively scheduled fibers on one OS thread; blocks run
 // in parallel on OS worker threads. __shared__ is `static thread_local` (one block at a time
@@ -443,7 +443,7 @@ static inline cudaError_t tm_emu_launch_blocks(void (*kernel)(Params...), void (
 // A registry kernel paired with its split at barriers (setup.py runs
 // tiledmm/toolchain/split/transform.registry_source over cuda/*.cu for this build): the kernel's
 // name in the rest of its file names this pair, which converts back to the kernel, so only
-// tm_launch (cuda/common.h) sees the difference. `frame`: bytes of per-thread arrays per thread.
+// tm_launch (common.h) sees the difference. `frame`: bytes of per-thread arrays per thread.
 template <typename Fn> struct tm_emu_split_kernel;
 template <typename... Params> struct tm_emu_split_kernel<void (*)(Params...)> {
     typedef void (*fn_type)(Params...);
