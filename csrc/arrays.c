@@ -29,7 +29,8 @@ static int common_float_type(PyArrayObject *arrays[], int n, const tm_kernel_spe
     int typenum = NPY_FLOAT32;
     for (int i = 0; i < n; ++i) {
         int t = PyArray_TYPE(arrays[i]);
-        if (t == NPY_FLOAT64) typenum = NPY_FLOAT64;
+        if (t == NPY_FLOAT64)
+            typenum = NPY_FLOAT64;
         else if (t != NPY_FLOAT32) {
             PyObject *dtype_str = PyObject_Str((PyObject *)PyArray_DESCR(arrays[i]));
             if (dtype_str == NULL) return -1;
@@ -43,8 +44,8 @@ static int common_float_type(PyArrayObject *arrays[], int n, const tm_kernel_spe
     }
     int wanted = typenum == NPY_FLOAT32 ? TM_F32 : TM_F64;
     if (!(spec->dtypes & wanted)) {
-        PyErr_Format(PyExc_TypeError, "%s: kernel '%s' does not support %s; use float%s inputs",
-                     fn, spec->name, typenum == NPY_FLOAT32 ? "float32" : "float64",
+        PyErr_Format(PyExc_TypeError, "%s: kernel '%s' does not support %s; use float%s inputs", fn,
+                     spec->name, typenum == NPY_FLOAT32 ? "float32" : "float64",
                      typenum == NPY_FLOAT32 ? "64" : "32");
         return -1;
     }
@@ -67,8 +68,10 @@ static int shape_error(const char *fn, const char *what, PyArrayObject *a, PyArr
     PyObject *sa = PyArray_IntTupleFromIntp(PyArray_NDIM(a), PyArray_DIMS(a));
     PyObject *sb = b ? PyArray_IntTupleFromIntp(PyArray_NDIM(b), PyArray_DIMS(b)) : NULL;
     if (sa != NULL && (b == NULL || sb != NULL)) {
-        if (b) PyErr_Format(PyExc_ValueError, "%s: %s: %R and %R", fn, what, sa, sb);
-        else PyErr_Format(PyExc_ValueError, "%s: %s, got shape %R", fn, what, sa);
+        if (b)
+            PyErr_Format(PyExc_ValueError, "%s: %s: %R and %R", fn, what, sa, sb);
+        else
+            PyErr_Format(PyExc_ValueError, "%s: %s, got shape %R", fn, what, sa);
     }
     Py_XDECREF(sa);
     Py_XDECREF(sb);
@@ -80,10 +83,11 @@ static int shape_matmul(tm_job *job, const char *fn, PyArrayObject *a[], npy_int
 {
     for (int i = 0; i < 2; ++i) {
         if (PyArray_NDIM(a[i]) != 2)
-            return shape_error(fn, i ? "B must be a 2-D matrix (reshape a vector to (n, 1) or "
-                                       "(1, n))"
-                                     : "A must be a 2-D matrix (reshape a vector to (n, 1) or "
-                                       "(1, n))",
+            return shape_error(fn,
+                               i ? "B must be a 2-D matrix (reshape a vector to (n, 1) or "
+                                   "(1, n))"
+                                 : "A must be a 2-D matrix (reshape a vector to (n, 1) or "
+                                   "(1, n))",
                                a[i], NULL);
     }
     npy_intp M = PyArray_DIM(a[0], 0), K = PyArray_DIM(a[0], 1);
@@ -91,29 +95,38 @@ static int shape_matmul(tm_job *job, const char *fn, PyArrayObject *a[], npy_int
     if (K != K2) {
         PyErr_Format(PyExc_ValueError,
                      "%s: inner dimensions differ: A is %zd x %zd and B is %zd x %zd "
-                     "(A's columns must equal B's rows)", fn, M, K, K2, N);
+                     "(A's columns must equal B's rows)",
+                     fn, M, K, K2, N);
         return -1;
     }
-    job->problem.M = M; job->problem.N = N; job->problem.K = K;
-    out_shape[0] = M; out_shape[1] = N; *out_ndim = 2;
+    job->problem.M = M;
+    job->problem.N = N;
+    job->problem.K = K;
+    out_shape[0] = M;
+    out_shape[1] = N;
+    *out_ndim = 2;
     return 0;
 }
 
 static int shape_reduce(tm_job *job, PyArrayObject *a[], npy_intp out_shape[], int *out_ndim)
 {
-    job->problem.M = PyArray_SIZE(a[0]); job->problem.N = 1; job->problem.K = 1;
-    out_shape[0] = 1; *out_ndim = 1;
+    job->problem.M = PyArray_SIZE(a[0]);
+    job->problem.N = 1;
+    job->problem.K = 1;
+    out_shape[0] = 1;
+    *out_ndim = 1;
     return 0;
 }
 
-static int shape_elementwise(tm_job *job, const char *fn, PyArrayObject *a[],
-                             npy_intp out_shape[], int *out_ndim)
+static int shape_elementwise(tm_job *job, const char *fn, PyArrayObject *a[], npy_intp out_shape[],
+                             int *out_ndim)
 {
     int nd = PyArray_NDIM(a[0]);
     if (nd != PyArray_NDIM(a[1]) ||
         !PyArray_CompareLists(PyArray_DIMS(a[0]), PyArray_DIMS(a[1]), nd))
         return shape_error(fn, "shapes differ (tiledmm does not broadcast)", a[0], a[1]);
-    for (int d = 0; d < nd; ++d) out_shape[d] = PyArray_DIM(a[0], d);
+    for (int d = 0; d < nd; ++d)
+        out_shape[d] = PyArray_DIM(a[0], d);
     *out_ndim = nd;
     /* M x N with N the last dimension (1-D: M = 1), so mat_add sees rows and columns. */
     npy_intp size = PyArray_SIZE(a[0]);
@@ -161,8 +174,8 @@ int tm_parse_params(const tm_kernel_spec *spec, const char *fn, PyObject *params
  * JupyterHub pod, TILEDMM_HOST_MEMORY_LIMIT) and, for large calls, the memory available now
  * (reclaimable cache counted as available). Without this a zero-stride view of 2^40 elements
  * would be copied until the OS kills the process, since Linux overcommits memory. */
-static int check_host_memory(const char *fn, PyArrayObject *arrays[], const int on_device[],
-                             int n, int typenum, const npy_intp out_shape[], int out_ndim,
+static int check_host_memory(const char *fn, PyArrayObject *arrays[], const int on_device[], int n,
+                             int typenum, const npy_intp out_shape[], int out_ndim,
                              int out_on_device)
 {
     const size_t itemsize = typenum == NPY_FLOAT32 ? 4 : 8;
@@ -171,8 +184,10 @@ static int check_host_memory(const char *fn, PyArrayObject *arrays[], const int 
     for (int d = 0; d < out_ndim; ++d)
         if (__builtin_mul_overflow(out_elements, (size_t)out_shape[d], &out_elements) ||
             out_elements > (size_t)NPY_MAX_INTP) {
-            PyErr_Format(PyExc_ValueError, "%s: the output would have more elements than an "
-                         "array can hold", fn);
+            PyErr_Format(PyExc_ValueError,
+                         "%s: the output would have more elements than an "
+                         "array can hold",
+                         fn);
             return -1;
         }
     if (__builtin_mul_overflow(out_elements, itemsize, &out_bytes)) out_bytes = SIZE_MAX;
@@ -196,10 +211,12 @@ static int check_host_memory(const char *fn, PyArrayObject *arrays[], const int 
     }
     const tm_host_memory_limits *limits = tm_host_memory_limits_get();
     if (limits != NULL && limits->limit && needed > limits->limit) {
-        snprintf(message, sizeof(message), "%s: out of memory: this call needs %.3g GB of new "
+        snprintf(message, sizeof(message),
+                 "%s: out of memory: this call needs %.3g GB of new "
                  "host memory (contiguous copies and the output%s); the process can have at "
                  "most %.3g GB (%s). Use smaller arrays, or inputs already of the call's dtype and "
-                 "C-contiguous (no copies)", fn, (double)needed / 1e9,
+                 "C-contiguous (no copies)",
+                 fn, (double)needed / 1e9,
 #ifdef TM_EMU
                  ", and the emulated device's buffers, which are host memory",
 #else
@@ -212,10 +229,12 @@ static int check_host_memory(const char *fn, PyArrayObject *arrays[], const int 
     if (needed >= CHECK_AVAILABLE_FROM) {
         const unsigned long long available = tm_host_memory_available(why, sizeof(why));
         if (needed > available) {
-            snprintf(message, sizeof(message), "%s: out of memory: this call needs %.3g GB of "
+            snprintf(message, sizeof(message),
+                     "%s: out of memory: this call needs %.3g GB of "
                      "new host memory (contiguous copies and the output%s) but only %.3g GB are "
                      "available now (%s). Free memory (del large arrays, close other "
-                     "notebooks) or use smaller arrays", fn, (double)needed / 1e9,
+                     "notebooks) or use smaller arrays",
+                     fn, (double)needed / 1e9,
 #ifdef TM_EMU
                      ", and the emulated device's buffers, which are host memory",
 #else
@@ -295,9 +314,9 @@ int tm_prepare_job(tm_job *job, const char *fn, PyObject *inputs, PyObject *devi
         if (arrays[i] == NULL) goto fail;
     }
     if ((typenum = common_float_type(arrays, n, spec, fn)) < 0) goto fail;
-    if (is_matmul ? shape_matmul(job, fn, arrays, out_shape, &out_ndim)
-                  : is_reduce ? shape_reduce(job, arrays, out_shape, &out_ndim)
-                              : shape_elementwise(job, fn, arrays, out_shape, &out_ndim))
+    if (is_matmul   ? shape_matmul(job, fn, arrays, out_shape, &out_ndim)
+        : is_reduce ? shape_reduce(job, arrays, out_shape, &out_ndim)
+                    : shape_elementwise(job, fn, arrays, out_shape, &out_ndim))
         goto fail;
     if (check_host_memory(fn, arrays, job->in_on_device, n, typenum, out_shape, out_ndim,
                           job->out_on_device) < 0)
@@ -310,7 +329,8 @@ int tm_prepare_job(tm_job *job, const char *fn, PyObject *inputs, PyObject *devi
                 PyErr_Format(PyExc_TypeError,
                              "%s: device input %s is float%d but the call runs in float%d; "
                              "convert it on the device first",
-                             fn, input_label(spec, i), PyArray_TYPE(arrays[i]) == NPY_FLOAT32 ? 32 : 64,
+                             fn, input_label(spec, i),
+                             PyArray_TYPE(arrays[i]) == NPY_FLOAT32 ? 32 : 64,
                              typenum == NPY_FLOAT32 ? 32 : 64);
                 goto fail;
             }
@@ -339,7 +359,9 @@ int tm_prepare_job(tm_job *job, const char *fn, PyObject *inputs, PyObject *devi
     if (checked_bytes(PyArray_MultiplyList(out_shape, out_ndim), itemsize, &job->out_bytes, fn) < 0)
         goto fail;
     job->problem.in0 = job->in_on_device[0] ? device_ptr[0] : PyArray_DATA(arrays[0]);
-    job->problem.in1 = n < 2 ? NULL : job->in_on_device[1] ? device_ptr[1] : PyArray_DATA(arrays[1]);
+    job->problem.in1 = n < 2                  ? NULL
+                       : job->in_on_device[1] ? device_ptr[1]
+                                              : PyArray_DATA(arrays[1]);
     job->problem.out = *out ? PyArray_DATA(*out) : NULL;
     return 0;
 
@@ -357,11 +379,10 @@ PyObject *tm_host_memory_py(PyObject *self, PyObject *unused)
 {
     char why[TM_HM_PATH + 160];
     unsigned long long available;
-    (void)self; (void)unused;
+    (void)self;
+    (void)unused;
     const tm_host_memory_limits *limits = tm_host_memory_limits_get();
-    Py_BEGIN_ALLOW_THREADS
-    available = tm_host_memory_available(why, sizeof(why));
-    Py_END_ALLOW_THREADS
-    return Py_BuildValue("(KsKs)", limits ? limits->limit : 0ULL, limits ? limits->source : "",
-                         available, why);
+    Py_BEGIN_ALLOW_THREADS available = tm_host_memory_available(why, sizeof(why));
+    Py_END_ALLOW_THREADS return Py_BuildValue("(KsKs)", limits ? limits->limit : 0ULL,
+                                              limits ? limits->source : "", available, why);
 }

@@ -41,8 +41,10 @@ static PyObject *buffer_capsule(void *ptr, int pooled)
         Py_CLEAR(capsule);
     }
     if (capsule == NULL) {
-        if (pooled) tm_device_free(ptr);
-        else cudaFree(ptr);
+        if (pooled)
+            tm_device_free(ptr);
+        else
+            cudaFree(ptr);
         if (err != cudaSuccess) {
             (void)cudaGetLastError();
             tm_raise_cuda_error(err, "cudaGetDevice");
@@ -63,8 +65,13 @@ PyObject *tm_call_buffer_capsule(void *ptr)
 
 /* ---- DLPack (https://dmlc.github.io/dlpack/latest/c_api.html), the v0.x ABI every consumer
  * accepts. Declared here: it is a 60-line header and no Python package ships it for C. ---- */
-typedef struct { int32_t device_type, device_id; } DLDevice;
-typedef struct { uint8_t code, bits; uint16_t lanes; } DLDataType;
+typedef struct {
+    int32_t device_type, device_id;
+} DLDevice;
+typedef struct {
+    uint8_t code, bits;
+    uint16_t lanes;
+} DLDataType;
 typedef struct {
     void *data;
     DLDevice device;
@@ -112,7 +119,8 @@ PyObject *tm_dlpack_py(PyObject *self, PyObject *args)
     PyObject *ptr_obj;
     int bits, device = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOO!i", &owner, &ptr_obj, &PyTuple_Type, &shape, &bits)) return NULL;
+    if (!PyArg_ParseTuple(args, "OOO!i", &owner, &ptr_obj, &PyTuple_Type, &shape, &bits))
+        return NULL;
     if ((ptr = PyLong_AsVoidPtr(ptr_obj)) == NULL && PyErr_Occurred()) return NULL;
     Py_ssize_t ndim = PyTuple_GET_SIZE(shape);
     if (ndim > NPY_MAXDIMS) return PyErr_Format(PyExc_ValueError, "too many dimensions");
@@ -120,16 +128,22 @@ PyObject *tm_dlpack_py(PyObject *self, PyObject *args)
     if (t == NULL) return PyErr_NoMemory();
     for (Py_ssize_t i = 0; i < ndim; ++i) {
         t->shape[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
-        if (t->shape[i] == -1 && PyErr_Occurred()) { free(t); return NULL; }
+        if (t->shape[i] == -1 && PyErr_Occurred()) {
+            free(t);
+            return NULL;
+        }
     }
 #ifdef TM_EMU
     const int device_type = kDLCPU; /* the emulator's device memory is host memory */
 #else
     const int device_type = kDLCUDA;
-    if (cudaGetDevice(&device) != cudaSuccess) { (void)cudaGetLastError(); device = 0; }
+    if (cudaGetDevice(&device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        device = 0;
+    }
 #endif
-    t->managed.dl_tensor = (DLTensor){ptr, {device_type, device}, (int32_t)ndim,
-                                      {kDLFloat, (uint8_t)bits, 1}, t->shape, NULL, 0};
+    t->managed.dl_tensor = (DLTensor){
+        ptr, {device_type, device}, (int32_t)ndim, {kDLFloat, (uint8_t)bits, 1}, t->shape, NULL, 0};
     t->managed.manager_ctx = t;
     t->managed.deleter = dlpack_deleter;
     Py_INCREF(owner);
@@ -153,14 +167,16 @@ PyObject *tm_upload_py(PyObject *self, PyObject *args)
     if (a == NULL) return NULL;
     const size_t bytes = (size_t)PyArray_NBYTES(a);
     (void)tm_pin_input(a);
-    Py_BEGIN_ALLOW_THREADS
-    if (bytes) {
+    Py_BEGIN_ALLOW_THREADS if (bytes)
+    {
         err = cudaMalloc(&ptr, bytes);
         if (err == cudaSuccess) err = tm_copy_to_device(ptr, PyArray_DATA(a), bytes);
-        if (err != cudaSuccess && ptr) { cudaFree(ptr); ptr = NULL; }
+        if (err != cudaSuccess && ptr) {
+            cudaFree(ptr);
+            ptr = NULL;
+        }
     }
-    Py_END_ALLOW_THREADS
-    Py_DECREF(a);
+    Py_END_ALLOW_THREADS Py_DECREF(a);
     if (err != cudaSuccess) {
         (void)cudaGetLastError();
         return tm_raise_cuda_error(err, "copying an array to the device");
@@ -185,12 +201,11 @@ static PyObject *copy_between(PyObject *args, int to_device)
         return PyErr_Format(PyExc_ValueError, "%s needs a %sC-contiguous array",
                             to_device ? "upload_into" : "download", to_device ? "" : "writeable ");
     const size_t bytes = (size_t)PyArray_NBYTES(a);
-    Py_BEGIN_ALLOW_THREADS
-    if (bytes)
-        err = to_device ? tm_copy_to_device(ptr, PyArray_DATA(a), bytes)
-                        : tm_copy_to_host(PyArray_DATA(a), ptr, bytes);
-    Py_END_ALLOW_THREADS
-    if (err != cudaSuccess) {
+    Py_BEGIN_ALLOW_THREADS if (bytes) err = to_device
+                                                ? tm_copy_to_device(ptr, PyArray_DATA(a), bytes)
+                                                : tm_copy_to_host(PyArray_DATA(a), ptr, bytes);
+    Py_END_ALLOW_THREADS if (err != cudaSuccess)
+    {
         (void)cudaGetLastError();
         return tm_raise_cuda_error(err, to_device ? "copying an array to the device"
                                                   : "copying an array to the host");
@@ -214,11 +229,11 @@ PyObject *tm_upload_into_py(PyObject *self, PyObject *args)
 PyObject *tm_synchronize_py(PyObject *self, PyObject *unused)
 {
     cudaError_t err;
-    (void)self; (void)unused;
-    Py_BEGIN_ALLOW_THREADS
-    err = cudaDeviceSynchronize();
-    Py_END_ALLOW_THREADS
-    if (err != cudaSuccess) {
+    (void)self;
+    (void)unused;
+    Py_BEGIN_ALLOW_THREADS err = cudaDeviceSynchronize();
+    Py_END_ALLOW_THREADS if (err != cudaSuccess)
+    {
         (void)cudaGetLastError();
         return tm_raise_cuda_error(err, "cudaDeviceSynchronize");
     }

@@ -26,7 +26,8 @@ static void set_up_pool(void)
     cudaMemPool_t pool;
     uint64_t keep = UINT64_MAX;
     if (cudaGetDevice(&device) == cudaSuccess &&
-        cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device) == cudaSuccess &&
+        cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device) ==
+            cudaSuccess &&
         supported && cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess &&
         cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep) == cudaSuccess)
         pool_usable = 1;

@@ -68,13 +68,13 @@ PyObject *tm_synchronize_py(PyObject *self, PyObject *unused);
 
 /* Run `call`; on an error record it in `err`, name the step in `step_field`, and go to the
  * function's one cleanup label. */
-#define TM_TRY(step_field, step, call)       \
-    do {                                     \
-        err = (call);                        \
-        if (err != cudaSuccess) {            \
-            (step_field) = (step);           \
-            goto cleanup;                    \
-        }                                    \
+#define TM_TRY(step_field, step, call) \
+    do {                               \
+        err = (call);                  \
+        if (err != cudaSuccess) {      \
+            (step_field) = (step);     \
+            goto cleanup;              \
+        }                              \
     } while (0)
 
 /* timing.c: registry kernels on the timed-launch core, and bench's reference copies */

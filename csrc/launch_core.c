@@ -127,7 +127,8 @@ static int facts_lookup(const facts_entry *key, facts_answer *answer)
 static void facts_store(const facts_entry *entry)
 {
     if (pthread_mutex_lock(&facts_lock) != 0) return;
-    if (facts_kept_count < TM_FACTS_KEPT) facts_kept[facts_kept_count++] = *entry;
+    if (facts_kept_count < TM_FACTS_KEPT)
+        facts_kept[facts_kept_count++] = *entry;
     else {
         facts_kept[facts_next] = *entry;
         facts_next = (facts_next + 1) % TM_FACTS_KEPT;
@@ -198,21 +199,20 @@ static cudaError_t query_launch_facts(const tm_launch_facts *f, int required, in
     record->static_shared_bytes = a.static_shared;
     if (have_occupancy) {
         record->blocks_per_sm = a.blocks_per_sm;
-        record->occupancy = a.max_threads_per_sm
-                                ? (double)a.blocks_per_sm * threads / a.max_threads_per_sm
-                                : 0.0;
+        record->occupancy =
+            a.max_threads_per_sm ? (double)a.blocks_per_sm * threads / a.max_threads_per_sm : 0.0;
     }
     return cudaSuccess;
 }
 
 /* ---- the protocol ---- */
-#define TRY(what, call)              \
-    do {                             \
-        err = (call);                \
-        if (err != cudaSuccess) {    \
-            failure->step = (what);  \
-            goto cleanup;            \
-        }                            \
+#define TRY(what, call)             \
+    do {                            \
+        err = (call);               \
+        if (err != cudaSuccess) {   \
+            failure->step = (what); \
+            goto cleanup;           \
+        }                           \
     } while (0)
 
 /* Make stream 0 wait for the work that produced the given device buffers. */
@@ -387,7 +387,8 @@ cleanup:
     }
     events_give_back(&events, err == cudaSuccess);
     failure->err = err;
-    if (err != cudaSuccess) (void)cudaGetLastError(); /* clear a non-sticky error for the next call */
+    if (err != cudaSuccess)
+        (void)cudaGetLastError(); /* clear a non-sticky error for the next call */
     return err == cudaSuccess ? 0 : -1;
 }
 
@@ -395,7 +396,8 @@ void tm_release_launch_cache(void)
 {
     if (pthread_mutex_lock(&events_lock) == 0) {
         /* At interpreter exit the runtime may be unloading already: nothing to report. */
-        for (int i = 0; i < events_kept_count; ++i) events_destroy(&events_kept[i]);
+        for (int i = 0; i < events_kept_count; ++i)
+            events_destroy(&events_kept[i]);
         events_kept_count = 0;
         pthread_mutex_unlock(&events_lock);
     }

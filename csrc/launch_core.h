@@ -88,10 +88,10 @@ typedef struct {
     void *dev;                          /* allocated here, or given */
     size_t bytes;
     int allocate;                       /* tm_device_alloc here, tm_device_free after */
-    int keep;                           /* allocate: on success the caller owns dev (tm_device_free) */
-    const char *step;                   /* allocate: the failed step's name ("cudaMalloc (input)") */
-    int wait;                           /* given dev: TM_WAIT_* */
-    uintptr_t stream;                   /* TM_WAIT_STREAM: the stream's number or handle */
+    int keep; /* allocate: on success the caller owns dev (tm_device_free) */
+    const char *step; /* allocate: the failed step's name ("cudaMalloc (input)") */
+    int wait; /* given dev: TM_WAIT_* */
+    uintptr_t stream; /* TM_WAIT_STREAM: the stream's number or handle */
 } tm_launch_buffer;
 
 /* One launch of the kernel on stream 0; fills `facts` (the first launch's, as registry.h says).
@@ -103,21 +103,21 @@ typedef cudaError_t (*tm_prepare_fn)(void *ctx, const char **step);
 
 typedef struct {
     tm_launch_fn launch;
-    tm_prepare_fn prepare;              /* optional */
+    tm_prepare_fn prepare; /* optional */
     void *ctx;
     tm_launch_buffer *buffers;
     int n_buffers;
-    int warmup, repeat;                 /* repeat >= 1 */
-    int flush_l2;                       /* flush L2 before each timed launch (tm_flush_l2) */
-    double pin_ms;                      /* host time already spent pinning inputs: part of h2d_ms */
-    int facts_required;                 /* a failed launch-facts query fails the call (else zeros) */
-    int facts_cacheable;                /* facts.func lives as long as the module: cache its facts */
+    int warmup, repeat; /* repeat >= 1 */
+    int flush_l2; /* flush L2 before each timed launch (tm_flush_l2) */
+    double pin_ms; /* host time already spent pinning inputs: part of h2d_ms */
+    int facts_required; /* a failed launch-facts query fails the call (else zeros) */
+    int facts_cacheable; /* facts.func lives as long as the module: cache its facts */
 } tm_launch_request;
 
 typedef struct {
     cudaError_t err;
-    const char *step;                   /* which step failed, for the message */
-    size_t bytes;                       /* the allocation's size, when one failed */
+    const char *step; /* which step failed, for the message */
+    size_t bytes; /* the allocation's size, when one failed */
 } tm_launch_failure;
 
 /* Run the protocol; call WITHOUT the GIL. Fills *record (samples_ms allocated: the caller frees

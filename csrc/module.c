@@ -50,8 +50,8 @@ static PyObject *tm_run(PyObject *self, PyObject *args)
         if (job.out_on_device) {
             cudaError_t err = cudaSuccess;
             if (job.out_bytes) {
-                Py_BEGIN_ALLOW_THREADS
-                if ((err = tm_device_alloc(&job.device_out, job.out_bytes)) == cudaSuccess)
+                Py_BEGIN_ALLOW_THREADS if ((err = tm_device_alloc(&job.device_out,
+                                                                  job.out_bytes)) == cudaSuccess)
                     err = cudaMemset(job.device_out, 0, job.out_bytes);
                 if (err != cudaSuccess) {
                     tm_device_free(job.device_out);
@@ -68,17 +68,16 @@ static PyObject *tm_run(PyObject *self, PyObject *args)
             PyArray_FILLWBYTE(out, 0); /* all-zero bytes are 0.0 in IEEE float32/float64 */
         }
     } else {
-        Py_BEGIN_ALLOW_THREADS
-        rc = tm_execute(&job);
-        Py_END_ALLOW_THREADS
-        if (rc != 0) {
+        Py_BEGIN_ALLOW_THREADS rc = tm_execute(&job);
+        Py_END_ALLOW_THREADS if (rc != 0)
+        {
             tm_raise_job_error(&job);
             goto done;
         }
     }
     if (job.out_on_device)
-        out_obj = job.device_out ? tm_call_buffer_capsule(job.device_out)
-                                 : (Py_INCREF(Py_None), Py_None);
+        out_obj =
+            job.device_out ? tm_call_buffer_capsule(job.device_out) : (Py_INCREF(Py_None), Py_None);
     else
         out_obj = (Py_INCREF(out), (PyObject *)out);
     if (out_obj != NULL) result = tm_result_dict(&job, out_obj);
@@ -104,19 +103,22 @@ static PyObject *tm_copy_time_py(PyObject *self, PyObject *args)
     (void)self;
     if (!PyArg_ParseTuple(args, "snii|p", &kind, &bytes, &warmup, &repeat, &flush_l2)) return NULL;
     if (bytes <= 0 || warmup < 0 || repeat < 1)
-        return PyErr_Format(PyExc_ValueError, "copy_time: need bytes > 0, warmup >= 0, repeat >= 1");
+        return PyErr_Format(PyExc_ValueError,
+                            "copy_time: need bytes > 0, warmup >= 0, repeat >= 1");
     if (strcmp(kind, "d2d") && strcmp(kind, "h2d_pinned") && strcmp(kind, "d2h_pinned"))
         return PyErr_Format(PyExc_ValueError, "copy_time: unknown kind '%s'", kind);
     double *samples = calloc((size_t)repeat, sizeof(double));
     if (samples == NULL) return PyErr_NoMemory();
-    Py_BEGIN_ALLOW_THREADS
-    rc = tm_copy_time(kind, (size_t)bytes, warmup, repeat, flush_l2, samples, &err, &step);
-    Py_END_ALLOW_THREADS
-    PyObject *result = NULL;
+    Py_BEGIN_ALLOW_THREADS rc =
+        tm_copy_time(kind, (size_t)bytes, warmup, repeat, flush_l2, samples, &err, &step);
+    Py_END_ALLOW_THREADS PyObject *result = NULL;
     if (rc == 0 && (result = PyList_New(repeat)) != NULL) {
         for (int i = 0; i < repeat; ++i) {
             PyObject *v = PyFloat_FromDouble(samples[i]);
-            if (v == NULL) { Py_CLEAR(result); break; }
+            if (v == NULL) {
+                Py_CLEAR(result);
+                break;
+            }
             PyList_SET_ITEM(result, i, v);
         }
     } else if (rc != 0) {
@@ -157,7 +159,9 @@ static PyObject *tm_traffic_model_py(PyObject *self, PyObject *args)
                             "traffic_model: M, N, K must be >= 0, got %lld, %lld, %lld", M, N, K);
     memset(&problem, 0, sizeof problem);
     problem.dtype = bits == 32 ? TM_F32 : TM_F64;
-    problem.M = M; problem.N = N; problem.K = K;
+    problem.M = M;
+    problem.N = N;
+    problem.K = K;
     if (tm_parse_params(spec, "traffic_model", params, problem.params) < 0) return NULL;
     if (sm_count <= 0) {
         cudaError_t err = tm_current_sm_count(&sm_count);
@@ -177,13 +181,15 @@ static PyObject *tm_traffic_model_py(PyObject *self, PyObject *args)
 
 static PyObject *tm_registry_py(PyObject *self, PyObject *unused)
 {
-    (void)self; (void)unused;
+    (void)self;
+    (void)unused;
     return tm_registry_list();
 }
 
 static PyObject *tm_device_info_py(PyObject *self, PyObject *unused)
 {
-    (void)self; (void)unused;
+    (void)self;
+    (void)unused;
     return tm_device_properties();
 }
 
@@ -192,11 +198,11 @@ static PyObject *tm_device_count_py(PyObject *self, PyObject *unused)
 {
     int count = 0;
     cudaError_t err;
-    (void)self; (void)unused;
-    Py_BEGIN_ALLOW_THREADS
-    err = cudaGetDeviceCount(&count);
-    Py_END_ALLOW_THREADS
-    if (err != cudaSuccess) {
+    (void)self;
+    (void)unused;
+    Py_BEGIN_ALLOW_THREADS err = cudaGetDeviceCount(&count);
+    Py_END_ALLOW_THREADS if (err != cudaSuccess)
+    {
         (void)cudaGetLastError();
         return Py_BuildValue("(is)", 0, cudaGetErrorName(err));
     }
@@ -208,13 +214,14 @@ static PyObject *tm_mem_info_py(PyObject *self, PyObject *unused)
 {
     size_t free_bytes = 0, total_bytes = 0;
     cudaError_t err;
-    (void)self; (void)unused;
+    (void)self;
+    (void)unused;
     Py_BEGIN_ALLOW_THREADS
     tm_release_pool_memory(); /* memory kept for the next call counts as free */
     tm_release_l2_flush();
     err = cudaMemGetInfo(&free_bytes, &total_bytes);
-    Py_END_ALLOW_THREADS
-    if (err != cudaSuccess) {
+    Py_END_ALLOW_THREADS if (err != cudaSuccess)
+    {
         (void)cudaGetLastError();
         return tm_raise_cuda_error(err, "cudaMemGetInfo");
     }
@@ -224,7 +231,8 @@ static PyObject *tm_mem_info_py(PyObject *self, PyObject *unused)
 /* pinned_inputs() -> how many NumPy input arrays are registered (pinned in place) now. */
 static PyObject *tm_pinned_inputs_py(PyObject *self, PyObject *unused)
 {
-    (void)self; (void)unused;
+    (void)self;
+    (void)unused;
     return PyLong_FromLong(tm_pinned_inputs());
 }
 
@@ -241,21 +249,28 @@ static PyObject *tm_emu_threads_py(PyObject *self, PyObject *args)
 #endif
 
 static PyMethodDef tm_methods[] = {
-    {"run", tm_run, METH_VARARGS, "run(kernel, inputs, device_ptrs, params, warmup, repeat, out_on_device[, flush_l2]) -> dict"},
+    {"run", tm_run, METH_VARARGS,
+     "run(kernel, inputs, device_ptrs, params, warmup, repeat, out_on_device[, flush_l2]) -> dict"},
     {"registry", tm_registry_py, METH_NOARGS, "registry() -> list of kernel rows"},
-    {"traffic_model", tm_traffic_model_py, METH_VARARGS, "traffic_model(kernel, dtype_bits, M, N, K, params, sm_count) -> (bytes, (bm, bn) or None)"},
+    {"traffic_model", tm_traffic_model_py, METH_VARARGS,
+     "traffic_model(kernel, dtype_bits, M, N, K, params, sm_count) -> (bytes, (bm, bn) or None)"},
     {"device_properties", tm_device_info_py, METH_NOARGS, "the runtime's device query"},
     {"device_count", tm_device_count_py, METH_NOARGS, "device_count() -> (count, error)"},
-    {"copy_time", tm_copy_time_py, METH_VARARGS, "copy_time(kind, bytes, warmup, repeat[, flush_l2]) -> [ms]"},
+    {"copy_time", tm_copy_time_py, METH_VARARGS,
+     "copy_time(kind, bytes, warmup, repeat[, flush_l2]) -> [ms]"},
     {"upload", tm_upload_py, METH_VARARGS, "upload(array) -> (capsule, address)"},
     {"download", tm_download_py, METH_VARARGS, "download(address, array): device -> array"},
-    {"upload_into", tm_upload_into_py, METH_VARARGS, "upload_into(address, array): array -> device"},
-    {"host_memory", tm_host_memory_py, METH_NOARGS, "host_memory() -> (limit, source, available, why)"},
+    {"upload_into", tm_upload_into_py, METH_VARARGS,
+     "upload_into(address, array): array -> device"},
+    {"host_memory", tm_host_memory_py, METH_NOARGS,
+     "host_memory() -> (limit, source, available, why)"},
     {"dlpack", tm_dlpack_py, METH_VARARGS, "dlpack(owner, address, shape, bits) -> capsule"},
     {"synchronize", tm_synchronize_py, METH_NOARGS, "wait for all work on the device"},
     {"mem_info", tm_mem_info_py, METH_NOARGS, "mem_info() -> (free, total) bytes"},
-    {"pinned_inputs", tm_pinned_inputs_py, METH_NOARGS, "pinned_inputs() -> input arrays pinned in place now"},
-    {"user_run", tm_user_run_py, METH_VARARGS, "user_run(handle, grid, block, shared, args, warmup, repeat[, flush_l2]) -> dict"},
+    {"pinned_inputs", tm_pinned_inputs_py, METH_NOARGS,
+     "pinned_inputs() -> input arrays pinned in place now"},
+    {"user_run", tm_user_run_py, METH_VARARGS,
+     "user_run(handle, grid, block, shared, args, warmup, repeat[, flush_l2]) -> dict"},
     {"user_load", tm_user_load_py, METH_VARARGS, "user_load(image, name) -> (library, kernel)"},
 #ifdef TM_EMU
     {"threads", tm_emu_threads_py, METH_VARARGS, "threads([n]) -> worker threads for blocks"},
@@ -273,8 +288,15 @@ static void tm_module_free(void *module)
 }
 
 static struct PyModuleDef tm_module = {
-    PyModuleDef_HEAD_INIT, "tiledmm." TM_STR(TM_MODULE), "tiledmm kernels, one backend", -1,
-    tm_methods, NULL, NULL, NULL, tm_module_free,
+    PyModuleDef_HEAD_INIT,
+    "tiledmm." TM_STR(TM_MODULE),
+    "tiledmm kernels, one backend",
+    -1,
+    tm_methods,
+    NULL,
+    NULL,
+    NULL,
+    tm_module_free,
 };
 
 PyMODINIT_FUNC TM_CAT(PyInit_, TM_MODULE)(void)

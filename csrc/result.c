@@ -22,15 +22,12 @@ static const struct {
     int kind;
     size_t offset;
 } raw_fields[] = {
-    RAW(samples_ms, RAW_SAMPLES),      RAW(h2d_ms, RAW_NUMBER),
-    RAW(d2h_ms, RAW_NUMBER),           RAW(h2d_bytes, RAW_INT),
-    RAW(d2h_bytes, RAW_INT),           RAW(grid, RAW_DIM3),
-    RAW(block, RAW_DIM3),              RAW(shared_bytes, RAW_INT),
-    RAW(static_shared_bytes, RAW_INT), RAW(registers, RAW_INT),
-    RAW(launches, RAW_INT),            RAW(blocks_per_sm, RAW_INT),
-    RAW(occupancy, RAW_NUMBER),        RAW(model_bytes, RAW_NUMBER),
-    RAW(l2, RAW_TEXT),                 RAW(path, RAW_TEXT),
-    RAW(path_reason, RAW_TEXT),
+    RAW(samples_ms, RAW_SAMPLES), RAW(h2d_ms, RAW_NUMBER),      RAW(d2h_ms, RAW_NUMBER),
+    RAW(h2d_bytes, RAW_INT),      RAW(d2h_bytes, RAW_INT),      RAW(grid, RAW_DIM3),
+    RAW(block, RAW_DIM3),         RAW(shared_bytes, RAW_INT),   RAW(static_shared_bytes, RAW_INT),
+    RAW(registers, RAW_INT),      RAW(launches, RAW_INT),       RAW(blocks_per_sm, RAW_INT),
+    RAW(occupancy, RAW_NUMBER),   RAW(model_bytes, RAW_NUMBER), RAW(l2, RAW_TEXT),
+    RAW(path, RAW_TEXT),          RAW(path_reason, RAW_TEXT),
 };
 #undef RAW
 #define RAW_FIELD_COUNT ((int)(sizeof raw_fields / sizeof raw_fields[0]))
@@ -43,8 +40,10 @@ static PyObject *raw_value(const tm_launch_record *r, int i)
         PyObject *list = PyList_New(r->samples_ms ? r->samples : 0);
         for (int k = 0; list != NULL && r->samples_ms && k < r->samples; ++k) {
             PyObject *v = PyFloat_FromDouble(r->samples_ms[k]);
-            if (v == NULL) Py_CLEAR(list);
-            else PyList_SET_ITEM(list, k, v);
+            if (v == NULL)
+                Py_CLEAR(list);
+            else
+                PyList_SET_ITEM(list, k, v);
         }
         return list;
     }
@@ -74,10 +73,12 @@ PyObject *tm_raw_launch_fields(void)
 {
     PyObject *fields = PyTuple_New(RAW_FIELD_COUNT);
     for (int i = 0; fields != NULL && i < RAW_FIELD_COUNT; ++i) {
-        PyObject *pair = Py_BuildValue("(ss)", raw_fields[i].name,
-                                       raw_kind_names[raw_fields[i].kind]);
-        if (pair == NULL) Py_CLEAR(fields);
-        else PyTuple_SET_ITEM(fields, i, pair);
+        PyObject *pair =
+            Py_BuildValue("(ss)", raw_fields[i].name, raw_kind_names[raw_fields[i].kind]);
+        if (pair == NULL)
+            Py_CLEAR(fields);
+        else
+            PyTuple_SET_ITEM(fields, i, pair);
     }
     return fields;
 }
@@ -117,9 +118,10 @@ PyObject *tm_result_dict(const tm_job *job, PyObject *out)
     if (tm_launch_dict(&r, d) < 0 || PyDict_SetItemString(d, "out", out) < 0 ||
         put(d, "out_address", PyLong_FromVoidPtr(job->device_out)) < 0 ||
         put(d, "out_shape", PyArray_IntTupleFromIntp(job->out_ndim, job->out_shape)) < 0 ||
-        put(d, "out_dtype", PyUnicode_FromString(job->out_typenum == NPY_FLOAT32 ? "float32"
-                                                                                 : "float64")) < 0 ||
-        put(d, "problem", Py_BuildValue("(LLL)", job->problem.M, job->problem.N, job->problem.K)) < 0) {
+        put(d, "out_dtype",
+            PyUnicode_FromString(job->out_typenum == NPY_FLOAT32 ? "float32" : "float64")) < 0 ||
+        put(d, "problem", Py_BuildValue("(LLL)", job->problem.M, job->problem.N, job->problem.K)) <
+            0) {
         Py_DECREF(d);
         return NULL;
     }
@@ -150,8 +152,7 @@ PyObject *tm_raise_job_error(const tm_job *job)
         return PyErr_Format(PyExc_MemoryError,
                             "kernel '%s': device out of memory: %s of %zu bytes failed "
                             "(%zu of %zu bytes free); use smaller arrays",
-                            job->spec->name, f->step, f->bytes, free_bytes,
-                            total_bytes);
+                            job->spec->name, f->step, f->bytes, free_bytes, total_bytes);
     }
     if (f->err == cudaErrorNoDevice || f->err == cudaErrorInsufficientDriver)
         return tm_raise_cuda_error(f->err, f->step);
@@ -164,7 +165,6 @@ PyObject *tm_raise_job_error(const tm_job *job)
     return PyErr_Format(PyExc_RuntimeError, "kernel '%s': %s failed: %s: %s", job->spec->name,
                         f->step, name, text);
 }
-
 
 /* The lecture's device query, as raw runtime fields. Called with the GIL held: these are
  * quick host-side queries. */
@@ -191,21 +191,20 @@ PyObject *tm_device_properties(void)
     return Py_BuildValue(
         "{s:i,s:s,s:(ii),s:i,s:n,s:n,s:n,s:n,s:n,s:i,s:i,s:i,s:i,s:i,s:(iii),s:(iii),s:n,"
         "s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}",
-        "device", device, "name", p.name, "compute_capability", p.major, p.minor,
-        "multiprocessors", p.multiProcessorCount, "total_global_mem", (Py_ssize_t)p.totalGlobalMem,
-        "shared_mem_per_block", (Py_ssize_t)p.sharedMemPerBlock,
-        "shared_mem_per_block_optin", (Py_ssize_t)p.sharedMemPerBlockOptin,
-        "shared_mem_per_multiprocessor", (Py_ssize_t)p.sharedMemPerMultiprocessor,
-        "total_const_mem", (Py_ssize_t)p.totalConstMem, "regs_per_block", p.regsPerBlock,
-        "regs_per_multiprocessor", p.regsPerMultiprocessor, "warp_size", p.warpSize,
-        "max_threads_per_block", p.maxThreadsPerBlock,
-        "max_threads_per_multiprocessor", p.maxThreadsPerMultiProcessor,
-        "max_threads_dim", p.maxThreadsDim[0], p.maxThreadsDim[1], p.maxThreadsDim[2],
-        "max_grid_size", p.maxGridSize[0], p.maxGridSize[1], p.maxGridSize[2],
-        "l2_cache_bytes", (Py_ssize_t)p.l2CacheSize, "max_blocks_per_multiprocessor",
-        p.maxBlocksPerMultiProcessor, "clock_khz", clock_khz, "memory_clock_khz", mem_clock_khz,
-        "memory_bus_width_bits", p.memoryBusWidth, "driver_version", driver, "runtime_version",
-        runtime, "device_count", count, "async_engine_count", p.asyncEngineCount);
+        "device", device, "name", p.name, "compute_capability", p.major, p.minor, "multiprocessors",
+        p.multiProcessorCount, "total_global_mem", (Py_ssize_t)p.totalGlobalMem,
+        "shared_mem_per_block", (Py_ssize_t)p.sharedMemPerBlock, "shared_mem_per_block_optin",
+        (Py_ssize_t)p.sharedMemPerBlockOptin, "shared_mem_per_multiprocessor",
+        (Py_ssize_t)p.sharedMemPerMultiprocessor, "total_const_mem", (Py_ssize_t)p.totalConstMem,
+        "regs_per_block", p.regsPerBlock, "regs_per_multiprocessor", p.regsPerMultiprocessor,
+        "warp_size", p.warpSize, "max_threads_per_block", p.maxThreadsPerBlock,
+        "max_threads_per_multiprocessor", p.maxThreadsPerMultiProcessor, "max_threads_dim",
+        p.maxThreadsDim[0], p.maxThreadsDim[1], p.maxThreadsDim[2], "max_grid_size",
+        p.maxGridSize[0], p.maxGridSize[1], p.maxGridSize[2], "l2_cache_bytes",
+        (Py_ssize_t)p.l2CacheSize, "max_blocks_per_multiprocessor", p.maxBlocksPerMultiProcessor,
+        "clock_khz", clock_khz, "memory_clock_khz", mem_clock_khz, "memory_bus_width_bits",
+        p.memoryBusWidth, "driver_version", driver, "runtime_version", runtime, "device_count",
+        count, "async_engine_count", p.asyncEngineCount);
 }
 
 static PyObject *dtype_names(int mask)
@@ -225,17 +224,23 @@ PyObject *tm_registry_list(void)
         for (int j = 0; j < k->n_params; ++j) {
             const tm_param_spec *ps = &k->params[j];
             PyObject *values = PyTuple_New(ps->n_values);
-            if (values == NULL) { Py_DECREF(params); goto fail; }
+            if (values == NULL) {
+                Py_DECREF(params);
+                goto fail;
+            }
             for (int v = 0; v < ps->n_values; ++v)
                 PyTuple_SET_ITEM(values, v, PyLong_FromLong(ps->values[v]));
             PyObject *param = Py_BuildValue("{s:s,s:i,s:N,s:s}", "name", ps->name, "default",
                                             ps->default_value, "values", values, "doc", ps->doc);
-            if (param == NULL) { Py_DECREF(params); goto fail; }
+            if (param == NULL) {
+                Py_DECREF(params);
+                goto fail;
+            }
             PyTuple_SET_ITEM(params, j, param);
         }
         PyObject *row = Py_BuildValue("{s:s,s:s,s:N,s:N,s:s,s:s}", "name", k->name, "family",
-                                      k->family, "dtypes", dtype_names(k->dtypes), "params",
-                                      params, "lecture", k->lecture, "summary", k->summary);
+                                      k->family, "dtypes", dtype_names(k->dtypes), "params", params,
+                                      "lecture", k->lecture, "summary", k->summary);
         if (row == NULL) goto fail;
         PyList_SET_ITEM(rows, i, row);
     }

@@ -91,7 +91,8 @@ static cudaError_t staged_copy(const tm_staging_item *items, int n_items, int to
         err = staging_acquire(&ring[i]);
         if (err == cudaSuccess) err = cudaEventCreateWithFlags(&done[i], cudaEventDisableTiming);
     }
-    if (err == cudaSuccess) err = tm_staged_pipeline(&plan, ring, done, items, n_items, to_device, 0);
+    if (err == cudaSuccess)
+        err = tm_staged_pipeline(&plan, ring, done, items, n_items, to_device, 0);
     for (int i = 0; i < STAGING_RING; ++i) {
         if (done[i]) cudaEventDestroy(done[i]);
         staging_release(ring[i]);
@@ -172,7 +173,10 @@ cudaError_t tm_copy_to_host(void *dst, const void *src, size_t bytes)
  * PyTorch's pinned allocator does). Pinned memory in use is bounded; past the bound outputs
  * are plain arrays again. */
 #ifndef TM_EMU
-typedef struct { void *ptr; size_t bytes; } pinned_block;
+typedef struct {
+    void *ptr;
+    size_t bytes;
+} pinned_block;
 
 static pinned_block pinned_cache[PINNED_CACHE_BLOCKS];
 static int pinned_cached;
@@ -230,7 +234,8 @@ static void pinned_give_back(pinned_block block)
     pthread_mutex_lock(&pool_lock);
     if (pinned_cached == PINNED_CACHE_BLOCKS) {
         evicted = pinned_cache[0];
-        memmove(&pinned_cache[0], &pinned_cache[1], sizeof(pinned_block) * (PINNED_CACHE_BLOCKS - 1));
+        memmove(&pinned_cache[0], &pinned_cache[1],
+                sizeof(pinned_block) * (PINNED_CACHE_BLOCKS - 1));
         --pinned_cached;
         pinned_in_use -= evicted.bytes;
     }
@@ -354,7 +359,8 @@ static PyArrayObject *owning_array(PyArrayObject *a, uintptr_t *lo, uintptr_t *h
     if ((uintptr_t)begin + malloc_usable_size(begin) + sizeof(size_t) < *hi) return NULL;
     return owner;
 #else
-    (void)lo; (void)hi;
+    (void)lo;
+    (void)hi;
     return NULL; /* other C libraries: how malloc packs memory is not known here */
 #endif
 }
@@ -385,9 +391,8 @@ double tm_pin_input(PyArrayObject *a)
         cudaError_t err;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         Py_BEGIN_ALLOW_THREADS /* the caller's reference to `a` keeps the owner alive */
-        err = cudaHostRegister((void *)lo, hi - lo, cudaHostRegisterDefault);
-        Py_END_ALLOW_THREADS
-        clock_gettime(CLOCK_MONOTONIC, &t1);
+            err = cudaHostRegister((void *)lo, hi - lo, cudaHostRegisterDefault);
+        Py_END_ALLOW_THREADS clock_gettime(CLOCK_MONOTONIC, &t1);
         if (err != cudaSuccess) (void)cudaGetLastError(); /* e.g. a page already registered */
         pthread_mutex_lock(&pool_lock);
         if ((i = pin_index((PyObject *)owner, NULL)) >= 0)
@@ -413,7 +418,8 @@ double tm_pin_input(PyArrayObject *a)
     pthread_mutex_lock(&pool_lock);
     const int added = pin_index((PyObject *)owner, NULL) < 0 && pin_count < PIN_TRACKED_MAX;
     if (added)
-        pin_table[pin_count++] = (pin_entry){(PyObject *)owner, weakref, (void *)lo, hi - lo, PIN_SEEN};
+        pin_table[pin_count++] =
+            (pin_entry){(PyObject *)owner, weakref, (void *)lo, hi - lo, PIN_SEEN};
     pthread_mutex_unlock(&pool_lock);
     if (!added) Py_DECREF(weakref); /* another thread tracked it meanwhile */
     return 0.0;
@@ -423,7 +429,8 @@ int tm_pinned_inputs(void)
 {
     int n = 0;
     pthread_mutex_lock(&pool_lock);
-    for (int i = 0; i < pin_count; ++i) n += pin_table[i].state == PIN_REGISTERED;
+    for (int i = 0; i < pin_count; ++i)
+        n += pin_table[i].state == PIN_REGISTERED;
     pthread_mutex_unlock(&pool_lock);
     return n;
 }
@@ -436,20 +443,24 @@ double tm_pin_input(PyArrayObject *a)
     return 0.0;
 }
 
-int tm_pinned_inputs(void) { return 0; }
+int tm_pinned_inputs(void)
+{
+    return 0;
+}
 #endif
 
 PyArrayObject *tm_new_output_array(int ndim, const npy_intp *shape, int typenum)
 {
 #ifndef TM_EMU
-    const size_t bytes = (size_t)PyArray_MultiplyList((npy_intp *)shape, ndim) *
-                         (typenum == NPY_FLOAT32 ? 4 : 8);
+    const size_t bytes =
+        (size_t)PyArray_MultiplyList((npy_intp *)shape, ndim) * (typenum == NPY_FLOAT32 ? 4 : 8);
     if (bytes >= PINNED_OUTPUT_MIN_BYTES) {
         pinned_block *block = PyMem_Malloc(sizeof(*block));
         if (block == NULL) return (PyArrayObject *)PyErr_NoMemory();
         *block = pinned_take(bytes);
         if (block->ptr) {
-            PyObject *base = PyCapsule_New(block, "tiledmm.pinned_block", pinned_capsule_destructor);
+            PyObject *base =
+                PyCapsule_New(block, "tiledmm.pinned_block", pinned_capsule_destructor);
             if (base == NULL) {
                 pinned_give_back(*block);
                 PyMem_Free(block);

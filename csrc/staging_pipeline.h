@@ -25,7 +25,7 @@ enum {
     TM_COPY_LIBC = 0,        /* memcpy: ordinary stores, each destination line read first */
     TM_COPY_STREAM = 1,      /* non-temporal stores (AVX2 where the CPU has it, else SSE2) */
     TM_COPY_STREAM_SSE2 = 2, /* non-temporal 16-byte stores even where AVX2 exists (probe) */
-    TM_COPY_LIBC_PIECES = 3  /* memcpy in TM_COPY_PIECE_BYTES pieces handed out as threads free up */
+    TM_COPY_LIBC_PIECES = 3 /* memcpy in TM_COPY_PIECE_BYTES pieces handed out as threads free up */
 };
 
 /* TM_COPY_LIBC_PIECES: why pieces. With one static share per thread a chunk is as slow as its
@@ -38,10 +38,10 @@ enum {
 
 typedef struct {
     size_t first_chunk; /* the pipeline's first chunk; each next one doubles, up to `chunk` */
-    size_t chunk;       /* every later chunk, and the size of each ring buffer */
-    int ring;           /* staging buffers, so chunks in flight: 1 .. TM_STAGING_RING_MAX */
-    int threads;        /* host threads per chunk's memcpy */
-    int copy_kind;      /* host to device: TM_COPY_* into the staging buffers */
+    size_t chunk; /* every later chunk, and the size of each ring buffer */
+    int ring; /* staging buffers, so chunks in flight: 1 .. TM_STAGING_RING_MAX */
+    int threads; /* host threads per chunk's memcpy */
+    int copy_kind; /* host to device: TM_COPY_* into the staging buffers */
 } tm_staging_plan;
 
 /* One copy of a pipeline: device and host pointers, by direction. */
@@ -68,7 +68,7 @@ static inline void tm_stream_body_sse2(char *d, const char *s, size_t n)
 }
 
 __attribute__((target("avx2"))) static inline void tm_stream_body_avx2(char *d, const char *s,
-                                                                        size_t n)
+                                                                       size_t n)
 {
     for (; n >= 128; n -= 128, d += 128, s += 128) {
         const __m256i x0 = _mm256_loadu_si256((const __m256i *)s);
@@ -133,11 +133,13 @@ static inline void tm_parallel_copy(void *dst, const void *src, size_t bytes, in
 {
 #ifdef _OPENMP
     if (threads > 1 && kind == TM_COPY_LIBC_PIECES) {
-        const long long pieces = (long long)((bytes + TM_COPY_PIECE_BYTES - 1) / TM_COPY_PIECE_BYTES);
+        const long long pieces =
+            (long long)((bytes + TM_COPY_PIECE_BYTES - 1) / TM_COPY_PIECE_BYTES);
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
         for (long long p = 0; p < pieces; ++p) {
             const size_t begin = (size_t)p * TM_COPY_PIECE_BYTES;
-            const size_t n = bytes - begin < TM_COPY_PIECE_BYTES ? bytes - begin : TM_COPY_PIECE_BYTES;
+            const size_t n =
+                bytes - begin < TM_COPY_PIECE_BYTES ? bytes - begin : TM_COPY_PIECE_BYTES;
             memcpy((char *)dst + begin, (const char *)src + begin, n);
         }
         return;
@@ -174,11 +176,12 @@ static inline cudaError_t tm_staged_pipeline(const tm_staging_plan *plan, void *
     char *pending_dst[TM_STAGING_RING_MAX] = {NULL}; /* device to host: where a slot's chunk goes */
     size_t pending_bytes[TM_STAGING_RING_MAX] = {0};
     const size_t depth = (size_t)plan->ring;
-    size_t chunk = plan->first_chunk && plan->first_chunk < plan->chunk ? plan->first_chunk
-                                                                         : plan->chunk;
+    size_t chunk =
+        plan->first_chunk && plan->first_chunk < plan->chunk ? plan->first_chunk : plan->chunk;
     size_t issued = 0; /* chunks started, over all items */
     /* Out of the staging buffers always with ordinary stores (the destination is read next). */
-    const int out_kind = plan->copy_kind == TM_COPY_LIBC_PIECES ? TM_COPY_LIBC_PIECES : TM_COPY_LIBC;
+    const int out_kind =
+        plan->copy_kind == TM_COPY_LIBC_PIECES ? TM_COPY_LIBC_PIECES : TM_COPY_LIBC;
     cudaError_t err = cudaSuccess;
 
     for (int i = 0; i < n_items && err == cudaSuccess; ++i) {

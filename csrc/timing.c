@@ -72,7 +72,8 @@ int tm_execute(tm_job *job)
     call.out->step = "cudaMalloc (output)";
     call.scratch = &buffers[n++];
     call.scratch->allocate = 1;
-    call.scratch->bytes = spec->scratch_bytes ? (size_t)spec->scratch_bytes(&call.device_problem) : 0;
+    call.scratch->bytes =
+        spec->scratch_bytes ? (size_t)spec->scratch_bytes(&call.device_problem) : 0;
     call.scratch->step = "cudaMalloc (scratch)";
 
     request.launch = registry_launch;
@@ -137,7 +138,7 @@ int tm_copy_time(const char *kind, size_t bytes, int warmup, int repeat, int flu
 {
     void *src = NULL, *dst = NULL, *host = NULL;
     const int d2d = strcmp(kind, "d2d") == 0, to_device = strcmp(kind, "h2d_pinned") == 0;
-    const enum cudaMemcpyKind direction = d2d ? cudaMemcpyDeviceToDevice
+    const enum cudaMemcpyKind direction = d2d         ? cudaMemcpyDeviceToDevice
                                           : to_device ? cudaMemcpyHostToDevice
                                                       : cudaMemcpyDeviceToHost;
     cudaEvent_t start = NULL, stop = NULL;
@@ -147,11 +148,15 @@ int tm_copy_time(const char *kind, size_t bytes, int warmup, int repeat, int flu
     COPY_TRY("cudaEventCreate", cudaEventCreate(&start));
     COPY_TRY("cudaEventCreate", cudaEventCreate(&stop));
     COPY_TRY("cudaMalloc (copy source)", cudaMalloc(d2d || to_device ? &dst : &src, bytes));
-    if (d2d) COPY_TRY("cudaMalloc (copy destination)", cudaMalloc(&src, bytes));
-    else COPY_TRY("cudaHostAlloc", pinned_alloc(&host, bytes));
+    if (d2d)
+        COPY_TRY("cudaMalloc (copy destination)", cudaMalloc(&src, bytes));
+    else
+        COPY_TRY("cudaHostAlloc", pinned_alloc(&host, bytes));
     if (!d2d) *(to_device ? &src : &dst) = host;
-    if (to_device) memset(src, 1, bytes);
-    else COPY_TRY("cudaMemset", cudaMemset(src, 1, bytes));
+    if (to_device)
+        memset(src, 1, bytes);
+    else
+        COPY_TRY("cudaMemset", cudaMemset(src, 1, bytes));
     for (int i = 0; i < warmup + repeat; ++i) {
         if (flush_l2 && i >= warmup) COPY_TRY("the L2 flush before a timed copy", tm_flush_l2(i));
         COPY_TRY("cudaEventRecord", cudaEventRecord(start, 0));

@@ -29,7 +29,6 @@
 
 #define TM_USER_MAX_ARGS 64
 
-
 typedef struct {
     int is_ptr, copy_back;
     void *host;       /* host data (ndarray) or NULL */
@@ -37,7 +36,12 @@ typedef struct {
     int wait;         /* given device memory: TM_WAIT_* (launch_core.h) */
     uintptr_t stream; /* TM_WAIT_STREAM: the producer's stream */
     size_t bytes;
-    union { unsigned char raw[16]; void *ptr; long long ll; double d; } value;
+    union {
+        unsigned char raw[16];
+        void *ptr;
+        long long ll;
+        double d;
+    } value;
 } user_arg;
 
 typedef struct {
@@ -57,8 +61,8 @@ typedef struct {
 } user_job;
 
 #ifdef TM_EMU
-typedef int (*user_launcher)(const unsigned *, const unsigned *, size_t, void **, const size_t *, int,
-                             int, char *, size_t);
+typedef int (*user_launcher)(const unsigned *, const unsigned *, size_t, void **, const size_t *,
+                             int, int, char *, size_t);
 #endif
 
 /* After allocation: pointer arguments hold their device buffers; a kernel that asks for more
@@ -170,7 +174,9 @@ static int parse_dim3(PyObject *obj, dim3 *d, const char *what)
             PyErr_Format(PyExc_ValueError, "%s[%d] = %llu is too large", what, i, v[i]);
             return -1;
         }
-    d->x = (unsigned)v[0]; d->y = (unsigned)v[1]; d->z = (unsigned)v[2];
+    d->x = (unsigned)v[0];
+    d->y = (unsigned)v[1];
+    d->z = (unsigned)v[2];
     return 0;
 }
 
@@ -209,14 +215,17 @@ static int parse_arg(PyObject *item, user_arg *a, int index)
             (copy_back && !PyArray_ISWRITEABLE((PyArrayObject *)host))) {
             PyErr_Format(PyExc_ValueError,
                          "argument %d: need a C-contiguous ndarray of %zd bytes (writeable for "
-                         "an output)", index, nbytes);
+                         "an output)",
+                         index, nbytes);
             return -1;
         }
         a->host = PyArray_DATA((PyArrayObject *)host);
     } else {
         a->dev = PyLong_AsVoidPtr(addr);
         if (a->dev == NULL && PyErr_Occurred()) return -1;
-        a->wait = stream == NULL ? TM_WAIT_DEVICE : stream == Py_None ? TM_WAIT_NONE : TM_WAIT_STREAM;
+        a->wait = stream == NULL      ? TM_WAIT_DEVICE
+                  : stream == Py_None ? TM_WAIT_NONE
+                                      : TM_WAIT_STREAM;
         if (a->wait == TM_WAIT_STREAM) {
             void *handle = PyLong_AsVoidPtr(stream);
             if (handle == NULL && PyErr_Occurred()) return -1;
@@ -245,7 +254,8 @@ PyObject *tm_user_run_py(PyObject *self, PyObject *args)
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "null kernel handle");
         goto done;
     }
-    if (parse_dim3(grid_obj, &job->grid, "grid") < 0 || parse_dim3(block_obj, &job->block, "block") < 0)
+    if (parse_dim3(grid_obj, &job->grid, "grid") < 0 ||
+        parse_dim3(block_obj, &job->block, "block") < 0)
         goto done;
     if (shared < 0 || job->warmup < 0 || job->repeat < 1) {
         PyErr_Format(PyExc_ValueError, "need shared_bytes >= 0, warmup >= 0, repeat >= 1");
@@ -260,10 +270,9 @@ PyObject *tm_user_run_py(PyObject *self, PyObject *args)
     for (int i = 0; i < job->nargs; ++i)
         if (parse_arg(PyTuple_GET_ITEM(arg_list, i), &job->args[i], i) < 0) goto done;
     /* The argument tuple (and so every host array) stays referenced by the caller. */
-    Py_BEGIN_ALLOW_THREADS
-    rc = user_execute(job);
-    Py_END_ALLOW_THREADS
-    if (rc != 0) {
+    Py_BEGIN_ALLOW_THREADS rc = user_execute(job);
+    Py_END_ALLOW_THREADS if (rc != 0)
+    {
         const tm_launch_failure *f = &job->failure;
         const char *name = cudaGetErrorName(f->err), *text = cudaGetErrorString(f->err);
         if (f->err == cudaErrorMemoryAllocation)
@@ -305,22 +314,26 @@ PyObject *tm_user_load_py(PyObject *self, PyObject *args)
     (void)self;
     if (!PyArg_ParseTuple(args, "y#s", &image, &image_size, &name)) return NULL;
 #if defined(TM_EMU)
-    (void)image; (void)image_size; (void)name;
+    (void)image;
+    (void)image_size;
+    (void)name;
     return PyErr_Format(PyExc_RuntimeError, "user_load is for the cuda backend");
 #elif CUDART_VERSION < 12080
-    (void)image; (void)image_size; (void)name;
+    (void)image;
+    (void)image_size;
+    (void)name;
     return PyErr_Format(PyExc_RuntimeError,
                         "tiledmm was built with CUDA %d; loading run-time compiled kernels needs "
-                        "the runtime library API of CUDA 12.8 or later", CUDART_VERSION);
+                        "the runtime library API of CUDA 12.8 or later",
+                        CUDART_VERSION);
 #else
     cudaLibrary_t lib = NULL;
     cudaKernel_t kernel = NULL;
     cudaError_t err;
-    Py_BEGIN_ALLOW_THREADS
-    err = cudaLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0);
+    Py_BEGIN_ALLOW_THREADS err = cudaLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0);
     if (err == cudaSuccess) err = cudaLibraryGetKernel(&kernel, lib, name);
-    Py_END_ALLOW_THREADS
-    if (err != cudaSuccess) {
+    Py_END_ALLOW_THREADS if (err != cudaSuccess)
+    {
         if (lib) cudaLibraryUnload(lib);
         (void)cudaGetLastError();
         return tm_raise_cuda_error(err, "loading the compiled kernel (cudaLibraryLoadData)");

@@ -5,17 +5,16 @@
 #include "common.h"
 
 template <typename T>
-__global__ void vec_add_kernel(const T *__restrict__ a, const T *__restrict__ b,
-                               T *__restrict__ c, long long n)
+__global__ void vec_add_kernel(const T *__restrict__ a, const T *__restrict__ b, T *__restrict__ c,
+                               long long n)
 {
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) c[i] = a[i] + b[i];
 }
 
 template <typename T>
-__global__ void mat_add_kernel(const T *__restrict__ a, const T *__restrict__ b,
-                               T *__restrict__ c, long long rows, long long cols,
-                               unsigned first_block_y)
+__global__ void mat_add_kernel(const T *__restrict__ a, const T *__restrict__ b, T *__restrict__ c,
+                               long long rows, long long cols, unsigned first_block_y)
 {
     const long long row = (long long)(blockIdx.y + first_block_y) * blockDim.y + threadIdx.y;
     const long long col = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -42,8 +41,8 @@ static int launch_mat_add(const tm_problem *p, tm_launch_facts *facts)
     auto kernel = mat_add_kernel<T>;
     return tm_launch_row_chunks((const void *)kernel, grid, block, 0, facts,
                                 [&](dim3 chunk, unsigned first_block_y) {
-        return tm_launch(kernel, chunk, block, 0, (const T *)p->in0, (const T *)p->in1,
-                         (T *)p->out, p->M, p->N, first_block_y);
+        return tm_launch(kernel, chunk, block, 0, (const T *)p->in0, (const T *)p->in1, (T *)p->out,
+                         p->M, p->N, first_block_y);
     });
 }
 

@@ -31,11 +31,13 @@ __global__ void matmul_coarse_kernel(const T *__restrict__ A, const T *__restric
     const int STRIP = COARSEN * TILE;
     const int tx = threadIdx.x, ty = threadIdx.y;
     const long long row = (long long)(blockIdx.y + first_block_y) * TILE + ty;
-    const long long col0 = (long long)blockIdx.x * STRIP + tx;  // column of output c is col0 + c*TILE
+    const long long col0 =
+        (long long)blockIdx.x * STRIP + tx;  // column of output c is col0 + c*TILE
 
     T sum[COARSEN];
 #pragma unroll
-    for (int c = 0; c < COARSEN; ++c) sum[c] = 0;
+    for (int c = 0; c < COARSEN; ++c)
+        sum[c] = 0;
 
     for (long long tile_k = 0; tile_k < K; tile_k += TILE) {
         const long long a_col = tile_k + tx, b_row = tile_k + ty;
@@ -43,7 +45,8 @@ __global__ void matmul_coarse_kernel(const T *__restrict__ A, const T *__restric
 #pragma unroll
         for (int c = 0; c < COARSEN; ++c) {
             const long long col = col0 + c * TILE;
-            B_strip[ty * STRIP + c * TILE + tx] = (b_row < K && col < N) ? B[b_row * N + col] : T(0);
+            B_strip[ty * STRIP + c * TILE + tx] =
+                (b_row < K && col < N) ? B[b_row * N + col] : T(0);
         }
         __syncthreads();  // the A tile and the B strip are loaded before anyone reads them
 #pragma unroll
@@ -89,17 +92,15 @@ static int launch_coarse(const tm_problem *p, tm_launch_facts *facts)
 template <typename T, int TILE>
 static int launch_coarse_tile(const tm_problem *p, tm_launch_facts *facts)
 {
-    return tm_dispatch<TM_VALUES_COARSEN>(p->params[0], [&](auto coarsen) {
-        return launch_coarse<T, TILE, coarsen>(p, facts);
-    });
+    return tm_dispatch<TM_VALUES_COARSEN>(
+        p->params[0], [&](auto coarsen) { return launch_coarse<T, TILE, coarsen>(p, facts); });
 }
 
 template <typename T>
 static int launch_coarse_dtype(const tm_problem *p, tm_launch_facts *facts)
 {
-    return tm_dispatch<TM_VALUES_TILE>(p->params[1], [&](auto tile) {
-        return launch_coarse_tile<T, tile>(p, facts);
-    });
+    return tm_dispatch<TM_VALUES_TILE>(
+        p->params[1], [&](auto tile) { return launch_coarse_tile<T, tile>(p, facts); });
 }
 
 int tm_matmul_coarse_launch(const tm_problem *p, tm_launch_facts *facts)

@@ -80,11 +80,11 @@ __global__ void matmul_colmajor_turned_kernel(const T *__restrict__ A, const T *
         // contiguous in column-major B -- and stores it at B_tile[k = tx][col = ty].
         const long long b_col = block_col + ty, b_k = tile_k + tx;
         B_tile[tx][ty] = (b_col < N && b_k < K) ? Bt[b_col * K + b_k] : T(0);
-        __syncthreads();  // both tiles are loaded before anyone reads them
+        __syncthreads();   // both tiles are loaded before anyone reads them
 #pragma unroll
         for (int k = 0; k < TILE; ++k)
             sum += A_tile[ty][k] * B_tile[k][tx];
-        __syncthreads();  // everyone is done reading before the next load overwrites them
+        __syncthreads();   // everyone is done reading before the next load overwrites them
     }
     if (row < M && col < N) C[row * N + col] = sum;
 }
@@ -95,7 +95,8 @@ static int launch_transpose_b(const tm_problem *p, int *launches)
     // B is K x N row-major; write Bt = N x K row-major into scratch.
     const dim3 block(32, 8);
     const unsigned rows_blocks = tm_ceil_div(p->K, 32);
-    const dim3 grid(tm_ceil_div(p->N, 32), rows_blocks < TM_MAX_GRID_YZ ? rows_blocks : TM_MAX_GRID_YZ);
+    const dim3 grid(tm_ceil_div(p->N, 32),
+                    rows_blocks < TM_MAX_GRID_YZ ? rows_blocks : TM_MAX_GRID_YZ);
     cudaError_t err = tm_launch(transpose_kernel<T>, grid, block, 0, (const T *)p->in1,
                                 (T *)p->scratch, p->K, p->N);
     if (err == cudaSuccess) ++*launches;
@@ -127,7 +128,7 @@ static int launch_colmajor(const tm_problem *p, tm_launch_facts *facts, bool tur
                              p->N, p->K, first_block_y);
         });
     }
-    facts->launches += transposes;  // facts describe the matmul kernel; the count includes all
+    facts->launches += transposes;   // facts describe the matmul kernel; the count includes all
     return err;
 }
 

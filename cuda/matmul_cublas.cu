@@ -49,8 +49,8 @@ typedef int (*create_fn)(cublas_handle *);
 typedef int (*set_math_mode_fn)(cublas_handle, int);
 typedef int (*sgemm_fn)(cublas_handle, int, int, int, int, int, const float *, const float *, int,
                         const float *, int, const float *, float *, int);
-typedef int (*dgemm_fn)(cublas_handle, int, int, int, int, int, const double *, const double *,
-                        int, const double *, int, const double *, double *, int);
+typedef int (*dgemm_fn)(cublas_handle, int, int, int, int, int, const double *, const double *, int,
+                        const double *, int, const double *, double *, int);
 
 struct CublasApi {
     void *lib = nullptr;
@@ -125,7 +125,8 @@ void load_api()
     a.sgemm = (sgemm_fn)dlsym(lib, "cublasSgemm_v2");
     a.dgemm = (dgemm_fn)dlsym(lib, "cublasDgemm_v2");
     if (!a.create || !a.sgemm || !a.dgemm) {
-        fprintf(stderr, "tiledmm: the cuBLAS library found lacks cublasCreate_v2/Sgemm_v2/Dgemm_v2\n");
+        fprintf(stderr,
+                "tiledmm: the cuBLAS library found lacks cublasCreate_v2/Sgemm_v2/Dgemm_v2\n");
         return;
     }
     api = a;
@@ -176,7 +177,8 @@ int tm_matmul_cublas_launch(const tm_problem *p, tm_launch_facts *facts)
         pthread_mutex_unlock(&handle_lock);
         return cudaErrorInitializationError;
     }
-    const int m = (int)p->N, n = (int)p->M, k = (int)p->K;  // C^T (N x M) = B^T (N x K) A^T (K x M)
+    const int m = (int)p->N, n = (int)p->M,
+              k = (int)p->K;  // C^T (N x M) = B^T (N x K) A^T (K x M)
     int status;
     if (p->dtype == TM_F32) {
         const float one = 1.0f, zero = 0.0f;

@@ -34,10 +34,11 @@ int tm_matmul_cutlass_launch(const tm_problem *p, tm_launch_facts *facts)
     static int told = 0;
     if (!told) {
         told = 1;
-        fprintf(stderr, "tiledmm: kernel 'cutlass' was not built: setup.py found no CUTLASS headers "
-                        "(or no sm_80+ architecture in TILEDMM_CUDA_ARCHS). Set "
-                        "TILEDMM_CUTLASS_INCLUDE=/path/to/cutlass/include, or pip install "
-                        "nvidia-cutlass and build with --no-build-isolation, then rebuild\n");
+        fprintf(stderr,
+                "tiledmm: kernel 'cutlass' was not built: setup.py found no CUTLASS headers "
+                "(or no sm_80+ architecture in TILEDMM_CUDA_ARCHS). Set "
+                "TILEDMM_CUTLASS_INCLUDE=/path/to/cutlass/include, or pip install "
+                "nvidia-cutlass and build with --no-build-isolation, then rebuild\n");
     }
     return cudaErrorNotYetImplemented;
 }
@@ -53,9 +54,8 @@ namespace {
 
 using RowMajor = cutlass::layout::RowMajor;
 using CutlassSimtSgemm = cutlass::gemm::device::Gemm<
-    float, RowMajor, float, RowMajor, float, RowMajor, float,
-    cutlass::arch::OpClassSimt, cutlass::arch::Sm80,
-    cutlass::gemm::GemmShape<128, 256, 8>,  // block tile
+    float, RowMajor, float, RowMajor, float, RowMajor, float, cutlass::arch::OpClassSimt,
+    cutlass::arch::Sm80, cutlass::gemm::GemmShape<128, 256, 8>,  // block tile
     cutlass::gemm::GemmShape<64, 64, 8>,    // warp tile
     cutlass::gemm::GemmShape<1, 1, 1>,      // one FFMA
     cutlass::epilogue::thread::LinearCombination<float, 1, float, float>,
@@ -77,8 +77,8 @@ int tm_matmul_cutlass_launch(const tm_problem *p, tm_launch_facts *facts)
     if (gemm.can_implement(args) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
     // The kernel CUTLASS launches, described for res.launch (grid as its swizzle computes it).
     typedef CutlassSimtSgemm::GemmKernel Kernel;
-    const cutlass::gemm::GemmCoord tiles = CutlassSimtSgemm::ThreadblockSwizzle().get_tiled_shape(
-        {M, N, K}, {128, 256, 8}, 1);
+    const cutlass::gemm::GemmCoord tiles =
+        CutlassSimtSgemm::ThreadblockSwizzle().get_tiled_shape({M, N, K}, {128, 256, 8}, 1);
     const dim3 grid = CutlassSimtSgemm::ThreadblockSwizzle().get_grid_shape(tiles);
     const size_t shared = sizeof(typename Kernel::SharedStorage);
     tm_facts_set(facts, (const void *)cutlass::Kernel<Kernel>, grid, dim3(Kernel::kThreadCount),

@@ -42,12 +42,13 @@ struct FastConfig {
     static const int THREADS = WARPS_M * WARPS_N * 32;
     static const int WM = BM / WARPS_M, WN = BN / WARPS_N;  // a warp's sub-tile of C
     static const int LANES_M = 8, LANES_N = 4;               // a warp's lanes: 8 x 4 ...
-    static const int RM = WM / (LANES_M * 4), RN = WN / (LANES_N * 4);  // ... of 4x4 pieces, RM x RN times
+    static const int RM = WM / (LANES_M * 4),
+                     RN = WN / (LANES_N * 4);  // ... of 4x4 pieces, RM x RN times
     static const int TM = 4 * RM, TN = 4 * RN;               // outputs per thread: TM x TN
     static const int A_STRIDE = BM + 4;                      // +4 floats: fewer store conflicts
-    static const int A_LOADS = BM * BK / 4 / THREADS;        // float4 loads per thread per K step
+    static const int A_LOADS = BM * BK / 4 / THREADS;   // float4 loads per thread per K step
     static const int B_LOADS = BK * BN / 4 / THREADS;
-    static const int A_STAGE = BK * A_STRIDE, B_STAGE = BK * BN;  // floats per shared stage
+    static const int A_STAGE = BK * A_STRIDE, B_STAGE = BK * BN;   // floats per shared stage
     static const int SHARED_BYTES = 2 * (A_STAGE + B_STAGE) * (int)sizeof(float);
     static_assert(RM >= 1 && RN >= 1 && WM == RM * 32 && WN == RN * 16, "warp tile shape");
     static_assert(A_LOADS >= 1 && A_LOADS * THREADS * 4 == BM * BK, "A tile load split");
@@ -90,8 +91,8 @@ __device__ __forceinline__ void store4(float *__restrict__ X, Index row, Index c
 // matrix, LOADS float4s per thread. Thread t's e-th float4 is row f / QUADS, column quad
 // f % QUADS of the tile (f = t + e*THREADS), so consecutive threads read consecutive bytes.
 template <int THREADS, int LOADS, int QUADS, typename Index>
-__device__ __forceinline__ void load_tile(const float *__restrict__ X, Index rows, Index cols, bool vec,
-                                          Index row0, Index col0, float4 *next)
+__device__ __forceinline__ void load_tile(const float *__restrict__ X, Index rows, Index cols,
+                                          bool vec, Index row0, Index col0, float4 *next)
 {
     const int t = threadIdx.x;
 #pragma unroll
@@ -106,7 +107,8 @@ template <typename Cfg, typename Index>
 __device__ __forceinline__ void load_a(const float *__restrict__ A, Index M, Index K, bool vec_a,
                                        Index block_row, Index tile_k, float4 *a_next)
 {
-    load_tile<Cfg::THREADS, Cfg::A_LOADS, Cfg::BK / 4, Index>(A, M, K, vec_a, block_row, tile_k, a_next);
+    load_tile<Cfg::THREADS, Cfg::A_LOADS, Cfg::BK / 4, Index>(A, M, K, vec_a, block_row, tile_k,
+                                                              a_next);
 }
 
 // Registers -> one shared stage: the A tile transposed (k-major, As[k * A_STRIDE + m]).
@@ -133,7 +135,8 @@ __device__ __forceinline__ void load_tiles(const float *__restrict__ A, const fl
                                            float4 *a_next, float4 *b_next)
 {
     load_a<Cfg, Index>(A, M, K, vec_a, block_row, tile_k, a_next);
-    load_tile<Cfg::THREADS, Cfg::B_LOADS, Cfg::BN / 4, Index>(B, K, N, vec_b, tile_k, block_col, b_next);
+    load_tile<Cfg::THREADS, Cfg::B_LOADS, Cfg::BN / 4, Index>(B, K, N, vec_b, tile_k, block_col,
+                                                              b_next);
 }
 
 // Registers -> one shared stage: A transposed (store_a), B as is (Bs[k * BN + n]).
@@ -153,8 +156,9 @@ __device__ __forceinline__ void store_tiles(float *As, float *Bs, const float4 *
 // The thread's TM x TN results into C: rows m0 + rm * 32 + i, columns n0 + rn * 16 .. + 3 of the
 // block tile at (block_row, block_col), float4 stores where store4 can.
 template <typename Cfg, typename Index>
-__device__ __forceinline__ void store_results(float *__restrict__ C, const float (&acc)[Cfg::TM][Cfg::TN],
-                                              Index M, Index N, bool vec_c, Index row0, Index col0)
+__device__ __forceinline__ void store_results(float *__restrict__ C,
+                                              const float (&acc)[Cfg::TM][Cfg::TN], Index M,
+                                              Index N, bool vec_c, Index row0, Index col0)
 {
 #pragma unroll
     for (int rm = 0; rm < Cfg::RM; ++rm)
@@ -189,18 +193,25 @@ __device__ __forceinline__ void cp_async4(float *dst, const float *src, int byte
     tm_profile_cp_async(dst, src, 4, bytes);
 }
 __device__ __forceinline__ void cp_async_commit() {}
-template <int N> __device__ __forceinline__ void cp_async_wait() {}
+template <int N>
+__device__ __forceinline__ void cp_async_wait()
+{
+}
 #elif defined(TM_EMU) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800)
 __device__ __forceinline__ void cp_async16(float *dst, const float *src, int bytes)
 {
-    for (int i = 0; i < 4; ++i) dst[i] = 4 * i < bytes ? src[i] : 0.0f;
+    for (int i = 0; i < 4; ++i)
+        dst[i] = 4 * i < bytes ? src[i] : 0.0f;
 }
 __device__ __forceinline__ void cp_async4(float *dst, const float *src, int bytes)
 {
     dst[0] = bytes > 0 ? src[0] : 0.0f;
 }
 __device__ __forceinline__ void cp_async_commit() {}
-template <int N> __device__ __forceinline__ void cp_async_wait() {}
+template <int N>
+__device__ __forceinline__ void cp_async_wait()
+{
+}
 #else
 __device__ __forceinline__ void cp_async16(float *dst, const float *src, int bytes)
 {
@@ -214,8 +225,12 @@ __device__ __forceinline__ void cp_async4(float *dst, const float *src, int byte
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(src), "r"(bytes)
                  : "memory");
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void cp_async_wait()
+__device__ __forceinline__ void cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait()
 {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
@@ -264,12 +279,18 @@ __device__ __forceinline__ void warp_mma_k(const float *Ak, const float *Bk,
 #pragma unroll
     for (int rm = 0; rm < Cfg::RM; ++rm) {
         const float4 v = *reinterpret_cast<const float4 *>(Ak + rm * 32);
-        a[rm * 4 + 0] = v.x; a[rm * 4 + 1] = v.y; a[rm * 4 + 2] = v.z; a[rm * 4 + 3] = v.w;
+        a[rm * 4 + 0] = v.x;
+        a[rm * 4 + 1] = v.y;
+        a[rm * 4 + 2] = v.z;
+        a[rm * 4 + 3] = v.w;
     }
 #pragma unroll
     for (int rn = 0; rn < Cfg::RN; ++rn) {
         const float4 v = *reinterpret_cast<const float4 *>(Bk + rn * 16);
-        b[rn * 4 + 0] = v.x; b[rn * 4 + 1] = v.y; b[rn * 4 + 2] = v.z; b[rn * 4 + 3] = v.w;
+        b[rn * 4 + 0] = v.x;
+        b[rn * 4 + 1] = v.y;
+        b[rn * 4 + 2] = v.z;
+        b[rn * 4 + 3] = v.w;
     }
     if (PAIRS) {
 #pragma unroll
@@ -282,11 +303,12 @@ __device__ __forceinline__ void warp_mma_k(const float *Ak, const float *Bk,
                 acc[m + 1][n + 1] += a[m + 1] * b[n + 1];
                 acc[m][n + 1] += a[m] * b[n + 1];
             }
-    } else {  // row by row: ptxas re-sorts these anyway (PAIRS measured 11 points slower there)
+    } else {   // row by row: ptxas re-sorts these anyway (PAIRS measured 11 points slower there)
 #pragma unroll
         for (int i = 0; i < TM; ++i)
 #pragma unroll
-            for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
+            for (int j = 0; j < TN; ++j)
+                acc[i][j] += a[i] * b[j];
     }
 }
 
@@ -302,22 +324,22 @@ struct kernel_tag_ffma_order_as_in_cutlass {};
 // the fragments the 2 x 2 order keeps live. The async kernel has them free (228 registers).
 struct kernel_tag_default_ffma_order {};
 
-}  // namespace
+}   // namespace
 
 // Index is int when every matrix has fewer than 2^31 elements (cheaper address arithmetic,
 // fewer registers), long long otherwise. Shared memory is dynamic (the large tiles need more
 // than 48 KB): two stages of A (transposed) then two stages of B.
 template <typename Cfg, typename Index, typename Tag = kernel_tag_default_ffma_order>
 __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
-matmul_fast_kernel(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C,
-                   Index M, Index N, Index K, int vec_a, int vec_b, int vec_c,
-                   unsigned first_block_y)
+    matmul_fast_kernel(const float *__restrict__ A, const float *__restrict__ B,
+                       float *__restrict__ C, Index M, Index N, Index K, int vec_a, int vec_b,
+                       int vec_c, unsigned first_block_y)
 {
     const int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, AS = Cfg::A_STRIDE;
     const int TM = Cfg::TM, TN = Cfg::TN;
     TM_DYNAMIC_SHARED(float, smem);
-    float *const As0 = smem;                       // stage s: As0 + s * A_STAGE
-    float *const Bs0 = smem + 2 * Cfg::A_STAGE;    // stage s: Bs0 + s * B_STAGE
+    float *const As0 = smem;   // stage s: As0 + s * A_STAGE
+    float *const Bs0 = smem + 2 * Cfg::A_STAGE;   // stage s: Bs0 + s * B_STAGE
 
     const int t = threadIdx.x, lane = t % 32, warp = t / 32;
     // Where this thread's outputs sit in the block tile: rows m0 + rm*32 + i, cols n0 + rn*16 + j.
@@ -334,29 +356,32 @@ matmul_fast_kernel(const float *__restrict__ A, const float *__restrict__ B, flo
 #pragma unroll
     for (int i = 0; i < TM; ++i)
 #pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+        for (int j = 0; j < TN; ++j)
+            acc[i][j] = 0.0f;
 
     if (num_k_steps > 0) {
-        load_tiles<Cfg, Index>(A, B, M, N, K, vec_a, vec_b, block_row, block_col, 0, a_next, b_next);
+        load_tiles<Cfg, Index>(A, B, M, N, K, vec_a, vec_b, block_row, block_col, 0, a_next,
+                               b_next);
         store_tiles<Cfg>(As0, Bs0, a_next, b_next);
     }
-    __syncthreads();  // stage 0 is filled
+    __syncthreads();   // stage 0 is filled
 
     for (Index step = 0; step < num_k_steps; ++step) {
         const int stage = (int)(step & 1);
-        const bool has_next = step + 1 < num_k_steps;  // the same for every thread of the block
-        if (has_next)  // in flight while we compute below
+        const bool has_next = step + 1 < num_k_steps;   // the same for every thread of the block
+        if (has_next)   // in flight while we compute below
             load_tiles<Cfg, Index>(A, B, M, N, K, vec_a, vec_b, block_row, block_col,
                                    (step + 1) * BK, a_next, b_next);
-        const float *const Ak = As0 + stage * Cfg::A_STAGE + m0;  // this thread's A column
-        const float *const Bk = Bs0 + stage * Cfg::B_STAGE + n0;  // this thread's B row
+        const float *const Ak = As0 + stage * Cfg::A_STAGE + m0;   // this thread's A column
+        const float *const Bk = Bs0 + stage * Cfg::B_STAGE + n0;   // this thread's B row
 #pragma unroll
-        for (int kk = 0; kk < BK; ++kk) warp_mma_k<Cfg, false>(Ak + kk * AS, Bk + kk * BN, acc);
+        for (int kk = 0; kk < BK; ++kk)
+            warp_mma_k<Cfg, false>(Ak + kk * AS, Bk + kk * BN, acc);
         // The other stage was last read before the previous barrier: safe to overwrite.
         if (has_next)
             store_tiles<Cfg>(As0 + (stage ^ 1) * Cfg::A_STAGE, Bs0 + (stage ^ 1) * Cfg::B_STAGE,
                              a_next, b_next);
-        __syncthreads();  // the next stage is filled, and this one is free again
+        __syncthreads();   // the next stage is filled, and this one is free again
     }
 
     store_results<Cfg, Index>(C, acc, M, N, vec_c, block_row + m0, block_col + n0);
@@ -369,15 +394,15 @@ matmul_fast_kernel(const float *__restrict__ A, const float *__restrict__ B, flo
 // wait<S_B - 2> at the end of step s means B of step s + 1 has landed.
 template <typename Cfg, int S_B, typename Index, typename Tag = kernel_tag_ffma_order_as_in_cutlass>
 __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
-matmul_fast_async_kernel(const float *__restrict__ A, const float *__restrict__ B,
-                         float *__restrict__ C, Index M, Index N, Index K, int vec_a, int vec_b,
-                         int vec_c, unsigned first_block_y)
+    matmul_fast_async_kernel(const float *__restrict__ A, const float *__restrict__ B,
+                             float *__restrict__ C, Index M, Index N, Index K, int vec_a, int vec_b,
+                             int vec_c, unsigned first_block_y)
 {
     const int BN = Cfg::BN, BK = Cfg::BK, AS = Cfg::A_STRIDE;
     const int TM = Cfg::TM, TN = Cfg::TN;
     TM_DYNAMIC_SHARED(float, smem);
-    float *const As0 = smem;                       // stage s: As0 + s * A_STAGE (2 stages)
-    float *const Bs0 = smem + 2 * Cfg::A_STAGE;    // stage s: Bs0 + s * B_STAGE (S_B stages)
+    float *const As0 = smem;   // stage s: As0 + s * A_STAGE (2 stages)
+    float *const Bs0 = smem + 2 * Cfg::A_STAGE;   // stage s: Bs0 + s * B_STAGE (S_B stages)
 
     const int t = threadIdx.x, lane = t % 32, warp = t / 32;
     const int m0 = (warp / Cfg::WARPS_N) * Cfg::WM + (lane / Cfg::LANES_N) * 4;
@@ -392,12 +417,14 @@ matmul_fast_async_kernel(const float *__restrict__ A, const float *__restrict__ 
 #pragma unroll
     for (int i = 0; i < TM; ++i)
 #pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+        for (int j = 0; j < TN; ++j)
+            acc[i][j] = 0.0f;
 
 #pragma unroll
     for (int s = 0; s < S_B - 1; ++s) {
         if (s < num_k_steps)
-            copy_b_async<Cfg, Index>(B, N, K, vec_b, block_col, (Index)s * BK, Bs0 + s * Cfg::B_STAGE);
+            copy_b_async<Cfg, Index>(B, N, K, vec_b, block_col, (Index)s * BK,
+                                     Bs0 + s * Cfg::B_STAGE);
         cp_async_commit();
     }
     if (num_k_steps > 0) {
@@ -405,9 +432,9 @@ matmul_fast_async_kernel(const float *__restrict__ A, const float *__restrict__ 
         store_a<Cfg>(As0, a_next);
     }
     cp_async_wait<S_B - 2>();
-    __syncthreads();  // stage 0 of A and of B is filled
+    __syncthreads();   // stage 0 of A and of B is filled
 
-    int b_stage = 0;  // step % S_B
+    int b_stage = 0;   // step % S_B
     for (Index step = 0; step < num_k_steps; ++step) {
         const int a_stage = (int)(step & 1);
         const bool has_next = step + 1 < num_k_steps;
@@ -417,21 +444,20 @@ matmul_fast_async_kernel(const float *__restrict__ A, const float *__restrict__ 
             copy_b_async<Cfg, Index>(B, N, K, vec_b, block_col, (step + S_B - 1) * BK,
                                      Bs0 + b_fill * Cfg::B_STAGE);
         cp_async_commit();
-        if (has_next)
-            load_a<Cfg, Index>(A, M, K, vec_a, block_row, (step + 1) * BK, a_next);
+        if (has_next) load_a<Cfg, Index>(A, M, K, vec_a, block_row, (step + 1) * BK, a_next);
         const float *const Ak = As0 + a_stage * Cfg::A_STAGE + m0;
         const float *const Bk = Bs0 + b_stage * Cfg::B_STAGE + n0;
 #pragma unroll
-        for (int kk = 0; kk < BK; ++kk) warp_mma_k<Cfg, true>(Ak + kk * AS, Bk + kk * BN, acc);
+        for (int kk = 0; kk < BK; ++kk)
+            warp_mma_k<Cfg, true>(Ak + kk * AS, Bk + kk * BN, acc);
         if (has_next) store_a<Cfg>(As0 + (a_stage ^ 1) * Cfg::A_STAGE, a_next);
-        cp_async_wait<S_B - 2>();  // this thread's copies of B for step + 1 have landed
-        __syncthreads();           // everyone's have, A's next stage is stored, this stage is free
+        cp_async_wait<S_B - 2>();   // this thread's copies of B for step + 1 have landed
+        __syncthreads();   // everyone's have, A's next stage is stored, this stage is free
         b_stage = b_stage + 1 == S_B ? 0 : b_stage + 1;
     }
 
     store_results<Cfg, Index>(C, acc, M, N, vec_c, block_row + m0, block_col + n0);
 }
-
 
 // ---- Config 7: CUTLASS's SIMT structure (fast_notes.md v7, v8), 4 shared stages. ----
 // 128 x 256 x 8 block tiles, 8 warps of 64 x 64, a warp's lanes a 4 x 8 grid laid out as CUTLASS's
@@ -444,11 +470,11 @@ namespace {
 
 struct SimtShape {
     static const int BM = 128, BN = 256, BK = 8, THREADS = 256;
-    static const int WARPS_N = 4, WM = 64, WN = 64;  // 2 x 4 warps
-    static const int A_STRIDE = BM + 4;  // As[k][m]; +4: the transposing copies hit 32 banks
-    static const int A_STAGE = BK * A_STRIDE, B_STAGE = BK * BN;  // floats per stage
-    static const int A_COPIES = BM * BK / THREADS;                // 4 single floats per thread
-    static const int B_SLOTS = BK * BN / 4 / THREADS;             // 2 float4 slots per thread
+    static const int WARPS_N = 4, WM = 64, WN = 64;   // 2 x 4 warps
+    static const int A_STRIDE = BM + 4;   // As[k][m]; +4: the transposing copies hit 32 banks
+    static const int A_STAGE = BK * A_STRIDE, B_STAGE = BK * BN;   // floats per stage
+    static const int A_COPIES = BM * BK / THREADS;   // 4 single floats per thread
+    static const int B_SLOTS = BK * BN / 4 / THREADS;   // 2 float4 slots per thread
 };
 
 __device__ __forceinline__ float4 lds128(const float *p)
@@ -464,12 +490,18 @@ __device__ __forceinline__ void simt_load_frags(const float *As, const float *Bs
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
         const float4 v = lds128(As + kk * SimtShape::A_STRIDE + i * 16);
-        a[4 * i + 0] = v.x; a[4 * i + 1] = v.y; a[4 * i + 2] = v.z; a[4 * i + 3] = v.w;
+        a[4 * i + 0] = v.x;
+        a[4 * i + 1] = v.y;
+        a[4 * i + 2] = v.z;
+        a[4 * i + 3] = v.w;
     }
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
         const float4 v = lds128(Bs + kk * SimtShape::BN + j * 32);
-        b[4 * j + 0] = v.x; b[4 * j + 1] = v.y; b[4 * j + 2] = v.z; b[4 * j + 3] = v.w;
+        b[4 * j + 0] = v.x;
+        b[4 * j + 1] = v.y;
+        b[4 * j + 2] = v.z;
+        b[4 * j + 3] = v.w;
     }
 }
 
@@ -490,44 +522,47 @@ __device__ __forceinline__ void simt_outer(float (&acc)[16][8], const float (&a)
         }
 }
 
-}  // namespace
+}   // namespace
 
 // STAGES shared stages (3 or 4); VEC_B: B's rows are whole float4s (N % 4 == 0, aligned), so a
 // B copy is one 16-byte cp.async, else four 4-byte ones. Dynamic shared memory: STAGES stages of
 // A, then STAGES of B.
-template <int STAGES, bool VEC_B, typename Index, typename Tag = kernel_tag_ffma_order_as_in_cutlass>
+template <int STAGES, bool VEC_B, typename Index,
+          typename Tag = kernel_tag_ffma_order_as_in_cutlass>
 __global__ void __launch_bounds__(SimtShape::THREADS, 1)
-matmul_fast_simt_kernel(const float *__restrict__ A, const float *__restrict__ B,
-                        float *__restrict__ C, Index M, Index N, Index K, int vec_c,
-                        unsigned first_block_y)
+    matmul_fast_simt_kernel(const float *__restrict__ A, const float *__restrict__ B,
+                            float *__restrict__ C, Index M, Index N, Index K, int vec_c,
+                            unsigned first_block_y)
 {
     typedef SimtShape S;
     TM_DYNAMIC_SHARED(float, smem);
-    float *const As = smem;                       // stage s: As + s * A_STAGE
-    float *const Bs = smem + STAGES * S::A_STAGE; // stage s: Bs + s * B_STAGE
+    float *const As = smem;   // stage s: As + s * A_STAGE
+    float *const Bs = smem + STAGES * S::A_STAGE;   // stage s: Bs + s * B_STAGE
 
     const int t = threadIdx.x, lane = t % 32, warp = t / 32;
-    const int lr = (lane / 16) * 2 + lane % 2, lc = (lane / 2) % 8;  // the lane's place, 4 x 8
-    const int a_frag = (warp / S::WARPS_N) * S::WM + lr * 4;         // + i * 16 (shared A column)
-    const int b_frag = (warp % S::WARPS_N) * S::WN + lc * 4;         // + j * 32 (shared B row)
+    const int lr = (lane / 16) * 2 + lane % 2, lc = (lane / 2) % 8;   // the lane's place, 4 x 8
+    const int a_frag = (warp / S::WARPS_N) * S::WM + lr * 4;   // + i * 16 (shared A column)
+    const int b_frag = (warp % S::WARPS_N) * S::WN + lc * 4;   // + j * 32 (shared B row)
     const Index block_row = (Index)(blockIdx.y + first_block_y) * S::BM;
     const Index block_col = (Index)blockIdx.x * S::BN;
 
     // Copies. A: thread t copies k = t % 8 of rows t / 8 + 32 i (8 threads read a row's 32
     // bytes); B: float4 slot (t % 64) of rows t / 64 + 4 e (a warp reads 512 bytes of a row).
     const int a_k = t % 8, a_m = t / 8, b_k = t / 64, b_n = (t % 64) * 4;
-    bool a_ok[S::A_COPIES], b_ok[4];  // B: the slot's columns (all four alike when VEC_B)
+    bool a_ok[S::A_COPIES], b_ok[4];   // B: the slot's columns (all four alike when VEC_B)
 #pragma unroll
-    for (int i = 0; i < S::A_COPIES; ++i) a_ok[i] = block_row + a_m + 32 * i < M;
+    for (int i = 0; i < S::A_COPIES; ++i)
+        a_ok[i] = block_row + a_m + 32 * i < M;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) b_ok[j] = block_col + b_n + (VEC_B ? 0 : j) < N;
-    const float *a_src = A + (block_row + a_m) * K + a_k;  // advanced along k per K step
+    for (int j = 0; j < 4; ++j)
+        b_ok[j] = block_col + b_n + (VEC_B ? 0 : j) < N;
+    const float *a_src = A + (block_row + a_m) * K + a_k;   // advanced along k per K step
     const float *b_src = B + (Index)b_k * N + block_col + b_n;
     const Index a_rows32 = 32 * K, b_rows4 = 4 * N;
     const int a_dst = a_k * S::A_STRIDE + a_m, b_dst = b_k * S::BN + b_n;
 
     const Index num_k_steps = (K + S::BK - 1) / S::BK;
-    const int first_k = (int)(K - (num_k_steps - 1) * S::BK);  // 1..8: the partial step, first
+    const int first_k = (int)(K - (num_k_steps - 1) * S::BK);   // 1..8: the partial step, first
 
     // Copy number c (0 .. A_COPIES + B_SLOTS - 1) of a K step into stage pointers (as, bs), for
     // the k < k_limit of the step (k_limit 0: nothing, zero-fill only).
@@ -569,12 +604,13 @@ matmul_fast_simt_kernel(const float *__restrict__ A, const float *__restrict__ B
 #pragma unroll
     for (int i = 0; i < 16; ++i)
 #pragma unroll
-        for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+        for (int j = 0; j < 8; ++j)
+            acc[i][j] = 0.0f;
 
     float a[2][16], b[2][8];
-    int read = 0, write = STAGES - 1;  // the stage read now, the stage being filled
+    int read = 0, write = STAGES - 1;   // the stage read now, the stage being filled
     cp_async_wait<STAGES - 2>();
-    __syncthreads();                    // step 0 has landed
+    __syncthreads();   // step 0 has landed
     simt_load_frags(As + a_frag, Bs + b_frag, 0, a[0], b[0]);
 
     const Index b_step = (Index)S::BK * N;
@@ -619,21 +655,26 @@ matmul_fast_simt_kernel(const float *__restrict__ A, const float *__restrict__ B
 
 // The configurations `config` picks from (0 = choose by problem size).
 //                      BM   BN  BK  warps  min blocks/SM
-typedef FastConfig<128, 128, 16, 2, 4, 2> FastLarge;    // 1: 256 threads, 8 x 8 per thread
+typedef FastConfig<128, 128, 16, 2, 4, 2> FastLarge;   // 1: 256 threads, 8 x 8 per thread
 typedef FastConfig<128, 128, 8, 2, 4, 2> FastLargeK8;   // 2: the same with half the K step
-typedef FastConfig<64, 64, 16, 2, 2, 4> FastSmall;      // 3: 128 threads, 4 x 8 per thread
-typedef FastConfig<128, 256, 32, 2, 4, 1> FastWide;     // 4: 256 threads, 8 x 16 per thread
-typedef FastConfig<128, 256, 16, 2, 4, 1> FastWideK16;  // 5: the same with half the K step
+typedef FastConfig<64, 64, 16, 2, 2, 4> FastSmall;   // 3: 128 threads, 4 x 8 per thread
+typedef FastConfig<128, 256, 32, 2, 4, 1> FastWide;   // 4: 256 threads, 8 x 16 per thread
+typedef FastConfig<128, 256, 16, 2, 4, 1> FastWideK16;   // 5: the same with half the K step
 // 6, 7: FastWide with B copied by cp.async, 2 or 3 shared stages of B (matmul_fast_async_kernel)
 
-static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+static bool aligned16(const void *p)
+{
+    return ((uintptr_t)p & 15u) == 0;
+}
 
 // S_B = 0: matmul_fast_kernel; S_B >= 2: matmul_fast_async_kernel with S_B stages of B.
 template <typename Cfg, int S_B, typename Index>
 static auto fast_kernel_for()
 {
-    if constexpr (S_B == 0) return matmul_fast_kernel<Cfg, Index>;
-    else return matmul_fast_async_kernel<Cfg, S_B, Index>;
+    if constexpr (S_B == 0)
+        return matmul_fast_kernel<Cfg, Index>;
+    else
+        return matmul_fast_async_kernel<Cfg, S_B, Index>;
 }
 
 // Launch one of fast's kernels with `shared` bytes of dynamic shared memory: above 48 KiB the
@@ -644,8 +685,8 @@ static int launch_fast_grid(Kernel kernel, dim3 grid, dim3 block, size_t shared,
                             tm_launch_facts *facts, Args... args)
 {
     if (shared > TM_SHARED_DEFAULT_BYTES) {
-        cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               (int)shared);
+        cudaError_t err =
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared);
         if (err != cudaSuccess) return err;
     }
     int err = tm_launch_row_chunks((const void *)kernel, grid, block, shared, facts,
@@ -665,8 +706,9 @@ static int launch_fast_index(const tm_problem *p, tm_launch_facts *facts)
     const int vec_a = p->K % 4 == 0 && aligned16(p->in0);
     const int vec_b = p->N % 4 == 0 && aligned16(p->in1);
     const int vec_c = p->N % 4 == 0 && aligned16(p->out);
-    const size_t shared = S_B == 0 ? (size_t)Cfg::SHARED_BYTES
-                                   : (size_t)(2 * Cfg::A_STAGE + S_B * Cfg::B_STAGE) * sizeof(float);
+    const size_t shared = S_B == 0
+                              ? (size_t)Cfg::SHARED_BYTES
+                              : (size_t)(2 * Cfg::A_STAGE + S_B * Cfg::B_STAGE) * sizeof(float);
     return launch_fast_grid(kernel, grid, block, shared, facts, (const float *)p->in0,
                             (const float *)p->in1, (float *)p->out, (Index)p->M, (Index)p->N,
                             (Index)p->K, vec_a, vec_b, vec_c);
@@ -709,19 +751,34 @@ static int launch_fast(const tm_problem *p, tm_launch_facts *facts)
 // What each `config` value (TM_VALUES_FAST_CONFIG) launches: its tile shape (Shape::BM, BN,
 // which config 0's choice and the traffic model read too) and its launcher. A value in the
 // list without an entry here fails to compile.
-template <int CONFIG> struct FastConfigOf;
-template <> struct FastConfigOf<0> { typedef void Shape; };   // chosen by choose_fast_config
-template <typename Cfg, int S_B = 0> struct FastLaunch {
+template <int CONFIG>
+struct FastConfigOf;
+template <>
+struct FastConfigOf<0> {
+    typedef void Shape;
+};   // chosen by choose_fast_config
+template <typename Cfg, int S_B = 0>
+struct FastLaunch {
     typedef Cfg Shape;
-    static int launch(const tm_problem *p, tm_launch_facts *f) { return launch_fast<Cfg, S_B>(p, f); }
+    static int launch(const tm_problem *p, tm_launch_facts *f)
+    {
+        return launch_fast<Cfg, S_B>(p, f);
+    }
 };
-template <> struct FastConfigOf<1> : FastLaunch<FastLarge> {};
-template <> struct FastConfigOf<2> : FastLaunch<FastLargeK8> {};
-template <> struct FastConfigOf<3> : FastLaunch<FastSmall> {};
-template <> struct FastConfigOf<4> : FastLaunch<FastWide> {};
-template <> struct FastConfigOf<5> : FastLaunch<FastWideK16> {};
-template <> struct FastConfigOf<6> : FastLaunch<FastWide, 2> {};
-template <> struct FastConfigOf<7> {
+template <>
+struct FastConfigOf<1> : FastLaunch<FastLarge> {};
+template <>
+struct FastConfigOf<2> : FastLaunch<FastLargeK8> {};
+template <>
+struct FastConfigOf<3> : FastLaunch<FastSmall> {};
+template <>
+struct FastConfigOf<4> : FastLaunch<FastWide> {};
+template <>
+struct FastConfigOf<5> : FastLaunch<FastWideK16> {};
+template <>
+struct FastConfigOf<6> : FastLaunch<FastWide, 2> {};
+template <>
+struct FastConfigOf<7> {
     typedef SimtShape Shape;
     static int launch(const tm_problem *p, tm_launch_facts *f) { return launch_simt<4>(p, f); }
 };
@@ -740,8 +797,10 @@ static int choose_fast_config(const tm_problem *p)
     typedef FastConfigOf<7>::Shape Wide;
     typedef FastConfigOf<1>::Shape Large;
     const int sms = p->sm_count > 0 ? p->sm_count : 132;
-    const long long wide_blocks = (long long)tm_ceil_div(p->M, Wide::BM) * tm_ceil_div(p->N, Wide::BN);
-    const long long large_blocks = (long long)tm_ceil_div(p->M, Large::BM) * tm_ceil_div(p->N, Large::BN);
+    const long long wide_blocks =
+        (long long)tm_ceil_div(p->M, Wide::BM) * tm_ceil_div(p->N, Wide::BN);
+    const long long large_blocks =
+        (long long)tm_ceil_div(p->M, Large::BM) * tm_ceil_div(p->N, Large::BN);
     if (2 * wide_blocks >= sms) return 7;
     return large_blocks >= sms ? 1 : 3;
 }
@@ -754,10 +813,12 @@ static int fast_config(const tm_problem *p)
 
 int tm_matmul_fast_launch(const tm_problem *p, tm_launch_facts *facts)
 {
-    if (p->dtype != TM_F32) return cudaErrorInvalidValue;  // the glue refuses float64 first
+    if (p->dtype != TM_F32) return cudaErrorInvalidValue;   // the glue refuses float64 first
     return tm_dispatch<TM_VALUES_FAST_CONFIG>(fast_config(p), [&](auto config) -> int {
-        if constexpr (decltype(config)::value == 0) return cudaErrorInvalidValue;  // never chosen
-        else return FastConfigOf<config>::launch(p, facts);
+        if constexpr (decltype(config)::value == 0)
+            return cudaErrorInvalidValue;   // never chosen
+        else
+            return FastConfigOf<config>::launch(p, facts);
     });
 }
 

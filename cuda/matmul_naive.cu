@@ -57,8 +57,8 @@ static int launch_naive(const tm_problem *p, tm_launch_facts *facts, bool coales
                                 : dim3(tm_ceil_div(p->M, edge), tm_ceil_div(p->N, edge));
     return tm_launch_row_chunks((const void *)kernel, grid, block, 0, facts,
                                 [&](dim3 chunk, unsigned first_block_y) {
-        return tm_launch(kernel, chunk, block, 0, (const T *)p->in0, (const T *)p->in1,
-                         (T *)p->out, p->M, p->N, p->K, first_block_y);
+        return tm_launch(kernel, chunk, block, 0, (const T *)p->in0, (const T *)p->in1, (T *)p->out,
+                         p->M, p->N, p->K, first_block_y);
     });
 }
 
@@ -81,7 +81,13 @@ void tm_matmul_naive_tile(const tm_problem *p, long long *bm, long long *bn)
     *bm = *bn = 1;
 }
 
-double tm_matmul_naive_bytes(const tm_problem *p) { return tm_blocked_matmul_bytes(p, 1, 1); }
+double tm_matmul_naive_bytes(const tm_problem *p)
+{
+    return tm_blocked_matmul_bytes(p, 1, 1);
+}
 
 // The uncoalesced mapping loads the same elements; only the number of transactions differs.
-double tm_matmul_naive_uncoalesced_bytes(const tm_problem *p) { return tm_matmul_naive_bytes(p); }
+double tm_matmul_naive_uncoalesced_bytes(const tm_problem *p)
+{
+    return tm_matmul_naive_bytes(p);
+}

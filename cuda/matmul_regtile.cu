@@ -20,8 +20,8 @@
 
 template <typename T, int BM, int BN, int BK, int TM, int TN>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN))
-matmul_regtile_kernel(const T *__restrict__ A, const T *__restrict__ B, T *__restrict__ C,
-                      long long M, long long N, long long K, unsigned first_block_y)
+    matmul_regtile_kernel(const T *__restrict__ A, const T *__restrict__ B, T *__restrict__ C,
+                          long long M, long long N, long long K, unsigned first_block_y)
 {
     const int THREADS = (BM / TM) * (BN / TN);
     const int ROW_STRIDE = BM / TM, COL_STRIDE = BN / TN;  // threads along a column / a row
@@ -36,7 +36,8 @@ matmul_regtile_kernel(const T *__restrict__ A, const T *__restrict__ B, T *__res
 #pragma unroll
     for (int i = 0; i < TM; ++i)
 #pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] = 0;
+        for (int j = 0; j < TN; ++j)
+            acc[i][j] = 0;
 
     for (long long tile_k = 0; tile_k < K; tile_k += BK) {
         // Cooperative copies: consecutive threads take consecutive elements of a row.
@@ -57,13 +58,16 @@ matmul_regtile_kernel(const T *__restrict__ A, const T *__restrict__ B, T *__res
         for (int kk = 0; kk < BK; ++kk) {
             T a[TM], b[TN];  // the register tile's operands: TM + TN loads ...
 #pragma unroll
-            for (int i = 0; i < TM; ++i) a[i] = A_tile[ty + i * ROW_STRIDE][kk];
+            for (int i = 0; i < TM; ++i)
+                a[i] = A_tile[ty + i * ROW_STRIDE][kk];
 #pragma unroll
-            for (int j = 0; j < TN; ++j) b[j] = B_tile[kk][tx + j * COL_STRIDE];
+            for (int j = 0; j < TN; ++j)
+                b[j] = B_tile[kk][tx + j * COL_STRIDE];
 #pragma unroll
             for (int i = 0; i < TM; ++i)  // ... for TM * TN multiply-adds
 #pragma unroll
-                for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
+                for (int j = 0; j < TN; ++j)
+                    acc[i][j] += a[i] * b[j];
         }
         __syncthreads();  // everyone is done reading before the next copy overwrites them
     }
@@ -86,16 +90,23 @@ static int launch_regtile(const tm_problem *p, tm_launch_facts *facts)
     const dim3 grid(tm_ceil_div(p->N, BN), tm_ceil_div(p->M, BM));
     return tm_launch_row_chunks((const void *)kernel, grid, block, (BM + BN) * BK * sizeof(T),
                                 facts, [&](dim3 chunk, unsigned first_block_y) {
-        return tm_launch(kernel, chunk, block, 0, (const T *)p->in0, (const T *)p->in1,
-                         (T *)p->out, p->M, p->N, p->K, first_block_y);
+        return tm_launch(kernel, chunk, block, 0, (const T *)p->in0, (const T *)p->in1, (T *)p->out,
+                         p->M, p->N, p->K, first_block_y);
     });
 }
 
 // The variants by `dims` (TM_VALUES_REGTILE_DIMS): block tile BM x BN, K step BK, and TM x TN
 // outputs per thread. The launcher and the traffic model both read BM and BN from here.
-template <int DIMS> struct RegtileShape;
-template <> struct RegtileShape<1> { static const int BM = 64, BN = 64, BK = 8, TM = 8, TN = 1; };
-template <> struct RegtileShape<2> { static const int BM = 128, BN = 128, BK = 8, TM = 8, TN = 8; };
+template <int DIMS>
+struct RegtileShape;
+template <>
+struct RegtileShape<1> {
+    static const int BM = 64, BN = 64, BK = 8, TM = 8, TN = 1;
+};
+template <>
+struct RegtileShape<2> {
+    static const int BM = 128, BN = 128, BK = 8, TM = 8, TN = 8;
+};
 
 template <typename T>
 static int launch_regtile_dtype(const tm_problem *p, tm_launch_facts *facts)

@@ -46,8 +46,8 @@ static int launch_tiled(const tm_problem *p, tm_launch_facts *facts)
     const dim3 grid(tm_ceil_div(p->N, TILE), tm_ceil_div(p->M, TILE));
     return tm_launch_row_chunks((const void *)kernel, grid, block, 2 * TILE * TILE * sizeof(T),
                                 facts, [&](dim3 chunk, unsigned first_block_y) {
-        return tm_launch(kernel, chunk, block, 0, (const T *)p->in0, (const T *)p->in1,
-                         (T *)p->out, (Index)p->M, (Index)p->N, (Index)p->K, first_block_y);
+        return tm_launch(kernel, chunk, block, 0, (const T *)p->in0, (const T *)p->in1, (T *)p->out,
+                         (Index)p->M, (Index)p->N, (Index)p->K, first_block_y);
     });
 }
 
@@ -61,9 +61,8 @@ static int launch_tiled_index(const tm_problem *p, tm_launch_facts *facts)
 template <typename T>
 static int launch_tiled_dtype(const tm_problem *p, tm_launch_facts *facts)
 {
-    return tm_dispatch<TM_VALUES_TILE>(p->params[0], [&](auto tile) {
-        return launch_tiled_index<T, tile>(p, facts);
-    });
+    return tm_dispatch<TM_VALUES_TILE>(
+        p->params[0], [&](auto tile) { return launch_tiled_index<T, tile>(p, facts); });
 }
 
 int tm_matmul_tiled_launch(const tm_problem *p, tm_launch_facts *facts)

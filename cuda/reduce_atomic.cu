@@ -20,7 +20,8 @@ __global__ void reduce_atomic_kernel(const T *__restrict__ x, long long n, T *ou
     const long long thread = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const long long threads = (long long)gridDim.x * blockDim.x;
     T sum = T(0);
-    for (long long i = thread; i < n; i += threads) sum += x[i];
+    for (long long i = thread; i < n; i += threads)
+        sum += x[i];
     sum = tm_block_sum(sum, warp_sums);
     if (threadIdx.x == 0) atomicAdd(out, sum);
 }

@@ -7,7 +7,10 @@
 
 // ---- host-side arithmetic ----
 
-static inline double tm_elem_bytes(const tm_problem *p) { return p->dtype == TM_F32 ? 4.0 : 8.0; }
+static inline double tm_elem_bytes(const tm_problem *p)
+{
+    return p->dtype == TM_F32 ? 4.0 : 8.0;
+}
 static inline long long tm_blocks_for(long long count, long long elems_per_block)
 {
     return (count + elems_per_block - 1) / elems_per_block;
@@ -88,13 +91,16 @@ static inline long long tm_resident_blocks(unsigned threads, long long cap)
 // ---- device side ----
 
 // 128-bit vectors: four floats or two doubles per load.
-template <typename T> struct tm_vec128;
-template <> struct tm_vec128<float> {
+template <typename T>
+struct tm_vec128;
+template <>
+struct tm_vec128<float> {
     typedef float4 type;
     static constexpr int width = 4;
     static __device__ __forceinline__ float sum(float4 v) { return (v.x + v.y) + (v.z + v.w); }
 };
-template <> struct tm_vec128<double> {
+template <>
+struct tm_vec128<double> {
     typedef double2 type;
     static constexpr int width = 2;
     static __device__ __forceinline__ double sum(double2 v) { return v.x + v.y; }

@@ -25,7 +25,8 @@ template <typename T>
 __global__ void reduce_single_block_kernel(const T *__restrict__ x, T *work, T *out, long long n)
 {
     const unsigned tid = threadIdx.x;
-    for (long long i = tid; i < n; i += blockDim.x) work[i] = x[i];
+    for (long long i = tid; i < n; i += blockDim.x)
+        work[i] = x[i];
     __syncthreads();
     for (long long stride = 1; stride < n; stride *= 2) {
         for (long long left = tid * 2 * stride; left + stride < n; left += 2 * stride * blockDim.x)
@@ -129,8 +130,8 @@ static int launch_shared(const tm_problem *p, tm_launch_facts *facts)
         const long long count = tm_blocks_for(p->M, depth);
         const dim3 grid(tm_ceil_div(count, block.x));
         if (launches == 0) first_grid = grid;
-        cudaError_t err = tm_launch(kernel, grid, block, shared, (const T *)p->in0,
-                                    (T *)p->scratch, (T *)p->out, p->M, depth);
+        cudaError_t err = tm_launch(kernel, grid, block, shared, (const T *)p->in0, (T *)p->scratch,
+                                    (T *)p->out, p->M, depth);
         if (err != cudaSuccess) return err;
         ++launches;
         if (grid.x == 1) break;

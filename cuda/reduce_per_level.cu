@@ -57,7 +57,8 @@ static int launch_per_level(const tm_problem *p, tm_launch_facts *facts)
 
 int tm_reduce_per_level_launch(const tm_problem *p, tm_launch_facts *facts)
 {
-    return p->dtype == TM_F32 ? launch_per_level<float>(p, facts) : launch_per_level<double>(p, facts);
+    return p->dtype == TM_F32 ? launch_per_level<float>(p, facts)
+                              : launch_per_level<double>(p, facts);
 }
 
 double tm_reduce_per_level_bytes(const tm_problem *p)
@@ -72,7 +73,10 @@ double tm_reduce_per_level_bytes(const tm_problem *p)
     return (values + 1) * tm_elem_bytes(p);
 }
 
-double tm_reduce_work_copy_scratch(const tm_problem *p) { return tm_elem_bytes(p) * (double)p->M; }
+double tm_reduce_work_copy_scratch(const tm_problem *p)
+{
+    return tm_elem_bytes(p) * (double)p->M;
+}
 
 // The lecture's wrong kernel: the whole tree in one launch, barriers that only hold per block.
 template <typename T>
@@ -85,8 +89,8 @@ __global__ void reduce_wrong_block_sync_kernel(const T *__restrict__ x, T *work,
     for (long long stride = 1; stride < n; stride *= 2) {
         if (i % (2 * stride) == 0 && i + stride < n)
             work[i] += work[i + stride];  // BUG (the lesson): work[i + stride] may belong to a
-                                          // block that has not reached this level yet
-        __syncthreads();                  // waits for this block only
+                // block that has not reached this level yet
+        __syncthreads();   // waits for this block only
     }
     if (i == 0) *out = work[0];
 }

@@ -39,17 +39,21 @@ __device__ __forceinline__ T grid_stride_vector_sum(const T *__restrict__ x, lon
     for (; k + (TM_LOADS_IN_FLIGHT - 1) * threads < vectors; k += TM_LOADS_IN_FLIGHT * threads) {
         V loaded[TM_LOADS_IN_FLIGHT];
 #pragma unroll
-        for (int j = 0; j < TM_LOADS_IN_FLIGHT; ++j) loaded[j] = body[k + j * threads];
+        for (int j = 0; j < TM_LOADS_IN_FLIGHT; ++j)
+            loaded[j] = body[k + j * threads];
 #pragma unroll
-        for (int j = 0; j < TM_LOADS_IN_FLIGHT; ++j) sums[j] += Vec::sum(loaded[j]);
+        for (int j = 0; j < TM_LOADS_IN_FLIGHT; ++j)
+            sums[j] += Vec::sum(loaded[j]);
     }
-    for (; k < vectors; k += threads) sums[0] += Vec::sum(body[k]);
+    for (; k < vectors; k += threads)
+        sums[0] += Vec::sum(body[k]);
     if (thread < head) sums[0] += x[thread];
     if (thread < n - tail_start) sums[0] += x[tail_start + thread];
 
     T sum = T(0);
 #pragma unroll
-    for (int j = 0; j < TM_LOADS_IN_FLIGHT; ++j) sum += sums[j];
+    for (int j = 0; j < TM_LOADS_IN_FLIGHT; ++j)
+        sum += sums[j];
     return sum;
 }
 
@@ -87,7 +91,8 @@ __global__ void reduce_shuffle_kernel(const T *__restrict__ x, long long n, long
     if (is_last_block) {
         const volatile T *finished = partials;  // written by other blocks: bypass stale caches
         T sum = T(0);
-        for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x) sum += finished[b];
+        for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x)
+            sum += finished[b];
         sum = tm_block_sum(sum, warp_sums);
         if (threadIdx.x == 0) {
             *out = sum;
@@ -107,8 +112,8 @@ static int launch_shuffle(const tm_problem *p, tm_launch_facts *facts)
     cudaError_t err = cudaMemsetAsync(blocks_done, 0, sizeof(unsigned), 0);
     if (err != cudaSuccess) return err;
     tm_facts_set(facts, (const void *)kernel, grid, block, 32 * sizeof(T) + sizeof(int), 0, 1);
-    return tm_launch(kernel, grid, block, 0, (const T *)p->in0, p->M,
-                     vector_head<T>(p->in0, p->M), partials, blocks_done, (T *)p->out);
+    return tm_launch(kernel, grid, block, 0, (const T *)p->in0, p->M, vector_head<T>(p->in0, p->M),
+                     partials, blocks_done, (T *)p->out);
 }
 
 int tm_reduce_shuffle_launch(const tm_problem *p, tm_launch_facts *facts)

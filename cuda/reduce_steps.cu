@@ -48,12 +48,28 @@ __device__ __forceinline__ void last_warp_sum(T *partial, unsigned tid)
 {
     volatile T *p = partial;
     T v = p[tid] + p[tid + 32];
-    __syncwarp(); p[tid] = v; __syncwarp();
-    v += p[tid + 16]; __syncwarp(); p[tid] = v; __syncwarp();
-    v += p[tid + 8];  __syncwarp(); p[tid] = v; __syncwarp();
-    v += p[tid + 4];  __syncwarp(); p[tid] = v; __syncwarp();
-    v += p[tid + 2];  __syncwarp(); p[tid] = v; __syncwarp();
-    v += p[tid + 1];  __syncwarp(); p[tid] = v;
+    __syncwarp();
+    p[tid] = v;
+    __syncwarp();
+    v += p[tid + 16];
+    __syncwarp();
+    p[tid] = v;
+    __syncwarp();
+    v += p[tid + 8];
+    __syncwarp();
+    p[tid] = v;
+    __syncwarp();
+    v += p[tid + 4];
+    __syncwarp();
+    p[tid] = v;
+    __syncwarp();
+    v += p[tid + 2];
+    __syncwarp();
+    p[tid] = v;
+    __syncwarp();
+    v += p[tid + 1];
+    __syncwarp();
+    p[tid] = v;
 }
 
 template <typename T, int STEP>
@@ -98,8 +114,9 @@ static int launch_step(const tm_problem *p, tm_launch_facts *facts, int per_thre
     auto kernel = reduce_step_kernel<T, STEP>;
     const unsigned threads = (unsigned)p->params[0];
     const size_t shared = threads * sizeof(T);
-    return tm_multi_pass<T>(p, facts, (const void *)kernel, threads, (long long)threads * per_thread,
-                            shared, [&](dim3 grid, const T *src, long long count, T *dst) {
+    return tm_multi_pass<T>(p, facts, (const void *)kernel, threads,
+                            (long long)threads * per_thread, shared,
+                            [&](dim3 grid, const T *src, long long count, T *dst) {
         return tm_launch(kernel, grid, dim3(threads), shared, src, dst, count, per_thread);
     });
 }
@@ -117,18 +134,18 @@ static long long step_elems_per_block(const tm_problem *p, int per_thread)
     return (long long)p->params[0] * per_thread;
 }
 
-#define TM_REDUCE_STEP(name, STEP, PER_THREAD)                                            \
-    int tm_reduce_##name##_launch(const tm_problem *p, tm_launch_facts *facts)           \
-    {                                                                                     \
-        return launch_step_dtype<STEP>(p, facts, PER_THREAD);                            \
-    }                                                                                     \
-    double tm_reduce_##name##_bytes(const tm_problem *p)                                  \
-    {                                                                                     \
-        return tm_multi_pass_bytes(p, step_elems_per_block(p, PER_THREAD));              \
-    }                                                                                     \
-    double tm_reduce_##name##_scratch(const tm_problem *p)                                \
-    {                                                                                     \
-        return tm_multi_pass_scratch(p, step_elems_per_block(p, PER_THREAD));            \
+#define TM_REDUCE_STEP(name, STEP, PER_THREAD)                                 \
+    int tm_reduce_##name##_launch(const tm_problem *p, tm_launch_facts *facts) \
+    {                                                                          \
+        return launch_step_dtype<STEP>(p, facts, PER_THREAD);                  \
+    }                                                                          \
+    double tm_reduce_##name##_bytes(const tm_problem *p)                       \
+    {                                                                          \
+        return tm_multi_pass_bytes(p, step_elems_per_block(p, PER_THREAD));    \
+    }                                                                          \
+    double tm_reduce_##name##_scratch(const tm_problem *p)                     \
+    {                                                                          \
+        return tm_multi_pass_scratch(p, step_elems_per_block(p, PER_THREAD));  \
     }
 
 TM_REDUCE_STEP(interleaved_divergent, STEP_INTERLEAVED_DIVERGENT, 1)

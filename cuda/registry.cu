@@ -3,8 +3,8 @@
 // the docs and the tests read this table.
 #include "common.h"
 
-#define TM_DECLARE_KERNEL(prefix)                                          \
-    int prefix##_launch(const tm_problem *p, tm_launch_facts *facts);     \
+#define TM_DECLARE_KERNEL(prefix)                                     \
+    int prefix##_launch(const tm_problem *p, tm_launch_facts *facts); \
     double prefix##_bytes(const tm_problem *p)
 // A matmul that reports its block tile (the row's block_tile, after its summary).
 #define TM_DECLARE_BLOCKED_KERNEL(prefix) \
@@ -14,17 +14,24 @@
 // One tunable of a row: its name, default, allowed values (a TM_VALUES_* list of registry.h,
 // which the kernel file dispatches on too) and what it means.
 template <typename... Values>
-constexpr int tm_count_values(Values...) { return (int)sizeof...(Values); }
+constexpr int tm_count_values(Values...)
+{
+    return (int)sizeof...(Values);
+}
 #define TM_PARAM(name, default_value, values, doc) \
     {name, default_value, tm_count_values(values), {values}, doc}
 
 // Parameters shared by several rows.
-#define TM_PARAM_TILE TM_PARAM("tile", 16, TM_VALUES_TILE, "edge of the square shared-memory tile and of the thread block")
+#define TM_PARAM_TILE                    \
+    TM_PARAM("tile", 16, TM_VALUES_TILE, \
+             "edge of the square shared-memory tile and of the thread block")
 #define TM_PARAM_THREADS TM_PARAM("block", 256, TM_VALUES_THREADS, "threads per block")
-#define TM_PARAM_BLOCK_EDGE TM_PARAM("block", 16, TM_VALUES_BLOCK_EDGE, "edge of the square thread block")
+#define TM_PARAM_BLOCK_EDGE \
+    TM_PARAM("block", 16, TM_VALUES_BLOCK_EDGE, "edge of the square thread block")
 // The naive pair defaults to 32x32 blocks: the same block for both mappings, and a full warp
 // along threadIdx.x, so the measured gap is the coalescing lesson alone.
-#define TM_PARAM_NAIVE_BLOCK TM_PARAM("block", 32, TM_VALUES_BLOCK_EDGE, "edge of the square thread block")
+#define TM_PARAM_NAIVE_BLOCK \
+    TM_PARAM("block", 32, TM_VALUES_BLOCK_EDGE, "edge of the square thread block")
 
 // ---- matmul declarations ----
 TM_DECLARE_BLOCKED_KERNEL(tm_matmul_naive);
@@ -44,7 +51,9 @@ TM_DECLARE_KERNEL(tm_reduce_single_block);
 TM_DECLARE_KERNEL(tm_reduce_multi_pass);
 TM_DECLARE_KERNEL(tm_reduce_shared);
 double tm_reduce_work_copy_scratch(const tm_problem *p);
-#define TM_DECLARE_REDUCE_STEP(prefix) TM_DECLARE_KERNEL(prefix); double prefix##_scratch(const tm_problem *p)
+#define TM_DECLARE_REDUCE_STEP(prefix) \
+    TM_DECLARE_KERNEL(prefix);         \
+    double prefix##_scratch(const tm_problem *p)
 TM_DECLARE_REDUCE_STEP(tm_reduce_interleaved_divergent);
 TM_DECLARE_REDUCE_STEP(tm_reduce_interleaved_bank_conflicts);
 TM_DECLARE_REDUCE_STEP(tm_reduce_sequential);
@@ -58,12 +67,14 @@ double tm_reduce_vectorized_scratch(const tm_problem *p);
 double tm_reduce_grid_stride_bytes(const tm_problem *p);
 TM_DECLARE_KERNEL(tm_reduce_atomic);
 TM_DECLARE_KERNEL(tm_reduce_atomic_per_element);
-#define TM_PARAM_PER_THREAD TM_PARAM("per_thread", 8, TM_VALUES_PER_THREAD, "elements each thread adds before the tree")
+#define TM_PARAM_PER_THREAD \
+    TM_PARAM("per_thread", 8, TM_VALUES_PER_THREAD, "elements each thread adds before the tree")
 // ---- elementwise declarations ----
 int tm_vec_add_launch(const tm_problem *p, tm_launch_facts *facts);
 int tm_mat_add_launch(const tm_problem *p, tm_launch_facts *facts);
 double tm_elementwise_bytes(const tm_problem *p);
 
+// clang-format off: one row a kernel, laid out as a table
 extern "C" const tm_kernel_spec tm_registry[] = {
     // ---- matmul ----
     {"naive", "matmul", TM_F32 | TM_F64, 1, {TM_PARAM_NAIVE_BLOCK},
@@ -192,5 +203,6 @@ extern "C" const tm_kernel_spec tm_registry[] = {
      "001 CMU 15-418: matrix add with 2-D thread indices",
      "C[i][j] = A[i][j] + B[i][j], one thread per element, 2-D grid"},
 };
+// clang-format on
 
 extern "C" const int tm_registry_size = sizeof(tm_registry) / sizeof(tm_registry[0]);

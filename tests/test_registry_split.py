@@ -225,13 +225,17 @@ def test_registry_source_splits_every_step_and_the_last_warp_at_its_syncwarps():
     last_warp_sum is inlined into the split (its parameters renamed) and its __syncwarp()s end
     the stretches of the warp `if`."""
     with open(os.path.join(ROOT, "cuda", "reduce_steps.cu")) as f:
-        text, reasons = registry_source(f.read(), "cuda/reduce_steps.cu")
+        source = f.read()
+    text, reasons = registry_source(source, "cuda/reduce_steps.cu")
+    lines = source.splitlines()
+    first_syncwarp = next(i for i, ln in enumerate(lines, 1) if "__syncwarp();" in ln)
+    call = next(i for i, ln in enumerate(lines, 1) if "last_warp_sum(partial, tid);" in ln)
     assert reasons["reduce_step_kernel"] == ""
     assert "if constexpr" not in text and "tm_pick_split_" not in text
     assert "if (STEP == STEP_SEQUENTIAL || STEP == STEP_FIRST_ADD) {\nfor (unsigned half" in text
     assert "tm_wp_0_[tm_row_ + tm_x_] = (tid < 32);" in text
-    assert text.count("/* __syncwarp() line 90 */") == 11
-    assert 'tm_emu::split_warp_stuck("cuda/reduce_steps.cu", 51,' in text
+    assert text.count(f"/* __syncwarp() line {call} */") == 11
+    assert f'tm_emu::split_warp_stuck("cuda/reduce_steps.cu", {first_syncwarp},' in text
 
 
 def test_per_thread_arrays_of_template_dependent_size_are_declared_from_their_type():
