@@ -76,6 +76,19 @@ ATTACKS = {
             if (pthread_create(&t, 0, [](void *) -> void * { sleep(30); return 0; }, 0) != 0) break;
             ++made; }
         if (made >= 100000) printf("LEAK:threads %d\n", made);""",
+    # issue 45: the arguments' shared file, found in /proc/self/fd, shrunk (the caller's copies
+    # would fault: SIGBUS) or grown (memory outside every limit): sealed, both refused
+    "truncate_arguments": r"""
+        for (int fd = 0; fd < 1024; fd++) {
+            char p[64], t[256] = {0}; snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
+            if (readlink(p, t, sizeof t - 1) > 0 && strstr(t, "tiledmm-args")) ftruncate(fd, 0);
+        }""",
+    "grow_arguments": r"""
+        for (int fd = 0; fd < 1024; fd++) {
+            char p[64], t[256] = {0}; snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
+            if (readlink(p, t, sizeof t - 1) > 0 && strstr(t, "tiledmm-args")
+                && ftruncate(fd, 600L << 20) == 0) printf("LEAK:grown\n");
+        }""",
     "tiocsti": r"""
         char c = 'x'; if (ioctl(0, TIOCSTI, &c) == 0) printf("LEAK:typed\n");""",
     "crafted_reply": r"""
