@@ -84,3 +84,167 @@ def test_the_worker_scratch_folder_names_its_owner():
     assert x.tolist() == [1, 1, 1, 1]
     scratch = isolation.worker("emu").scratch
     assert os.path.basename(scratch).startswith(f"tiledmm-worker-{os.getpid()}.")
+
+
+def test_a_worker_whose_exit_hangs_is_killed_not_raised(monkeypatch):
+    w = isolation.Worker()
+    try:
+        w.call({"op": "ping"}, timeout=60)
+        monkeypatch.setattr(w, "_wait", lambda *a: {"ok": True, "pid": 1, "confined": True,
+                                                    "exit": True})
+        start = time.monotonic()
+        reply = w.call({"op": "ping"}, timeout=60)   # the worker does not end: waited 10 s
+        assert reply["exit"] and time.monotonic() - start < 40
+        assert w.proc is None
+    finally:
+        w.stop()
+
+
+# -- 6. seccomp: no owner to signal; the terminal's ioctls by their type --------------------
+
+def test_signal_owner_and_tcsets2_are_refused(tmp_path):
+    proc, out = _attacks(tmp_path, ["signal_owner", "tcsets2"])
+    assert proc.returncode == 0 and out is not None, (proc.returncode, proc.stderr[-2000:])
+    assert "LEAK:" not in proc.stdout, proc.stdout[-2000:]
+    assert out["signal_owner"]["correct"] and out["tcsets2"]["correct"], out
+
+
+# -- 2. one bounded reader; bounded output -------------------------------------------------
+
+def test_read_bounded_follows_no_link_waits_on_no_fifo_and_stops_at_its_bound(tmp_path):
+    (tmp_path / "f").write_bytes(b"x" * 100)
+    assert sandbox.read_bounded(str(tmp_path / "f"), 10) == b"x" * 10
+    with pytest.raises(sandbox.UnsafeFile):
+        sandbox.read_bounded(str(tmp_path / "f"), 10, whole=True)
+    (tmp_path / "link").symlink_to(tmp_path / "f")
+    with pytest.raises(sandbox.UnsafeFile):
+        sandbox.read_bounded(str(tmp_path / "link"), 1000)
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(sandbox.UnsafeFile):
+        sandbox.read_bounded("fifo", 1000, folder=str(tmp_path))
+    with pytest.raises(OSError):
+        sandbox.read_bounded("../f", 1000, folder=str(tmp_path))
+
+
+def _program(tmp_path, body, name="p.cu", timeout=120, **kw):
+    """tm.run of `body` (main's statements) in a process of its own, under a time limit:
+    (returncode, stdout length, stdout head, stderr, launches)."""
+    src = tmp_path / name
+    src.write_text("#include <cstdio>\n#include <cstdlib>\n#include <cstring>\n#include <unistd.h>\n"
+                   "#include <sys/stat.h>\n__global__ void k(int *x) { x[0] = 1; }\n"
+                   f"int main() {{\n{body}\n return 0; }}\n")
+    code = ("import sys, json, tiledmm as tm\n"
+            f"r = tm.run({str(src)!r}, backend='emu', timeout=60)\n"
+            "print(json.dumps([r.returncode, len(r.stdout), r.stdout[:200], r.stderr[-2000:], "
+            "len(r.launches)]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=timeout, cwd=kw.get("cwd", tmp_path), env=_env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_report_replaced_by_a_fifo_does_not_hang_the_caller(tmp_path):
+    rc, _, out, err, _ = _program(tmp_path, r'''
+        char p[512]; snprintf(p, sizeof p, "%s/report.jsonl", getenv("TMPDIR"));
+        unlink(p); int made = mkfifo(p, 0600); printf("fifo %d\n", made);''')
+    assert rc == 0, err
+
+
+def test_forged_launch_records_are_capped(tmp_path):
+    rc, _, _, err, launches = _program(tmp_path, r'''
+        char p[512]; snprintf(p, sizeof p, "%s/report.jsonl", getenv("TMPDIR"));
+        FILE *f = fopen(p, "a");
+        for (int i = 0; f && i < 30000; i++)
+            fprintf(f, "{\"event\": \"launch\", \"kernel\": \"k\", \"grid\": [1,1,1], "
+                       "\"block\": [1,1,1], \"ms\": 0.1}\n");
+        if (f) fclose(f);''')
+    assert rc == 0, err
+    from tiledmm.programs import run as program_run
+    assert 0 < launches <= program_run.RECORDS_MOST
+
+
+def test_program_output_is_read_with_a_bound(tmp_path):
+    rc, n, _, err, _ = _program(tmp_path, r'''
+        static char line[1 << 16]; memset(line, 'y', sizeof line - 1);
+        for (int i = 0; i < 512; i++) fputs(line, stdout);''')   # 32 MiB
+    assert rc == 0, err
+    assert n <= sandbox.OUTPUT_MOST + 200
+
+
+def test_the_cache_key_holds_a_cu_file_the_program_includes(tmp_path):
+    (tmp_path / "kernel.cu").write_text("#define ANSWER 1\n")
+    main = tmp_path / "main.cu"
+    main.write_text('#include <cstdio>\n#include "kernel.cu"\n'
+                    'int main() { printf("%d\\n", ANSWER); return 0; }\n')
+    first = tm.run(main, backend="emu", timeout=60)
+    (tmp_path / "kernel.cu").write_text("#define ANSWER 2\n")
+    second = tm.run(main, backend="emu", timeout=60)
+    assert (first.stdout, second.stdout) == ("1\n", "2\n"), (first.stderr, second.stderr)
+
+
+# -- 3. the caller's working folder is never granted ----------------------------------------
+
+def test_a_program_cannot_read_the_callers_working_folder(tmp_path):
+    grader = tmp_path / "grader"
+    grader.mkdir()
+    (grader / "hidden_tests.py").write_text("SECRET = 'the answer'\n")
+    rc, _, out, err, _ = _program(tmp_path, r'''
+        FILE *f = fopen("hidden_tests.py", "r");
+        char cwd[512] = {0}; getcwd(cwd, sizeof cwd);
+        printf("%s\n", f ? "read" : "denied");''', cwd=grader)
+    assert rc == 0 and out == "denied\n", (out, err)
+
+
+# -- 4. marks that cannot be bought ---------------------------------------------------------
+
+def test_the_sum_tolerance_is_zero_for_exact_inputs_and_log2_for_floats():
+    from tiledmm import testing
+    from tiledmm.grading import compare
+    rng = np.random.default_rng(1)
+    ints = testing.exact_integer_matrix(rng, 1 << 20, np.float32) / 4
+    assert testing.sum_tolerance(ints) == 0.0
+    floats = rng.standard_normal(1 << 16).astype(np.float32)
+    tol = testing.sum_tolerance(floats)
+    assert 0 < tol <= 2 * 18 * np.finfo(np.float32).eps * np.abs(floats).sum() * 1.0001
+    # do nothing (0) and do half fail both kinds
+    for x in (ints, floats):
+        t = testing.sum_tolerance(x)
+        assert abs(x.astype(np.float64).sum()) > t
+        assert abs(x[len(x) // 2:].astype(np.float64).sum()) > t
+    with pytest.raises(AssertionError):
+        testing.assert_sum_close(0.0, ints)
+    # one place: the grader's 'sum' is testing's
+    from tiledmm.grading.builtin import BUILTIN
+    assert compare.tolerance(BUILTIN["reduce"](), None, {"x": ints}, np.float32) == 0.0
+
+
+LAZY = {
+    "matmul": ("__global__ void mm(const float *A, const float *B, float *C, int M, int N, int K)",
+               "int r = blockIdx.y * blockDim.y + threadIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;"
+               " if (r < M / 2 && c < N) { float s = 0; for (int k = 0; k < K; k++)"
+               " s += A[r * K + k] * B[k * N + c]; C[r * N + c] = s; }"),
+    "matmul_square": ("__global__ void mm(const float *M, const float *N, float *P, int Width)",
+                      "int r = blockIdx.y * blockDim.y + threadIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;"
+                      " if (r < Width / 2 && c < Width) { float s = 0; for (int k = 0; k < Width; k++)"
+                      " s += M[r * Width + k] * N[k * Width + c]; P[r * Width + c] = s; }"),
+    "reduce": ("__global__ void sum(const float *x, float *out, int n)",
+               "int i = blockIdx.x * blockDim.x + threadIdx.x;"
+               " if (i < n / 2) atomicAdd(&out[0], x[i]);"),
+    "vec_add": ("__global__ void add(const float *A, const float *B, float *C, int n)",
+                "int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n / 2) C[i] = A[i] + B[i];"),
+    "mat_add": ("__global__ void add(const float *A, const float *B, float *C, int M, int N)",
+                "int r = blockIdx.y * blockDim.y + threadIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;"
+                " if (r < M / 2 && c < N) C[r * N + c] = A[r * N + c] + B[r * N + c];"),
+}
+
+
+@pytest.mark.parametrize("assignment", sorted(LAZY))
+def test_do_nothing_and_do_half_fail_every_builtin_assignment(assignment):
+    head, half = LAZY[assignment]
+    for body in ("", half):
+        report = tm.grade(f"{head} {{ {body} }}\n", assignment, backend="emu", check=False,
+                          speed=False, seed=5, timeout=30)
+        assert report.score < report.max_score, (assignment, body, report.headline())
+        if not body:
+            assert report.score == 0 or assignment == "reduce", report.headline()
+

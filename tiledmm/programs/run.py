@@ -769,6 +769,34 @@ def run(program, *, args=(), stdin=None, backend=None, check=False, profile=Fals
                          backend, _problems(records))
 
 
+class _terminal_kept:
+    """The terminal's mode (echo, canonical input...) as it was before the program ran, set
+    again after it (a program on the terminal may change it; seccomp refuses the terminal
+    ioctls that set it, and this holds where a request gets past)."""
+
+    def __enter__(self):
+        self.saved = []
+        try:
+            import termios
+        except ImportError:
+            return self
+        for fd in (0, 1, 2):
+            try:
+                if os.isatty(fd):
+                    self.saved.append((fd, termios.tcgetattr(fd)))
+            except (OSError, termios.error):
+                pass
+        return self
+
+    def __exit__(self, *exc):
+        import termios
+        for fd, mode in self.saved:
+            try:
+                termios.tcsetattr(fd, termios.TCSANOW, mode)
+            except (OSError, termios.error):
+                pass
+
+
 def run_cli(path, backend=None, timeout=None, args=(), compiler_args=(), profile=False,
             check=False):
     """`python -m tiledmm run`: the program on the terminal's stdin, stdout and stderr; returns
@@ -798,7 +826,8 @@ def run_cli(path, backend=None, timeout=None, args=(), compiler_args=(), profile
         res = _run_sanitized(image, name, args, None, timeout, capture=False)
         sys.stderr.write(res.stderr)
         return res.returncode if res.returncode >= 0 else 128 - res.returncode
-    done, records, extra = execute(image, name, backend, args, None, timeout, capture=False)
+    with _terminal_kept():
+        done, records, extra = execute(image, name, backend, args, None, timeout, capture=False)
     for line in extra:
         print(line, file=sys.stderr)
     if profile:
