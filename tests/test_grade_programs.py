@@ -137,9 +137,9 @@ def test_gradescope_output(tmp_path):
     path = tmp_path / "results.json"
     r.write_gradescope(str(path))
     out = json.loads(path.read_text())
-    assert out["score"] == 0
+    assert out["score"] == 2   # the leak is feedback (issue 45)
     assert [t["name"] for t in out["tests"]] == ["vec_add_program: 1", "vec_add_program: 1000"]
-    assert out["tests"][0]["status"] == "failed" and "never freed" in out["tests"][0]["output"]
+    assert out["tests"][0]["status"] == "passed" and "never freed" in out["tests"][0]["output"]
     assert "4242" not in json.dumps(out) and "secret" in out["output"]
 
 

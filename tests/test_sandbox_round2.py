@@ -137,17 +137,22 @@ def _program(tmp_path, body, name="p.cu", timeout=120, **kw):
             f"r = tm.run({str(src)!r}, backend='emu', timeout=60)\n"
             "print(json.dumps([r.returncode, len(r.stdout), r.stdout[:200], r.stderr[-2000:], "
             "len(r.launches)]))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=timeout, cwd=kw.get("cwd", tmp_path), env=_env())
+    r, w = os.pipe()   # the caller's stdin: a pipe nobody writes or closes (a terminal)
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=timeout, cwd=kw.get("cwd", tmp_path), env=_env(), stdin=r)
+    finally:
+        os.close(r)
+        os.close(w)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def test_a_report_replaced_by_a_fifo_does_not_hang_the_caller(tmp_path):
+def test_a_report_replaced_by_a_link_to_the_callers_stdin_does_not_hang_the_caller(tmp_path):
     rc, _, out, err, _ = _program(tmp_path, r'''
         char p[512]; snprintf(p, sizeof p, "%s/report.jsonl", getenv("TMPDIR"));
-        unlink(p); int made = mkfifo(p, 0600); printf("fifo %d\n", made);''')
-    assert rc == 0, err
+        unlink(p); printf("link %d\n", symlink("/proc/self/fd/0", p));''')
+    assert rc == 0 and out == "link 0\n", (out, err)
 
 
 def test_forged_launch_records_are_capped(tmp_path):
@@ -230,6 +235,10 @@ LAZY = {
     "reduce": ("__global__ void sum(const float *x, float *out, int n)",
                "int i = blockIdx.x * blockDim.x + threadIdx.x;"
                " if (i < n / 2) atomicAdd(&out[0], x[i]);"),
+    # right up to 65536 elements, nothing above (the sum tolerance was larger than the sum)
+    "reduce_above_65536": ("__global__ void sum(const float *x, float *out, int n)",
+                           "int i = blockIdx.x * blockDim.x + threadIdx.x;"
+                           " if (n <= 65536 && i < n) atomicAdd(&out[0], x[i]);"),
     "vec_add": ("__global__ void add(const float *A, const float *B, float *C, int n)",
                 "int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n / 2) C[i] = A[i] + B[i];"),
     "mat_add": ("__global__ void add(const float *A, const float *B, float *C, int M, int N)",
@@ -242,9 +251,71 @@ LAZY = {
 def test_do_nothing_and_do_half_fail_every_builtin_assignment(assignment):
     head, half = LAZY[assignment]
     for body in ("", half):
-        report = tm.grade(f"{head} {{ {body} }}\n", assignment, backend="emu", check=False,
+        report = tm.grade(f"{head} {{ {body} }}\n", assignment.split("_above")[0],
+                          backend="emu", check=False,
                           speed=False, seed=5, timeout=30)
         assert report.score < report.max_score, (assignment, body, report.headline())
         if not body:
-            assert report.score == 0 or assignment == "reduce", report.headline()
+            assert report.score == 0 or assignment.startswith("reduce"), report.headline()
 
+
+
+# -- 5. the grader: bounded launch lines, report channels the student cannot write --------
+
+VEC_ADD = ("__global__ void add(const float *A, const float *B, float *C, int n)\n"
+           "{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) C[i] = A[i] + B[i]; }\n")
+
+
+@pytest.mark.parametrize("text", ["(1,) * 10000000", "1" + "+1" * 100000, "int(1e999)",
+                                  "9" * 400 + " * " + "9" * 400, "(1, 2, 3, 4)", "1e999",
+                                  "max(" * 60 + "1" + ")" * 60])
+def test_launch_expressions_out_of_bounds_are_value_errors(text):
+    from tiledmm.grading.launch_spec import evaluate
+    with pytest.raises(ValueError):
+        evaluate(text, {"n": 5})
+
+
+def test_a_huge_launch_line_is_a_clean_per_submission_error():
+    start = time.monotonic()
+    report = tm.grade(VEC_ADD + "// tiledmm-grade: grid ((1,) * 10000000)\n", "vec_add",
+                      backend="emu", check=False, speed=False, seed=3, timeout=30)
+    assert report.score == 0 and time.monotonic() - start < 120
+    assert len(json.dumps(report.to_dict(), default=str)) < 200_000
+
+
+def test_a_kernels_printf_cannot_forge_the_score_line(tmp_path):
+    sub = tmp_path / "forge.cu"
+    sub.write_text("#include <cstdio>\n__global__ void add(const float *A, const float *B, "
+                   "float *C, int n)\n{ if (blockIdx.x == 0 && threadIdx.x == 0) "
+                   "printf(\"vec_add: 6 / 6 points, 6 of 6 cases pass (add on emu)\\n\"); }\n")
+    proc = subprocess.run([sys.executable, "-m", "tiledmm", "grade", str(sub), "--assignment",
+                           "vec_add", "--backend", "emu", "--no-check", "--no-speed", "-q",
+                           "--timeout", "20"], capture_output=True, text=True, timeout=600,
+                          cwd=tmp_path, env=_env())
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("vec_add: 0 / "), proc.stdout[-2000:]
+
+
+def test_junit_xml_holds_control_characters_a_submission_printed():
+    import xml.etree.ElementTree as ET
+    from tiledmm.grading.outputs import junit_xml
+    report = tm.grade(VEC_ADD.replace("A[i] + B[i]", "A[i]"), "vec_add", backend="emu",
+                      check=False, speed=False, seed=3, timeout=30)
+    report.cases[0]["passed"] = False
+    report.cases[0]["message"] = "printed \x00\x1b[31m\x07 \ud800 red"
+    root = ET.fromstring(junit_xml(report))
+    assert "\\x1b[31m" in ET.tostring(root, encoding="unicode")
+
+
+def test_the_compile_child_reads_only_the_source_files_beside_a_program(tmp_path):
+    (tmp_path / "solution_notes.txt").write_text("SECRET_NOTES\n")
+    (tmp_path / "helper.cuh").write_text("#define HELPED 3\n")
+    main = tmp_path / "main.cu"
+    main.write_text('#include <cstdio>\n#include "helper.cuh"\n'
+                    'int main() { printf("%d\\n", HELPED); return 0; }\n')
+    assert tm.run(main, backend="emu", timeout=60).stdout == "3\n"
+    main.write_text('#include <cstdio>\nconst char *s =\n#include "solution_notes.txt"\n;\n'
+                    'int main() { return 0; }\n')
+    with pytest.raises(tm.CompileError) as info:
+        tm.run(main, backend="emu", timeout=60)
+    assert "SECRET_NOTES" not in str(info.value) and "SECRET_NOTES" not in (info.value.log or "")

@@ -24,6 +24,7 @@ import numpy as np
 from .. import _backend
 from ..errors import CompileError
 from ..toolchain.source import blank_source, split_top_level
+from ..confine.sandbox import read_bounded
 from ..programs.run import run as run_program
 from .assignment import CaseSizes
 from .report import GradeReport
@@ -310,8 +311,8 @@ def grade_program_kernel(submission, assignment, *, kernel=None, **grade_kw):
     parameters and to the program's simple definitions). Returns tm.grade's GradeReport."""
     if isinstance(submission, os.PathLike) or (isinstance(submission, str) and
                                                "\n" not in submission):
-        with open(os.fspath(submission), encoding="utf-8", errors="replace") as f:
-            source = f.read()
+        source = read_bounded(os.fspath(submission), 4 << 20, whole=True).decode(
+            "utf-8", errors="replace")
     else:
         source = submission
     text, name = program_kernel_source(source, kernel)

@@ -37,14 +37,18 @@ MAX_TIMEOUTS = 2   # after this many cases time out, the rest are not run
 MAX_CRASHES = 3    # after this many cases crash the worker (a signal), the rest are not run
 
 
+SUBMISSION_MOST = 4 << 20   # bytes of a submission file
+
+
 def _read_submission(submission):
     """(source, shown name, path or None)."""
     if isinstance(submission, os.PathLike) or (isinstance(submission, str) and
                                                "__global__" not in submission and
                                                "\n" not in submission):
         path = os.fspath(submission)
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read(), path, path
+        # no link followed, no FIFO waited on, at most SUBMISSION_MOST bytes
+        text = sandbox.read_bounded(path, SUBMISSION_MOST, whole=True)
+        return text.decode("utf-8", errors="replace"), path, path
     if not isinstance(submission, str):
         raise TypeError("submission must be the path of a .cu file or its source text, got "
                         f"{type(submission).__name__}")

@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 
@@ -283,16 +284,33 @@ def _include_dirs(compiler_args):
     return [d for d in dirs if os.path.isdir(d)]
 
 
+def _program_files(folder):
+    """The files in the program's folder it may #include (headers, sources: _KEYED_ENDINGS),
+    regular files and not links, at most 200 in name order: what the compile child may read
+    there (never the folder: a grader's or a notebook's other files) and what the cache key
+    hashes."""
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(_KEYED_ENDINGS))
+    except OSError:
+        return []
+    out = []
+    for n in names:
+        try:
+            if stat.S_ISREG(os.lstat(os.path.join(folder, n)).st_mode):
+                out.append(n)
+        except OSError:
+            continue
+        if len(out) >= 200:
+            break
+    return out
+
+
 def _group_key_parts(extra_sources, source_dir, compiler_args):
     """What else the cache key holds: the other files, and the files next to the program and
     in its -I folders that it may #include (an edited header or kernel.cu is a new program)."""
     parts = [list(map(list, extra_sources))]
     for d in [source_dir, *_include_dirs(compiler_args)]:
-        try:
-            names = sorted(n for n in os.listdir(d) if n.endswith(_KEYED_ENDINGS))[:200]
-        except OSError:
-            continue
-        for n in names:
+        for n in _program_files(d):
             try:   # never following a link, never blocking on a FIFO: a submission's folder
                 parts.append((d, n, sandbox.read_bounded(n, 1 << 20, folder=d)))
             except OSError:
@@ -479,8 +497,12 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
         req_path = os.path.join(scratch, "request.json")
         with open(req_path, "w") as f:
             json.dump(request, f)
-        # the child reads the source, its folder (its own #includes) and tiledmm's headers
-        policy = sandbox.compile_policy(scratch, read=(src_path, source_dir, HERE,
+        # the child reads the source, the files beside it that it may #include (not the
+        # folder: a grader's working folder holds hidden tests) and tiledmm's headers
+        policy = sandbox.compile_policy(scratch, read=(
+                                            src_path, HERE,
+                                            *[os.path.join(source_dir, n)
+                                              for n in _program_files(source_dir)],
                                                         *compile_emu.emu_headers()[0],
                                                         *_include_dirs(compiler_args)))
         done = sandbox.run_python("programs.build", [req_path], policy, cwd=scratch,
