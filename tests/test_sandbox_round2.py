@@ -319,3 +319,18 @@ def test_the_compile_child_reads_only_the_source_files_beside_a_program(tmp_path
     with pytest.raises(tm.CompileError) as info:
         tm.run(main, backend="emu", timeout=60)
     assert "SECRET_NOTES" not in str(info.value) and "SECRET_NOTES" not in (info.value.log or "")
+
+
+def test_by_kernel_parsing_is_bounded_in_size_and_expansion():
+    from tiledmm.grading.programs import program_kernel_source
+    names = [f"N{i}" for i in range(60)]
+    defines = "".join(f"#define A{j} ({' + '.join(f'A{j + 1}' for _ in names)})\n"
+                      for j in range(4)) + "#define A4 1\n"
+    program = (defines + "__global__ void k(float *x) { }\n"
+               "int main() { float *x = 0; k<<<A0, 256>>>(x); return 0; }\n")
+    start = time.monotonic()
+    with pytest.raises(ValueError):
+        program_kernel_source(program)
+    with pytest.raises(ValueError):
+        program_kernel_source("// pad\n" * 100_000 + program)
+    assert time.monotonic() - start < 10

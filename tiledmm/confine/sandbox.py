@@ -133,15 +133,25 @@ def minimal_env(extra=None):
 CHILD_PACKAGES = ("numpy", "clang")
 
 
+_PACKAGES_FOUND = {}
+
+
 def _import_packages():
     """{name: (origin, [package folder] or None)} of CHILD_PACKAGES found on $PYTHONPATH (the
     caller resolves them, as the child's import would), other than in tiledmm's own folder."""
+    key = (os.environ.get("PYTHONPATH", ""), CHILD_PACKAGES)
+    if key not in _PACKAGES_FOUND:   # once per $PYTHONPATH: every child's start asks
+        _PACKAGES_FOUND[key] = _find_packages(*key)
+    return dict(_PACKAGES_FOUND[key])
+
+
+def _find_packages(pythonpath, names):
     import importlib.machinery
     parent = os.path.realpath(PACKAGE_PARENT)
-    entries = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    entries = [p for p in pythonpath.split(os.pathsep)
                if p and os.path.isabs(p) and os.path.isdir(p) and os.path.realpath(p) != parent]
     found = {}
-    for name in CHILD_PACKAGES:
+    for name in names:
         try:
             spec = importlib.machinery.PathFinder.find_spec(name, entries) if entries else None
         except (ImportError, ValueError, OSError):

@@ -28,6 +28,7 @@ from ..confine.sandbox import read_bounded
 from ..programs.run import run as run_program
 from .assignment import CaseSizes
 from .report import GradeReport
+from .launch_spec import EXPR_MOST
 from .runner import grade as grade_kernel
 
 __all__ = ["ProgramAssignment", "grade_program", "grade_program_kernel", "load_program_assignment",
@@ -257,10 +258,15 @@ def _resolve(expr, names, values):
     `/` as the integer division it is in C (the grader's `//`)."""
     for _ in range(4):
         expr = _IDENT.sub(lambda m: names.get(m.group(0), values.get(m.group(0), m.group(0))), expr)
+        if len(expr) > EXPR_MOST:   # chained #defines grow it each round: stop before they do
+            raise ValueError(f"a launch expression expands to more than {EXPR_MOST} characters")
     expr = re.sub(r"sizeof\s*\(\s*(?:float|int|unsigned)\s*\)", "4", expr)
     expr = re.sub(r"sizeof\s*\(\s*double\s*\)", "8", expr)
     expr = re.sub(r"\(\s*(?:int|unsigned|size_t|long)\s*\)", "", expr)
     return re.sub(r"(?<!/)/(?!/)", "//", expr)   # C's integer division
+
+
+BY_KERNEL_MOST = 64 << 10
 
 
 def program_kernel_source(source, kernel=None):
@@ -268,7 +274,11 @@ def program_kernel_source(source, kernel=None):
     name): every function whose body launches a kernel (main too) removed, and `// tiledmm-grade:`
     lines giving the grid, block and shared bytes of its own `<<<>>>`, written in the kernel's
     parameter names (docs/grading.md, A submission's own launch). Raises ValueError when the
-    program launches no such kernel."""
+    program launches no such kernel, or is longer than BY_KERNEL_MOST (the grader's own regular
+    expressions read it, unconfined: their time is bounded by its length)."""
+    if len(source) > BY_KERNEL_MOST:
+        raise ValueError(f"the program has {len(source)} characters; --by-kernel reads programs "
+                         f"of at most {BY_KERNEL_MOST}")
     blank = blank_source(source)
     launches = [(m.group(1), m.group(2), m.group(3)) for m in _LAUNCH.finditer(blank)]
     if kernel is not None:
@@ -284,6 +294,8 @@ def program_kernel_source(source, kernel=None):
             names[arg] = param   # (the same name too: a parameter's name is never resolved)
     values = _host_values(blank)
     parts = [_resolve(p, names, values) for p in _split_top(config)]
+    if any(len(p) > EXPR_MOST for p in parts):   # chained #defines: bounded like any launch line
+        raise ValueError(f"the launch of {name} expands to more than {EXPR_MOST} characters")
     lines = [f"// tiledmm-grade: kernel {name}", f"// tiledmm-grade: grid {parts[0]}",
              f"// tiledmm-grade: block {parts[1]}"]
     if len(parts) > 2:
