@@ -334,3 +334,15 @@ def test_by_kernel_parsing_is_bounded_in_size_and_expansion():
     with pytest.raises(ValueError):
         program_kernel_source("// pad\n" * 100_000 + program)
     assert time.monotonic() - start < 10
+
+
+# -- 7. limits that hold for root -------------------------------------------------------------
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="RLIMIT_NPROC binds a non-root user already")
+def test_threads_are_bounded_for_root_too(tmp_path):
+    import re
+    proc, out = _attacks(tmp_path, ["small_stack_threads"])
+    assert proc.returncode == 0 and out is not None, proc.stderr[-2000:]
+    made = [int(m) for m in re.findall(r"THREADS:(\d+)", proc.stdout)]
+    assert made and made[0] < sandbox.threads_most(), made
+    assert out["small_stack_threads"]["correct"], out

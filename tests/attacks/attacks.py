@@ -104,6 +104,14 @@ ATTACKS = {
     "tcsets2": r"""
         char buf[64] = {0}; errno = 0;
         if (ioctl(0, 0x402C542B, buf) == 0 || errno == ENOTTY) printf("LEAK:tcsets2 passed\n");""",
+    # issue 45: threads with small stacks (RLIMIT_DATA alone allows ~770,000); how many it got
+    "small_stack_threads": r"""
+        int made = 0; pthread_t t; pthread_attr_t a; pthread_attr_init(&a);
+        pthread_attr_setstacksize(&a, 16384);
+        for (int k = 0; k < 2000; ++k) {
+            if (pthread_create(&t, &a, [](void *) -> void * { sleep(3); return 0; }, 0) != 0) break;
+            ++made; }
+        printf("THREADS:%d\n", made);""",
     "tiocsti": r"""
         char c = 'x'; if (ioctl(0, TIOCSTI, &c) == 0) printf("LEAK:typed\n");""",
     "crafted_reply": r"""

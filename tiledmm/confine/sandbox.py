@@ -645,10 +645,43 @@ def _limits(policy):
             f.write("1000")
     except OSError:
         pass
-    _drop_sys_resource()
+    drop = (_CAP_SYS_RESOURCE,)
+    if not policy.allow_exec and _bind_threads():
+        drop += (_CAP_SYS_ADMIN,)
+    _drop_sys_resource(drop)
 
 
-_CAP_SYS_RESOURCE = 24
+# Root's children: RLIMIT_NPROC binds a real uid other than 0 without CAP_SYS_ADMIN and
+# CAP_SYS_RESOURCE. Each confined child takes the real uid NPROC_UID_BASE + its pid (its own:
+# the limit counts every task of that uid on the host), keeps effective and saved uid 0 (file
+# access stays root's: the interpreter under a 0700 /root still loads, Landlock still
+# confines), and cannot take real uid 0 back (seccomp allows no setuid call).
+NPROC_UID_BASE = 0x7f000000
+
+
+def threads_most():
+    """The most tasks (threads) a confined child that runs student code may have."""
+    return max(128, 8 * (os.cpu_count() or 1))
+
+
+def _bind_threads():
+    """Where this process is root: RLIMIT_NPROC and the real uid change that makes it bind.
+    True when the limit binds (the caller then drops CAP_SYS_ADMIN)."""
+    import resource
+    if os.getuid() != 0 or os.geteuid() != 0:
+        # not root: RLIMIT_NPROC would count every process of the user (a desktop session),
+        # and RLIMIT_DATA already bounds the threads (their stacks)
+        return False
+    n = threads_most()
+    try:
+        resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
+        os.setresuid(NPROC_UID_BASE + os.getpid(), 0, 0)
+    except (ValueError, OSError):   # a user namespace without that uid mapped: no bound
+        return False
+    return True
+
+
+_CAP_SYS_ADMIN, _CAP_SYS_RESOURCE = 21, 24
 _SYS_CAPGET = {"x86_64": 125, "aarch64": 90}
 _SYS_CAPSET = {"x86_64": 126, "aarch64": 91}
 
@@ -662,9 +695,10 @@ class _CapData(ctypes.Structure):
                 ("inheritable", ctypes.c_uint32)]
 
 
-def _drop_sys_resource():
+def _drop_sys_resource(caps=(_CAP_SYS_RESOURCE,)):
     """Drop CAP_SYS_RESOURCE (root has it): without it the hard rlimits and oom_score_adj set
-    here cannot be undone, and with no_new_privs an exec does not give it back."""
+    here cannot be undone, and with no_new_privs an exec does not give it back. `caps`: the
+    capabilities dropped (CAP_SYS_ADMIN too where RLIMIT_NPROC is to bind)."""
     machine = os.uname().machine
     if machine not in _SYS_CAPGET:
         return
@@ -672,11 +706,14 @@ def _drop_sys_resource():
     data = (_CapData * 2)()
     if _libc.syscall(ctypes.c_long(_SYS_CAPGET[machine]), ctypes.byref(hdr), data) != 0:
         return
-    bit = ~(1 << _CAP_SYS_RESOURCE) & 0xffffffff
+    bit = 0xffffffff
+    for cap in caps:
+        bit &= ~(1 << cap)
     for field in ("effective", "permitted", "inheritable"):
         setattr(data[0], field, getattr(data[0], field) & bit)
     _libc.prctl(47, 4, 0, 0, 0)   # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL
-    _libc.prctl(24, _CAP_SYS_RESOURCE, 0, 0, 0)   # PR_CAPBSET_DROP (needs CAP_SETPCAP)
+    for cap in caps:
+        _libc.prctl(24, cap, 0, 0, 0)   # PR_CAPBSET_DROP (needs CAP_SETPCAP)
     if _libc.syscall(ctypes.c_long(_SYS_CAPSET[machine]), ctypes.byref(hdr), data) != 0:
         raise OSError(ctypes.get_errno(), "capset (dropping CAP_SYS_RESOURCE)")
 
