@@ -75,30 +75,42 @@ def _line_of(source, text):
     return next(i + 1 for i, ln in enumerate(source.splitlines()) if text in ln)
 
 
-def test_a_leak_fails_by_default_with_its_report():
+def test_a_leak_is_reported_as_feedback_and_never_a_mark():
+    # issue 45: check mode's findings come from the program's own process, which can cut them
+    # short; so they are feedback, and hiding them cannot raise a score
     r = grade(LEAK)
-    assert r.score == 0, str(r)
+    assert r.passed and r.score == 2, str(r)
     msg = r.cases[0]["message"]
-    assert msg.startswith("check mode: ") and "(dB) were never freed" in msg
+    assert msg.startswith("check mode (feedback, not scored): ") and "(dB) were never freed" in msg
     assert f"program.cu:{_line_of(LEAK, 'cudaMalloc(&dB')}:" in msg
+
+
+def test_hiding_check_findings_does_not_raise_the_score():
+    hidden = LEAK.replace("int main(", "#include <unistd.h>\n#include <cstdlib>\n#include <cstdio>\n"
+                          "static void hide() { char p[512]; snprintf(p, sizeof p, \"%s/report.jsonl\", "
+                          "getenv(\"TMPDIR\")); truncate(p, 0); fflush(stdout); _exit(0); }\n"
+                          "int main(", 1)
+    hidden = hidden.replace("    return 0;\n}", "    hide();\n    return 0;\n}")
+    assert "hide();" in hidden
+    shown, cut = grade(LEAK), grade(hidden)
+    assert cut.score == shown.score, (str(shown), str(cut))
+    assert "never freed" not in cut.cases[0]["message"]
 
 
 def test_a_leak_passes_where_the_assignment_says_so_with_a_note():
     r = grade(LEAK, small(host_mistakes={"leak": "pass"}))
     assert r.passed and r.score == 2, str(r)
-    assert "(allowed by the assignment)" in r.cases[1]["message"] and "never freed" in \
+    assert "allowed by the assignment" in r.cases[1]["message"] and "never freed" in \
         r.cases[1]["message"]
 
 
-def test_an_unchecked_error_fails_or_passes_as_the_assignment_says():
-    failed = grade(UNCHECKED)
-    assert failed.score == 0, str(failed)
+def test_an_unchecked_error_is_feedback():
+    r = grade(UNCHECKED)
+    assert r.passed, str(r)
     line = _line_of(UNCHECKED, "bytes + 4")
-    msg = failed.cases[1]["message"]
+    msg = r.cases[1]["message"]
     assert f"program.cu:{line}: cudaMemcpy failed with cudaErrorInvalidValue" in msg
-    assert "never checked the error" in msg
-    allowed = grade(UNCHECKED, small(host_mistakes={"api_error": "pass", "unchecked": "pass"}))
-    assert allowed.passed, str(allowed)
+    assert "never checked the error" in msg and "feedback, not scored" in msg
 
 
 def test_a_crash_and_an_endless_loop_score_zero_for_that_case_and_the_grader_goes_on():
@@ -125,9 +137,9 @@ def test_gradescope_output(tmp_path):
     path = tmp_path / "results.json"
     r.write_gradescope(str(path))
     out = json.loads(path.read_text())
-    assert out["score"] == 0
+    assert out["score"] == 2   # the leak is feedback (issue 45)
     assert [t["name"] for t in out["tests"]] == ["vec_add_program: 1", "vec_add_program: 1000"]
-    assert out["tests"][0]["status"] == "failed" and "never freed" in out["tests"][0]["output"]
+    assert out["tests"][0]["status"] == "passed" and "never freed" in out["tests"][0]["output"]
     assert "4242" not in json.dumps(out) and "secret" in out["output"]
 
 

@@ -175,21 +175,32 @@ def test_packages_on_pythonpath_reach_a_confined_child_but_not_the_checkout(tmp_
     site = tmp_path / "site"
     (site / "tm_probe_pkg").mkdir(parents=True)
     (site / "tm_probe_pkg" / "__init__.py").write_text("VALUE = 17\n")
+    (site / "tm_probe_pkg" / "sub.py").write_text("TWICE = 34\n")
+    # issue 45: only the package's folder is granted, never the PYTHONPATH entry around it
+    (site / "hidden_tests.py").write_text("ANSWER = 1\n")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), sandbox.PACKAGE_PARENT]))
-    assert sandbox._import_dirs() == (str(site),)
-    code = ("import tm_probe_pkg, os\n"
+    monkeypatch.setattr(sandbox, "CHILD_PACKAGES", ("tm_probe_pkg",))
+    assert sandbox._import_dirs() == (str(site / "tm_probe_pkg"),)
+    code = ("import tm_probe_pkg, tm_probe_pkg.sub, os\n"
+            "seen = []\n"
+            f"for p in ({sandbox.PACKAGE_PARENT!r}, {str(site)!r}):\n"
+            "    try:\n"
+            "        os.listdir(p); seen.append('listed')\n"
+            "    except PermissionError:\n"
+            "        seen.append('refused')\n"
             "try:\n"
-            f"    os.listdir({sandbox.PACKAGE_PARENT!r}); seen = 'listed'\n"
-            "except PermissionError:\n"
-            "    seen = 'refused'\n"
-            "print(tm_probe_pkg.VALUE, seen)")
+            "    import hidden_tests; seen.append('imported')\n"
+            "except ImportError:\n"
+            "    seen.append('not-imported')\n"
+            "print(tm_probe_pkg.VALUE, tm_probe_pkg.sub.TWICE, *seen)")
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     argv = [sys.executable, "-I", "-c", sandbox._bootstrap(sandbox.run_policy(str(scratch)),
                                                            code, True)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120,
                           env=sandbox.minimal_env())
-    assert done.returncode == 0 and done.stdout.split() == ["17", "refused"], done.stderr[-800:]
+    assert done.returncode == 0 and done.stdout.split() == [
+        "17", "34", "refused", "refused", "not-imported"], done.stderr[-800:]
 
 
 def test_each_backend_has_its_own_worker_and_only_cuda_gets_the_devices():

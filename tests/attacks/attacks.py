@@ -13,7 +13,7 @@ HEADERS = ("#include <cstdio>\n#include <cstdlib>\n#include <cstring>\n#include 
            "#include <fcntl.h>\n#include <pthread.h>\n#include <signal.h>\n#include <sys/mman.h>\n"
            "#include <sys/ioctl.h>\n#include <sys/ptrace.h>\n#include <sys/socket.h>\n"
            "#include <sys/stat.h>\n#include <sys/syscall.h>\n#include <netinet/in.h>\n"
-           "#include <arpa/inet.h>\n#include <termios.h>\n")
+           "#include <arpa/inet.h>\n#include <termios.h>\n#include <cerrno>\n")
 KERNEL = """
 __global__ void vec_add(const float *A, const float *B, float *C, int n)
 {
@@ -76,6 +76,42 @@ ATTACKS = {
             if (pthread_create(&t, 0, [](void *) -> void * { sleep(30); return 0; }, 0) != 0) break;
             ++made; }
         if (made >= 100000) printf("LEAK:threads %d\n", made);""",
+    # issue 45: the arguments' shared file, found in /proc/self/fd, shrunk (the caller's copies
+    # would fault: SIGBUS) or grown (memory outside every limit): sealed, both refused
+    "truncate_arguments": r"""
+        for (int fd = 0; fd < 1024; fd++) {
+            char p[64], t[256] = {0}; snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
+            if (readlink(p, t, sizeof t - 1) > 0 && strstr(t, "tiledmm-args")) ftruncate(fd, 0);
+        }""",
+    "grow_arguments": r"""
+        for (int fd = 0; fd < 1024; fd++) {
+            char p[64], t[256] = {0}; snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
+            if (readlink(p, t, sizeof t - 1) > 0 && strstr(t, "tiledmm-args")
+                && ftruncate(fd, 600L << 20) == 0) printf("LEAK:grown\n");
+        }""",
+    # issue 45: naming the caller as the owner to signal (SIGIO kills by default; F_SETSIG
+    # picks any signal), where Landlock has no signal scope (ABI < 6): refused by seccomp
+    "signal_owner": r"""
+        int me = (int)getppid(); struct f_owner_ex o = {F_OWNER_PID, me};
+        if (fcntl(1, F_SETOWN, me) == 0) printf("LEAK:setown\n");
+        if (fcntl(1, F_SETSIG, SIGKILL) == 0) printf("LEAK:setsig\n");
+        if (fcntl(1, F_SETOWN_EX, &o) == 0) printf("LEAK:setown_ex\n");
+        if (ioctl(1, 0x8901, &me) == 0) printf("LEAK:fiosetown\n");
+        if (ioctl(1, 0x8902, &me) == 0) printf("LEAK:siocspgrp\n");
+        if (fcntl(1, F_GETFL) < 0) printf("LEAK:fcntl F_GETFL refused\n");""",
+    # TCSETS2 (0x402C542B): the terminal's type 0x54 with direction and size bits set; it must
+    # not reach the kernel (ENOTTY from a stdin that is no terminal says it did)
+    "tcsets2": r"""
+        char buf[64] = {0}; errno = 0;
+        if (ioctl(0, 0x402C542B, buf) == 0 || errno == ENOTTY) printf("LEAK:tcsets2 passed\n");""",
+    # issue 45: threads with small stacks (RLIMIT_DATA alone allows ~770,000); how many it got
+    "small_stack_threads": r"""
+        int made = 0; pthread_t t; pthread_attr_t a; pthread_attr_init(&a);
+        pthread_attr_setstacksize(&a, 16384);
+        for (int k = 0; k < 2000; ++k) {
+            if (pthread_create(&t, &a, [](void *) -> void * { sleep(3); return 0; }, 0) != 0) break;
+            ++made; }
+        printf("THREADS:%d\n", made);""",
     "tiocsti": r"""
         char c = 'x'; if (ioctl(0, TIOCSTI, &c) == 0) printf("LEAK:typed\n");""",
     "crafted_reply": r"""

@@ -44,7 +44,6 @@ import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -306,10 +305,14 @@ class ArgumentFile:
         self.release()
         capacity = _round_up(max(size, 1), 16 * PAGE)
         _check_host_memory(capacity)
-        fd = os.memfd_create("tiledmm-args", os.MFD_CLOEXEC) if hasattr(os, "memfd_create") \
-            else os.dup(tempfile.TemporaryFile().fileno())
+        # sealed against shrinking and growing: a kernel that finds this file in /proc/self/fd
+        # can neither make the caller's copies fault (SIGBUS) nor keep memory outside its limits
         try:
-            os.ftruncate(fd, capacity)
+            fd = sandbox.sealed_memory("tiledmm-args", capacity)
+        except OSError as exc:
+            raise MemoryError(f"cannot make {capacity} bytes of shared memory for the kernel's "
+                              f"arguments: {exc}") from None
+        try:
             self.map = mmap.mmap(fd, capacity, flags=mmap.MAP_SHARED | _MAP_POPULATE)
         except OSError as exc:
             os.close(fd)
@@ -538,7 +541,7 @@ class Worker:
         exec, no processes, no network; /dev/nvidia* where a GPU is) before it imports tiledmm
         or starts a thread, then serves requests (tiledmm/user_kernels/worker.py)."""
         sandbox.warn_if_unconfined("tm.compile's kernels")
-        self.scratch = tempfile.mkdtemp(prefix="tiledmm-worker-")
+        self.scratch = sandbox.scratch_folder("worker")
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         policy = sandbox.run_policy(self.scratch, devices=self.devices)
         # PR_SET_PDEATHSIG fires when the *thread* that started the worker ends, and a call may
@@ -579,7 +582,10 @@ class Worker:
                 os.killpg(self.proc.pid, signal.SIGKILL)   # its own session: its group
             except OSError:
                 self.proc.kill()
-        self.proc.wait()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:   # not reaped yet (a task stuck in the kernel)
+            pass
         self._forget()
 
     def _forget(self):
@@ -622,8 +628,12 @@ class Worker:
                                   "the next call)", kind=KernelError.WORKER) from None
             self._show_output(5.0)
             if isinstance(reply, dict) and reply.get("exit"):
-                self.proc.wait(10)   # the worker ends itself (a CUDA error may have poisoned it)
-                self._forget()
+                try:   # the worker ends itself (a CUDA error may have poisoned it)
+                    self.proc.wait(10)
+                except subprocess.TimeoutExpired:   # a kernel's thread or atexit holds it
+                    self._kill()
+                else:
+                    self._forget()
             return reply
 
     def _wait(self, timeout, what, op):

@@ -126,13 +126,54 @@ def minimal_env(extra=None):
 # ---------------------------------------------------------------------------------------------
 # policies
 
-def _import_dirs():
-    """Folders on $PYTHONPATH (which a child's isolated mode ignores) other than the one that
-    holds tiledmm (a source checkout): packages installed there with `pip install --target`,
-    libclang say. The child puts them on its sys.path and may read them."""
+# The packages a confined child imports besides tiledmm and the standard library (the worker:
+# NumPy; the compile child: libclang). Where one is found on $PYTHONPATH (pip install --target;
+# a child's isolated mode ignores $PYTHONPATH) only its own folder is granted, never the whole
+# entry (an instructor's folder on $PYTHONPATH holds hidden tests).
+CHILD_PACKAGES = ("numpy", "clang")
+
+
+_PACKAGES_FOUND = {}
+
+
+def _import_packages():
+    """{name: (origin, [package folder] or None)} of CHILD_PACKAGES found on $PYTHONPATH (the
+    caller resolves them, as the child's import would), other than in tiledmm's own folder."""
+    key = (os.environ.get("PYTHONPATH", ""), CHILD_PACKAGES)
+    if key not in _PACKAGES_FOUND:   # once per $PYTHONPATH: every child's start asks
+        _PACKAGES_FOUND[key] = _find_packages(*key)
+    return dict(_PACKAGES_FOUND[key])
+
+
+def _find_packages(pythonpath, names):
+    import importlib.machinery
     parent = os.path.realpath(PACKAGE_PARENT)
-    return tuple(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
-                 if p and os.path.isabs(p) and os.path.isdir(p) and os.path.realpath(p) != parent)
+    entries = [p for p in pythonpath.split(os.pathsep)
+               if p and os.path.isabs(p) and os.path.isdir(p) and os.path.realpath(p) != parent]
+    found = {}
+    for name in names:
+        try:
+            spec = importlib.machinery.PathFinder.find_spec(name, entries) if entries else None
+        except (ImportError, ValueError, OSError):
+            continue
+        if spec is None or not spec.origin or not os.path.isabs(spec.origin):
+            continue
+        locations = list(spec.submodule_search_locations or []) or None
+        found[name] = (spec.origin, locations)
+    return found
+
+
+def _import_dirs():
+    """What a child may read of the packages _import_packages found: each package's folder (or
+    module file) and its wheel's `<name>.libs` folder beside it (shared libraries)."""
+    out = []
+    for name, (origin, locations) in _import_packages().items():
+        for p in locations or [origin]:
+            out.append(p)
+            libs = os.path.join(os.path.dirname(p), f"{name}.libs")
+            if os.path.isdir(libs):
+                out.append(libs)
+    return tuple(out)
 
 
 def _python_paths():
@@ -358,7 +399,7 @@ def _libseccomp():
 _ALLOW = """
 read write readv writev pread64 pwrite64 preadv pwritev preadv2 pwritev2 close close_range
 open openat openat2 creat lseek stat fstat lstat newfstatat statx fstatfs statfs access
-faccessat faccessat2 readlink readlinkat getdents getdents64 getcwd chdir fchdir fcntl flock
+faccessat faccessat2 readlink readlinkat getdents getdents64 getcwd chdir fchdir flock
 fsync fdatasync ftruncate truncate dup dup2 dup3 pipe pipe2 poll ppoll select pselect6
 epoll_create epoll_create1 epoll_ctl epoll_wait epoll_pwait epoll_pwait2 eventfd eventfd2
 timerfd_create timerfd_settime timerfd_gettime signalfd signalfd4 rename renameat renameat2
@@ -390,6 +431,30 @@ _TRAP = ("execve", "execveat", "fork", "vfork", "ptrace", "process_vm_readv",
 # ioctl in the terminal range 0x54xx is refused (TIOCSTI types into the terminal, TIOCLINUX too)
 _TTY_IOCTLS = (0x5401, 0x5413, 0x541B, 0x5421, 0x5450, 0x5451)
 _TIOCSTI = 0x5412
+# Calls that would make the kernel signal another process for this one's files (SIGIO, or any
+# signal by F_SETSIG, sent to the owner it names: the caller, on a kernel without Landlock's
+# signal scope): fcntl F_SETOWN, F_SETSIG, F_SETOWN_EX and the ioctls FIOSETOWN, SIOCSPGRP,
+# refused (EPERM). The rest of fcntl is allowed.
+_F_SETOWN, _F_SETSIG, _F_SETOWN_EX = 8, 10, 15
+_FIOSETOWN, _SIOCSPGRP = 0x8901, 0x8902
+
+
+def _cover(bits, refused):
+    """[(mask, value)]: prefix patterns over the low `bits` bits whose union is every value but
+    those in `refused` (a set of (first, last) ranges): "not one of these" as the masked
+    comparisons seccomp can make, one allow rule each (none overlaps a refusal)."""
+    out = []
+
+    def walk(value, length):
+        lo, hi = value, value + (1 << (bits - length)) - 1
+        hit = [(a, b) for a, b in refused if a <= hi and b >= lo]
+        if not hit:
+            out.append((((1 << bits) - 1) ^ ((1 << (bits - length)) - 1), value))
+        elif not any(a <= lo and b >= hi for a, b in hit) and length < bits:
+            walk(value, length + 1)
+            walk(value | (1 << (bits - length - 1)), length + 1)
+    walk(0, 0)
+    return out
 
 
 def _seccomp(policy, lib, scoped_signals, export=False):
@@ -452,11 +517,18 @@ def _seccomp(policy, lib, scoped_signals, export=False):
         # sockets: AF_UNIX only (the CUDA driver makes and binds one); no network
         rule(_ACT_ALLOW, "socket", (0, _CMP_EQ, _AF_UNIX, 0))
         rule(_ACT_TRAP, "socket", (0, _CMP_NE, _AF_UNIX, 0))
-        # ioctl: everything outside the terminal range 0x54xx (one rule per bit of the command
-        # that differs from 0x54__: the kernel reads the command as 32 bits), the harmless
-        # terminal queries, and TIOCSTI refused with a message
-        for bit in range(8, 32):
-            rule(_ACT_ALLOW, "ioctl", (1, _CMP_MASKED_EQ, 1 << bit, ~0x5400 & (1 << bit)))
+        # ioctl: everything whose bits 8-15 (the type) are not the terminal's 0x54, whatever
+        # bits 16-31 (direction and size: TCSETS2 is 0x402C542B) hold, but FIOSETOWN and
+        # SIOCSPGRP; the harmless terminal queries; TIOCSTI refused with a message
+        for mask, value in _cover(16, {(0x5400, 0x54ff), (_FIOSETOWN, _SIOCSPGRP)}):
+            rule(_ACT_ALLOW, "ioctl", (1, _CMP_MASKED_EQ, mask, value))
+        for cmd in (_FIOSETOWN, _SIOCSPGRP):
+            rule(_ACT_ERRNO(errno.EPERM), "ioctl", (1, _CMP_MASKED_EQ, 0xffff, cmd))
+        # fcntl: all but naming a process to signal (the command read as 32 bits)
+        for mask, value in _cover(32, {(c, c) for c in (_F_SETOWN, _F_SETSIG, _F_SETOWN_EX)}):
+            rule(_ACT_ALLOW, "fcntl", (1, _CMP_MASKED_EQ, mask, value))
+        for cmd in (_F_SETOWN, _F_SETSIG, _F_SETOWN_EX):
+            rule(_ACT_ERRNO(errno.EPERM), "fcntl", (1, _CMP_MASKED_EQ, 0xffffffff, cmd))
         for cmd in _TTY_IOCTLS:
             rule(_ACT_ALLOW, "ioctl", (1, _CMP_MASKED_EQ, 0xffffffff, cmd))
         rule(_ACT_TRAP, "ioctl", (1, _CMP_MASKED_EQ, 0xffffffff, _TIOCSTI))
@@ -566,10 +638,43 @@ def _limits(policy):
             f.write("1000")
     except OSError:
         pass
-    _drop_sys_resource()
+    drop = (_CAP_SYS_RESOURCE,)
+    if not policy.allow_exec and _bind_threads():
+        drop += (_CAP_SYS_ADMIN,)
+    _drop_sys_resource(drop)
 
 
-_CAP_SYS_RESOURCE = 24
+# Root's children: RLIMIT_NPROC binds a real uid other than 0 without CAP_SYS_ADMIN and
+# CAP_SYS_RESOURCE. Each confined child takes the real uid NPROC_UID_BASE + its pid (its own:
+# the limit counts every task of that uid on the host), keeps effective and saved uid 0 (file
+# access stays root's: the interpreter under a 0700 /root still loads, Landlock still
+# confines), and cannot take real uid 0 back (seccomp allows no setuid call).
+NPROC_UID_BASE = 0x7f000000
+
+
+def threads_most():
+    """The most tasks (threads) a confined child that runs student code may have."""
+    return max(128, 8 * (os.cpu_count() or 1))
+
+
+def _bind_threads():
+    """Where this process is root: RLIMIT_NPROC and the real uid change that makes it bind.
+    True when the limit binds (the caller then drops CAP_SYS_ADMIN)."""
+    import resource
+    if os.getuid() != 0 or os.geteuid() != 0:
+        # not root: RLIMIT_NPROC would count every process of the user (a desktop session),
+        # and RLIMIT_DATA already bounds the threads (their stacks)
+        return False
+    n = threads_most()
+    try:
+        resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
+        os.setresuid(NPROC_UID_BASE + os.getpid(), 0, 0)
+    except (ValueError, OSError):   # a user namespace without that uid mapped: no bound
+        return False
+    return True
+
+
+_CAP_SYS_ADMIN, _CAP_SYS_RESOURCE = 21, 24
 _SYS_CAPGET = {"x86_64": 125, "aarch64": 90}
 _SYS_CAPSET = {"x86_64": 126, "aarch64": 91}
 
@@ -583,9 +688,10 @@ class _CapData(ctypes.Structure):
                 ("inheritable", ctypes.c_uint32)]
 
 
-def _drop_sys_resource():
+def _drop_sys_resource(caps=(_CAP_SYS_RESOURCE,)):
     """Drop CAP_SYS_RESOURCE (root has it): without it the hard rlimits and oom_score_adj set
-    here cannot be undone, and with no_new_privs an exec does not give it back."""
+    here cannot be undone, and with no_new_privs an exec does not give it back. `caps`: the
+    capabilities dropped (CAP_SYS_ADMIN too where RLIMIT_NPROC is to bind)."""
     machine = os.uname().machine
     if machine not in _SYS_CAPGET:
         return
@@ -593,11 +699,14 @@ def _drop_sys_resource():
     data = (_CapData * 2)()
     if _libc.syscall(ctypes.c_long(_SYS_CAPGET[machine]), ctypes.byref(hdr), data) != 0:
         return
-    bit = ~(1 << _CAP_SYS_RESOURCE) & 0xffffffff
+    bit = 0xffffffff
+    for cap in caps:
+        bit &= ~(1 << cap)
     for field in ("effective", "permitted", "inheritable"):
         setattr(data[0], field, getattr(data[0], field) & bit)
     _libc.prctl(47, 4, 0, 0, 0)   # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL
-    _libc.prctl(24, _CAP_SYS_RESOURCE, 0, 0, 0)   # PR_CAPBSET_DROP (needs CAP_SETPCAP)
+    for cap in caps:
+        _libc.prctl(24, cap, 0, 0, 0)   # PR_CAPBSET_DROP (needs CAP_SETPCAP)
     if _libc.syscall(ctypes.c_long(_SYS_CAPSET[machine]), ctypes.byref(hdr), data) != 0:
         raise OSError(ctypes.get_errno(), "capset (dropping CAP_SYS_RESOURCE)")
 
@@ -727,7 +836,12 @@ def _bootstrap(policy, then, required):
     bpf = _precompiled(policy) if required else None
     return (
         "import importlib.util as _u, sys, os\n"
-        f"sys.path.extend({list(_import_dirs())!r})\n"
+        # the packages found on the caller's $PYTHONPATH, loaded from their own folders only
+        f"_P = {_import_packages()!r}\n"
+        "class _F:\n"
+        "    find_spec = staticmethod(lambda n, p=None, t=None: n in _P and "
+        "_u.spec_from_file_location(n, _P[n][0], submodule_search_locations=_P[n][1]) or None)\n"
+        "sys.meta_path.append(_F)\n"
         f"_s = _u.spec_from_file_location('_tiledmm_sandbox_boot', {os.path.abspath(__file__)!r})\n"
         "_m = _u.module_from_spec(_s); _s.loader.exec_module(_m)\n"
         f"_ok = _m._confine_or_exit({policy.to_json()!r}, {bool(required)!r}, {bpf!r})\n"
@@ -850,6 +964,119 @@ def run_python(module, args, policy, *, cwd, stdin=b"", timeout=None, env=None, 
                 env=env, capture=capture, pass_fds=pass_fds)
 
 
+class UnsafeFile(OSError):
+    """A file a child could have touched is not a regular file of bounded size in its folder."""
+
+
+def read_bounded(path, limit, *, folder=None, whole=False):
+    """The first `limit` bytes of `path`, a file a child or a submission could have written or
+    replaced: opened relative to its folder's descriptor without following a link
+    (O_NOFOLLOW: the name must be one component of `folder`) and without blocking (a FIFO, a
+    terminal), then checked to be a regular file. whole=True: a file larger than `limit` is an
+    UnsafeFile rather than cut. Never hangs, never reads without bound."""
+    if folder is None:
+        folder, name = os.path.split(os.path.abspath(path))
+    else:
+        name = path
+    if not name or "/" in name or name in (".", ".."):
+        raise UnsafeFile(errno.EINVAL, "not a file name in its folder", path)
+    dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
+                     | os.O_CLOEXEC, dir_fd=dfd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafeFile(errno.ELOOP, "a symbolic link, not followed",
+                             os.path.join(folder, name)) from None
+        raise
+    finally:
+        os.close(dfd)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafeFile(errno.EINVAL, "not a regular file", os.path.join(folder, name))
+        if whole and st.st_size > limit:
+            raise UnsafeFile(errno.EFBIG, f"larger than {limit} bytes", os.path.join(folder, name))
+        chunks, left = [], limit
+        while left > 0:
+            b = os.read(fd, min(left, 1 << 20))
+            if not b:
+                break
+            chunks.append(b)
+            left -= len(b)
+        if whole and os.read(fd, 1):   # grown while read
+            raise UnsafeFile(errno.EFBIG, f"larger than {limit} bytes", os.path.join(folder, name))
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _start_time(pid):
+    """A process's start time (clock ticks since boot, /proc/PID/stat field 22), or None when
+    there is no such process: with the pid, it names one process for the life of the system."""
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as f:
+            text = f.read(4096)
+        return int(text[text.rindex(b")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+_swept = set()
+
+
+def sweep_scratch(folder=None):
+    """Remove the scratch folders (tiledmm-KIND-PID.START-*) in `folder` ($TMPDIR) whose owner is
+    gone: a caller that died (SIGBUS, SIGKILL) leaves its worker's folder behind. Only folders
+    this user owns; a live owner's folder is never touched."""
+    import re
+    import tempfile
+    folder = folder or tempfile.gettempdir()
+    pattern = re.compile(r"tiledmm-[a-z-]+?-(\d+)\.(\d+)-")
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        m = pattern.match(name)
+        if not m:
+            continue
+        path = os.path.join(folder, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+            continue
+        if _start_time(m.group(1)) != int(m.group(2)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def scratch_folder(kind):
+    """A new private scratch folder named with its owner's pid and start time (so that a later
+    caller can tell whether the owner is gone); the first in a process sweeps $TMPDIR first."""
+    import tempfile
+    folder = tempfile.gettempdir()
+    if folder not in _swept:
+        _swept.add(folder)
+        sweep_scratch(folder)
+    return tempfile.mkdtemp(prefix=f"tiledmm-{kind}-{os.getpid()}.{_start_time(os.getpid())}-")
+
+
+class scratch:
+    """`with scratch(kind) as path:` a scratch_folder, removed at the end."""
+
+    def __init__(self, kind):
+        self.kind = kind
+
+    def __enter__(self):
+        self.path = scratch_folder(self.kind)
+        return self.path
+
+    def __exit__(self, *exc):
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
 def sealed_memory(name, size):
     """A memfd of `size` bytes that can be neither grown nor shrunk (sealed), for a confined
     child's shared memory: the child may map it, never make more (the caller owns the bound)."""
@@ -880,18 +1107,91 @@ def _run(argv, *, cwd, stdin, timeout, env, capture, pass_fds=()):
                             stdin=None if stdin is None else subprocess.PIPE,
                             stdout=pipe, stderr=pipe, pass_fds=tuple(pass_fds))
     timed_out = False
+    outputs = [_BoundedReader(p, OUTPUT_MOST) for p in (proc.stdout, proc.stderr) if p]
+    readers = outputs + ([_Feeder(proc.stdin, stdin)] if stdin is not None else [])
     try:
-        out, err = proc.communicate(stdin, timeout=timeout)
+        proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
         kill_group(proc.pid)
-        out, err = proc.communicate()
+        proc.wait()
     except BaseException:
         kill_group(proc.pid)
         proc.wait()
         raise
     kill_group(proc.pid)   # whatever it left behind, before anyone reads its results
+    for r in readers:
+        r.join(10)
+    out, err = (outputs[0].text(), outputs[1].text()) if capture else (None, None)
     return Completed(-9 if timed_out else proc.returncode, out, err, timed_out, available())
+
+
+# The most of a child's stdout and of its stderr kept (the rest is read and dropped): a child
+# that prints without end costs the caller no more memory than this.
+OUTPUT_MOST = 8 << 20
+
+
+class _BoundedReader:
+    """Reads a child's pipe to its end on a thread of its own, keeping the first `most` bytes."""
+
+    def __init__(self, pipe, most):
+        import threading
+        self.pipe, self.most, self.kept, self.dropped = pipe, most, [], 0
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        n, fd = 0, self.pipe.fileno()
+        try:
+            while True:
+                b = os.read(fd, 1 << 16)
+                if not b:
+                    break
+                take = b[:max(0, self.most - n)]
+                if take:
+                    self.kept.append(take)
+                    n += len(take)
+                self.dropped += len(b) - len(take)
+        except OSError:
+            pass
+
+    def join(self, timeout):
+        self.thread.join(timeout)
+        try:
+            self.pipe.close()
+        except OSError:
+            pass
+
+    def text(self):
+        data = b"".join(self.kept)
+        if self.dropped or self.thread.is_alive():
+            data += (f"\n[tiledmm: output cut at {self.most} bytes]\n").encode()
+        return data
+
+
+class _Feeder:
+    """Writes `data` into a child's stdin on a thread of its own, then closes it."""
+
+    def __init__(self, pipe, data):
+        import threading
+        self.pipe, self.data = pipe, data
+        self.thread = threading.Thread(target=self._write, daemon=True)
+        self.thread.start()
+
+    def _write(self):
+        try:
+            if self.data:
+                self.pipe.write(self.data)
+        except (OSError, ValueError):
+            pass
+        finally:
+            try:
+                self.pipe.close()
+            except OSError:
+                pass
+
+    def join(self, timeout):
+        self.thread.join(timeout)
 
 
 def kill_group(pid):

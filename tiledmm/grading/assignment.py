@@ -76,7 +76,8 @@ class Speed:
 
 class CaseSizes:
     """What every kind of assignment (a kernel's, a program's) says of one of its cases."""
-    CASE_KEYS = ("name", "points", "big", "timeout")   # a case's entries that are not sizes
+    # a case's entries that are not sizes; floats: random floats as inputs (not small integers)
+    CASE_KEYS = ("name", "points", "big", "timeout", "floats")
 
     def sizes_of(self, case):
         """The case's sizes (its entries other than name, points, big, timeout)."""

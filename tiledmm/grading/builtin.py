@@ -93,7 +93,10 @@ def reduce():
               Arg("out", "out", ("max(blocks, 1)",), value=0.0,
                   aliases=("output", "d_out", "g_odata", "result", "sum", "partial", "out_d")),
               Arg("n", "size", aliases=("N", "size", "length", "len", "count"))],
+        # small integers: every order sums exactly, the tolerance is 0 (a kernel that skips
+        # any term fails); one case of random floats, within the tree bound (log2 n)
         cases=[{"n": n} for n in (1024, 1, 2, 31, 33, 255, 257, 1000, 4099)]
+        + [{"name": "random floats 20000", "n": 20000, "floats": True}]
         + [{"name": "empty 0", "n": 0, "points": 0}]
         + [{"name": "waves 2^20", "n": 1 << 20, "big": True}],
         random_cases=lambda rng: [_named({"n": int(rng.integers(2, 20000))})],

@@ -166,7 +166,7 @@ def _sum_message(in_place):
     def message(name, total, inputs, launches):
         x = inputs["A" if in_place else "x"]
         try:
-            testing.assert_sum_close(total, x)
+            testing.assert_sum_close(total, x, any_order=False)   # the grade's tolerance
         except AssertionError as exc:
             return str(exc) + reduce_hint(total, x, in_place, launches)
         return f"{name}: wrong"

@@ -2,6 +2,8 @@
 optional files, and the exit code (0: every case passed; 1: a case failed or the submission did
 not compile; 2: the command line or the assignment is wrong)."""
 import argparse
+import contextlib
+import os
 import sys
 
 from .compile_limits import GRADING_COMPILE_CHILD_SECONDS
@@ -46,6 +48,24 @@ def add_grade_parser(sub):
     return g
 
 
+@contextlib.contextmanager
+def _student_output_to_stderr():
+    """While grading, stdout (file descriptor 1 and sys.stdout) is stderr: what a kernel prints
+    (forwarded from the worker) never lands on the channel that carries the grader's score
+    line (`grade -q`), so it cannot forge one."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def cmd_grade(args):
     try:
         assignment = load_any_assignment(args.assignment)
@@ -53,11 +73,12 @@ def cmd_grade(args):
         print(f"python -m tiledmm grade: {exc}", file=sys.stderr)
         return 2
     try:
-        report = grade(args.submission, assignment, backend=getattr(args, "backend", None),
-                       seed=args.seed, kernel=args.kernel, timeout=args.timeout,
-                       check=not args.no_check, speed=not args.no_speed,
-                       compile_timeout=args.compile_timeout or GRADING_COMPILE_CHILD_SECONDS,
-                       allow_unconfined=args.allow_unconfined, by_kernel=args.by_kernel)
+        with _student_output_to_stderr():
+            report = grade(args.submission, assignment, backend=getattr(args, "backend", None),
+                           seed=args.seed, kernel=args.kernel, timeout=args.timeout,
+                           check=not args.no_check, speed=not args.no_speed,
+                           compile_timeout=args.compile_timeout or GRADING_COMPILE_CHILD_SECONDS,
+                           allow_unconfined=args.allow_unconfined, by_kernel=args.by_kernel)
     except (UnconfinedError, ValueError) as exc:   # ValueError: --by-kernel with a program one
         print(f"python -m tiledmm grade: {exc}", file=sys.stderr)
         return 2

@@ -24,6 +24,8 @@ import math
 import os
 import re
 
+from ..confine.sandbox import read_bounded
+
 __all__ = ["LaunchSpec", "LaunchFunction", "evaluate", "read_declared"]
 
 PREFIX = "tiledmm-grade:"
@@ -35,17 +37,48 @@ _BINOPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
            ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b}
 
 
+# Bounds on a launch expression (a submission writes them; the grader evaluates them): its
+# length, its nesting, the size of any number, tuples of at most 3 numbers
+EXPR_MOST, DEPTH_MOST, NUMBER_MOST = 1000, 50, 1 << 62
+
+
 def evaluate(text, names):
     """The value of the arithmetic expression `text` with `names` (a dict of numbers).
-    Raises ValueError saying what is not allowed."""
+    Raises ValueError saying what is not allowed (and for any expression out of bounds: longer
+    than EXPR_MOST characters, nested deeper than DEPTH_MOST, a number beyond NUMBER_MOST)."""
+    text = str(text).strip()
+    if len(text) > EXPR_MOST:
+        raise ValueError(f"a launch expression of {len(text)} characters (at most {EXPR_MOST})")
     try:
-        tree = ast.parse(str(text).strip(), mode="eval")
-    except SyntaxError:
-        raise ValueError(f"cannot read {text!r} as an expression") from None
-    return _eval(tree.body, names, text)
+        tree = ast.parse(text, mode="eval")
+        return _checked(_eval(tree.body, names, text, 0), text)
+    except (SyntaxError, MemoryError, RecursionError):
+        raise ValueError(f"cannot read {text[:80]!r} as an expression") from None
+    except (OverflowError, TypeError) as exc:
+        raise ValueError(f"{text[:80]!r}: {exc}") from None
 
 
-def _eval(node, names, text):
+def _checked(value, text):
+    """A number within NUMBER_MOST, finite, or a tuple of at most 3 of them."""
+    if isinstance(value, tuple):
+        if len(value) > 3:
+            raise ValueError(f"{text[:80]!r}: a tuple of {len(value)} (at most 3 dimensions)")
+        return tuple(_checked(v, text) for v in value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{text[:80]!r}: not a number")
+    if isinstance(value, float) and not math.isfinite(value) or abs(value) > NUMBER_MOST:
+        raise ValueError(f"{text[:80]!r}: a number out of range ({value!r:.40})")
+    return value
+
+
+def _eval(node, names, text, depth):
+    if depth > DEPTH_MOST:
+        raise ValueError(f"{text[:80]!r}: nested deeper than {DEPTH_MOST}")
+    value = _eval_node(node, names, text, depth + 1)
+    return _checked(value, text)
+
+
+def _eval_node(node, names, text, depth):
     if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) \
             and not isinstance(node.value, bool):
         return node.value
@@ -54,22 +87,30 @@ def _eval(node, names, text):
             return names[node.id]
         raise ValueError(f"{text!r}: unknown name {node.id!r} (known: {', '.join(sorted(names))})")
     if isinstance(node, ast.Tuple):
-        return tuple(_eval(e, names, text) for e in node.elts)
+        if len(node.elts) > 3:
+            raise ValueError(f"{text[:80]!r}: a tuple of {len(node.elts)} (at most 3)")
+        return tuple(_eval(e, names, text, depth) for e in node.elts)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        value = _eval(node.operand, names, text)
+        value = _eval(node.operand, names, text, depth)
+        if isinstance(value, tuple):
+            raise ValueError(f"{text[:80]!r}: arithmetic on a tuple")
         return -value if isinstance(node.op, ast.USub) else value
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-        left, right = _eval(node.left, names, text), _eval(node.right, names, text)
+        left, right = _eval(node.left, names, text, depth), _eval(node.right, names, text, depth)
+        if isinstance(left, tuple) or isinstance(right, tuple):
+            raise ValueError(f"{text[:80]!r}: arithmetic on a tuple")
         try:
             return _BINOPS[type(node.op)](left, right)
         except ZeroDivisionError:
             raise ValueError(f"{text!r}: division by zero") from None
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
             and node.func.id in _FUNCTIONS and not node.keywords:
-        args = [_eval(a, names, text) for a in node.args]
+        if len(node.args) > 8:
+            raise ValueError(f"{text[:80]!r}: too many arguments")
+        args = [_eval(a, names, text, depth) for a in node.args]
         try:
             return _FUNCTIONS[node.func.id](*args)
-        except (TypeError, ZeroDivisionError) as exc:
+        except (TypeError, ZeroDivisionError, OverflowError, ValueError) as exc:
             raise ValueError(f"{text!r}: {exc}") from None
     raise ValueError(f"{text!r}: only numbers, names of sizes, + - * / // %, tuples and "
                      f"{', '.join(_FUNCTIONS)} are allowed")
@@ -239,9 +280,13 @@ def read_declared(source, path=None):
     declared = _parse_lines(lines, os.path.basename(path) if path else "submission")
     origins = ["submission comments"] if declared else []
     side = sidecar_path(path) if path else None
-    if side and os.path.exists(side):
-        with open(side, encoding="utf-8") as f:
-            side_lines = [(i, ln.split("#", 1)[0]) for i, ln in enumerate(f, 1)]
+    if side and os.path.lexists(side):
+        try:   # the submission's folder: no link followed, no FIFO waited on, bounded
+            text = read_bounded(side, 65536, whole=True).decode("utf-8", errors="replace")
+        except OSError as exc:
+            raise ValueError(f"cannot read the sidecar file {os.path.basename(side)}: "
+                             f"{exc.strerror or exc}") from None
+        side_lines = [(i, ln.split("#", 1)[0]) for i, ln in enumerate(text.splitlines(), 1)]
         more = _parse_lines([(i, ln) for i, ln in side_lines if ln.strip()],
                             os.path.basename(side))
         defines = declared.get("define", []) + more.pop("define", [])

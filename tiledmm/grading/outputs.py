@@ -3,6 +3,7 @@ the speed part) and Gradescope's autograder results.json (`score`, `output`, `te
 `name`, `score`, `max_score`, `output`, `status`)."""
 import json
 import math
+import re
 import xml.etree.ElementTree as ET
 
 __all__ = ["write_json", "write_junit", "write_gradescope", "gradescope_results", "junit_xml"]
@@ -69,7 +70,24 @@ def junit_xml(report):
     suite.insert(0, props)
     root = ET.Element("testsuites")
     root.append(suite)
+    for element in root.iter():   # what a submission printed, made text XML 1.0 can hold
+        element.text = _xml_safe(element.text)
+        for k, v in element.attrib.items():
+            element.set(k, _xml_safe(v))
     return ET.tostring(root, encoding="unicode", xml_declaration=True)
+
+
+# Characters XML 1.0 cannot hold (control characters but tab, newline and carriage return;
+# surrogates; U+FFFE, U+FFFF): written as \xNN / \uNNNN escapes
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _xml_safe(text):
+    if text is None:
+        return None
+    text = str(text)
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256
+                        else f"\\u{ord(m.group()):04x}", text)
 
 
 def write_junit(report, path):

@@ -8,9 +8,9 @@ own main, graded by its output.
 Each case gives the program its input (arguments and stdin, from the case's sizes and the
 grading seed, so that a memorised answer fails), runs it with tm.run under a time limit, and
 compares what it printed with the expected output (numbers with a tolerance, or exact lines).
-On emu the cases not marked 'big' run in check mode: a check-mode finding of a kind the
-assignment fails (every kind by default; `host_mistakes=` says which pass) fails the case with
-its report. A program that does not compile scores zero for every case; one that crashes, exits
+On emu the cases not marked 'big' run in check mode: its findings are shown with the case as
+feedback and never change a mark (issue 45: they come from the program's own process, which
+can cut them short; `host_mistakes=` only says which kinds the assignment allows). A program that does not compile scores zero for every case; one that crashes, exits
 non-zero or runs past its time limit scores zero for that case, and the grader goes on.
 The result is the same GradeReport as tm.grade's (table, HTML, JSON, JUnit, Gradescope).
 """
@@ -23,10 +23,12 @@ import numpy as np
 from .. import _backend
 from ..errors import CompileError
 from ..toolchain.source import blank_source, split_top_level
+from ..confine.sandbox import read_bounded
 from ..programs.run import run as run_program
 from .assignment import CaseSizes
 from .lookup import load
 from .report import GradeReport
+from .launch_spec import EXPR_MOST
 from .runner import grade as grade_kernel
 
 __all__ = ["ProgramAssignment", "grade_program", "grade_program_kernel", "load_program_assignment",
@@ -48,8 +50,8 @@ class ProgramAssignment(CaseSizes):
     (compared with `rtol`/`atol` against every number the program printed, in order) or a str
     (compared line by line, trailing spaces ignored).
     host_mistakes: {check-mode kind: "fail" or "pass"}: how each kind of check-mode finding
-    counts (kinds: kernel, initcheck, api_error, unchecked, leak); default: every kind fails
-    the case. timeout: seconds per case (default 20)."""
+    is shown (kinds: kernel, initcheck, api_error, unchecked, leak); findings are feedback,
+    never a mark (the program's own process reports them). timeout: seconds per case (default 20)."""
 
     def __init__(self, name, cases, program_input, expected, *, description="", rtol=1e-5,
                  atol=1e-6, host_mistakes=None, timeout=20.0):
@@ -158,17 +160,16 @@ def _grade_case(assignment, submission, case, seed, backend, check, timeout):
     if r.returncode != 0:
         return _row(assignment, case, mode, False, np.nan, np.nan, ms,
                     f"the program exited with code {r.returncode}" + (f"\n{tail}" if tail else ""))
-    failing = [p for p in r.problems if assignment.host_mistakes.get(p["kind"], "fail") == "fail"]
-    if failing:
-        text = "\n".join(f"{p['file']}:{p['line']}: {p['message']}" for p in failing)
-        more = f" (and {len(failing) - 1} more below)" if len(failing) > 1 else ""
-        return _row(assignment, case, mode, False, np.nan, np.nan, ms,
-                    f"check mode: {text.splitlines()[0]}{more}" +
-                    ("\n" + "\n".join(text.splitlines()[1:]) if more else ""))
+    # check mode's findings come from the program's own process (its report file, its atexit
+    # leak check), which the program can write or cut short: they are feedback, never a mark
+    # (deleting them must not raise a score, so having them cannot lower one)
     passed, err, tol, why = _compare(assignment.expected(sizes, seed), r.stdout, assignment.rtol,
                                      assignment.atol)
-    note = "\n".join(f"(allowed by the assignment) {p['file']}:{p['line']}: {p['message']}"
-                     for p in r.problems)
+    found = r.problems[:50]
+    note = "\n".join(
+        f"check mode (feedback, not scored{'' if assignment.host_mistakes.get(p['kind'], 'fail') == 'fail' else '; allowed by the assignment'}): "
+        f"{p['file']}:{p['line']}: {p['message']}" if p.get("file") else
+        f"check mode (feedback, not scored): {p['message']}" for p in found)
     message = "\n".join(m for m in (why, note) if m)
     return _row(assignment, case, mode, passed, err, tol, ms, message)
 
@@ -245,10 +246,15 @@ def _resolve(expr, names, values):
     `/` as the integer division it is in C (the grader's `//`)."""
     for _ in range(4):
         expr = _IDENT.sub(lambda m: names.get(m.group(0), values.get(m.group(0), m.group(0))), expr)
+        if len(expr) > EXPR_MOST:   # chained #defines grow it each round: stop before they do
+            raise ValueError(f"a launch expression expands to more than {EXPR_MOST} characters")
     expr = re.sub(r"sizeof\s*\(\s*(?:float|int|unsigned)\s*\)", "4", expr)
     expr = re.sub(r"sizeof\s*\(\s*double\s*\)", "8", expr)
     expr = re.sub(r"\(\s*(?:int|unsigned|size_t|long)\s*\)", "", expr)
     return re.sub(r"(?<!/)/(?!/)", "//", expr)   # C's integer division
+
+
+BY_KERNEL_MOST = 64 << 10
 
 
 def program_kernel_source(source, kernel=None):
@@ -256,7 +262,11 @@ def program_kernel_source(source, kernel=None):
     name): every function whose body launches a kernel (main too) removed, and `// tiledmm-grade:`
     lines giving the grid, block and shared bytes of its own `<<<>>>`, written in the kernel's
     parameter names (docs/grading.md, A submission's own launch). Raises ValueError when the
-    program launches no such kernel."""
+    program launches no such kernel, or is longer than BY_KERNEL_MOST (the grader's own regular
+    expressions read it, unconfined: their time is bounded by its length)."""
+    if len(source) > BY_KERNEL_MOST:
+        raise ValueError(f"the program has {len(source)} characters; --by-kernel reads programs "
+                         f"of at most {BY_KERNEL_MOST}")
     blank = blank_source(source)
     launches = [(m.group(1), m.group(2), m.group(3)) for m in _LAUNCH.finditer(blank)]
     if kernel is not None:
@@ -272,6 +282,8 @@ def program_kernel_source(source, kernel=None):
             names[arg] = param   # (the same name too: a parameter's name is never resolved)
     values = _host_values(blank)
     parts = [_resolve(p, names, values) for p in _split_top(config)]
+    if any(len(p) > EXPR_MOST for p in parts):   # chained #defines: bounded like any launch line
+        raise ValueError(f"the launch of {name} expands to more than {EXPR_MOST} characters")
     lines = [f"// tiledmm-grade: kernel {name}", f"// tiledmm-grade: grid {parts[0]}",
              f"// tiledmm-grade: block {parts[1]}"]
     if len(parts) > 2:
@@ -299,8 +311,8 @@ def grade_program_kernel(submission, assignment, *, kernel=None, **grade_kw):
     parameters and to the program's simple definitions). Returns tm.grade's GradeReport."""
     if isinstance(submission, os.PathLike) or (isinstance(submission, str) and
                                                "\n" not in submission):
-        with open(os.fspath(submission), encoding="utf-8", errors="replace") as f:
-            source = f.read()
+        source = read_bounded(os.fspath(submission), 4 << 20, whole=True).decode(
+            "utf-8", errors="replace")
     else:
         source = submission
     text, name = program_kernel_source(source, kernel)

@@ -37,14 +37,18 @@ MAX_TIMEOUTS = 2   # after this many cases time out, the rest are not run
 MAX_CRASHES = 3    # after this many cases crash the worker (a signal), the rest are not run
 
 
+SUBMISSION_MOST = 4 << 20   # bytes of a submission file
+
+
 def _read_submission(submission):
     """(source, shown name, path or None)."""
     if isinstance(submission, os.PathLike) or (isinstance(submission, str) and
                                                "__global__" not in submission and
                                                "\n" not in submission):
         path = os.fspath(submission)
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read(), path, path
+        # no link followed, no FIFO waited on, at most SUBMISSION_MOST bytes
+        text = sandbox.read_bounded(path, SUBMISSION_MOST, whole=True)
+        return text.decode("utf-8", errors="replace"), path, path
     if not isinstance(submission, str):
         raise TypeError("submission must be the path of a .cu file or its source text, got "
                         f"{type(submission).__name__}")
@@ -190,7 +194,7 @@ def _row(assignment, case, mode, passed, score, max_error, tol, ms, message):
             "message": message}
 
 
-def _inputs(assignment, sizes, mapping, launch, rng):
+def _inputs(assignment, sizes, mapping, launch, rng, floats=False):
     """(values by name, float64 inputs, marks, passes): passes are (grid, block, shared,
     scalars), one per launch; 'blocks' in shapes is the largest pass's number of blocks."""
     names = dict(sizes)
@@ -211,7 +215,8 @@ def _inputs(assignment, sizes, mapping, launch, rng):
             if a.kind == "out":
                 values[a.name], marks[a.name] = output_array(shape, dtype, a.value)
             else:
-                values[a.name] = testing.exact_integer_matrix(rng, shape, dtype, a.high) / 4
+                values[a.name] = rng.standard_normal(shape).astype(dtype) if floats else \
+                    testing.exact_integer_matrix(rng, shape, dtype, a.high) / 4
     inputs64 = {k: (v.astype(np.float64) if isinstance(v, np.ndarray) else v)
                 for k, v in values.items()}
     return values, inputs64, marks, passes
@@ -244,7 +249,8 @@ def _run_case(assignment, case, kern, mapping, launch, backend, mode, limit, rng
     """(row, failure): failure is the KernelError's kind when a launch failed with one."""
     sizes = assignment.sizes_of(case)
     try:
-        values, inputs64, marks, passes = _inputs(assignment, sizes, mapping, launch, rng)
+        values, inputs64, marks, passes = _inputs(assignment, sizes, mapping, launch, rng,
+                                                  bool(case.get("floats")))
     except (ValueError, TypeError, MemoryError) as exc:
         return _row(assignment, case, mode, False, 0, np.nan, np.nan, np.nan,
                     f"launch configuration: {exc}"), None

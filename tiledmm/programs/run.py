@@ -16,9 +16,9 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
-import tempfile
 
 from .. import _backend, _toolkit
 from ..toolchain import compile_emu
@@ -160,14 +160,19 @@ class ProgramResult:
 # ---------------------------------------------------------------------------------------------
 # the program and its options
 
+# The largest source file of a program read (each file)
+SOURCE_MOST = 8 << 20
+
+
 def _read_program(program):
     """(source text, the name messages use, the folder its own #includes are relative to)."""
     if isinstance(program, os.PathLike) or (isinstance(program, str) and "\n" not in program
                                             and len(program) < 4096 and os.path.isfile(program)):
         path = os.fspath(program)
-        try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                return f.read(), os.path.basename(path), os.path.dirname(os.path.abspath(path))
+        try:   # a submission's file: a FIFO or a link to a terminal must not hang the caller
+            text = sandbox.read_bounded(path, SOURCE_MOST, whole=True)
+            return (text.decode("utf-8", errors="replace"), os.path.basename(path),
+                    os.path.dirname(os.path.abspath(path)))
         except OSError as exc:
             raise FileNotFoundError(f"tm.run: cannot read the program {path!r}: {exc}") from None
     if isinstance(program, os.PathLike):
@@ -233,6 +238,9 @@ def _define_lines(defines):
 # a program of several files (a list of paths, or a folder: %cuda_group_run)
 
 _HEADER_ENDINGS = (".h", ".cuh", ".hpp", ".hh", ".inl")
+# Files next to a program that it may #include, hashed into its cache key: headers and sources
+# both (a main.cu may #include "kernel.cu")
+_KEYED_ENDINGS = _HEADER_ENDINGS + (".cu", ".c", ".cc", ".cpp", ".cxx", ".inc", ".cuinc", ".tpp")
 
 
 def read_sources(program, compiler_args):
@@ -276,19 +284,35 @@ def _include_dirs(compiler_args):
     return [d for d in dirs if os.path.isdir(d)]
 
 
-def _group_key_parts(extra_sources, source_dir, compiler_args):
-    """What else the cache key holds: the other files, and the headers next to the program
-    and in its -I folders (an edited header is a new program)."""
-    parts = [list(map(list, extra_sources))]
-    for d in [source_dir, *_include_dirs(compiler_args)]:
+def _program_files(folder):
+    """The files in the program's folder it may #include (headers, sources: _KEYED_ENDINGS),
+    regular files and not links, at most 200 in name order: what the compile child may read
+    there (never the folder: a grader's or a notebook's other files) and what the cache key
+    hashes."""
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(_KEYED_ENDINGS))
+    except OSError:
+        return []
+    out = []
+    for n in names:
         try:
-            names = sorted(n for n in os.listdir(d) if n.endswith(_HEADER_ENDINGS))[:200]
+            if stat.S_ISREG(os.lstat(os.path.join(folder, n)).st_mode):
+                out.append(n)
         except OSError:
             continue
-        for n in names:
-            try:
-                with open(os.path.join(d, n), "rb") as f:
-                    parts.append((d, n, f.read(1 << 20)))
+        if len(out) >= 200:
+            break
+    return out
+
+
+def _group_key_parts(extra_sources, source_dir, compiler_args):
+    """What else the cache key holds: the other files, and the files next to the program and
+    in its -I folders that it may #include (an edited header or kernel.cu is a new program)."""
+    parts = [list(map(list, extra_sources))]
+    for d in [source_dir, *_include_dirs(compiler_args)]:
+        for n in _program_files(d):
+            try:   # never following a link, never blocking on a FIFO: a submission's folder
+                parts.append((d, n, sandbox.read_bounded(n, 1 << 20, folder=d)))
             except OSError:
                 continue
     return parts
@@ -442,7 +466,7 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
         meta = json.loads(meta)
         meta["paths"] = _build_paths(meta.get("paths"))
         return image, meta, "disk_hits"
-    with tempfile.TemporaryDirectory(prefix="tiledmm-program-build-") as scratch:
+    with sandbox.scratch("program-build") as scratch:
         link = []
         if backend == "emu":
             # tiledmm's own runtime (trusted sources), compiled once per cache folder
@@ -468,15 +492,21 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
         req_path = os.path.join(scratch, "request.json")
         with open(req_path, "w") as f:
             json.dump(request, f)
-        # the child reads the source, its folder (its own #includes) and tiledmm's headers
-        policy = sandbox.compile_policy(scratch, read=(src_path, source_dir, HERE,
+        # the child reads the source, the files beside it that it may #include (not the
+        # folder: a grader's working folder holds hidden tests) and tiledmm's headers
+        policy = sandbox.compile_policy(scratch, read=(
+                                            src_path, HERE,
+                                            *[os.path.join(source_dir, n)
+                                              for n in _program_files(source_dir)],
                                                         *compile_emu.emu_headers()[0],
                                                         *_include_dirs(compiler_args)))
         done = sandbox.run_python("programs.build", [req_path], policy, cwd=scratch,
                                    timeout=600)
         try:
-            with open(os.path.join(scratch, "result.json")) as f:
-                result = json.load(f)
+            result = json.loads(sandbox.read_bounded("result.json", 64 << 20, folder=scratch,
+                                                     whole=True))
+            if not isinstance(result, dict):
+                raise ValueError("not an object")
         except (OSError, ValueError):
             raise RuntimeError("building the program failed: the compile child ended with code "
                                f"{done.returncode} and no result\n"
@@ -489,8 +519,7 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
             first = next((ln for ln in log.splitlines() if "error" in ln), log[:200])
             raise CompileError(f"the program {source_name} does not compile ({backend}): {first}"
                                f"\n\n{log}", log)
-        with open(os.path.join(scratch, "program.so"), "rb") as f:
-            image = f.read()
+        image = sandbox.read_bounded("program.so", 1 << 30, folder=scratch, whole=True)
         meta = {"launches": result.get("launches", []), "log": result.get("log", ""),
                 "paths": _build_paths(result.get("paths"))}
         cache.store_bytes(image, so_entry)
@@ -502,16 +531,22 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
 # ---------------------------------------------------------------------------------------------
 # running
 
+# The most of a program's report file read, and the most records taken from it (each launch
+# record becomes a ProgramLaunch)
+REPORT_MOST, RECORDS_MOST = 16 << 20, 20000
+
+
 def _read_report(path):
     """The report file's records (JSON objects); a malformed line (the program could write
     there) is skipped."""
     records = []
-    try:
-        with open(path, "rb") as f:
-            data = f.read(64 << 20)
+    try:   # the program's folder: never a link followed, a FIFO waited on, or more than this
+        data = sandbox.read_bounded(path, REPORT_MOST)
     except OSError:
         return records
     for line in data.splitlines():
+        if len(records) >= RECORDS_MOST:
+            break
         try:
             rec = json.loads(line)
         except ValueError:
@@ -671,14 +706,17 @@ def _device_memory_file():
 
 def execute(image, source_name, backend, args=(), stdin=None, timeout=None, capture=True,
             cwd=None):
-    """Run a built program. Returns (Completed, report records, the tiledmm: lines to add)."""
-    cwd = cwd or os.getcwd()
-    with tempfile.TemporaryDirectory(prefix="tiledmm-program-") as scratch:
+    """Run a built program. Returns (Completed, report records, the tiledmm: lines to add).
+    The program works in its own scratch folder: the caller's working folder (a grader's, with
+    its hidden tests) is never granted; `cwd`, given, is granted and worked in."""
+    with sandbox.scratch("program") as scratch:
+        read = (cwd,) if cwd else ()
+        cwd = cwd or scratch
         so = os.path.join(scratch, "program.so")
         with open(os.open(so, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o700), "wb") as f:
             f.write(image)
         report = os.path.join(scratch, "report.jsonl")
-        policy = sandbox.run_policy(scratch, read=(so, cwd, HERE), devices=backend == "cuda")
+        policy = sandbox.run_policy(scratch, read=(so, *read, HERE), devices=backend == "cuda")
         feed = b"" if stdin is None and capture else stdin
         if isinstance(feed, str):
             feed = feed.encode()
@@ -748,6 +786,34 @@ def run(program, *, args=(), stdin=None, backend=None, check=False, profile=Fals
                          backend, _problems(records))
 
 
+class _terminal_kept:
+    """The terminal's mode (echo, canonical input...) as it was before the program ran, set
+    again after it (a program on the terminal may change it; seccomp refuses the terminal
+    ioctls that set it, and this holds where a request gets past)."""
+
+    def __enter__(self):
+        self.saved = []
+        try:
+            import termios
+        except ImportError:
+            return self
+        for fd in (0, 1, 2):
+            try:
+                if os.isatty(fd):
+                    self.saved.append((fd, termios.tcgetattr(fd)))
+            except (OSError, termios.error):
+                pass
+        return self
+
+    def __exit__(self, *exc):
+        import termios
+        for fd, mode in self.saved:
+            try:
+                termios.tcsetattr(fd, termios.TCSANOW, mode)
+            except (OSError, termios.error):
+                pass
+
+
 def run_cli(path, backend=None, timeout=None, args=(), compiler_args=(), profile=False,
             check=False):
     """`python -m tiledmm run`: the program on the terminal's stdin, stdout and stderr; returns
@@ -777,7 +843,8 @@ def run_cli(path, backend=None, timeout=None, args=(), compiler_args=(), profile
         res = _run_sanitized(image, name, args, None, timeout, capture=False)
         sys.stderr.write(res.stderr)
         return res.returncode if res.returncode >= 0 else 128 - res.returncode
-    done, records, extra = execute(image, name, backend, args, None, timeout, capture=False)
+    with _terminal_kept():
+        done, records, extra = execute(image, name, backend, args, None, timeout, capture=False)
     for line in extra:
         print(line, file=sys.stderr)
     if profile:
@@ -867,7 +934,7 @@ def _run_sanitized(image, source_name, args, stdin, timeout, capture=True):
     sanitizer = _compute_sanitizer()
     first, problems, lines = None, [], []
     for tool, options in _SANITIZER_TOOLS:
-        with tempfile.TemporaryDirectory(prefix="tiledmm-program-check-") as scratch:
+        with sandbox.scratch("program-check") as scratch:
             so = os.path.join(scratch, "program.so")
             with open(os.open(so, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o700), "wb") as f:
                 f.write(image)
@@ -880,12 +947,12 @@ def _run_sanitized(image, source_name, args, stdin, timeout, capture=True):
             feed = (stdin.encode() if isinstance(stdin, str) else stdin) if stdin is not None \
                 else (b"" if capture or first is not None else None)
             # unconfined: compute-sanitizer cannot launch its target inside the sandbox (docs)
-            done = sandbox.run_unconfined(argv, cwd=os.getcwd(), stdin=feed,
+            done = sandbox.run_unconfined(argv, cwd=scratch, stdin=feed,
                                            timeout=None if timeout is None else timeout * 20,
                                            capture=capture or first is not None)
             try:
-                with open(log, errors="replace") as f:
-                    found = _sanitizer_problems(f.read(1 << 20), tool)
+                found = _sanitizer_problems(
+                    sandbox.read_bounded(log, 1 << 20).decode(errors="replace"), tool)
             except OSError:
                 found = []
             records = _read_report(report)

@@ -1,0 +1,348 @@
+"""The sandbox, second round (issue 45): the caller trusts nothing the student touched, and
+grades cannot be bought. Every subprocess here runs under a time limit."""
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tiledmm as tm
+from tiledmm.confine import isolation, sandbox
+
+HERE = Path(__file__).resolve().parent
+ROOT = str(HERE.parent)
+
+
+def _env(**extra):
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (ROOT, os.environ.get("PYTHONPATH")) if p), **extra)
+
+
+def _attacks(tmp_path, names, timeout=300):
+    """tests/attacks/attacks.py on `names` in a process of its own: (returncode, results)."""
+    sys.path.insert(0, str(HERE / "attacks"))
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"names": names, "fill": {"OUTSIDE": str(tmp_path / "out")}}))
+    proc = subprocess.run([sys.executable, str(HERE / "attacks" / "attacks.py"), str(config)],
+                          capture_output=True, text=True, timeout=timeout, cwd=tmp_path,
+                          env=_env())
+    out = proc.stdout.rsplit("@@attacks@@", 1)
+    return proc, (json.loads(out[1]) if len(out) == 2 else None)
+
+
+# -- 1. shared memory is sealed; scratch folders are swept ------------------------------------
+
+def test_the_arguments_file_can_be_neither_shrunk_nor_grown():
+    f = isolation.ArgumentFile()
+    try:
+        f.reserve(1000)
+        size = os.fstat(f.fd).st_size
+        for new in (0, size // 2, size * 4):
+            with pytest.raises(PermissionError):
+                os.ftruncate(f.fd, new)
+        assert os.fstat(f.fd).st_size == size
+    finally:
+        f.release()
+
+
+def test_a_kernel_truncating_the_arguments_file_does_not_kill_the_caller(tmp_path):
+    proc, out = _attacks(tmp_path, ["truncate_arguments", "grow_arguments"])
+    assert proc.returncode == 0 and out is not None, (proc.returncode, proc.stderr[-2000:])
+    assert "LEAK:" not in proc.stdout
+    for name in ("truncate_arguments", "grow_arguments"):
+        assert out[name]["correct"], (name, out[name])
+
+
+def test_scratch_folders_of_a_gone_owner_are_swept_and_a_live_ones_kept(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait(timeout=60)
+    gone = tmp_path / f"tiledmm-worker-{dead.pid}.12345-abc"
+    gone.mkdir()
+    (gone / "big").write_bytes(b"x" * 1000)
+    mine = Path(sandbox.scratch_folder("worker"))
+    try:
+        live = tmp_path / mine.name
+        live.mkdir()
+        other = tmp_path / "tiledmm-cache-1000"
+        other.mkdir()
+        sandbox.sweep_scratch(str(tmp_path))
+        assert not gone.exists()
+        assert live.exists() and other.exists()
+        assert mine.name.startswith(f"tiledmm-worker-{os.getpid()}.")
+    finally:
+        os.rmdir(mine)
+
+
+def test_the_worker_scratch_folder_names_its_owner():
+    k = tm.compile("__global__ void f(float *x) { x[threadIdx.x] += 1; }", backend="emu")
+    x = np.zeros(4, np.float32)
+    k(1, 4, x, backend="emu", timeout=30)
+    assert x.tolist() == [1, 1, 1, 1]
+    scratch = isolation.worker("emu").scratch
+    assert os.path.basename(scratch).startswith(f"tiledmm-worker-{os.getpid()}.")
+
+
+def test_a_worker_whose_exit_hangs_is_killed_not_raised(monkeypatch):
+    w = isolation.Worker()
+    try:
+        w.call({"op": "ping"}, timeout=60)
+        monkeypatch.setattr(w, "_wait", lambda *a: {"ok": True, "pid": 1, "confined": True,
+                                                    "exit": True})
+        start = time.monotonic()
+        reply = w.call({"op": "ping"}, timeout=60)   # the worker does not end: waited 10 s
+        assert reply["exit"] and time.monotonic() - start < 40
+        assert w.proc is None
+    finally:
+        w.stop()
+
+
+# -- 6. seccomp: no owner to signal; the terminal's ioctls by their type --------------------
+
+def test_signal_owner_and_tcsets2_are_refused(tmp_path):
+    proc, out = _attacks(tmp_path, ["signal_owner", "tcsets2"])
+    assert proc.returncode == 0 and out is not None, (proc.returncode, proc.stderr[-2000:])
+    assert "LEAK:" not in proc.stdout, proc.stdout[-2000:]
+    assert out["signal_owner"]["correct"] and out["tcsets2"]["correct"], out
+
+
+# -- 2. one bounded reader; bounded output -------------------------------------------------
+
+def test_read_bounded_follows_no_link_waits_on_no_fifo_and_stops_at_its_bound(tmp_path):
+    (tmp_path / "f").write_bytes(b"x" * 100)
+    assert sandbox.read_bounded(str(tmp_path / "f"), 10) == b"x" * 10
+    with pytest.raises(sandbox.UnsafeFile):
+        sandbox.read_bounded(str(tmp_path / "f"), 10, whole=True)
+    (tmp_path / "link").symlink_to(tmp_path / "f")
+    with pytest.raises(sandbox.UnsafeFile):
+        sandbox.read_bounded(str(tmp_path / "link"), 1000)
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(sandbox.UnsafeFile):
+        sandbox.read_bounded("fifo", 1000, folder=str(tmp_path))
+    with pytest.raises(OSError):
+        sandbox.read_bounded("../f", 1000, folder=str(tmp_path))
+
+
+def _program(tmp_path, body, name="p.cu", timeout=120, **kw):
+    """tm.run of `body` (main's statements) in a process of its own, under a time limit:
+    (returncode, stdout length, stdout head, stderr, launches)."""
+    src = tmp_path / name
+    src.write_text("#include <cstdio>\n#include <cstdlib>\n#include <cstring>\n#include <unistd.h>\n"
+                   "#include <sys/stat.h>\n__global__ void k(int *x) { x[0] = 1; }\n"
+                   f"int main() {{\n{body}\n return 0; }}\n")
+    code = ("import sys, json, tiledmm as tm\n"
+            f"r = tm.run({str(src)!r}, backend='emu', timeout=60)\n"
+            "print(json.dumps([r.returncode, len(r.stdout), r.stdout[:200], r.stderr[-2000:], "
+            "len(r.launches)]))")
+    r, w = os.pipe()   # the caller's stdin: a pipe nobody writes or closes (a terminal)
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=timeout, cwd=kw.get("cwd", tmp_path), env=_env(), stdin=r)
+    finally:
+        os.close(r)
+        os.close(w)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_report_replaced_by_a_link_to_the_callers_stdin_does_not_hang_the_caller(tmp_path):
+    rc, _, out, err, _ = _program(tmp_path, r'''
+        char p[512]; snprintf(p, sizeof p, "%s/report.jsonl", getenv("TMPDIR"));
+        unlink(p); printf("link %d\n", symlink("/proc/self/fd/0", p));''')
+    assert rc == 0 and out == "link 0\n", (out, err)
+
+
+def test_forged_launch_records_are_capped(tmp_path):
+    rc, _, _, err, launches = _program(tmp_path, r'''
+        char p[512]; snprintf(p, sizeof p, "%s/report.jsonl", getenv("TMPDIR"));
+        FILE *f = fopen(p, "a");
+        for (int i = 0; f && i < 30000; i++)
+            fprintf(f, "{\"event\": \"launch\", \"kernel\": \"k\", \"grid\": [1,1,1], "
+                       "\"block\": [1,1,1], \"ms\": 0.1}\n");
+        if (f) fclose(f);''')
+    assert rc == 0, err
+    from tiledmm.programs import run as program_run
+    assert 0 < launches <= program_run.RECORDS_MOST
+
+
+def test_program_output_is_read_with_a_bound(tmp_path):
+    rc, n, _, err, _ = _program(tmp_path, r'''
+        static char line[1 << 16]; memset(line, 'y', sizeof line - 1);
+        for (int i = 0; i < 512; i++) fputs(line, stdout);''')   # 32 MiB
+    assert rc == 0, err
+    assert n <= sandbox.OUTPUT_MOST + 200
+
+
+def test_the_cache_key_holds_a_cu_file_the_program_includes(tmp_path):
+    (tmp_path / "kernel.cu").write_text("#define ANSWER 1\n")
+    main = tmp_path / "main.cu"
+    main.write_text('#include <cstdio>\n#include "kernel.cu"\n'
+                    'int main() { printf("%d\\n", ANSWER); return 0; }\n')
+    first = tm.run(main, backend="emu", timeout=60)
+    (tmp_path / "kernel.cu").write_text("#define ANSWER 2\n")
+    second = tm.run(main, backend="emu", timeout=60)
+    assert (first.stdout, second.stdout) == ("1\n", "2\n"), (first.stderr, second.stderr)
+
+
+# -- 3. the caller's working folder is never granted ----------------------------------------
+
+def test_a_program_cannot_read_the_callers_working_folder(tmp_path):
+    grader = tmp_path / "grader"
+    grader.mkdir()
+    (grader / "hidden_tests.py").write_text("SECRET = 'the answer'\n")
+    rc, _, out, err, _ = _program(tmp_path, r'''
+        FILE *f = fopen("hidden_tests.py", "r");
+        char cwd[512] = {0}; getcwd(cwd, sizeof cwd);
+        printf("%s\n", f ? "read" : "denied");''', cwd=grader)
+    assert rc == 0 and out == "denied\n", (out, err)
+
+
+# -- 4. marks that cannot be bought ---------------------------------------------------------
+
+def test_the_sum_tolerance_is_zero_for_exact_inputs_and_log2_for_floats():
+    from tiledmm import testing
+    from tiledmm.grading import compare
+    rng = np.random.default_rng(1)
+    ints = testing.exact_integer_matrix(rng, 1 << 20, np.float32) / 4
+    assert testing.sum_tolerance(ints) == 0.0
+    floats = rng.standard_normal(1 << 16).astype(np.float32)
+    tol = testing.sum_tolerance(floats)
+    assert 0 < tol <= 2 * 18 * np.finfo(np.float32).eps * np.abs(floats).sum() * 1.0001
+    # do nothing (0) and do half fail both kinds
+    for x in (ints, floats):
+        t = testing.sum_tolerance(x)
+        assert abs(x.astype(np.float64).sum()) > t
+        assert abs(x[len(x) // 2:].astype(np.float64).sum()) > t
+    with pytest.raises(AssertionError):
+        testing.assert_sum_close(0.0, ints)
+    # one place: the grader's 'sum' is testing's
+    from tiledmm.grading.builtin import BUILTIN
+    assert compare.tolerance(BUILTIN["reduce"](), None, {"x": ints}, np.float32) == 0.0
+
+
+LAZY = {
+    "matmul": ("__global__ void mm(const float *A, const float *B, float *C, int M, int N, int K)",
+               "int r = blockIdx.y * blockDim.y + threadIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;"
+               " if (r < M / 2 && c < N) { float s = 0; for (int k = 0; k < K; k++)"
+               " s += A[r * K + k] * B[k * N + c]; C[r * N + c] = s; }"),
+    "matmul_square": ("__global__ void mm(const float *M, const float *N, float *P, int Width)",
+                      "int r = blockIdx.y * blockDim.y + threadIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;"
+                      " if (r < Width / 2 && c < Width) { float s = 0; for (int k = 0; k < Width; k++)"
+                      " s += M[r * Width + k] * N[k * Width + c]; P[r * Width + c] = s; }"),
+    "reduce": ("__global__ void sum(const float *x, float *out, int n)",
+               "int i = blockIdx.x * blockDim.x + threadIdx.x;"
+               " if (i < n / 2) atomicAdd(&out[0], x[i]);"),
+    # right up to 65536 elements, nothing above (the sum tolerance was larger than the sum)
+    "reduce_above_65536": ("__global__ void sum(const float *x, float *out, int n)",
+                           "int i = blockIdx.x * blockDim.x + threadIdx.x;"
+                           " if (n <= 65536 && i < n) atomicAdd(&out[0], x[i]);"),
+    "vec_add": ("__global__ void add(const float *A, const float *B, float *C, int n)",
+                "int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n / 2) C[i] = A[i] + B[i];"),
+    "mat_add": ("__global__ void add(const float *A, const float *B, float *C, int M, int N)",
+                "int r = blockIdx.y * blockDim.y + threadIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;"
+                " if (r < M / 2 && c < N) C[r * N + c] = A[r * N + c] + B[r * N + c];"),
+}
+
+
+@pytest.mark.parametrize("assignment", sorted(LAZY))
+def test_do_nothing_and_do_half_fail_every_builtin_assignment(assignment):
+    head, half = LAZY[assignment]
+    for body in ("", half):
+        report = tm.grade(f"{head} {{ {body} }}\n", assignment.split("_above")[0],
+                          backend="emu", check=False,
+                          speed=False, seed=5, timeout=30)
+        assert report.score < report.max_score, (assignment, body, report.headline())
+        if not body:
+            assert report.score == 0 or assignment.startswith("reduce"), report.headline()
+
+
+
+# -- 5. the grader: bounded launch lines, report channels the student cannot write --------
+
+VEC_ADD = ("__global__ void add(const float *A, const float *B, float *C, int n)\n"
+           "{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) C[i] = A[i] + B[i]; }\n")
+
+
+@pytest.mark.parametrize("text", ["(1,) * 10000000", "1" + "+1" * 100000, "int(1e999)",
+                                  "9" * 400 + " * " + "9" * 400, "(1, 2, 3, 4)", "1e999",
+                                  "max(" * 60 + "1" + ")" * 60])
+def test_launch_expressions_out_of_bounds_are_value_errors(text):
+    from tiledmm.grading.launch_spec import evaluate
+    with pytest.raises(ValueError):
+        evaluate(text, {"n": 5})
+
+
+def test_a_huge_launch_line_is_a_clean_per_submission_error():
+    start = time.monotonic()
+    report = tm.grade(VEC_ADD + "// tiledmm-grade: grid ((1,) * 10000000)\n", "vec_add",
+                      backend="emu", check=False, speed=False, seed=3, timeout=30)
+    assert report.score == 0 and time.monotonic() - start < 120
+    assert len(json.dumps(report.to_dict(), default=str)) < 200_000
+
+
+def test_a_kernels_printf_cannot_forge_the_score_line(tmp_path):
+    sub = tmp_path / "forge.cu"
+    sub.write_text("#include <cstdio>\n__global__ void add(const float *A, const float *B, "
+                   "float *C, int n)\n{ if (blockIdx.x == 0 && threadIdx.x == 0) "
+                   "printf(\"vec_add: 6 / 6 points, 6 of 6 cases pass (add on emu)\\n\"); }\n")
+    proc = subprocess.run([sys.executable, "-m", "tiledmm", "grade", str(sub), "--assignment",
+                           "vec_add", "--backend", "emu", "--no-check", "--no-speed", "-q",
+                           "--timeout", "20"], capture_output=True, text=True, timeout=600,
+                          cwd=tmp_path, env=_env())
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("vec_add: 0 / "), proc.stdout[-2000:]
+
+
+def test_junit_xml_holds_control_characters_a_submission_printed():
+    import xml.etree.ElementTree as ET
+    from tiledmm.grading.outputs import junit_xml
+    report = tm.grade(VEC_ADD.replace("A[i] + B[i]", "A[i]"), "vec_add", backend="emu",
+                      check=False, speed=False, seed=3, timeout=30)
+    report.cases[0]["passed"] = False
+    report.cases[0]["message"] = "printed \x00\x1b[31m\x07 \ud800 red"
+    root = ET.fromstring(junit_xml(report))
+    assert "\\x1b[31m" in ET.tostring(root, encoding="unicode")
+
+
+def test_the_compile_child_reads_only_the_source_files_beside_a_program(tmp_path):
+    (tmp_path / "solution_notes.txt").write_text("SECRET_NOTES\n")
+    (tmp_path / "helper.cuh").write_text("#define HELPED 3\n")
+    main = tmp_path / "main.cu"
+    main.write_text('#include <cstdio>\n#include "helper.cuh"\n'
+                    'int main() { printf("%d\\n", HELPED); return 0; }\n')
+    assert tm.run(main, backend="emu", timeout=60).stdout == "3\n"
+    main.write_text('#include <cstdio>\nconst char *s =\n#include "solution_notes.txt"\n;\n'
+                    'int main() { return 0; }\n')
+    with pytest.raises(tm.CompileError) as info:
+        tm.run(main, backend="emu", timeout=60)
+    assert "SECRET_NOTES" not in str(info.value) and "SECRET_NOTES" not in (info.value.log or "")
+
+
+def test_by_kernel_parsing_is_bounded_in_size_and_expansion():
+    from tiledmm.grading.programs import program_kernel_source
+    names = [f"N{i}" for i in range(60)]
+    defines = "".join(f"#define A{j} ({' + '.join(f'A{j + 1}' for _ in names)})\n"
+                      for j in range(4)) + "#define A4 1\n"
+    program = (defines + "__global__ void k(float *x) { }\n"
+               "int main() { float *x = 0; k<<<A0, 256>>>(x); return 0; }\n")
+    start = time.monotonic()
+    with pytest.raises(ValueError):
+        program_kernel_source(program)
+    with pytest.raises(ValueError):
+        program_kernel_source("// pad\n" * 100_000 + program)
+    assert time.monotonic() - start < 10
+
+
+# -- 7. limits that hold for root -------------------------------------------------------------
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="RLIMIT_NPROC binds a non-root user already")
+def test_threads_are_bounded_for_root_too(tmp_path):
+    import re
+    proc, out = _attacks(tmp_path, ["small_stack_threads"])
+    assert proc.returncode == 0 and out is not None, proc.stderr[-2000:]
+    made = [int(m) for m in re.findall(r"THREADS:(\d+)", proc.stdout)]
+    assert made and made[0] < sandbox.threads_most(), made
+    assert out["small_stack_threads"]["correct"], out
