@@ -3,7 +3,6 @@ row of it, every row is read somewhere, docs/settings.md shows it, and confined 
 the rows marked for them."""
 import os
 import re
-import subprocess
 
 import pytest
 
@@ -15,16 +14,20 @@ _NAME = re.compile(r"\bTILEDMM_[A-Z0-9_]*[A-Z0-9]\b")
 
 
 def names_in_sources():
-    files = subprocess.run(["git", "ls-files", "tiledmm", "csrc", "emu", "cuda", "setup.py"],
-                           cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
+    """{TILEDMM_ name: a file that names it} over the package, the C glue, the kernels and
+    setup.py (walked, not listed by git: the GPU machine's copy of the tree has no .git)."""
     found = {}
-    for rel in files.stdout.split():
-        if rel.endswith(("_settings.py",)) or not rel.endswith(
+    paths = [os.path.join(ROOT, "setup.py")]
+    for top in ("tiledmm", "csrc", "cuda"):
+        for folder, _dirs, files in os.walk(os.path.join(ROOT, top)):
+            paths += [os.path.join(folder, f) for f in files]
+    for path in paths:
+        if path.endswith("_settings.py") or not path.endswith(
                 (".py", ".c", ".h", ".cpp", ".cu", ".cuh")):
             continue
-        with open(os.path.join(ROOT, rel), encoding="utf-8", errors="replace") as f:
+        with open(path, encoding="utf-8", errors="replace") as f:
             for name in _NAME.findall(f.read()):
-                found.setdefault(name, rel)
+                found.setdefault(name, os.path.relpath(path, ROOT))
     return found
 
 

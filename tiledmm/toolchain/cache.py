@@ -36,7 +36,9 @@ def _check_private(path):
     st = os.lstat(path)
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
         raise UnsafeCacheFolder(f"{path} is not a folder (a symbolic link or a file)")
-    if st.st_uid != os.getuid():
+    # the effective uid: files are made with it, and a confined child running as root keeps it
+    # while its real uid is one of its own (sandbox: RLIMIT_NPROC that binds root)
+    if st.st_uid != os.geteuid():
         raise UnsafeCacheFolder(f"{path} belongs to another user (uid {st.st_uid})")
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         raise UnsafeCacheFolder(f"{path} is writable by group or others "
@@ -60,7 +62,7 @@ def cache_dir():
     if not path:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         path = os.path.join(base, "tiledmm")
-    candidates = [path, os.path.join(tempfile.gettempdir(), f"tiledmm-cache-{os.getuid()}")]
+    candidates = [path, os.path.join(tempfile.gettempdir(), f"tiledmm-cache-{os.geteuid()}")]
     for candidate in candidates:
         try:
             return _make_private(candidate)
@@ -136,7 +138,7 @@ def read_verified(path):
     try:
         for p in (path, path + ".sha256"):
             st = os.lstat(p)
-            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or \
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or \
                     st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
                 raise ValueError(p)
         with open(path + ".sha256") as f:
