@@ -333,7 +333,60 @@ static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c);
 static inline double __fma_rn(double a, double b, double c) { return fma(a, b, c); }
 static inline double __dmul_rn(double a, double b) { return a * b; }
 static inline double __dadd_rn(double a, double b) { return a + b; }
-// __expf, __logf, __sinf, __cosf, __powf: glibc declares them (same results as expf...).
+// The fast-math intrinsics: glibc's <math.h> declares __expf, __logf, __sinf... (C linkage,
+// noexcept) and libm exports none of them, so they are defined here with those declarations'
+// linkage (an inline definition: each program has its own, and the loader finds nothing missing).
+#define TM_EMU_FAST1(NAME, EXPR) extern "C" inline float NAME(float x) noexcept { return EXPR; }
+TM_EMU_FAST1(__expf, expf(x))
+TM_EMU_FAST1(__exp10f, powf(10.0f, x))
+TM_EMU_FAST1(__logf, logf(x))
+TM_EMU_FAST1(__log2f, log2f(x))
+TM_EMU_FAST1(__log10f, log10f(x))
+TM_EMU_FAST1(__sinf, sinf(x))
+TM_EMU_FAST1(__cosf, cosf(x))
+TM_EMU_FAST1(__tanf, tanf(x))
+#undef TM_EMU_FAST1
+extern "C" inline float __powf(float x, float y) noexcept { return powf(x, y); }
+extern "C" inline void __sincosf(float x, float *s, float *c) noexcept
+{
+    *s = sinf(x);
+    *c = cosf(x);
+}
+// the integer and float helpers of CUDA's math API that have no C library counterpart
+static inline unsigned umin(unsigned a, unsigned b) { return a < b ? a : b; }
+static inline unsigned umax(unsigned a, unsigned b) { return a < b ? b : a; }
+static inline unsigned long long ullmin(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+static inline unsigned long long ullmax(unsigned long long a, unsigned long long b) { return a < b ? b : a; }
+static inline long long llmin(long long a, long long b) { return a < b ? a : b; }
+static inline long long llmax(long long a, long long b) { return a < b ? b : a; }
+static inline float __frcp_rn(float x) { return 1.0f / x; }
+static inline float __fsqrt_rn(float x) { return sqrtf(x); }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline double __dsub_rn(double a, double b) { return a - b; }
+static inline double __ddiv_rn(double a, double b) { return a / b; }
+static inline int __sad(int a, int b, unsigned c) { return (int)((a > b ? (unsigned)(a - b) : (unsigned)(b - a)) + c); }
+static inline unsigned __usad(unsigned a, unsigned b, unsigned c) { return (a > b ? a - b : b - a) + c; }
+static inline int __float2int_rn(float x) { return (int)nearbyintf(x); }
+static inline int __float2int_rz(float x) { return (int)x; }
+static inline int __float2int_rd(float x) { return (int)floorf(x); }
+static inline int __float2int_ru(float x) { return (int)ceilf(x); }
+static inline unsigned __float2uint_rn(float x) { return (unsigned)nearbyintf(x); }
+static inline unsigned __float2uint_rz(float x) { return (unsigned)x; }
+static inline float __int2float_rn(int x) { return (float)x; }
+static inline float __uint2float_rn(unsigned x) { return (float)x; }
+static inline int __double2int_rn(double x) { return (int)nearbyint(x); }
+static inline int __double2int_rz(double x) { return (int)x; }
+static inline float __double2float_rn(double x) { return (float)x; }
+static inline double __int2double_rn(int x) { return (double)x; }
+static inline int __hadd(int a, int b) { return (int)(((long long)a + b) >> 1); }
+static inline int __rhadd(int a, int b) { return (int)(((long long)a + b + 1) >> 1); }
+static inline unsigned __uhadd(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a + b) >> 1); }
+static inline unsigned __urhadd(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a + b + 1) >> 1); }
+static inline long long __mul64hi(long long a, long long b) { return (long long)(((__int128)a * b) >> 64); }
+static inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b)
+{
+    return (unsigned long long)(((unsigned __int128)a * b) >> 64);
+}
 static inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
 static inline int __float_as_int(float f) { return tm_emu::from_bits<int>(tm_emu::to_bits(f)); }
 static inline float __int_as_float(int i) { return tm_emu::from_bits<float>(tm_emu::to_bits(i)); }

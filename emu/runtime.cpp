@@ -332,6 +332,20 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device)
     p->unifiedAddressing = 1;
     p->concurrentKernels = 0;
     p->asyncEngineCount = 0;
+    // the limits a GPU of compute capability 9.0 reports (deviceQuery prints them)
+    p->textureAlignment = 512;
+    p->texturePitchAlignment = 32;
+    p->surfaceAlignment = 512;
+    p->maxTexture1D = 131072;
+    p->maxTexture2D[0] = 131072; p->maxTexture2D[1] = 65536;
+    p->maxTexture3D[0] = p->maxTexture3D[1] = p->maxTexture3D[2] = 16384;
+    p->maxTexture1DLayered[0] = 32768; p->maxTexture1DLayered[1] = 2048;
+    p->maxTexture2DLayered[0] = p->maxTexture2DLayered[1] = 32768; p->maxTexture2DLayered[2] = 2048;
+    p->computePreemptionSupported = 1;
+    p->hostRegisterSupported = 1;
+    p->memoryPoolsSupported = 1;
+    p->concurrentManagedAccess = 1;
+    p->managedMemory = 1;
     return cudaSuccess;
 }
 
@@ -363,7 +377,17 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
     case cudaDevAttrMaxRegistersPerMultiprocessor: *value = kRegsPerSM; break;
     case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = (int)kSharedPerBlockOptin; break;
     case cudaDevAttrMaxBlocksPerMultiprocessor: *value = kMaxBlocksPerSM; break;
-    default: return set_error(cudaErrorInvalidValue, "cudaDeviceGetAttribute: attribute not emulated");
+    default: {
+        // every other attribute CUDA 13 names: as the properties give it, 0 for a feature the
+        // emulator does not have; only a value no CUDA version names is invalid
+        if ((int)attr <= 0 || attr >= cudaDevAttrMax)
+            return set_error(cudaErrorInvalidValue, "cudaDeviceGetAttribute: not a device attribute");
+        struct cudaDeviceProp p;
+        cudaGetDeviceProperties(&p, 0);
+        int known;
+        *value = tm_emu_attr_from_prop(&p, attr, &known);
+        break;
+    }
     }
     return cudaSuccess;
 }

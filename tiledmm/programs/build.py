@@ -524,8 +524,50 @@ def build(req):
     return result
 
 
+_HEADER_ENDINGS = (".h", ".cuh", ".hpp", ".hh", ".inl")
+_EXTERN_SHARED_HINT = re.compile(r"\bextern\b[^;{}]*\b__shared__\b")
+
+
+def _dialect_headers(req):
+    """The program's own headers (in its folder and -I folders) that declare `extern __shared__`
+    arrays, in the emulator's dialect (emu_dialect, as the program's files get it): copies in a
+    folder the compiler searches first, each with a #line back to its own file. The flags that
+    put that folder first ([] where no header needs it)."""
+    out = os.path.join(req["scratch"], "tm-headers")
+    found = False
+    for flag in req.get("user_includes", ()):
+        folder = flag[2:] if flag.startswith("-I") else flag
+        try:
+            names = sorted(os.listdir(folder))[:500]
+        except OSError:
+            continue
+        for n in names:
+            path = os.path.join(folder, n)
+            if not n.endswith(_HEADER_ENDINGS) or not os.path.isfile(path) or \
+                    os.path.exists(os.path.join(out, n)):
+                continue
+            try:
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    text = f.read(1 << 20)
+            except OSError:
+                continue
+            if not _EXTERN_SHARED_HINT.search(text):
+                continue
+            new = emu_dialect(text)
+            if new == text:
+                continue
+            os.makedirs(out, exist_ok=True)
+            with open(os.path.join(out, n), "w") as f:
+                f.write(f'#line 1 "{path}"\n{new}')
+            found = True
+    return ["-iquote", out, f"-I{out}"] if found else []
+
+
 def _build(req, split):
     scratch = req["scratch"]
+    if req["backend"] == "emu" and not req.get("_headers_done"):
+        req["compile"] = [*req["compile"], *_dialect_headers(req)]
+        req["_headers_done"] = True
     with open(req["source_path"], encoding="utf-8", errors="replace") as f:
         source = f.read()
     name = req["source_name"]

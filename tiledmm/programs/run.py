@@ -448,7 +448,8 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
             # tiledmm's own runtime (trusted sources), compiled once per cache folder
             link = ["-x", "none",
                     *compile_emu.runtime_objects(includes, rt_sources, scratch, runtime),
-                    *compile_emu.kernel_link_flags()]
+                    *compile_emu.kernel_link_flags(),
+                    "-Wl,-z,defs"]   # a symbol nothing defines: a link error, never the loader's
             if profile:   # the counters' hooks (tiledmm's own source), wrapping the emulator
                 link += [compile_emu.profile_hooks_object(includes, hooks, scratch),
                          *(f"-Wl,--wrap={sym}" for sym in PROFILE_WRAPPED)]

@@ -521,9 +521,13 @@ def kernel_signature(source, name, options=()):
 # ---------------------------------------------------------------------------------------------
 # the text the compilers see
 
+# `extern __shared__ T name[];` in either word order (`extern T __shared__ name[];`), with
+# __align__(n), and 2-D (`name[][N]`)
 _EXTERN_SHARED_RE = re.compile(
-    r"\bextern\s+__shared__\s+((?:__align__\s*\(\s*\w+\s*\)\s*)?)"
-    r"(?P<type>[A-Za-z_][\w\s]*?)\s*(?P<name>[A-Za-z_]\w*)\s*\[\s*\]\s*;")
+    r"\bextern\s+(?P<type>(?:(?:__align__\s*\(\s*\w+\s*\)|__attribute__\s*\(\(\s*\w+\s*"
+    r"(?:\(\s*\w+\s*\))?\s*\)\)|[A-Za-z_]\w*)\s*)+?)(?P<name>[A-Za-z_]\w*)\s*\[\s*\]\s*"
+    r"(?P<dims>(?:\[[^\[\];{}]+\]\s*)*);")
+_ALIGN_RE = re.compile(r"__align__\s*\(\s*\w+\s*\)|__attribute__\s*\(\(.*?\)\)")
 
 
 def emu_dialect(source):
@@ -533,10 +537,13 @@ def emu_dialect(source):
     blank = blank_source(source)
     edits = []
     for m in _EXTERN_SHARED_RE.finditer(blank):
-        ctype = " ".join(m.group("type").split())
-        ctype = " ".join(w for w in ctype.split() if w != "__align__")
-        if re.search(r"[^\w\s]", ctype):
+        words = _ALIGN_RE.sub(" ", m.group("type")).split()
+        if "__shared__" not in words:
             continue
+        ctype = " ".join(w for w in words if w != "__shared__")
+        if not ctype or re.search(r"[^\w\s]", ctype):
+            continue
+        dims = " ".join(m.group("dims").split())
         in_function, opens = False, []
         for k in range(m.start()):
             if blank[k] == "{":
@@ -548,8 +555,13 @@ def emu_dialect(source):
             in_function = not re.search(r"\bnamespace\b[\s\w:]*$", head) and \
                 not re.search(r"extern\s*$", head)
         name = m.group("name")
-        text = (f"TM_DYNAMIC_SHARED({ctype}, {name});" if in_function
-                else f"static const tm_extern_shared<{ctype}> {name}{{}};")
+        if dims:   # a 2-D array: a pointer to its rows
+            text = (f"{ctype} (*{name}){dims} = reinterpret_cast<{ctype} (*){dims}>"
+                    f"(tm_emu_dynamic_shared());" if in_function
+                    else f"static const tm_extern_shared<{ctype}{dims}> {name}{{}};")
+        else:
+            text = (f"TM_DYNAMIC_SHARED({ctype}, {name});" if in_function
+                    else f"static const tm_extern_shared<{ctype}> {name}{{}};")
         edits.append((m.start(), m.end(), text))
     out = source
     for start, end, text in reversed(edits):
