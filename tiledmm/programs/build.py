@@ -66,7 +66,10 @@ extern const __device__ int warpSize;
 # Headers a program includes that the parse finds empty (the prelude has what it needs).
 _PARSE_STAND_INS = ("cuda_runtime.h", "cuda_runtime_api.h", "cuda.h", "device_launch_parameters.h",
                     "cooperative_groups.h", "cooperative_groups/reduce.h",
-                    "cooperative_groups/scan.h", "device_functions.h", "helper_cuda.h")
+                    "cooperative_groups/scan.h", "device_functions.h", "helper_cuda.h",
+                    "cuda_profiler_api.h", "builtin_types.h", "vector_types.h", "driver_types.h",
+                    "device_types.h", "vector_functions.h", "host_defines.h", "math_functions.h",
+                    "texture_types.h", "surface_types.h")
 
 
 class BuildError(Exception):
