@@ -75,7 +75,9 @@ extern "C" int tm_emu_syncthreads_op(int op, int pred, const char *file, int lin
 extern "C" unsigned long long tm_emu_barrier_epoch(void);
 
 namespace tm_emu {
-enum WarpOp { OP_SYNCWARP = 0, OP_SHFL, OP_SHFL_UP, OP_SHFL_DOWN, OP_SHFL_XOR, OP_BALLOT, OP_ALL, OP_ANY };
+// OP_COALESCE: cg::coalesced_threads(), the lanes that reach the call together (scheduler.cpp)
+enum WarpOp { OP_SYNCWARP = 0, OP_SHFL, OP_SHFL_UP, OP_SHFL_DOWN, OP_SHFL_XOR, OP_BALLOT, OP_ALL, OP_ANY,
+              OP_COALESCE };
 unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int arg, int width,
                            const char *file, int line);
 unsigned activemask();

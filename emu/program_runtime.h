@@ -835,6 +835,12 @@ inline const char *host_pointer_kind(T *p)
     return "malloc";
 }
 
+inline std::recursive_mutex &launch_mutex()
+{
+    static std::recursive_mutex *m = new std::recursive_mutex();   // never destroyed: atexit
+    return *m;
+}
+
 struct LaunchSite {
     const char *kernel, *params, *file;
     int line;
@@ -1038,6 +1044,10 @@ struct Launcher {
 
     void operator()(typename host_param<P>::type... args) const
     {
+        // One launch at a time, whichever host thread launches (an OpenMP loop of launches):
+        // the device view's opening and closing, the running kernel's name and the last
+        // launch's path, reason and error detail are the process's, not a launch's.
+        std::lock_guard<std::recursive_mutex> one_launch(launch_mutex());
         State &s = st();
         if (s.sticky != cudaSuccess || s.pending != cudaSuccess) {
             // a launch into a context with an error fails with it
