@@ -77,7 +77,7 @@ extern "C" unsigned long long tm_emu_barrier_epoch(void);
 namespace tm_emu {
 // OP_COALESCE: cg::coalesced_threads(), the lanes that reach the call together (scheduler.cpp)
 enum WarpOp { OP_SYNCWARP = 0, OP_SHFL, OP_SHFL_UP, OP_SHFL_DOWN, OP_SHFL_XOR, OP_BALLOT, OP_ALL, OP_ANY,
-              OP_COALESCE };
+              OP_COALESCE, OP_MATCH_ANY };
 unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int arg, int width,
                            const char *file, int line);
 unsigned activemask();
@@ -222,6 +222,47 @@ static inline int __any_sync(unsigned mask, int pred, const char *file = __built
 {
     return (int)tm_emu::warp_op(tm_emu::OP_ANY, mask, pred != 0, 0, 32, file, line);
 }
+// __match_any_sync / __match_all_sync (compute capability 7.0): lanes holding the same value
+template <typename T>
+static inline unsigned __match_any_sync(unsigned mask, T value, const char *file = __builtin_FILE(),
+                                        int line = __builtin_LINE())
+{
+    static_assert(sizeof(T) <= 8, "__match_any_sync takes a value of at most 8 bytes");
+    return (unsigned)tm_emu::warp_op(tm_emu::OP_MATCH_ANY, mask, tm_emu::to_bits(value), 0, 32, file, line);
+}
+template <typename T>
+static inline unsigned __match_all_sync(unsigned mask, T value, int *pred, const char *file = __builtin_FILE(),
+                                        int line = __builtin_LINE())
+{
+    const unsigned same = __match_any_sync(mask, value, file, line);
+    const bool all = same == (mask & same) && (same | ~mask) == ~0u;
+    if (pred) *pred = all;
+    return all ? mask : 0u;
+}
+// __reduce_*_sync (compute capability 8.0): the lanes of mask reduce a value (via shuffles)
+#define TM_EMU_REDUCE_SYNC(NAME, T, OP)                                                      \
+    static inline T NAME(unsigned mask, T v, const char *file = __builtin_FILE(),            \
+                         int line = __builtin_LINE())                                        \
+    {                                                                                        \
+        T acc = v;                                                                           \
+        bool first = true;                                                                   \
+        for (unsigned m = mask; m; m &= m - 1) {                                             \
+            const T x = __shfl_sync(mask, v, __builtin_ctz(m), 32, file, line);              \
+            acc = first ? x : OP;                                                            \
+            first = false;                                                                   \
+        }                                                                                    \
+        return acc;                                                                          \
+    }
+TM_EMU_REDUCE_SYNC(__reduce_add_sync, int, acc + x)
+TM_EMU_REDUCE_SYNC(__reduce_add_sync, unsigned, acc + x)
+TM_EMU_REDUCE_SYNC(__reduce_min_sync, int, x < acc ? x : acc)
+TM_EMU_REDUCE_SYNC(__reduce_min_sync, unsigned, x < acc ? x : acc)
+TM_EMU_REDUCE_SYNC(__reduce_max_sync, int, x > acc ? x : acc)
+TM_EMU_REDUCE_SYNC(__reduce_max_sync, unsigned, x > acc ? x : acc)
+TM_EMU_REDUCE_SYNC(__reduce_and_sync, unsigned, acc & x)
+TM_EMU_REDUCE_SYNC(__reduce_or_sync, unsigned, acc | x)
+TM_EMU_REDUCE_SYNC(__reduce_xor_sync, unsigned, acc ^ x)
+#undef TM_EMU_REDUCE_SYNC
 
 // ---- atomics (real atomics: blocks run in parallel) ----
 namespace tm_emu {

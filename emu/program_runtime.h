@@ -45,6 +45,13 @@
 #include <string>
 #include <vector>
 
+// A whole program is one pass for host and device code: `#if __CUDA_ARCH__ >= 700` guards
+// (the samples') see the emulated device's architecture, as nvcc's device pass would (an H100's,
+// the emulator's default preset).
+#ifndef __CUDA_ARCH__
+#define __CUDA_ARCH__ 900
+#endif
+
 // the guard of the real cuda_runtime.h (the samples' helper_cuda.h tests it)
 #ifndef __CUDA_RUNTIME_H__
 #define __CUDA_RUNTIME_H__

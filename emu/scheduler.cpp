@@ -603,6 +603,8 @@ const char *op_name(int op)
     case OP_BALLOT: return "__ballot_sync()";
     case OP_ALL: return "__all_sync()";
     case OP_ANY: return "__any_sync()";
+    case OP_COALESCE: return "cg::coalesced_threads()";
+    case OP_MATCH_ANY: return "__match_any_sync()";
     }
     return "warp operation";
 }
@@ -896,6 +898,7 @@ unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int 
         case OP_BALLOT: r = value ? (1u << lane) : 0u; break;
         case OP_ALL: case OP_ANY: r = value != 0; break;
         case OP_SYNCWARP: r = 0; break;
+        case OP_MATCH_ANY: r = 1u << lane; break;
         default: break;
         }
         return r;
@@ -929,6 +932,15 @@ unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int 
                 if (b->t[base + q].wval) bal |= 1u << q;
             }
             r = x.wop == OP_BALLOT ? bal : x.wop == OP_ALL ? (bal == xm) : (bal != 0);
+            break;
+        }
+        case OP_MATCH_ANY: {   // the lanes of the mask holding the same value
+            unsigned same = 0;
+            for (unsigned k = xm; k; k &= k - 1) {
+                int q = __builtin_ctz(k);
+                if (b->t[base + q].wval == x.wval) same |= 1u << q;
+            }
+            r = same;
             break;
         }
         }

@@ -51,6 +51,7 @@ PARSE_PRELUDE = """\
 #define __forceinline__ inline
 #define __noinline__
 #define __align__(n) __attribute__((aligned(n)))
+#define __CUDA_ARCH__ 900
 #include "runtime_api.h"
 extern "C" int cudaConfigureCall(dim3 grid, dim3 block, size_t shared = 0, cudaStream_t stream = 0);
 extern "C" unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t shared = 0,
@@ -498,7 +499,8 @@ def _split_request(req):
     fibers (cuda, check mode: the caller's "no_split" reason)."""
     if req["backend"] != "emu" or req.get("no_split"):
         return None
-    return {"define_lines": list(req["define_lines"]), "paths": {},
+    # the kernels as the program's compile sees them (program_runtime.h's __CUDA_ARCH__)
+    return {"define_lines": ["#define __CUDA_ARCH__ 900", *req["define_lines"]], "paths": {},
             "profile": bool(req.get("profile"))}
 
 
@@ -569,7 +571,7 @@ def _dialect_headers(req):
 def _build(req, split):
     scratch = req["scratch"]
     if req["backend"] == "emu" and not req.get("_headers_done"):
-        req["compile"] = [*req["compile"], *_dialect_headers(req)]
+        req["compile"] = [req["compile"][0], *_dialect_headers(req), *req["compile"][1:]]
         req["_headers_done"] = True
     with open(req["source_path"], encoding="utf-8", errors="replace") as f:
         source = f.read()

@@ -245,13 +245,7 @@ template <typename G>
 static inline coalesced_group labeled_partition(const G &g, int label, const char *file = __builtin_FILE(),
                                                 int line = __builtin_LINE())
 {
-    const unsigned gm = g.tm_mask();
-    unsigned mine = 0;
-    for (unsigned m = gm; m; m &= m - 1) {
-        const int l = __builtin_ctz(m);
-        if (__shfl_sync(gm, label, l, 32, file, line) == label) mine |= 1u << l;
-    }
-    return coalesced_group(mine);
+    return coalesced_group(__match_any_sync(g.tm_mask(), label, file, line));
 }
 
 // binary_partition(g, pred): the lanes of g whose pred is the same as this lane's.
