@@ -1,0 +1,112 @@
+"""The CUDA surface NVIDIA's samples touch, on the emulator (issue 43): tests/programs/surface/
+and tests/programs/cg_groups.cu are our own small programs, one per feature the samples need
+(benchmarks/cuda_samples.py runs the samples themselves against a cuda-samples checkout).
+Every program runs with a timeout (RUN_S)."""
+import os
+
+import pytest
+
+import tiledmm as tm
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROGRAMS = os.path.join(HERE, "programs")
+SURFACE = os.path.join(PROGRAMS, "surface")
+RUN_S = 120
+
+
+def run(program, **kw):
+    kw.setdefault("backend", "emu")
+    kw.setdefault("timeout", RUN_S)
+    return tm.run(program, **kw)
+
+
+def expected(path):
+    with open(os.path.splitext(path)[0] + ".expected") as f:
+        return f.read()
+
+
+@pytest.mark.parametrize("name", ["runtime_surface.cu", "dialect.cu"])
+def test_surface_program_matches_expected_stdout(name):
+    """runtime_surface.cu: helper_cuda.h's guards, every attribute CUDA 13 names, deviceQuery's
+    properties, occupancy, profiler, mapped host memory, limits, callbacks, peer access, pools,
+    prefetch/advise in CUDA 13's and CUDA 12's forms. dialect.cu: extern __shared__ in an
+    included header (both word orders, 2-D), umin/umax and __expf... (they load), __CUDA_ARCH__,
+    launches from four host threads at once."""
+    path = os.path.join(SURFACE, name)
+    r = run(path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == expected(path)
+
+
+def test_cooperative_groups_made_at_run_time():
+    path = os.path.join(PROGRAMS, "cg_groups.cu")
+    r = run(path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == expected(path)
+    assert r.launches[0].path == "fibers"
+
+
+def test_grid_sync_is_refused_at_its_line():
+    src = """#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+__global__ void k(int *p)
+{
+    cg::grid_group g = cg::this_grid();
+    p[g.thread_rank()] = 1;
+    g.sync();
+}
+int main()
+{
+    int *p;
+    cudaMalloc(&p, 64 * sizeof(int));
+    k<<<2, 32>>>(p);
+    cudaDeviceSynchronize();
+    return 0;
+}
+"""
+    r = run(src)
+    assert r.returncode != 0
+    assert "program.cu:7: grid.sync()" in r.stderr and "cooperative launch" in r.stderr
+
+
+def test_undefined_symbol_is_a_named_link_error():
+    """-Wl,-z,defs: a function nothing defines is a compile error naming it, never the
+    loader's traceback when the program loads."""
+    src = """extern "C" float not_defined_anywhere(float);
+__global__ void k(float *p) { p[0] = not_defined_anywhere(p[0]); }
+int main()
+{
+    float *p;
+    cudaMalloc(&p, 4);
+    k<<<1, 1>>>(p);
+    return cudaDeviceSynchronize();
+}
+"""
+    with pytest.raises(tm.CompileError) as info:
+        run(src)
+    assert "not_defined_anywhere" in str(info.value)
+
+
+def test_samples_headers_guards_and_helper_style_macros():
+    """What Common/helper_cuda.h tests and calls, written out (its code stays in NVIDIA's tree)."""
+    src = """#include <cuda_runtime.h>
+#include <cstdio>
+#ifdef __DRIVER_TYPES_H__
+#define check(x) do { cudaError_t e = (x); if (e) { printf("error %s\\n", cudaGetErrorName(e)); return 1; } } while (0)
+#endif
+#ifdef __CUDA_RUNTIME_H__
+int pick()
+{
+    int mode = -1, integrated = -1, major = 0;
+    check(cudaDeviceGetAttribute(&mode, cudaDevAttrComputeMode, 0));
+    check(cudaDeviceGetAttribute(&integrated, cudaDevAttrIntegrated, 0));
+    check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+    printf("%d %d %d\\n", mode == cudaComputeModeProhibited, integrated, major);
+    return 0;
+}
+#endif
+int main() { return pick(); }
+"""
+    r = run(src)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout == "0 0 9\n"
