@@ -463,7 +463,8 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
                    "defines": [d for d in defines], "define_lines": _define_lines(defines),
                    "user_includes": user_inc,
                    # the program's folder first for its quoted includes, as for nvcc
-                   "compile": [*compile_cmd, "-iquote", source_dir, f"-I{source_dir}"], "link": link,
+                   "compile": [*compile_cmd, *(["-iquote", source_dir] if backend == "emu" else []),
+                               f"-I{source_dir}"], "link": link,
                    "link_cmd": link_cmd, "check": bool(check),
                    "no_split": _no_split_reason(backend, check), "profile": bool(profile),
                    "extra_sources": _write_extra_sources(extra_sources, scratch)}
