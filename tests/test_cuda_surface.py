@@ -110,3 +110,31 @@ int main() { return pick(); }
     r = run(src)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout == "0 0 9\n"
+
+
+def test_inline_ptx_special_registers_and_a_clear_refusal():
+    src = """#include <cstdio>
+__global__ void lanes(unsigned *d)
+{
+    unsigned lane, lt;
+    asm("mov.u32 %0, %%laneid;" : "=r"(lane));
+    asm volatile("mov.u32 %0, %%lanemask_lt;" : "=r"(lt));
+    d[threadIdx.x] = lane * 1000 + __popc(lt);
+}
+int main()
+{
+    unsigned *d;
+    cudaMallocManaged(&d, 64 * sizeof(unsigned));
+    lanes<<<1, 64>>>(d);
+    cudaDeviceSynchronize();
+    printf("%u %u %u\\n", d[0], d[33], d[63]);
+    return 0;
+}
+"""
+    r = run(src)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "0 1001 31031\n"
+    with pytest.raises(tm.CompileError) as info:
+        run(src.replace('asm("mov.u32 %0, %%laneid;" : "=r"(lane));',
+                        'asm("add.u32 %0, %1, %1;" : "=r"(lane) : "r"(lt));'))
+    assert "program.cu:5" in str(info.value) and "inline PTX is not emulated" in str(info.value)
