@@ -138,3 +138,33 @@ int main()
         run(src.replace('asm("mov.u32 %0, %%laneid;" : "=r"(lane));',
                         'asm("add.u32 %0, %1, %1;" : "=r"(lane) : "r"(lt));'))
     assert "program.cu:5" in str(info.value) and "inline PTX is not emulated" in str(info.value)
+
+
+def test_cuda_fp16_half2_rounds_to_half():
+    src = """#include <cuda_fp16.h>
+#include <cstdio>
+__global__ void k(const half2 *a, float *out)
+{
+    half2 s = __float2half2_rn(0.f);
+    for (int i = 0; i < 4; ++i) s = __hadd2(s, __hmul2(a[i], a[i]));
+    s = __hfma2(s, __floats2half2_rn(2.f, 2.f), __float2half2_rn(1.f));
+    out[0] = __low2float(s);
+    out[1] = __high2float(s);
+    out[2] = __half2float(__float2half(2049.0f));   // not a half: rounds to even, 2048
+}
+int main()
+{
+    half2 *a;
+    float *out;
+    cudaMallocManaged(&a, 4 * sizeof(half2));
+    cudaMallocManaged(&out, 3 * sizeof(float));
+    for (int i = 0; i < 4; ++i) a[i] = half2((float)i, 0.5f);
+    k<<<1, 1>>>(a, out);
+    cudaDeviceSynchronize();
+    printf("%g %g %g %zu\\n", out[0], out[1], out[2], sizeof(half2));
+    return 0;
+}
+"""
+    r = run(src)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "29 3 2048 4\n"
