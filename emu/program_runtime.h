@@ -1351,6 +1351,33 @@ static inline cudaError_t tm_prog_cudaStreamWaitEvent(cudaStream_t s, cudaEvent_
 #define cudaMemcpyFromSymbol(...) tm_prog_cudaMemcpyFromSymbol(__VA_ARGS__)
 #define cudaThreadSynchronize() tm_prog_cudaDeviceSynchronize()
 
+// ---- device assert: the launch fails with cudaErrorAssert at the next synchronising call ----
+// glibc's <assert.h> declares __assert_fail (C linkage, noexcept, noreturn); the program's own
+// definition sees a kernel's failed assert: the GPU's message, the thread ends (the block goes
+// on: emu/scheduler.cpp, tm_emu_end_thread), and the launch's error is cudaErrorAssert. Host
+// code's asserts (and a kernel run as thread loops) end the program as glibc's would.
+extern "C" int tm_emu_end_thread(void);
+extern "C" inline void __assert_fail(const char *expr, const char *file, unsigned int line,
+                                     const char *function) noexcept
+{
+    tm_prog::State &s = tm_prog::st();
+    if (s.launching.load(std::memory_order_relaxed) && tm_emu_tls.linear_tid >= 0) {
+        char buf[1024];
+        const uint3 b = tm_emu_tls.block_idx, t = tm_emu_tls.thread_idx;
+        snprintf(buf, sizeof buf, "%s:%u: %s: block: [%u,%u,%u], thread: [%u,%u,%u] Assertion `%s` failed.\n",
+                 file, line, function, b.x, b.y, b.z, t.x, t.y, t.z, expr);
+        {
+            std::lock_guard<std::mutex> g(s.printf_mu);
+            s.printf_buf += buf;
+        }
+        s.pending = cudaErrorAssert;
+        tm_emu_end_thread();
+    }
+    fflush(stdout);
+    fprintf(stderr, "%s:%u: %s: Assertion `%s' failed.\n", file, line, function, expr);
+    abort();
+}
+
 // ---- more of the runtime API (issue 43), as real functions: a later header may declare them,
 // and &f and ::f work ----
 namespace tm_prog {

@@ -1140,6 +1140,28 @@ extern "C" void *tm_emu_dynamic_shared(void)
 
 extern "C" unsigned long long tm_emu_barrier_epoch(void) { return tm_emu_epoch; }
 
+// A CUDA thread that ends where it stands (a failed device assert: emu/program_runtime.h's
+// __assert_fail): it counts as returned, its fiber is never resumed nor reused (its stack is
+// left as it is), and the block goes on. 0 where the thread has no fiber of its own (a kernel
+// run as thread loops, or no kernel running): the caller ends the program instead.
+extern "C" int tm_emu_end_thread(void)
+{
+    using namespace tm_emu;
+    Worker &w = worker();
+    Block *b = w.b;
+    Fiber *f = w.cur;
+    if (!b || !f || f->thread < 0 || f->thread != tm_emu_tls.linear_tid) return 0;
+    const int t = f->thread;
+    b->t[t].st = S_DONE;
+    b->done++;
+    update_bar_need(b);
+    if (!b->L->strict && barrier_ready(b)) barrier_release(b, -1);
+    f->thread = -1;   // not on the free list: nothing resumes it
+    Fiber *nx = pick_next(w, b, &tm_emu_tls);
+    jump(w, f, nx);
+    return 1;   // (never)
+}
+
 // The hot path of barrier-heavy kernels (2 million arrivals for tiled 16 at 256^3): one TLS
 // lookup, a site check, one compare to know whether the barrier opens, and a switch that the
 // function ends in (emu_notes.md has what each step saved).

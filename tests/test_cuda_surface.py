@@ -168,3 +168,28 @@ int main()
     r = run(src)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "29 3 2048 4\n"
+
+
+def test_device_assert_fails_the_launch_with_cuda_error_assert():
+    src = """#include <cassert>
+#include <cstdio>
+__global__ void k(int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    assert(i < n);
+}
+int main()
+{
+    k<<<2, 32>>>(60);
+    cudaError_t e = cudaDeviceSynchronize();
+    printf("%s\\n", cudaGetErrorName(e));
+    printf("sticky: %s\\n", cudaGetErrorName(cudaMemset(nullptr, 0, 0)));
+    return 0;
+}
+"""
+    r = run(src)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[:4] == [f"program.cu:6: void k(int): block: [1,0,0], thread: [{t},0,0] Assertion `i < n` failed."
+                         for t in (28, 29, 30, 31)]
+    assert lines[4:] == ["cudaErrorAssert", "sticky: cudaErrorAssert"]
