@@ -445,6 +445,8 @@ def test_failed_device_assert_names_the_kernel():
     src = ("#include <assert.h>\n__global__ void check(int n) { assert(n > 5); }\n"
            "int main() {\n  check<<<1, 1>>>(3);\n  cudaDeviceSynchronize();\n  return 0;\n}\n")
     r = run(src)
-    assert r.returncode == -6
-    assert "tiledmm: kernel 'check' ended the program (a failed assert or abort())" in r.stderr
-    assert "n > 5" in r.stderr   # the assert's own message
+    # as on a GPU (issue 43): the GPU's message names the kernel's function, the thread ends,
+    # and the launch's error (cudaErrorAssert) is the next synchronising call's; the program goes on
+    assert r.returncode == 0, r.stderr
+    assert "program.cu:2: void check(int): block: [0,0,0], thread: [0,0,0] Assertion `n > 5` failed." \
+        in r.stdout

@@ -51,6 +51,7 @@ PARSE_PRELUDE = """\
 #define __forceinline__ inline
 #define __noinline__
 #define __align__(n) __attribute__((aligned(n)))
+#define __CUDA_ARCH__ 900
 #include "emu/runtime_api.h"
 extern "C" int cudaConfigureCall(dim3 grid, dim3 block, size_t shared = 0, cudaStream_t stream = 0);
 extern "C" unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t shared = 0,
@@ -66,7 +67,10 @@ extern const __device__ int warpSize;
 # Headers a program includes that the parse finds empty (the prelude has what it needs).
 _PARSE_STAND_INS = ("cuda_runtime.h", "cuda_runtime_api.h", "cuda.h", "device_launch_parameters.h",
                     "cooperative_groups.h", "cooperative_groups/reduce.h",
-                    "cooperative_groups/scan.h", "device_functions.h", "helper_cuda.h")
+                    "cooperative_groups/scan.h", "device_functions.h", "helper_cuda.h",
+                    "cuda_profiler_api.h", "builtin_types.h", "vector_types.h", "driver_types.h",
+                    "device_types.h", "vector_functions.h", "host_defines.h", "math_functions.h",
+                    "texture_types.h", "surface_types.h")
 
 
 class BuildError(Exception):
@@ -495,7 +499,8 @@ def _split_request(req):
     fibers (cuda, check mode: the caller's "no_split" reason)."""
     if req["backend"] != "emu" or req.get("no_split"):
         return None
-    return {"define_lines": list(req["define_lines"]), "paths": {},
+    # the kernels as the program's compile sees them (program_runtime.h's __CUDA_ARCH__)
+    return {"define_lines": ["#define __CUDA_ARCH__ 900", *req["define_lines"]], "paths": {},
             "profile": bool(req.get("profile"))}
 
 
@@ -524,8 +529,50 @@ def build(req):
     return result
 
 
+_HEADER_ENDINGS = (".h", ".cuh", ".hpp", ".hh", ".inl")
+_EXTERN_SHARED_HINT = re.compile(r"\bextern\b[^;{}]*\b__shared__\b")
+
+
+def _dialect_headers(req):
+    """The program's own headers (in its folder and -I folders) that declare `extern __shared__`
+    arrays, in the emulator's dialect (emu_dialect, as the program's files get it): copies in a
+    folder the compiler searches first, each with a #line back to its own file. The flags that
+    put that folder first ([] where no header needs it)."""
+    out = os.path.join(req["scratch"], "tm-headers")
+    found = False
+    for flag in req.get("user_includes", ()):
+        folder = flag[2:] if flag.startswith("-I") else flag
+        try:
+            names = sorted(os.listdir(folder))[:500]
+        except OSError:
+            continue
+        for n in names:
+            path = os.path.join(folder, n)
+            if not n.endswith(_HEADER_ENDINGS) or not os.path.isfile(path) or \
+                    os.path.exists(os.path.join(out, n)):
+                continue
+            try:
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    text = f.read(1 << 20)
+            except OSError:
+                continue
+            if not _EXTERN_SHARED_HINT.search(text):
+                continue
+            new = emu_dialect(text)
+            if new == text:
+                continue
+            os.makedirs(out, exist_ok=True)
+            with open(os.path.join(out, n), "w") as f:
+                f.write(f'#line 1 "{path}"\n{new}')
+            found = True
+    return ["-iquote", out, f"-I{out}"] if found else []
+
+
 def _build(req, split):
     scratch = req["scratch"]
+    if req["backend"] == "emu" and not req.get("_headers_done"):
+        req["compile"] = [req["compile"][0], *_dialect_headers(req), *req["compile"][1:]]
+        req["_headers_done"] = True
     with open(req["source_path"], encoding="utf-8", errors="replace") as f:
         source = f.read()
     name = req["source_name"]

@@ -472,7 +472,8 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
             # tiledmm's own runtime (trusted sources), compiled once per cache folder
             link = ["-x", "none",
                     *compile_emu.runtime_objects(includes, rt_sources, scratch, runtime),
-                    *compile_emu.kernel_link_flags()]
+                    *compile_emu.kernel_link_flags(),
+                    "-Wl,-z,defs"]   # a symbol nothing defines: a link error, never the loader's
             if profile:   # the counters' hooks (tiledmm's own source), wrapping the emulator
                 link += [compile_emu.profile_hooks_object(includes, hooks, scratch),
                          *(f"-Wl,--wrap={sym}" for sym in PROFILE_WRAPPED)]
@@ -485,7 +486,9 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
                    "backend": backend, "parse_includes": parse_includes,
                    "defines": [d for d in defines], "define_lines": _define_lines(defines),
                    "user_includes": user_inc,
-                   "compile": [*compile_cmd, *([f"-I{source_dir}"])], "link": link,
+                   # the program's folder first for its quoted includes, as for nvcc
+                   "compile": [*compile_cmd, *(["-iquote", source_dir] if backend == "emu" else []),
+                               f"-I{source_dir}"], "link": link,
                    "link_cmd": link_cmd, "check": bool(check),
                    "no_split": _no_split_reason(backend, check), "profile": bool(profile),
                    "extra_sources": _write_extra_sources(extra_sources, scratch)}

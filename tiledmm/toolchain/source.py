@@ -521,9 +521,60 @@ def kernel_signature(source, name, options=()):
 # ---------------------------------------------------------------------------------------------
 # the text the compilers see
 
+# `extern __shared__ T name[];` in either word order (`extern T __shared__ name[];`), with
+# __align__(n), and 2-D (`name[][N]`)
 _EXTERN_SHARED_RE = re.compile(
-    r"\bextern\s+__shared__\s+((?:__align__\s*\(\s*\w+\s*\)\s*)?)"
-    r"(?P<type>[A-Za-z_][\w\s]*?)\s*(?P<name>[A-Za-z_]\w*)\s*\[\s*\]\s*;")
+    r"\bextern\s+(?P<type>(?:(?:__align__\s*\(\s*\w+\s*\)|__attribute__\s*\(\(\s*\w+\s*"
+    r"(?:\(\s*\w+\s*\))?\s*\)\)|[A-Za-z_]\w*)\s*)+?)(?P<name>[A-Za-z_]\w*)\s*\[\s*\]\s*"
+    r"(?P<dims>(?:\[[^\[\];{}]+\]\s*)*);")
+_ALIGN_RE = re.compile(r"__align__\s*\(\s*\w+\s*\)|__attribute__\s*\(\(.*?\)\)")
+
+
+# Inline PTX reading a special register (`asm("mov.u32 %0, %%laneid;" : "=r"(x));`): the
+# emulator's value of it. Any other PTX is a compile error at its line that says so, never the
+# assembler's raw message.
+_PTX_SPECIAL = {
+    "laneid": "(unsigned)(tm_emu_tls.linear_tid % 32)",
+    "warpid": "(unsigned)(tm_emu_tls.linear_tid / 32)",
+    "nwarpid": "(unsigned)64",
+    "smid": "(unsigned)0",
+    "nsmid": "(unsigned)132",
+    "lanemask_eq": "(1u << (tm_emu_tls.linear_tid % 32))",
+    "lanemask_lt": "((1u << (tm_emu_tls.linear_tid % 32)) - 1u)",
+    "lanemask_le": "((2u << (tm_emu_tls.linear_tid % 32)) - 1u)",
+    "lanemask_gt": "(~((2u << (tm_emu_tls.linear_tid % 32)) - 1u))",
+    "lanemask_ge": "(~((1u << (tm_emu_tls.linear_tid % 32)) - 1u))",
+    "clock": "(unsigned)clock64()",
+    "clock64": "(unsigned long long)clock64()",
+    "globaltimer": "(unsigned long long)clock64()",
+}
+_ASM_RE = re.compile(r"\b(?:asm|__asm__)\s*(?:volatile\s*|__volatile__\s*)?\(\s*(?P<body>(?:\"(?:[^\"\\\n]|\\.)*\"\s*)+)"
+                     r"(?P<rest>[^;]*?)\)\s*;")
+_ASM_MOV_RE = re.compile(r"^\s*mov\.[usb](?:32|64)\s+%0\s*,\s*%%(?P<reg>\w+)\s*;?\s*$")
+_ASM_OUT_RE = re.compile(r"^\s*:\s*\"=[rlh]\"\s*\((?P<out>[^()]*(?:\([^()]*\)[^()]*)*)\)\s*$")
+_PTX_HINT = re.compile(r"%%\w|\.(?:[usbf](?:8|16|32|64)|pred|global|shared)\b")
+
+
+def _emu_inline_ptx(source, blank):
+    """The edits (start, end, text) for inline PTX in `source` (`blank`: its comments and
+    strings blanked, so that asm in a comment is left alone)."""
+    edits = []
+    for m in _ASM_RE.finditer(source):
+        if not blank[m.start():m.start() + 3].startswith(("asm", "__a")):
+            continue   # in a comment or a string
+        body = "".join(re.findall(r'"((?:[^"\\\n]|\\.)*)"', m.group("body")))
+        if not _PTX_HINT.search(body):
+            continue   # not PTX (host assembly): left to the compiler
+        mov, out = _ASM_MOV_RE.match(body), _ASM_OUT_RE.match(m.group("rest"))
+        if mov and out and mov.group("reg") in _PTX_SPECIAL:
+            text = f"(({out.group('out')}) = {_PTX_SPECIAL[mov.group('reg')]});"
+        else:
+            shown = body.replace("\\", "").replace('"', "'")[:80]
+            text = (f'static_assert(sizeof(int) == 0, "tiledmm: inline PTX is not emulated on the CPU '
+                    f'emulator ({shown}); only reads of special registers (mov.u32 %0, %%laneid; '
+                    f'...) are");')
+        edits.append((m.start(), m.end(), text))
+    return edits
 
 
 def emu_dialect(source):
@@ -533,10 +584,13 @@ def emu_dialect(source):
     blank = blank_source(source)
     edits = []
     for m in _EXTERN_SHARED_RE.finditer(blank):
-        ctype = " ".join(m.group("type").split())
-        ctype = " ".join(w for w in ctype.split() if w != "__align__")
-        if re.search(r"[^\w\s]", ctype):
+        words = _ALIGN_RE.sub(" ", m.group("type")).split()
+        if "__shared__" not in words:
             continue
+        ctype = " ".join(w for w in words if w != "__shared__")
+        if not ctype or re.search(r"[^\w\s]", ctype):
+            continue
+        dims = " ".join(m.group("dims").split())
         in_function, opens = False, []
         for k in range(m.start()):
             if blank[k] == "{":
@@ -548,9 +602,16 @@ def emu_dialect(source):
             in_function = not re.search(r"\bnamespace\b[\s\w:]*$", head) and \
                 not re.search(r"extern\s*$", head)
         name = m.group("name")
-        text = (f"TM_DYNAMIC_SHARED({ctype}, {name});" if in_function
-                else f"static const tm_extern_shared<{ctype}> {name}{{}};")
+        if dims:   # a 2-D array: a pointer to its rows
+            text = (f"{ctype} (*{name}){dims} = reinterpret_cast<{ctype} (*){dims}>"
+                    f"(tm_emu_dynamic_shared());" if in_function
+                    else f"static const tm_extern_shared<{ctype}{dims}> {name}{{}};")
+        else:
+            text = (f"TM_DYNAMIC_SHARED({ctype}, {name});" if in_function
+                    else f"static const tm_extern_shared<{ctype}> {name}{{}};")
         edits.append((m.start(), m.end(), text))
+    if "asm" in source:
+        edits = sorted(edits + _emu_inline_ptx(source, blank))
     out = source
     for start, end, text in reversed(edits):
         out = out[:start] + text + out[end:]

@@ -75,7 +75,9 @@ extern "C" int tm_emu_syncthreads_op(int op, int pred, const char *file, int lin
 extern "C" unsigned long long tm_emu_barrier_epoch(void);
 
 namespace tm_emu {
-enum WarpOp { OP_SYNCWARP = 0, OP_SHFL, OP_SHFL_UP, OP_SHFL_DOWN, OP_SHFL_XOR, OP_BALLOT, OP_ALL, OP_ANY };
+// OP_COALESCE: cg::coalesced_threads(), the lanes that reach the call together (scheduler.cpp)
+enum WarpOp { OP_SYNCWARP = 0, OP_SHFL, OP_SHFL_UP, OP_SHFL_DOWN, OP_SHFL_XOR, OP_BALLOT, OP_ALL, OP_ANY,
+              OP_COALESCE, OP_MATCH_ANY };
 unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int arg, int width,
                            const char *file, int line);
 unsigned activemask();
@@ -220,6 +222,47 @@ static inline int __any_sync(unsigned mask, int pred, const char *file = __built
 {
     return (int)tm_emu::warp_op(tm_emu::OP_ANY, mask, pred != 0, 0, 32, file, line);
 }
+// __match_any_sync / __match_all_sync (compute capability 7.0): lanes holding the same value
+template <typename T>
+static inline unsigned __match_any_sync(unsigned mask, T value, const char *file = __builtin_FILE(),
+                                        int line = __builtin_LINE())
+{
+    static_assert(sizeof(T) <= 8, "__match_any_sync takes a value of at most 8 bytes");
+    return (unsigned)tm_emu::warp_op(tm_emu::OP_MATCH_ANY, mask, tm_emu::to_bits(value), 0, 32, file, line);
+}
+template <typename T>
+static inline unsigned __match_all_sync(unsigned mask, T value, int *pred, const char *file = __builtin_FILE(),
+                                        int line = __builtin_LINE())
+{
+    const unsigned same = __match_any_sync(mask, value, file, line);
+    const bool all = same == (mask & same) && (same | ~mask) == ~0u;
+    if (pred) *pred = all;
+    return all ? mask : 0u;
+}
+// __reduce_*_sync (compute capability 8.0): the lanes of mask reduce a value (via shuffles)
+#define TM_EMU_REDUCE_SYNC(NAME, T, OP)                                                      \
+    static inline T NAME(unsigned mask, T v, const char *file = __builtin_FILE(),            \
+                         int line = __builtin_LINE())                                        \
+    {                                                                                        \
+        T acc = v;                                                                           \
+        bool first = true;                                                                   \
+        for (unsigned m = mask; m; m &= m - 1) {                                             \
+            const T x = __shfl_sync(mask, v, __builtin_ctz(m), 32, file, line);              \
+            acc = first ? x : OP;                                                            \
+            first = false;                                                                   \
+        }                                                                                    \
+        return acc;                                                                          \
+    }
+TM_EMU_REDUCE_SYNC(__reduce_add_sync, int, acc + x)
+TM_EMU_REDUCE_SYNC(__reduce_add_sync, unsigned, acc + x)
+TM_EMU_REDUCE_SYNC(__reduce_min_sync, int, x < acc ? x : acc)
+TM_EMU_REDUCE_SYNC(__reduce_min_sync, unsigned, x < acc ? x : acc)
+TM_EMU_REDUCE_SYNC(__reduce_max_sync, int, x > acc ? x : acc)
+TM_EMU_REDUCE_SYNC(__reduce_max_sync, unsigned, x > acc ? x : acc)
+TM_EMU_REDUCE_SYNC(__reduce_and_sync, unsigned, acc & x)
+TM_EMU_REDUCE_SYNC(__reduce_or_sync, unsigned, acc | x)
+TM_EMU_REDUCE_SYNC(__reduce_xor_sync, unsigned, acc ^ x)
+#undef TM_EMU_REDUCE_SYNC
 
 // ---- atomics (real atomics: blocks run in parallel) ----
 namespace tm_emu {
@@ -333,7 +376,60 @@ static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c);
 static inline double __fma_rn(double a, double b, double c) { return fma(a, b, c); }
 static inline double __dmul_rn(double a, double b) { return a * b; }
 static inline double __dadd_rn(double a, double b) { return a + b; }
-// __expf, __logf, __sinf, __cosf, __powf: glibc declares them (same results as expf...).
+// The fast-math intrinsics: glibc's <math.h> declares __expf, __logf, __sinf... (C linkage,
+// noexcept) and libm exports none of them, so they are defined here with those declarations'
+// linkage (an inline definition: each program has its own, and the loader finds nothing missing).
+#define TM_EMU_FAST1(NAME, EXPR) extern "C" inline float NAME(float x) noexcept { return EXPR; }
+TM_EMU_FAST1(__expf, expf(x))
+TM_EMU_FAST1(__exp10f, powf(10.0f, x))
+TM_EMU_FAST1(__logf, logf(x))
+TM_EMU_FAST1(__log2f, log2f(x))
+TM_EMU_FAST1(__log10f, log10f(x))
+TM_EMU_FAST1(__sinf, sinf(x))
+TM_EMU_FAST1(__cosf, cosf(x))
+TM_EMU_FAST1(__tanf, tanf(x))
+#undef TM_EMU_FAST1
+extern "C" inline float __powf(float x, float y) noexcept { return powf(x, y); }
+extern "C" inline void __sincosf(float x, float *s, float *c) noexcept
+{
+    *s = sinf(x);
+    *c = cosf(x);
+}
+// the integer and float helpers of CUDA's math API that have no C library counterpart
+static inline unsigned umin(unsigned a, unsigned b) { return a < b ? a : b; }
+static inline unsigned umax(unsigned a, unsigned b) { return a < b ? b : a; }
+static inline unsigned long long ullmin(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+static inline unsigned long long ullmax(unsigned long long a, unsigned long long b) { return a < b ? b : a; }
+static inline long long llmin(long long a, long long b) { return a < b ? a : b; }
+static inline long long llmax(long long a, long long b) { return a < b ? b : a; }
+static inline float __frcp_rn(float x) { return 1.0f / x; }
+static inline float __fsqrt_rn(float x) { return sqrtf(x); }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline double __dsub_rn(double a, double b) { return a - b; }
+static inline double __ddiv_rn(double a, double b) { return a / b; }
+static inline int __sad(int a, int b, unsigned c) { return (int)((a > b ? (unsigned)(a - b) : (unsigned)(b - a)) + c); }
+static inline unsigned __usad(unsigned a, unsigned b, unsigned c) { return (a > b ? a - b : b - a) + c; }
+static inline int __float2int_rn(float x) { return (int)nearbyintf(x); }
+static inline int __float2int_rz(float x) { return (int)x; }
+static inline int __float2int_rd(float x) { return (int)floorf(x); }
+static inline int __float2int_ru(float x) { return (int)ceilf(x); }
+static inline unsigned __float2uint_rn(float x) { return (unsigned)nearbyintf(x); }
+static inline unsigned __float2uint_rz(float x) { return (unsigned)x; }
+static inline float __int2float_rn(int x) { return (float)x; }
+static inline float __uint2float_rn(unsigned x) { return (float)x; }
+static inline int __double2int_rn(double x) { return (int)nearbyint(x); }
+static inline int __double2int_rz(double x) { return (int)x; }
+static inline float __double2float_rn(double x) { return (float)x; }
+static inline double __int2double_rn(int x) { return (double)x; }
+static inline int __hadd(int a, int b) { return (int)(((long long)a + b) >> 1); }
+static inline int __rhadd(int a, int b) { return (int)(((long long)a + b + 1) >> 1); }
+static inline unsigned __uhadd(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a + b) >> 1); }
+static inline unsigned __urhadd(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a + b + 1) >> 1); }
+static inline long long __mul64hi(long long a, long long b) { return (long long)(((__int128)a * b) >> 64); }
+static inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b)
+{
+    return (unsigned long long)(((unsigned __int128)a * b) >> 64);
+}
 static inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
 static inline int __float_as_int(float f) { return tm_emu::from_bits<int>(tm_emu::to_bits(f)); }
 static inline float __int_as_float(int i) { return tm_emu::from_bits<float>(tm_emu::to_bits(i)); }

@@ -45,6 +45,18 @@
 #include <string>
 #include <vector>
 
+// A whole program is one pass for host and device code: `#if __CUDA_ARCH__ >= 700` guards
+// (the samples') see the emulated device's architecture, as nvcc's device pass would (an H100's,
+// the emulator's default preset).
+#ifndef __CUDA_ARCH__
+#define __CUDA_ARCH__ 900
+#endif
+
+// the guard of the real cuda_runtime.h (the samples' helper_cuda.h tests it)
+#ifndef __CUDA_RUNTIME_H__
+#define __CUDA_RUNTIME_H__
+#endif
+
 #define __managed__   // a global: host memory, which host code and kernels both reach here
 #define cudaStreamDefault 0x00
 #define cudaStreamNonBlocking 0x01
@@ -694,6 +706,12 @@ inline cudaError_t attribute(int *value, cudaDeviceAttr attr, int device)
     cudaError_t e = ::cudaDeviceGetAttribute(value, attr, device);
     if (e != cudaSuccess) return e;
     const Preset &d = preset();
+    cudaDeviceProp prop;
+    if (properties(&prop, device) == cudaSuccess) {   // the preset's device, where a field holds it
+        int known = 0;
+        const int v = tm_emu_attr_from_prop(&prop, attr, &known);
+        if (known) *value = v;
+    }
     switch (attr) {
     case cudaDevAttrMultiProcessorCount: *value = d.sms; break;
     case cudaDevAttrComputeCapabilityMajor: *value = d.major; break;
@@ -822,6 +840,12 @@ inline const char *host_pointer_kind(T *p)
     const uintptr_t a = (uintptr_t)p, sp = (uintptr_t)&here;
     if (a > sp - ((uintptr_t)1 << 16) && a < sp + ((uintptr_t)8 << 20)) return "a local variable";
     return "malloc";
+}
+
+inline std::recursive_mutex &launch_mutex()
+{
+    static std::recursive_mutex *m = new std::recursive_mutex();   // never destroyed: atexit
+    return *m;
 }
 
 struct LaunchSite {
@@ -1027,6 +1051,10 @@ struct Launcher {
 
     void operator()(typename host_param<P>::type... args) const
     {
+        // One launch at a time, whichever host thread launches (an OpenMP loop of launches):
+        // the device view's opening and closing, the running kernel's name and the last
+        // launch's path, reason and error detail are the process's, not a launch's.
+        std::lock_guard<std::recursive_mutex> one_launch(launch_mutex());
         State &s = st();
         if (s.sticky != cudaSuccess || s.pending != cudaSuccess) {
             // a launch into a context with an error fails with it
@@ -1322,6 +1350,342 @@ static inline cudaError_t tm_prog_cudaStreamWaitEvent(cudaStream_t s, cudaEvent_
 #define cudaMemcpyToSymbol(...) tm_prog_cudaMemcpyToSymbol(__VA_ARGS__)
 #define cudaMemcpyFromSymbol(...) tm_prog_cudaMemcpyFromSymbol(__VA_ARGS__)
 #define cudaThreadSynchronize() tm_prog_cudaDeviceSynchronize()
+
+// ---- device assert: the launch fails with cudaErrorAssert at the next synchronising call ----
+// glibc's <assert.h> declares __assert_fail (C linkage, noexcept, noreturn); the program's own
+// definition sees a kernel's failed assert: the GPU's message, the thread ends (the block goes
+// on: emu/scheduler.cpp, tm_emu_end_thread), and the launch's error is cudaErrorAssert. Host
+// code's asserts (and a kernel run as thread loops) end the program as glibc's would.
+extern "C" int tm_emu_end_thread(void);
+extern "C" inline void __assert_fail(const char *expr, const char *file, unsigned int line,
+                                     const char *function) noexcept
+{
+    tm_prog::State &s = tm_prog::st();
+    if (s.launching.load(std::memory_order_relaxed) && tm_emu_tls.linear_tid >= 0) {
+        char buf[1024];
+        const uint3 b = tm_emu_tls.block_idx, t = tm_emu_tls.thread_idx;
+        snprintf(buf, sizeof buf, "%s:%u: %s: block: [%u,%u,%u], thread: [%u,%u,%u] Assertion `%s` failed.\n",
+                 file, line, function, b.x, b.y, b.z, t.x, t.y, t.z, expr);
+        {
+            std::lock_guard<std::mutex> g(s.printf_mu);
+            s.printf_buf += buf;
+        }
+        s.pending = cudaErrorAssert;
+        tm_emu_end_thread();
+    }
+    fflush(stdout);
+    fprintf(stderr, "%s:%u: %s: Assertion `%s' failed.\n", file, line, function, expr);
+    abort();
+}
+
+// ---- more of the runtime API (issue 43), as real functions: a later header may declare them,
+// and &f and ::f work ----
+namespace tm_prog {
+struct Extra {
+    unsigned device_flags = 0;
+    size_t limits[8] = {1024, 1 << 20, 8 << 20, 2, 2048, 0, 0, 0};   // cudaLimit's defaults on an H100
+    unsigned long long pool_attrs[16] = {};
+};
+inline Extra &extra()
+{
+    static Extra *e = new Extra();
+    return *e;
+}
+inline char *default_pool()
+{
+    static char pool[1];
+    return pool;
+}
+}  // namespace tm_prog
+
+inline cudaError_t cudaSetDeviceFlags(unsigned int flags)
+{
+    TM_PROG_STICKY();
+    if (flags & ~0x1fu) return tm_emu::set_error(cudaErrorInvalidValue, "cudaSetDeviceFlags: unknown flags");
+    tm_prog::extra().device_flags = flags;
+    return cudaSuccess;
+}
+inline cudaError_t cudaGetDeviceFlags(unsigned int *flags)
+{
+    if (!flags) return tm_emu::set_error(cudaErrorInvalidValue);
+    *flags = tm_prog::extra().device_flags | cudaDeviceMapHost;
+    return cudaSuccess;
+}
+inline cudaError_t cudaDeviceSetLimit(enum cudaLimit limit, size_t value)
+{
+    TM_PROG_STICKY();
+    if ((int)limit < 0 || (int)limit >= 8) return tm_emu::set_error(cudaErrorUnsupportedLimit);
+    tm_prog::extra().limits[(int)limit] = value;
+    return cudaSuccess;
+}
+inline cudaError_t cudaDeviceGetLimit(size_t *value, enum cudaLimit limit)
+{
+    if (!value) return tm_emu::set_error(cudaErrorInvalidValue);
+    if ((int)limit < 0 || (int)limit >= 8) return tm_emu::set_error(cudaErrorUnsupportedLimit);
+    *value = tm_prog::extra().limits[(int)limit];
+    return cudaSuccess;
+}
+inline cudaError_t cudaDeviceSetCacheConfig(enum cudaFuncCache) { return cudaSuccess; }
+inline cudaError_t cudaDeviceGetCacheConfig(enum cudaFuncCache *c)
+{
+    if (c) *c = cudaFuncCachePreferNone;
+    return cudaSuccess;
+}
+inline cudaError_t cudaDeviceSetSharedMemConfig(enum cudaSharedMemConfig) { return cudaSuccess; }
+template <typename F>
+inline cudaError_t cudaFuncSetCacheConfig(F *, enum cudaFuncCache) { return cudaSuccess; }
+template <typename F>
+inline cudaError_t cudaFuncSetSharedMemConfig(F *, enum cudaSharedMemConfig) { return cudaSuccess; }
+inline cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest)
+{
+    if (least) *least = 0;
+    if (greatest) *greatest = -5;
+    return cudaSuccess;
+}
+inline cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned int, int)
+{
+    return tm_prog::stream_create(s);
+}
+inline cudaError_t cudaStreamGetPriority(cudaStream_t, int *p)
+{
+    if (p) *p = 0;
+    return cudaSuccess;
+}
+
+// ---- peer access: one emulated device ----
+inline cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer)
+{
+    if (!can) return tm_emu::set_error(cudaErrorInvalidValue);
+    int n = 0;
+    cudaGetDeviceCount(&n);
+    if (device < 0 || device >= n || peer < 0 || peer >= n) return tm_emu::set_error(cudaErrorInvalidDevice);
+    *can = 0;
+    return cudaSuccess;
+}
+inline cudaError_t cudaDeviceEnablePeerAccess(int, unsigned int)
+{
+    return tm_emu::set_error(cudaErrorInvalidDevice, "the emulator has one device: no peer to reach");
+}
+inline cudaError_t cudaDeviceDisablePeerAccess(int) { return tm_emu::set_error(cudaErrorPeerAccessNotEnabled); }
+
+// ---- host memory registered or mapped for kernels (zero copy) ----
+inline cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags,
+                                    const char *file = __builtin_FILE(), int line = __builtin_LINE())
+{
+    TM_PROG_STICKY();
+    if (!ptr || !size || (flags & ~0x0fu)) return tm_emu::set_error(cudaErrorInvalidValue);
+    tm_prog::State &s = tm_prog::st();
+    std::lock_guard<std::recursive_mutex> g(s.mu);
+    if (tm_prog::in_region(ptr) || s.host.count((uintptr_t)ptr))
+        return tm_emu::set_error(cudaErrorHostMemoryAlreadyRegistered);
+    s.host[(uintptr_t)ptr] = tm_prog::Alloc{size, file, line, "cudaHostRegister", size};
+    s.host_kind[(uintptr_t)ptr] = tm_prog::PINNED;
+    return cudaSuccess;
+}
+inline cudaError_t cudaHostUnregister(void *ptr)
+{
+    TM_PROG_STICKY();
+    tm_prog::State &s = tm_prog::st();
+    std::lock_guard<std::recursive_mutex> g(s.mu);
+    auto it = s.host.find((uintptr_t)ptr);
+    if (!ptr || it == s.host.end() || strcmp(it->second.by, "cudaHostRegister") != 0)
+        return tm_emu::set_error(cudaErrorHostMemoryNotRegistered);
+    s.host.erase(it);
+    s.host_kind.erase((uintptr_t)ptr);
+    return cudaSuccess;
+}
+inline cudaError_t cudaHostGetDevicePointer(void **dev, void *host, unsigned int flags)
+{
+    TM_PROG_STICKY();
+    if (!dev || !host || flags) return tm_emu::set_error(cudaErrorInvalidValue);
+    uintptr_t start;
+    const tm_prog::Alloc *rec;
+    const tm_prog::Kind k = tm_prog::classify(host, &start, &rec);
+    if (k != tm_prog::PINNED && k != tm_prog::MANAGED)
+        return tm_emu::set_error(cudaErrorInvalidValue, "cudaHostGetDevicePointer: not memory from "
+                                 "cudaHostAlloc or cudaHostRegister");
+    *dev = host;   // one address space: the device sees the host's address
+    return cudaSuccess;
+}
+template <typename T>
+inline cudaError_t cudaHostGetDevicePointer(T **dev, void *host, unsigned int flags)
+{
+    return cudaHostGetDevicePointer(reinterpret_cast<void **>(dev), host, flags);
+}
+inline cudaError_t cudaHostGetFlags(unsigned int *flags, void *host)
+{
+    if (!flags) return tm_emu::set_error(cudaErrorInvalidValue);
+    uintptr_t start;
+    const tm_prog::Alloc *rec;
+    if (tm_prog::classify(host, &start, &rec) != tm_prog::PINNED) return tm_emu::set_error(cudaErrorInvalidValue);
+    *flags = cudaHostAllocMapped;
+    return cudaSuccess;
+}
+
+// ---- stream callbacks and host functions: every launch is done when they are queued, so
+// they run at once, in order, on the calling thread ----
+inline cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t cb, void *data, unsigned int flags)
+{
+    if (!cb || flags) return tm_emu::set_error(cudaErrorInvalidValue);
+    if (!tm_prog::stream_valid(stream)) return tm_emu::set_error(cudaErrorInvalidResourceHandle);
+    const cudaError_t status = tm_prog::sync_point();
+    cb(stream, status, data);
+    return cudaSuccess;
+}
+inline cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *data)
+{
+    if (!fn) return tm_emu::set_error(cudaErrorInvalidValue);
+    if (!tm_prog::stream_valid(stream)) return tm_emu::set_error(cudaErrorInvalidResourceHandle);
+    TM_PROG_STICKY();
+    tm_prog::sync_point();
+    fn(data);
+    return cudaSuccess;
+}
+
+// ---- stream-ordered allocation and memory pools (one pool: the device's) ----
+template <typename T>
+inline cudaError_t cudaMallocAsync(T **p, size_t size, cudaStream_t stream, const char *file = __builtin_FILE(),
+                                   int line = __builtin_LINE())
+{
+    if (!tm_prog::stream_valid(stream)) return tm_emu::set_error(cudaErrorInvalidResourceHandle);
+    return tm_prog::device_malloc(reinterpret_cast<void **>(p), size, file, line, "cudaMallocAsync");
+}
+template <typename T>
+inline cudaError_t cudaMallocFromPoolAsync(T **p, size_t size, cudaMemPool_t pool, cudaStream_t stream,
+                                           const char *file = __builtin_FILE(), int line = __builtin_LINE())
+{
+    if (!pool) return tm_emu::set_error(cudaErrorInvalidValue);
+    return cudaMallocAsync(p, size, stream, file, line);
+}
+inline cudaError_t cudaFreeAsync(void *p, cudaStream_t stream)
+{
+    if (!tm_prog::stream_valid(stream)) return tm_emu::set_error(cudaErrorInvalidResourceHandle);
+    return tm_prog::device_free(p);
+}
+inline cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int device)
+{
+    if (!pool) return tm_emu::set_error(cudaErrorInvalidValue);
+    if (device != 0) return tm_emu::set_error(cudaErrorInvalidDevice);
+    *pool = reinterpret_cast<cudaMemPool_t>(tm_prog::default_pool());
+    return cudaSuccess;
+}
+inline cudaError_t cudaDeviceGetMemPool(cudaMemPool_t *pool, int device) { return cudaDeviceGetDefaultMemPool(pool, device); }
+inline cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t pool)
+{
+    if (device != 0) return tm_emu::set_error(cudaErrorInvalidDevice);
+    return pool ? cudaSuccess : tm_emu::set_error(cudaErrorInvalidValue);
+}
+inline cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr, void *value)
+{
+    if (!pool || !value || (int)attr <= 0 || (int)attr >= 16) return tm_emu::set_error(cudaErrorInvalidValue);
+    unsigned long long &slot = tm_prog::extra().pool_attrs[(int)attr];
+    if (attr == cudaMemPoolAttrReleaseThreshold || attr == cudaMemPoolAttrReservedMemHigh ||
+        attr == cudaMemPoolAttrUsedMemHigh)
+        slot = *static_cast<unsigned long long *>(value);
+    else
+        slot = (unsigned long long)*static_cast<int *>(value);
+    return cudaSuccess;
+}
+inline cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr, void *value)
+{
+    if (!pool || !value || (int)attr <= 0 || (int)attr >= 16) return tm_emu::set_error(cudaErrorInvalidValue);
+    const unsigned long long v = tm_prog::extra().pool_attrs[(int)attr];
+    if (attr >= cudaMemPoolAttrReleaseThreshold)
+        *static_cast<unsigned long long *>(value) = v;
+    else
+        *static_cast<int *>(value) = (int)v;
+    return cudaSuccess;
+}
+inline cudaError_t cudaMemPoolTrimTo(cudaMemPool_t pool, size_t) { return pool ? cudaSuccess : tm_emu::set_error(cudaErrorInvalidValue); }
+
+// ---- unified memory hints: CUDA 13's cudaMemLocation forms, and CUDA 12's device number ----
+inline cudaError_t tm_prog_check_range(const void *p, size_t count, const char *what)
+{
+    TM_PROG_STICKY();
+    if (!p || !count) return tm_emu::set_error(cudaErrorInvalidValue);
+    uintptr_t start;
+    const tm_prog::Alloc *rec;
+    const tm_prog::Kind k = tm_prog::classify(p, &start, &rec);
+    if (k == tm_prog::HOST) return cudaSuccess;   // pageable memory: HMM systems take it
+    if (!rec || (uintptr_t)p + count > start + rec->size) {
+        char buf[200];
+        snprintf(buf, sizeof buf, "%s: the range is not inside one allocation", what);
+        return tm_emu::set_error(cudaErrorInvalidValue, buf);
+    }
+    return cudaSuccess;
+}
+inline cudaError_t cudaMemPrefetchAsync(const void *p, size_t count, struct cudaMemLocation location,
+                                        unsigned int flags, cudaStream_t stream = 0)
+{
+    if (flags || (location.type == cudaMemLocationTypeDevice && location.id != 0))
+        return tm_emu::set_error(cudaErrorInvalidValue);
+    if (!tm_prog::stream_valid(stream)) return tm_emu::set_error(cudaErrorInvalidResourceHandle);
+    return tm_prog_check_range(p, count, "cudaMemPrefetchAsync");
+}
+inline cudaError_t cudaMemPrefetchAsync(const void *p, size_t count, int device, cudaStream_t stream = 0)
+{
+    cudaMemLocation loc;
+    loc.type = device == cudaCpuDeviceId ? cudaMemLocationTypeHost : cudaMemLocationTypeDevice;
+    loc.id = device == cudaCpuDeviceId ? 0 : device;
+    return cudaMemPrefetchAsync(p, count, loc, 0, stream);
+}
+inline cudaError_t cudaMemAdvise(const void *p, size_t count, enum cudaMemoryAdvise advice,
+                                 struct cudaMemLocation location)
+{
+    if ((int)advice < 1 || (int)advice > 6 || (location.type == cudaMemLocationTypeDevice && location.id != 0))
+        return tm_emu::set_error(cudaErrorInvalidValue);
+    return tm_prog_check_range(p, count, "cudaMemAdvise");
+}
+inline cudaError_t cudaMemAdvise(const void *p, size_t count, enum cudaMemoryAdvise advice, int device)
+{
+    cudaMemLocation loc;
+    loc.type = device == cudaCpuDeviceId ? cudaMemLocationTypeHost : cudaMemLocationTypeDevice;
+    loc.id = device == cudaCpuDeviceId ? 0 : device;
+    return cudaMemAdvise(p, count, advice, loc);
+}
+
+// ---- occupancy ----
+template <typename F, typename S>
+inline cudaError_t tm_prog_best_block(int *minGridSize, int *blockSize, F *func, S smem_of, int limit)
+{
+    if (!minGridSize || !blockSize) return tm_emu::set_error(cudaErrorInvalidValue);
+    if (!func) return tm_emu::set_error(cudaErrorInvalidDeviceFunction);
+    int most = 1024;
+    if (limit > 0 && limit < most) most = limit;
+    int best_threads = 0, best_block = 0, best_blocks = 0;
+    for (int b = most; b > 0; b -= (b % 32 ? b % 32 : 32)) {   // down to warp multiples
+        int n = 0;
+        cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, reinterpret_cast<const void *>(func), b,
+                                                                      (size_t)smem_of(b));
+        if (e != cudaSuccess) return e;
+        if (n * b > best_threads) {
+            best_threads = n * b;
+            best_block = b;
+            best_blocks = n;
+        }
+    }
+    *blockSize = best_block;
+    *minGridSize = best_blocks * tm_prog::preset().sms;
+    return cudaSuccess;
+}
+template <typename F>
+inline cudaError_t cudaOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockSize, F *func,
+                                                      size_t dynamicSMemSize = 0, int blockSizeLimit = 0)
+{
+    return tm_prog_best_block(minGridSize, blockSize, func, [=](int) { return dynamicSMemSize; }, blockSizeLimit);
+}
+template <typename S, typename F>
+inline cudaError_t cudaOccupancyMaxPotentialBlockSizeVariableSMem(int *minGridSize, int *blockSize, F *func,
+                                                                  S blockSizeToDynamicSMemSize, int blockSizeLimit = 0)
+{
+    return tm_prog_best_block(minGridSize, blockSize, func, blockSizeToDynamicSMemSize, blockSizeLimit);
+}
+template <typename F>
+inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *n, F *func, int blockSize,
+                                                                          size_t dyn, unsigned int)
+{
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(n, reinterpret_cast<const void *>(func), blockSize, dyn);
+}
 
 // device printf (host printf passes straight through); std::printf too
 namespace std { namespace tm_prog = ::tm_prog; }

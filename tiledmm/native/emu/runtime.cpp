@@ -232,14 +232,55 @@ const char *cudaGetErrorName(cudaError_t e)
     switch (e) {
 #define TM_E(n) case n: return #n;
     TM_E(cudaSuccess) TM_E(cudaErrorInvalidValue) TM_E(cudaErrorMemoryAllocation)
-    TM_E(cudaErrorInitializationError) TM_E(cudaErrorCudartUnloading) TM_E(cudaErrorInvalidConfiguration)
-    TM_E(cudaErrorInvalidPitchValue) TM_E(cudaErrorInvalidSymbol) TM_E(cudaErrorInvalidDevicePointer)
-    TM_E(cudaErrorInvalidMemcpyDirection) TM_E(cudaErrorInsufficientDriver) TM_E(cudaErrorInvalidDeviceFunction)
-    TM_E(cudaErrorNoDevice) TM_E(cudaErrorInvalidDevice) TM_E(cudaErrorInvalidKernelImage)
-    TM_E(cudaErrorNoKernelImageForDevice) TM_E(cudaErrorInvalidResourceHandle) TM_E(cudaErrorNotReady)
-    TM_E(cudaErrorIllegalAddress) TM_E(cudaErrorLaunchOutOfResources) TM_E(cudaErrorLaunchTimeout)
-    TM_E(cudaErrorAssert) TM_E(cudaErrorMisalignedAddress) TM_E(cudaErrorLaunchFailure)
-    TM_E(cudaErrorNotPermitted) TM_E(cudaErrorNotSupported) TM_E(cudaErrorUnknown)
+    TM_E(cudaErrorInitializationError) TM_E(cudaErrorCudartUnloading) TM_E(cudaErrorProfilerDisabled)
+    TM_E(cudaErrorProfilerNotInitialized) TM_E(cudaErrorProfilerAlreadyStarted)
+    TM_E(cudaErrorProfilerAlreadyStopped) TM_E(cudaErrorInvalidConfiguration) TM_E(cudaErrorInvalidPitchValue)
+    TM_E(cudaErrorInvalidSymbol) TM_E(cudaErrorInvalidHostPointer) TM_E(cudaErrorInvalidDevicePointer)
+    TM_E(cudaErrorInvalidTexture) TM_E(cudaErrorInvalidTextureBinding) TM_E(cudaErrorInvalidChannelDescriptor)
+    TM_E(cudaErrorInvalidMemcpyDirection) TM_E(cudaErrorAddressOfConstant) TM_E(cudaErrorTextureFetchFailed)
+    TM_E(cudaErrorTextureNotBound) TM_E(cudaErrorSynchronizationError) TM_E(cudaErrorInvalidFilterSetting)
+    TM_E(cudaErrorInvalidNormSetting) TM_E(cudaErrorMixedDeviceExecution) TM_E(cudaErrorNotYetImplemented)
+    TM_E(cudaErrorMemoryValueTooLarge) TM_E(cudaErrorStubLibrary) TM_E(cudaErrorInsufficientDriver)
+    TM_E(cudaErrorCallRequiresNewerDriver) TM_E(cudaErrorInvalidSurface) TM_E(cudaErrorDuplicateVariableName)
+    TM_E(cudaErrorDuplicateTextureName) TM_E(cudaErrorDuplicateSurfaceName) TM_E(cudaErrorDevicesUnavailable)
+    TM_E(cudaErrorIncompatibleDriverContext) TM_E(cudaErrorMissingConfiguration)
+    TM_E(cudaErrorPriorLaunchFailure) TM_E(cudaErrorLaunchMaxDepthExceeded) TM_E(cudaErrorLaunchFileScopedTex)
+    TM_E(cudaErrorLaunchFileScopedSurf) TM_E(cudaErrorSyncDepthExceeded)
+    TM_E(cudaErrorLaunchPendingCountExceeded) TM_E(cudaErrorInvalidDeviceFunction) TM_E(cudaErrorNoDevice)
+    TM_E(cudaErrorInvalidDevice) TM_E(cudaErrorDeviceNotLicensed)
+    TM_E(cudaErrorSoftwareValidityNotEstablished) TM_E(cudaErrorStartupFailure)
+    TM_E(cudaErrorInvalidKernelImage) TM_E(cudaErrorDeviceUninitialized) TM_E(cudaErrorMapBufferObjectFailed)
+    TM_E(cudaErrorUnmapBufferObjectFailed) TM_E(cudaErrorArrayIsMapped) TM_E(cudaErrorAlreadyMapped)
+    TM_E(cudaErrorNoKernelImageForDevice) TM_E(cudaErrorAlreadyAcquired) TM_E(cudaErrorNotMapped)
+    TM_E(cudaErrorNotMappedAsArray) TM_E(cudaErrorNotMappedAsPointer) TM_E(cudaErrorECCUncorrectable)
+    TM_E(cudaErrorUnsupportedLimit) TM_E(cudaErrorDeviceAlreadyInUse) TM_E(cudaErrorPeerAccessUnsupported)
+    TM_E(cudaErrorInvalidPtx) TM_E(cudaErrorInvalidGraphicsContext) TM_E(cudaErrorNvlinkUncorrectable)
+    TM_E(cudaErrorJitCompilerNotFound) TM_E(cudaErrorUnsupportedPtxVersion)
+    TM_E(cudaErrorJitCompilationDisabled) TM_E(cudaErrorUnsupportedExecAffinity)
+    TM_E(cudaErrorUnsupportedDevSideSync) TM_E(cudaErrorContained) TM_E(cudaErrorInvalidSource)
+    TM_E(cudaErrorFileNotFound) TM_E(cudaErrorSharedObjectSymbolNotFound)
+    TM_E(cudaErrorSharedObjectInitFailed) TM_E(cudaErrorOperatingSystem) TM_E(cudaErrorInvalidResourceHandle)
+    TM_E(cudaErrorIllegalState) TM_E(cudaErrorLossyQuery) TM_E(cudaErrorSymbolNotFound)
+    TM_E(cudaErrorNotReady) TM_E(cudaErrorIllegalAddress) TM_E(cudaErrorLaunchOutOfResources)
+    TM_E(cudaErrorLaunchTimeout) TM_E(cudaErrorLaunchIncompatibleTexturing)
+    TM_E(cudaErrorPeerAccessAlreadyEnabled) TM_E(cudaErrorPeerAccessNotEnabled)
+    TM_E(cudaErrorSetOnActiveProcess) TM_E(cudaErrorContextIsDestroyed) TM_E(cudaErrorAssert)
+    TM_E(cudaErrorTooManyPeers) TM_E(cudaErrorHostMemoryAlreadyRegistered)
+    TM_E(cudaErrorHostMemoryNotRegistered) TM_E(cudaErrorHardwareStackError) TM_E(cudaErrorIllegalInstruction)
+    TM_E(cudaErrorMisalignedAddress) TM_E(cudaErrorInvalidAddressSpace) TM_E(cudaErrorInvalidPc)
+    TM_E(cudaErrorLaunchFailure) TM_E(cudaErrorCooperativeLaunchTooLarge) TM_E(cudaErrorTensorMemoryLeak)
+    TM_E(cudaErrorNotPermitted) TM_E(cudaErrorNotSupported) TM_E(cudaErrorSystemNotReady)
+    TM_E(cudaErrorSystemDriverMismatch) TM_E(cudaErrorCompatNotSupportedOnDevice)
+    TM_E(cudaErrorMpsConnectionFailed) TM_E(cudaErrorMpsRpcFailure) TM_E(cudaErrorMpsServerNotReady)
+    TM_E(cudaErrorMpsMaxClientsReached) TM_E(cudaErrorMpsMaxConnectionsReached)
+    TM_E(cudaErrorMpsClientTerminated) TM_E(cudaErrorCdpNotSupported) TM_E(cudaErrorCdpVersionMismatch)
+    TM_E(cudaErrorStreamCaptureUnsupported) TM_E(cudaErrorStreamCaptureInvalidated)
+    TM_E(cudaErrorStreamCaptureMerge) TM_E(cudaErrorStreamCaptureUnmatched)
+    TM_E(cudaErrorStreamCaptureUnjoined) TM_E(cudaErrorStreamCaptureIsolation)
+    TM_E(cudaErrorStreamCaptureImplicit) TM_E(cudaErrorCapturedEvent) TM_E(cudaErrorStreamCaptureWrongThread)
+    TM_E(cudaErrorTimeout) TM_E(cudaErrorGraphExecUpdateFailure) TM_E(cudaErrorExternalDevice)
+    TM_E(cudaErrorInvalidClusterSize) TM_E(cudaErrorFunctionNotLoaded) TM_E(cudaErrorInvalidResourceType)
+    TM_E(cudaErrorInvalidResourceConfiguration) TM_E(cudaErrorUnknown)
 #undef TM_E
     }
     return "unrecognized error code";
@@ -250,6 +291,10 @@ const char *cudaGetErrorString(cudaError_t e)
     switch (e) {
     case cudaSuccess: return "no error";
     case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorHostMemoryAlreadyRegistered: return "part or all of the requested memory range is already mapped";
+    case cudaErrorHostMemoryNotRegistered: return "pointer does not correspond to a registered memory region";
+    case cudaErrorPeerAccessNotEnabled: return "peer access has not been enabled";
+    case cudaErrorUnsupportedLimit: return "limit is not supported on this architecture";
     case cudaErrorMemoryAllocation: return "out of memory";
     case cudaErrorInitializationError: return "initialization error";
     case cudaErrorCudartUnloading: return "driver shutting down";
@@ -332,6 +377,20 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device)
     p->unifiedAddressing = 1;
     p->concurrentKernels = 0;
     p->asyncEngineCount = 0;
+    // the limits a GPU of compute capability 9.0 reports (deviceQuery prints them)
+    p->textureAlignment = 512;
+    p->texturePitchAlignment = 32;
+    p->surfaceAlignment = 512;
+    p->maxTexture1D = 131072;
+    p->maxTexture2D[0] = 131072; p->maxTexture2D[1] = 65536;
+    p->maxTexture3D[0] = p->maxTexture3D[1] = p->maxTexture3D[2] = 16384;
+    p->maxTexture1DLayered[0] = 32768; p->maxTexture1DLayered[1] = 2048;
+    p->maxTexture2DLayered[0] = p->maxTexture2DLayered[1] = 32768; p->maxTexture2DLayered[2] = 2048;
+    p->computePreemptionSupported = 1;
+    p->hostRegisterSupported = 1;
+    p->memoryPoolsSupported = 1;
+    p->concurrentManagedAccess = 1;
+    p->managedMemory = 1;
     return cudaSuccess;
 }
 
@@ -363,7 +422,17 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
     case cudaDevAttrMaxRegistersPerMultiprocessor: *value = kRegsPerSM; break;
     case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = (int)kSharedPerBlockOptin; break;
     case cudaDevAttrMaxBlocksPerMultiprocessor: *value = kMaxBlocksPerSM; break;
-    default: return set_error(cudaErrorInvalidValue, "cudaDeviceGetAttribute: attribute not emulated");
+    default: {
+        // every other attribute CUDA 13 names: as the properties give it, 0 for a feature the
+        // emulator does not have; only a value no CUDA version names is invalid
+        if ((int)attr <= 0 || attr >= cudaDevAttrMax)
+            return set_error(cudaErrorInvalidValue, "cudaDeviceGetAttribute: not a device attribute");
+        struct cudaDeviceProp p;
+        cudaGetDeviceProperties(&p, 0);
+        int known;
+        *value = tm_emu_attr_from_prop(&p, attr, &known);
+        break;
+    }
     }
     return cudaSuccess;
 }

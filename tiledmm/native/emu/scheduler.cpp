@@ -175,6 +175,7 @@ struct Block {
     int *rq;            // ring of runnable thread ids (each at most once)
     int rq_head, rq_count;
     unsigned *warp_arrived;
+    int coalesce_waiting;   // threads in cg::coalesced_threads() (OP_COALESCE), not yet grouped
     long long index;    // linear block index
     bool overflow;      // a thread overflowed its fiber stack
     int overflow_thread;
@@ -363,6 +364,8 @@ inline Fiber *resume_as(Block *b, int t, tm_emu_tls_t *tls)
 // The next fiber to run: a released thread, else a fresh thread on a free fiber, else nullptr.
 // tls is &tm_emu_tls, looked up once by the caller (in a shared object each lookup is a call to
 // __tls_get_addr); a block's fibers never leave their OS thread, so it stays valid.
+bool coalesce_release(Block *b);
+
 inline Fiber *pick_next(Worker &w, Block *b, tm_emu_tls_t *tls)
 {
     while (b->sweep_pos < b->n) {
@@ -384,7 +387,9 @@ inline Fiber *pick_next(Worker &w, Block *b, tm_emu_tls_t *tls)
         b->rq_count--;
         return resume_as(b, t, tls);
     }
-    return pick_new(w, b);   // fiber_entry sets threadIdx
+    Fiber *f = pick_new(w, b);   // fiber_entry sets threadIdx
+    if (!f && b->coalesce_waiting && coalesce_release(b)) return pick_next(w, b, tls);
+    return f;
 }
 
 // A thread that never ran, on a free (or new) fiber; nullptr when there is none.
@@ -423,6 +428,7 @@ inline void block_wait(Worker &w, Block *b, tm_emu_tls_t *tls)
 {
     Fiber *f = w.cur;
     Fiber *nx = pick_next(w, b, tls);
+    if (nx == f) return;   // released by its own turn (cg::coalesced_threads: coalesce_release)
     jump(w, f, nx);
 }
 
@@ -597,6 +603,8 @@ const char *op_name(int op)
     case OP_BALLOT: return "__ballot_sync()";
     case OP_ALL: return "__all_sync()";
     case OP_ANY: return "__any_sync()";
+    case OP_COALESCE: return "cg::coalesced_threads()";
+    case OP_MATCH_ANY: return "__match_any_sync()";
     }
     return "warp operation";
 }
@@ -770,6 +778,7 @@ bool run_block(Worker &w, Launch *L, uint3 bid, long long index)
     b->rq_head = b->rq_count = 0;
     b->warp_arrived = w.warp_buf.data();
     std::fill(b->warp_arrived, b->warp_arrived + nw, 0u);
+    b->coalesce_waiting = 0;
     unsigned bx = L->block.x, by = L->block.y;
     for (int i = 0; i < n; ++i) {
         Thr &x = b->t[i];
@@ -876,12 +885,20 @@ unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int 
     me.wwidth = (short)width;
     me.file = file;
     me.line = line;
+    if (op == OP_COALESCE) {
+        if (!b) return 1u;
+        me.st = S_WARP;
+        b->coalesce_waiting++;
+        block_wait(w, b, &tm_emu_tls);
+        return me.wres;
+    }
     if (eff == (1u << lane) || !b) {   // alone: the operation involves no other lane
         unsigned long long r = value;
         switch (op) {
         case OP_BALLOT: r = value ? (1u << lane) : 0u; break;
         case OP_ALL: case OP_ANY: r = value != 0; break;
         case OP_SYNCWARP: r = 0; break;
+        case OP_MATCH_ANY: r = 1u << lane; break;
         default: break;
         }
         return r;
@@ -917,6 +934,15 @@ unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int 
             r = x.wop == OP_BALLOT ? bal : x.wop == OP_ALL ? (bal == xm) : (bal != 0);
             break;
         }
+        case OP_MATCH_ANY: {   // the lanes of the mask holding the same value
+            unsigned same = 0;
+            for (unsigned k = xm; k; k &= k - 1) {
+                int q = __builtin_ctz(k);
+                if (b->t[base + q].wval == x.wval) same |= 1u << q;
+            }
+            r = same;
+            break;
+        }
         }
         if (src >= 0 && src < 32 && ((g >> src) & 1u)) r = b->t[base + src].wval;
         x.wres = r;
@@ -929,6 +955,40 @@ unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int 
     }
     return me.wres;
 }
+
+// cg::coalesced_threads(): the lanes of a warp that reach the same call together. A GPU knows
+// them (the warp's active mask there); the emulator finds them when no thread of the block can
+// run any more: every live lane then waits somewhere or has returned, and the lanes of a warp
+// waiting in coalesced_threads() at one call site are one group. Returns whether any was released.
+namespace {
+bool coalesce_release(Block *b)
+{
+    bool any = false;
+    for (int base = 0; base < b->n; base += 32) {
+        for (int l = 0; l < 32 && base + l < b->n; ++l) {
+            Thr &x = b->t[base + l];
+            if (x.st != S_WARP || x.wop != OP_COALESCE) continue;
+            unsigned g = 0;
+            for (int k = l; k < 32 && base + k < b->n; ++k) {
+                Thr &y = b->t[base + k];
+                if (y.st == S_WARP && y.wop == OP_COALESCE && y.line == x.line &&
+                    (y.file == x.file || (y.file && x.file && strcmp(y.file, x.file) == 0)))
+                    g |= 1u << k;
+            }
+            for (unsigned m = g; m; m &= m - 1) {
+                Thr &y = b->t[base + __builtin_ctz(m)];
+                y.wres = g;
+                y.wop = OP_SYNCWARP;
+                y.st = S_RUN;
+                rq_push(b, base + __builtin_ctz(m));
+                b->coalesce_waiting--;
+                any = true;
+            }
+        }
+    }
+    return any;
+}
+}  // namespace
 
 unsigned activemask()
 {
@@ -1079,6 +1139,28 @@ extern "C" void *tm_emu_dynamic_shared(void)
 }
 
 extern "C" unsigned long long tm_emu_barrier_epoch(void) { return tm_emu_epoch; }
+
+// A CUDA thread that ends where it stands (a failed device assert: emu/program_runtime.h's
+// __assert_fail): it counts as returned, its fiber is never resumed nor reused (its stack is
+// left as it is), and the block goes on. 0 where the thread has no fiber of its own (a kernel
+// run as thread loops, or no kernel running): the caller ends the program instead.
+extern "C" int tm_emu_end_thread(void)
+{
+    using namespace tm_emu;
+    Worker &w = worker();
+    Block *b = w.b;
+    Fiber *f = w.cur;
+    if (!b || !f || f->thread < 0 || f->thread != tm_emu_tls.linear_tid) return 0;
+    const int t = f->thread;
+    b->t[t].st = S_DONE;
+    b->done++;
+    update_bar_need(b);
+    if (!b->L->strict && barrier_ready(b)) barrier_release(b, -1);
+    f->thread = -1;   // not on the free list: nothing resumes it
+    Fiber *nx = pick_next(w, b, &tm_emu_tls);
+    jump(w, f, nx);
+    return 1;   // (never)
+}
 
 // The hot path of barrier-heavy kernels (2 million arrivals for tiled 16 at 256^3): one TLS
 // lookup, a site check, one compare to know whether the barrier opens, and a switch that the

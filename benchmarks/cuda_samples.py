@@ -1,0 +1,116 @@
+"""NVIDIA's cuda-samples on the emulator (issue 43): the 40 samples the issue lists, each built
+as nvcc builds it (every .cu and .cpp of the sample's folder, `-I<checkout>/Common` and the
+sample's own folder) and run through tm.run on backend "emu" in the sample's folder (where its
+data/ files are found), each in a Python process of its own with a time limit. Prints a table
+(sample, result, seconds); a pass is exit 0 with no "FAILED"/"Test failed" line in stdout.
+NVIDIA's code stays in the checkout: nothing of it is copied into this repository.
+
+    python benchmarks/cuda_samples.py /path/to/cuda-samples [--timeout 300] [--only NAME ...]
+
+Develop against NVIDIA/cuda-samples at c94ff366aed18c797b8a85dfaac7817b0228b420 (2025-09-05).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+SAMPLES = [
+    "0_Introduction/vectorAdd", "0_Introduction/matrixMul", "0_Introduction/simpleAtomicIntrinsics",
+    "0_Introduction/simpleCooperativeGroups", "0_Introduction/simplePrintf",
+    "0_Introduction/simpleTemplates", "0_Introduction/simpleVoteIntrinsics", "0_Introduction/asyncAPI",
+    "0_Introduction/simpleStreams", "0_Introduction/clock", "0_Introduction/simpleOccupancy",
+    "0_Introduction/simpleAssert", "0_Introduction/simpleCallback", "0_Introduction/template",
+    "0_Introduction/mergeSort", "0_Introduction/simpleZeroCopy", "0_Introduction/fp16ScalarProduct",
+    "0_Introduction/simpleTexture", "1_Utilities/deviceQuery", "2_Concepts_and_Techniques/reduction",
+    "2_Concepts_and_Techniques/scan", "2_Concepts_and_Techniques/shfl_scan",
+    "2_Concepts_and_Techniques/histogram", "2_Concepts_and_Techniques/scalarProd",
+    "2_Concepts_and_Techniques/sortingNetworks", "2_Concepts_and_Techniques/threadFenceReduction",
+    "2_Concepts_and_Techniques/convolutionSeparable", "2_Concepts_and_Techniques/reductionMultiBlockCG",
+    "2_Concepts_and_Techniques/inlinePTX", "2_Concepts_and_Techniques/streamOrderedAllocation",
+    "3_CUDA_Features/warpAggregatedAtomicsCG", "3_CUDA_Features/binaryPartitionCG",
+    "3_CUDA_Features/globalToShmemAsyncCopy", "3_CUDA_Features/cudaTensorCoreGemm",
+    "3_CUDA_Features/simpleCudaGraphs", "3_CUDA_Features/newdelete", "5_Domain_Specific/BlackScholes",
+    "5_Domain_Specific/fastWalshTransform", "5_Domain_Specific/dwtHaar1D", "6_Performance/transpose",
+]
+FAILED_MARKS = ("FAILED", "Test failed", "TEST FAILED")
+
+
+def one(checkout, sample, timeout):
+    """Runs one sample in this process; prints a JSON line {result, detail}."""
+    sys.path.insert(0, ROOT)
+    import tiledmm as tm
+    folder = os.path.join(checkout, "Samples", sample)
+    files = sorted(os.path.join(folder, n) for n in os.listdir(folder)
+                   if n.endswith((".cu", ".cpp")))
+    os.chdir(folder)
+    try:
+        r = tm.run(files, backend="emu", timeout=timeout,
+                   compiler_args=[f"-I{os.path.join(checkout, 'Common')}", f"-I{folder}"])
+    except tm.CompileError as exc:
+        log = (getattr(exc, "log", "") or str(exc)).strip().splitlines()
+        first = next((ln for ln in log if "error" in ln), log[0] if log else "")
+        print(json.dumps({"result": "compile error", "detail": first[:300]}))
+        return
+    except Exception as exc:   # noqa: BLE001 (the table says what went wrong)
+        print(json.dumps({"result": "error", "detail": f"{type(exc).__name__}: {exc}"[:300]}))
+        return
+    bad = [ln for ln in r.stdout.splitlines() if any(m in ln for m in FAILED_MARKS)]
+    if r.timed_out:
+        res, detail = "timeout", ""
+    elif r.returncode != 0:
+        res = f"exit {r.returncode}"
+        lines = [ln for ln in (r.stderr + r.stdout).strip().splitlines() if ln.strip()]
+        detail = (next((ln for ln in lines if ln.startswith("tiledmm:")), lines[-1] if lines else ""))
+    elif bad:
+        res, detail = "wrong", bad[0]
+    else:
+        res, detail = "pass", ""
+    print(json.dumps({"result": res, "detail": detail[:300]}))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("checkout", help="a cuda-samples checkout (the folder holding Samples/ and Common/)")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per sample (build and run)")
+    ap.add_argument("--only", nargs="*", help="samples to run (their folder names)")
+    ap.add_argument("--one", help=argparse.SUPPRESS)
+    ap.add_argument("--json", help="also write the rows to this file")
+    a = ap.parse_args()
+    checkout = os.path.abspath(a.checkout)
+    if a.one:
+        one(checkout, a.one, a.timeout)
+        return 0
+    rows = []
+    for s in SAMPLES:
+        if a.only and s.split("/")[-1] not in a.only:
+            continue
+        t0 = time.monotonic()
+        try:
+            done = subprocess.run([sys.executable, os.path.abspath(__file__), checkout, "--one", s,
+                                   "--timeout", str(a.timeout)], capture_output=True, text=True,
+                                  timeout=a.timeout + 240)
+            last = (done.stdout.strip().splitlines() or [""])[-1]
+            try:
+                row = json.loads(last)
+            except ValueError:
+                row = {"result": "error", "detail": (done.stderr.strip().splitlines() or [""])[-1][:300]}
+        except subprocess.TimeoutExpired:
+            row = {"result": "timeout", "detail": "build and run"}
+        row.update(sample=s.split("/")[-1], seconds=round(time.monotonic() - t0, 1))
+        rows.append(row)
+        print(f"{row['sample']:28s} {row['result']:14s} {row['seconds']:7.1f}  {row['detail']}", flush=True)
+    passed = sum(r["result"] == "pass" for r in rows)
+    print(f"\n{passed} of {len(rows)} pass")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,195 @@
+"""The CUDA surface NVIDIA's samples touch, on the emulator (issue 43): tests/programs/surface/
+and tests/programs/cg_groups.cu are our own small programs, one per feature the samples need
+(benchmarks/cuda_samples.py runs the samples themselves against a cuda-samples checkout).
+Every program runs with a timeout (RUN_S)."""
+import os
+
+import pytest
+
+import tiledmm as tm
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROGRAMS = os.path.join(HERE, "programs")
+SURFACE = os.path.join(PROGRAMS, "surface")
+RUN_S = 120
+
+
+def run(program, **kw):
+    kw.setdefault("backend", "emu")
+    kw.setdefault("timeout", RUN_S)
+    return tm.run(program, **kw)
+
+
+def expected(path):
+    with open(os.path.splitext(path)[0] + ".expected") as f:
+        return f.read()
+
+
+@pytest.mark.parametrize("name", ["runtime_surface.cu", "dialect.cu"])
+def test_surface_program_matches_expected_stdout(name):
+    """runtime_surface.cu: helper_cuda.h's guards, every attribute CUDA 13 names, deviceQuery's
+    properties, occupancy, profiler, mapped host memory, limits, callbacks, peer access, pools,
+    prefetch/advise in CUDA 13's and CUDA 12's forms. dialect.cu: extern __shared__ in an
+    included header (both word orders, 2-D), umin/umax and __expf... (they load), __CUDA_ARCH__,
+    launches from four host threads at once."""
+    path = os.path.join(SURFACE, name)
+    r = run(path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == expected(path)
+
+
+def test_cooperative_groups_made_at_run_time():
+    path = os.path.join(PROGRAMS, "cg_groups.cu")
+    r = run(path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == expected(path)
+    assert r.launches[0].path == "fibers"
+
+
+def test_grid_sync_is_refused_at_its_line():
+    src = """#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+__global__ void k(int *p)
+{
+    cg::grid_group g = cg::this_grid();
+    p[g.thread_rank()] = 1;
+    g.sync();
+}
+int main()
+{
+    int *p;
+    cudaMalloc(&p, 64 * sizeof(int));
+    k<<<2, 32>>>(p);
+    cudaDeviceSynchronize();
+    return 0;
+}
+"""
+    r = run(src)
+    assert r.returncode != 0
+    assert "program.cu:7: grid.sync()" in r.stderr and "cooperative launch" in r.stderr
+
+
+def test_undefined_symbol_is_a_named_link_error():
+    """-Wl,-z,defs: a function nothing defines is a compile error naming it, never the
+    loader's traceback when the program loads."""
+    src = """extern "C" float not_defined_anywhere(float);
+__global__ void k(float *p) { p[0] = not_defined_anywhere(p[0]); }
+int main()
+{
+    float *p;
+    cudaMalloc(&p, 4);
+    k<<<1, 1>>>(p);
+    return cudaDeviceSynchronize();
+}
+"""
+    with pytest.raises(tm.CompileError) as info:
+        run(src)
+    assert "not_defined_anywhere" in str(info.value)
+
+
+def test_samples_headers_guards_and_helper_style_macros():
+    """What Common/helper_cuda.h tests and calls, written out (its code stays in NVIDIA's tree)."""
+    src = """#include <cuda_runtime.h>
+#include <cstdio>
+#ifdef __DRIVER_TYPES_H__
+#define check(x) do { cudaError_t e = (x); if (e) { printf("error %s\\n", cudaGetErrorName(e)); return 1; } } while (0)
+#endif
+#ifdef __CUDA_RUNTIME_H__
+int pick()
+{
+    int mode = -1, integrated = -1, major = 0;
+    check(cudaDeviceGetAttribute(&mode, cudaDevAttrComputeMode, 0));
+    check(cudaDeviceGetAttribute(&integrated, cudaDevAttrIntegrated, 0));
+    check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+    printf("%d %d %d\\n", mode == cudaComputeModeProhibited, integrated, major);
+    return 0;
+}
+#endif
+int main() { return pick(); }
+"""
+    r = run(src)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout == "0 0 9\n"
+
+
+def test_inline_ptx_special_registers_and_a_clear_refusal():
+    src = """#include <cstdio>
+__global__ void lanes(unsigned *d)
+{
+    unsigned lane, lt;
+    asm("mov.u32 %0, %%laneid;" : "=r"(lane));
+    asm volatile("mov.u32 %0, %%lanemask_lt;" : "=r"(lt));
+    d[threadIdx.x] = lane * 1000 + __popc(lt);
+}
+int main()
+{
+    unsigned *d;
+    cudaMallocManaged(&d, 64 * sizeof(unsigned));
+    lanes<<<1, 64>>>(d);
+    cudaDeviceSynchronize();
+    printf("%u %u %u\\n", d[0], d[33], d[63]);
+    return 0;
+}
+"""
+    r = run(src)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "0 1001 31031\n"
+    with pytest.raises(tm.CompileError) as info:
+        run(src.replace('asm("mov.u32 %0, %%laneid;" : "=r"(lane));',
+                        'asm("add.u32 %0, %1, %1;" : "=r"(lane) : "r"(lt));'))
+    assert "program.cu:5" in str(info.value) and "inline PTX is not emulated" in str(info.value)
+
+
+def test_cuda_fp16_half2_rounds_to_half():
+    src = """#include <cuda_fp16.h>
+#include <cstdio>
+__global__ void k(const half2 *a, float *out)
+{
+    half2 s = __float2half2_rn(0.f);
+    for (int i = 0; i < 4; ++i) s = __hadd2(s, __hmul2(a[i], a[i]));
+    s = __hfma2(s, __floats2half2_rn(2.f, 2.f), __float2half2_rn(1.f));
+    out[0] = __low2float(s);
+    out[1] = __high2float(s);
+    out[2] = __half2float(__float2half(2049.0f));   // not a half: rounds to even, 2048
+}
+int main()
+{
+    half2 *a;
+    float *out;
+    cudaMallocManaged(&a, 4 * sizeof(half2));
+    cudaMallocManaged(&out, 3 * sizeof(float));
+    for (int i = 0; i < 4; ++i) a[i] = half2((float)i, 0.5f);
+    k<<<1, 1>>>(a, out);
+    cudaDeviceSynchronize();
+    printf("%g %g %g %zu\\n", out[0], out[1], out[2], sizeof(half2));
+    return 0;
+}
+"""
+    r = run(src)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "29 3 2048 4\n"
+
+
+def test_device_assert_fails_the_launch_with_cuda_error_assert():
+    src = """#include <cassert>
+#include <cstdio>
+__global__ void k(int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    assert(i < n);
+}
+int main()
+{
+    k<<<2, 32>>>(60);
+    cudaError_t e = cudaDeviceSynchronize();
+    printf("%s\\n", cudaGetErrorName(e));
+    printf("sticky: %s\\n", cudaGetErrorName(cudaMemset(nullptr, 0, 0)));
+    return 0;
+}
+"""
+    r = run(src)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[:4] == [f"program.cu:6: void k(int): block: [1,0,0], thread: [{t},0,0] Assertion `i < n` failed."
+                         for t in (28, 29, 30, 31)]
+    assert lines[4:] == ["cudaErrorAssert", "sticky: cudaErrorAssert"]
