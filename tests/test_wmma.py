@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import tiledmm as tm
+import tiledmm.bench
 
 # One warp: C/D (M x N) = A (M x K) @ B (K x N) + C with fragments of the given types. The inputs
 # arrive as float64 (exactly representable in the input type) and go through shared memory in
@@ -480,3 +481,27 @@ def test_wmma_rung_emu_matches_cuda_bit_for_bit(backend, rng, precision):
           f"{(np.abs(g.astype(np.float64) - e) / ulp).max():.1f} ulp")
     assert (np.abs(g.astype(np.float64) - e) <= ulp).all()
     assert same == 1.0
+
+
+OUT_OF_BOUNDS = r"""
+#include <mma.h>
+using namespace nvcuda;
+__global__ void oob(float *out)
+{
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
+    wmma::fill_fragment(c, 1.0f);
+    wmma::store_matrix_sync(out, c, 16, wmma::mem_row_major);   // 256 floats into 100
+}
+"""
+
+
+def test_check_mode_bounds_wmma_stores():
+    kernel = tm.compile(OUT_OF_BOUNDS, backend="emu", check=True)
+    with pytest.raises(Exception, match=r"out-of-bounds write of out\[1\d\d\]"):
+        kernel((1,), (32,), np.zeros(100, np.float32), backend="emu")
+
+
+def test_bench_runs_wmma_on_emu():
+    rows = tm.bench.bench_matmul(sizes=[40], kernels=["wmma"], backend="emu", warmup=0, repeat=1)
+    assert sorted(r["params"] for r in rows) == ["precision=0", "precision=1"]
+    assert all(r["max_rel_error"] < 1e-2 for r in rows)
