@@ -156,7 +156,8 @@ def inputs(rng, cfg, shape):
     if name.startswith("f16"):
         A, B = A.astype(np.float16).astype(np.float64), B.astype(np.float16).astype(np.float64)
     elif name.startswith("bf16"):
-        bf = lambda x: ((x.astype(np.float32).view(np.uint32) + 0x8000) & 0xFFFF0000).view(np.float32)
+        def bf(x):   # representable in bfloat16 (rounding mode immaterial here)
+            return ((x.astype(np.float32).view(np.uint32) + 0x8000) & 0xFFFF0000).view(np.float32)
         A, B = bf(A).astype(np.float64), bf(B).astype(np.float64)
     elif name.startswith("tf32"):
         A, B = A.astype(np.float32).astype(np.float64), B.astype(np.float32).astype(np.float64)
