@@ -506,3 +506,93 @@ def test_bench_runs_wmma_on_emu():
     rows = tm.bench.bench_matmul(sizes=[40], kernels=["wmma"], backend="emu", warmup=0, repeat=1)
     assert sorted(r["params"] for r in rows) == ["precision=0", "precision=1"]
     assert all(r["max_rel_error"] < 1e-2 for r in rows)
+
+
+# Each lane's x[] of the three fragments after load_matrix_sync, and num_elements: the element
+# order the emulator gives (PTX mma layouts) against the GPU's, for every shape and type.
+DUMP = r"""
+#include <mma.h>
+using namespace nvcuda;
+__global__ void dump(double *out)
+{
+    __shared__ __align__(32) SIN As[M * K];
+    __shared__ __align__(32) SIN Bs[K * N];
+    __shared__ __align__(32) SACC Cs[M * N];
+    const int lane = threadIdx.x;
+    for (int i = lane; i < M * K; i += 32) As[i] = (SIN)(CAST)(i % MOD);
+    for (int i = lane; i < K * N; i += 32) Bs[i] = (SIN)(CAST)((i * 7 + 3) % MOD);
+    for (int i = lane; i < M * N; i += 32) Cs[i] = (SACC)(CASTC)(i * 3 % MOD);
+    __syncwarp();
+    wmma::fragment<wmma::matrix_a, M, N, K, FIN, LA> a;
+    wmma::fragment<wmma::matrix_b, M, N, K, FIN, LB> b;
+    wmma::fragment<wmma::accumulator, M, N, K, SACC> c;
+    wmma::load_matrix_sync(a, As, LA_ROW ? K : M);
+    wmma::load_matrix_sync(b, Bs, LB_ROW ? N : K);
+    wmma::load_matrix_sync(c, Cs, LC_ROW ? N : M, LC_ROW ? wmma::mem_row_major : wmma::mem_col_major);
+    for (int i = 0; i < a.num_elements; ++i) out[lane * 64 + i] = (double)(CAST)a.x[i];
+    for (int i = 0; i < b.num_elements; ++i) out[lane * 64 + 16 + i] = (double)(CAST)b.x[i];
+    for (int i = 0; i < c.num_elements; ++i) out[lane * 64 + 32 + i] = (double)(CASTC)c.x[i];
+    out[lane * 64 + 48] = a.num_elements;
+    out[lane * 64 + 49] = b.num_elements;
+    out[lane * 64 + 50] = c.num_elements;
+}
+"""
+MOD = {"__half": 2048, "__nv_bfloat16": 256, "float": 2048, "double": 4096, "signed char": 128,
+       "unsigned char": 256}
+
+
+def dump_fragments(cfg, shape, layouts, backend):
+    name, sin, fin, sacc, cast, castc, _ = cfg
+    (m, n, k), (la, lb, lc) = shape, layouts
+    defines = {"M": m, "N": n, "K": k, "SIN": sin, "FIN": fin, "SACC": sacc, "CAST": cast,
+               "CASTC": castc, "LA_ROW": la, "LB_ROW": lb, "LC_ROW": lc, "MOD": MOD[sin],
+               "LA": "wmma::row_major" if la else "wmma::col_major",
+               "LB": "wmma::row_major" if lb else "wmma::col_major"}
+    out = np.full(32 * 64, -1.0)
+    tm.compile(DUMP, defines=defines, backend=backend)((1,), (32,), out, backend=backend)
+    return out.reshape(32, 64)
+
+
+def test_fragment_dump_runs_on_emu():
+    out = dump_fragments(CONFIGS[0], (32, 8, 16), (1, 0, 1), "emu")
+    assert (out[:, 48:51] == [16, 16, 8]).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cfg,shape,layouts", CASES,
+                         ids=[f"{c[0]}-m{s[0]}n{s[1]}k{s[2]}-{''.join('rc'[1 - x] for x in lay)}"
+                              for c, s, lay in CASES])
+def test_fragment_element_order_matches_cuda(cfg, shape, layouts, backend):
+    if backend != "cuda":
+        pytest.skip("the cuda side of the comparison")
+    g = dump_fragments(cfg, shape, layouts, "cuda")
+    e = dump_fragments(cfg, shape, layouts, "emu")
+    np.testing.assert_array_equal(e[:, 48:51], g[:, 48:51])   # num_elements
+    np.testing.assert_array_equal(e, g)
+
+
+def test_the_test_kernels_compile_with_nvrtc_for_sm_90():
+    """The kernels the emulator runs here are CUDA the GPU compiles too: NVRTC (no GPU needed)
+    with the toolkit's mma.h, for every shape and type."""
+    from tiledmm.toolchain import compile_nvrtc
+    from tiledmm.toolchain.source import full_source
+    try:
+        lib = compile_nvrtc._load_nvrtc()
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+    includes = compile_nvrtc.toolkit_includes()
+    if not includes:
+        pytest.skip("no CUDA toolkit headers (mma.h) here")
+    headers = compile_nvrtc.prelude_headers()
+    for cfg in CONFIGS:
+        name, sin, fin, sacc, cast, castc, shapes = cfg
+        for m, n, k in shapes:
+            defines = {"M": m, "N": n, "K": k, "SIN": sin, "FIN": fin, "SACC": sacc, "CAST": cast,
+                       "CASTC": castc, "LA_ROW": 1, "LB_ROW": 0, "LC_ROW": 0, "MOD": MOD[sin],
+                       "LA": "wmma::row_major", "LB": "wmma::col_major"}
+            opts = ["--gpu-architecture=compute_90", "-std=c++17", *includes,
+                    *(f"-D{key}={value}" for key, value in defines.items())]
+            for source, kernel in ((MMA, "mma_one"), (DUMP, "dump")):
+                image, lowered, _ = compile_nvrtc._nvrtc_compile(
+                    lib, full_source(source, "", [], "cuda"), kernel, headers, opts, False)
+                assert image, (name, (m, n, k), kernel)
