@@ -597,3 +597,36 @@ def test_the_test_kernels_compile_with_nvrtc_for_sm_90():
                 image, lowered, _ = compile_nvrtc._nvrtc_compile(
                     lib, full_source(source, "", [], "cuda"), kernel, headers, opts, False)
                 assert image, (name, (m, n, k), kernel)
+
+
+HALF_BITS = r"""
+#include <mma.h>
+__global__ void halves(const float *f, float *as_float, unsigned *back, unsigned *bf16, int n)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    as_float[i] = __half2float(__ushort_as_half((unsigned short)i));     // every FP16 pattern
+    back[i] = __half_as_ushort(__float2half(f[i]));                      // float -> FP16, RNE
+    bf16[i] = __bfloat16_as_ushort(__float2bfloat16(f[i]));              // float -> BF16, RNE
+}
+"""
+
+
+def test_half_and_bfloat16_conversions_are_numpys(rng):
+    n = 1 << 16
+    kernel = tm.compile(HALF_BITS, backend="emu")
+    f = np.concatenate([rng.standard_normal(n // 2) * 1e3, rng.standard_normal(n // 2) * 1e-6])
+    f = f.astype(np.float32)
+    f[:8] = [0.0, -0.0, np.inf, -np.inf, 65519.0, 65520.0, 2.0 ** -25, 3 * 2.0 ** -26]
+    as_float = np.zeros(n, np.float32)
+    back = np.zeros(n, np.uint32)
+    bf16 = np.zeros(n, np.uint32)
+    kernel(((n + 255) // 256,), (256,), f, as_float, back, bf16, n, backend="emu")
+    want = np.arange(n, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(as_float[~nan], want[~nan])
+    assert np.isnan(as_float[nan]).all()
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(back, f.astype(np.float16).view(np.uint16))
+    u = f.view(np.uint32).astype(np.uint64)
+    np.testing.assert_array_equal(bf16, ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint32))

@@ -186,12 +186,19 @@ static inline float round_toward_zero(double x)
 // multiple of 2^(E-25)), summed exactly. The result before the output's rounding.
 static inline double block_sum(double c, const double *prod, int n)
 {
-    bool special = std::isnan(c) || std::isinf(c);
+    // On the bits of the doubles (every term is a normal double or zero: FP16, BF16 and TF32
+    // products and FP32 or FP16 C are far inside double's range): exponent, 53-bit
+    // significand; a term in units of 2^(emax-25), truncated toward zero, is its significand
+    // shifted right by emax - e + 27.
+    uint64_t bits[17];
     int emax = INT_MIN;
-    if (c != 0.0 && !special) emax = std::ilogb(c);
-    for (int i = 0; i < n; ++i) {
-        if (std::isnan(prod[i]) || std::isinf(prod[i])) special = true;
-        else if (prod[i] != 0.0) emax = std::max(emax, std::ilogb(prod[i]));
+    bool special = false;
+    for (int i = 0; i <= n; ++i) {
+        const double v = i == 0 ? c : prod[i - 1];
+        std::memcpy(&bits[i], &v, 8);
+        const int be = (int)((bits[i] >> 52) & 0x7ff);
+        if (be == 0x7ff) special = true;
+        else if (be != 0 && be - 1023 > emax) emax = be - 1023;
     }
     if (special) {
         double s = c;
@@ -199,10 +206,16 @@ static inline double block_sum(double c, const double *prod, int n)
         return s;
     }
     if (emax == INT_MIN) return c + 0.0;   // all zero
-    const int shift = 25 - emax;             // quantum 2^(emax-25)
-    double s = std::trunc(std::ldexp(c, shift));
-    for (int i = 0; i < n; ++i) s += std::trunc(std::ldexp(prod[i], shift));
-    return std::ldexp(s, -shift);
+    int64_t sum = 0;
+    for (int i = 0; i <= n; ++i) {
+        const int be = (int)((bits[i] >> 52) & 0x7ff);
+        if (be == 0) continue;
+        const int sh = emax - (be - 1023) + 27;
+        if (sh >= 64) continue;
+        const int64_t q = (int64_t)(((bits[i] & 0xfffffffffffffull) | (1ull << 52)) >> sh);
+        sum += (bits[i] >> 63) ? -q : q;
+    }
+    return std::ldexp((double)sum, emax - 25);
 }
 
 // Per OS thread (a block's fibers share one): each lane's fragment pointers for mma_sync, and

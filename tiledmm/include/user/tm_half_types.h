@@ -36,14 +36,24 @@ static inline unsigned short half_bits(double x)
 
 static inline float half_to_float(unsigned short h)
 {
-    const unsigned sign = (h & 0x8000u) ? 1u : 0u;
-    const int e = (h >> 10) & 0x1f;
-    const unsigned m = h & 0x3ffu;
-    float v;
-    if (e == 0) v = std::ldexp((float)m, -24);
-    else if (e == 31) v = m ? std::nanf("") : INFINITY;
-    else v = std::ldexp((float)(m | 0x400u), e - 25);
-    return sign ? -v : v;
+    // on the bits (no libm: the tensor-core emulation converts every operand)
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    const uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    uint32_t u;
+    if (e == 0x1fu) {
+        u = sign | 0x7f800000u | (m << 13);
+    } else if (e != 0) {
+        u = sign | ((e + 112u) << 23) | (m << 13);
+    } else if (m == 0) {
+        u = sign;
+    } else {   // subnormal: m 2^-24, exact as a float
+        float f = (float)m * 5.9604644775390625e-08f;
+        std::memcpy(&u, &f, 4);
+        u |= sign;
+    }
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
 }
 
 static inline unsigned short bf16_bits(float f)
