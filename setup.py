@@ -39,7 +39,8 @@ os.chdir(HERE)  # source paths below are relative to the project root
 
 KERNEL_SOURCES = sorted(glob.glob("cuda/*.cu"))
 HEADERS = sorted(glob.glob("cuda/*.h") + glob.glob("csrc/*.h") + glob.glob("emu/*.h") +
-                 glob.glob("emu/profile/*.h") + glob.glob("tiledmm/include/*.h"))
+                 glob.glob("emu/profile/*.h") + glob.glob("tiledmm/include/*.h") +
+                 glob.glob("tiledmm/include/user/*.h"))   # mma.h: cuda/matmul_wmma.cu on emu
 GLUE_SOURCES = sorted(glob.glob("csrc/*.c"))
 EMU_RUNTIME_SOURCES = sorted(glob.glob("emu/*.cpp"))
 PROFILE_SOURCES = sorted(glob.glob("emu/profile/*.cpp"))
