@@ -158,7 +158,9 @@ def profile_split_sources(out_dir):
 DEFAULT_ARCHS = "75;80;86;89;90"
 # Kernel files that need a newer GPU than DEFAULT_ARCHS's oldest: compiled only for the listed
 # architectures at or above this compute capability (CUTLASS's SM80 SIMT GEMM uses cp.async).
-MIN_ARCH = {"cuda/matmul_cutlass.cu": 80}
+MIN_ARCH = {"cuda/matmul_cutlass.cu": 80,
+            # tensor cores: wmma in TF32 and mma.sync.m16n8k8.tf32 / cvt.rna.tf32 are sm_80+
+            "cuda/matmul_wmma.cu": 80, "cuda/matmul_tf32x3.cu": 80}
 
 
 def find_cuda_home():

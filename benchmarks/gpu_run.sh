@@ -3,7 +3,7 @@
 # backends, compute-sanitizer over every kernel, the demo, the benchmarks (kernels against
 # cuBLAS and a device copy; NumPy round trips against pinned copies and numpy.matmul), and the
 # notebooks with their outputs. Logs go to $OUT (or ./out); short tables come last.
-#   usage: bash benchmarks/gpu_run.sh [all|test|pytest|sanitize|bench|l2|callcost|lessons|cutlass|profile|programs|progcheck] [extra bench args]
+#   usage: bash benchmarks/gpu_run.sh [all|test|pytest|sanitize|bench|l2|callcost|lessons|cutlass|profile|programs|progcheck|tensor] [extra bench args]
 #   test:  build, pytest (both backends), compute-sanitizer (memcheck, racecheck, synccheck,
 #          initcheck) over every kernel; `pytest` and `sanitize` run its two halves apart (each
 #          fits one 10-minute call of a lent machine)
@@ -23,6 +23,10 @@
 #   progcheck: tm.run(check=True): each mistake of tests/programs/check/mistakes.cu on emu and
 #          under compute-sanitizer on cuda, side by side (benchmarks/program_check_gpu.py), then
 #          tests/test_program_check.py (its cuda tests need the GPU and compute-sanitizer)
+#   tensor: tensor cores (issue 47): tests/test_wmma.py on both backends (emu against cuda bit
+#          for bit, printing the fraction identical), compute-sanitizer over wmma and tf32x3,
+#          tf32x3's accuracy against cuBLAS (benchmarks/tf32x3_accuracy.py), and bench of wmma,
+#          tf32x3 and cublas at 4096 and 8192
 #   magics: the %%cuda magics on cuda through IPython's InteractiveShell, ncu/nsys included
 #          (benchmarks/magics_gpu.py; needs IPython, and ncu/nsys on PATH for --profile)
 set -uo pipefail
@@ -167,4 +171,22 @@ fi
 if [ "$stage" = all ] || [ "$stage" = magics ]; then
     echo "== %%cuda magics (tests/magics/cells.py, the nvcc4jupyter-style notebook) on cuda"
     python3 benchmarks/magics_gpu.py --backend cuda --out "$OUT" 2>&1 | tee "$OUT/magics.txt" | tail -40
+fi
+
+if [ "$stage" = tensor ]; then
+    echo "== tensor cores: tests (emu against cuda)"
+    python3 -m pytest -q -rA -s tests/test_wmma.py -p no:cacheprovider 2>&1 | tee "$OUT/tensor_pytest.log" \
+        | grep -E "bit-identical|passed|failed|FAILED|Error" | tail -60
+    echo "== tensor cores: compute-sanitizer"
+    for tool in memcheck racecheck synccheck initcheck; do
+        compute-sanitizer --tool $tool --error-exitcode 9 python3 benchmarks/sanitize_cases.py \
+            --kernels wmma tf32x3 >"$OUT/tensor_sanitizer_$tool.log" 2>&1
+        echo "$tool: exit $?; $(grep 'ERROR SUMMARY' "$OUT/tensor_sanitizer_$tool.log" | tail -1)"
+    done
+    echo "== tensor cores: tf32x3 accuracy"
+    PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} python3 benchmarks/tf32x3_accuracy.py \
+        --csv "$OUT/tf32x3_accuracy.csv" | tee "$OUT/tf32x3_accuracy.txt"
+    echo "== tensor cores: bench"
+    python3 -m tiledmm bench --family matmul --kernels cublas fast wmma tf32x3 --sizes 4096 8192 \
+        --csv "$OUT/tensor_bench.csv" "$@" | tee "$OUT/tensor_bench.txt"
 fi

@@ -25,7 +25,8 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(HERE, "tiledmm", "profiling", "kernel_registers.py")
 SOURCES = ["matmul_naive.cu", "matmul_tiled.cu", "matmul_coarse.cu", "matmul_colmajor.cu",
            "matmul_regtile.cu", "matmul_fast.cu", "reduce_lecture.cu", "reduce_per_level.cu",
-           "reduce_shuffle.cu", "reduce_steps.cu", "reduce_atomic.cu", "elementwise.cu"]
+           "reduce_shuffle.cu", "reduce_steps.cu", "reduce_atomic.cu", "elementwise.cu",
+           "matmul_wmma.cu", "matmul_tf32x3.cu"]
 FAST = {1: "128, 128, 16, 2, 4, 2", 2: "128, 128, 8, 2, 4, 2", 3: "64, 64, 16, 2, 2, 4",
         4: "128, 256, 32, 2, 4, 1", 5: "128, 256, 16, 2, 4, 1"}
 STEPS = ["interleaved_divergent", "interleaved_bank_conflicts", "sequential", "first_add",
@@ -72,6 +73,9 @@ def rows():
     out += [("fast", (("config", 7),), "float32",
              "matmul_fast_simt_kernel<4, true, int, "
              "(anonymous namespace)::kernel_tag_ffma_order_as_in_cutlass>")]
+    # tensor cores (issue 47): wmma's precision 0 TF32, 1 FP16; tf32x3
+    out += [("wmma", (("precision", p),), "float32", f"matmul_wmma_kernel<{p}, int>") for p in (0, 1)]
+    out += [("tf32x3", (), "float32", "matmul_tf32x3_kernel<int>")]
     return out
 
 

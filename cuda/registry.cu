@@ -44,6 +44,8 @@ TM_DECLARE_BLOCKED_KERNEL(tm_matmul_regtile);
 TM_DECLARE_BLOCKED_KERNEL(tm_matmul_fast);
 TM_DECLARE_KERNEL(tm_matmul_cublas);
 TM_DECLARE_BLOCKED_KERNEL(tm_matmul_cutlass);
+TM_DECLARE_BLOCKED_KERNEL(tm_matmul_wmma);
+TM_DECLARE_BLOCKED_KERNEL(tm_matmul_tf32x3);
 // ---- reduce declarations ----
 TM_DECLARE_KERNEL(tm_reduce_per_level);
 TM_DECLARE_KERNEL(tm_reduce_wrong_block_sync);
@@ -127,6 +129,17 @@ extern "C" const tm_kernel_spec tm_registry[] = {
      "the open reference: CUTLASS's SIMT SGEMM, 128x256x8 blocks, 64x64 warps, 3 cp.async stages",
      "CUTLASS FP32 FFMA GEMM, source you can read (cuda only, sm_80+, built where its headers are found)",
      tm_matmul_cutlass_tile},
+    {"wmma", "matmul", TM_F32, 1,
+     {TM_PARAM("precision", 1, TM_VALUES_WMMA_PRECISION, "tensor-core inputs: 0 TF32, 1 FP16 (FP32 accumulate either way)")},
+     tm_matmul_wmma_launch, NULL, tm_matmul_wmma_bytes,
+     "003 tiled kernel on tensor cores: nvcuda::wmma fragments (CUDA Programming Guide, Warp Matrix Functions)",
+     "tiled, each warp's 16x16 piece of C an FP32 accumulator fragment fed by FP16 or TF32 mma_sync (sm_80+)",
+     tm_matmul_wmma_tile},
+    {"tf32x3", "matmul", TM_F32, 0, {},
+     tm_matmul_tf32x3_launch, NULL, tm_matmul_tf32x3_bytes,
+     "tensor cores at FP32 accuracy: CUTLASS's 3xTF32 (big + small TF32 parts, three products)",
+     "FP32 in and out on TF32 tensor cores: mma.sync.m16n8k8, a*b = ab*bb + ab*bs + as*bb (cuda only, sm_80+)",
+     tm_matmul_tf32x3_tile},
     // ---- reduce ----
     {"shuffle", "reduce", TM_F32 | TM_F64, 1, {TM_PARAM_THREADS},
      tm_reduce_shuffle_launch, tm_reduce_shuffle_scratch, tm_reduce_grid_stride_bytes,

@@ -15,7 +15,8 @@ FAMILIES = ("matmul", "reduce", "elementwise")
 # Kernels that only the cuda backend can run: cuBLAS and CUTLASS are NVIDIA's GPU libraries, and
 # the emulator has neither (its launchers report cudaErrorNotSupported). `cutlass` is also built
 # only where setup.py finds CUTLASS's headers (cuda/matmul_cutlass.cu).
-CUDA_ONLY = frozenset({"cublas", "cutlass"})
+# `tf32x3` is inline PTX (mma.sync on TF32 tensor cores), which the emulator does not run.
+CUDA_ONLY = frozenset({"cublas", "cutlass", "tf32x3"})
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ enum { TM_F32 = 1, TM_F64 = 2 };
 #define TM_VALUES_REGTILE_DIMS 1, 2                /* regtile */
 #define TM_VALUES_FAST_CONFIG 0, 1, 2, 3, 4, 5, 6, 7 /* fast (0: chosen by size, see there) */
 #define TM_VALUES_PER_THREAD 2, 4, 8, 16, 32       /* multi_element */
+#define TM_VALUES_WMMA_PRECISION 0, 1             /* wmma: 0 TF32, 1 FP16 inputs */
 
 /* One tunable of a kernel (tile, coarsen, block...): its allowed values and default. */
 typedef struct {

@@ -94,6 +94,9 @@ REGISTERS = [
     ('fast', (('config', 5),), 'float32', 243, 'matmul_fast_kernel<(anonymous namespace)::FastConfig<128, 256, 16, 2, 4, 1>, int, (anonymous namespace)::kernel_tag_default_ffma_order>'),
     ('fast', (('config', 6),), 'float32', 228, 'matmul_fast_async_kernel<(anonymous namespace)::FastConfig<128, 256, 32, 2, 4, 1>, 2, int, (anonymous namespace)::kernel_tag_ffma_order_as_in_cutlass>'),
     ('fast', (('config', 7),), 'float32', 255, 'matmul_fast_simt_kernel<4, true, int, (anonymous namespace)::kernel_tag_ffma_order_as_in_cutlass>'),
+    ('wmma', (('precision', 0),), 'float32', 56, 'matmul_wmma_kernel<0, int>'),
+    ('wmma', (('precision', 1),), 'float32', 48, 'matmul_wmma_kernel<1, int>'),
+    ('tf32x3', (), 'float32', 123, 'matmul_tf32x3_kernel<int>'),
     ('cutlass', (), 'float32', 254, 'cutlass::Kernel<cutlass::gemm::kernel::Gemm<MmaMultistage<128x256x8, MmaSimt 64x64x8>, 3 stages>> (CUTLASS 4.2.0.0)'),
 ]
 # fast: (threads per block, shared bytes) of each config, to tell which config
