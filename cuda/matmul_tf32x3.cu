@@ -43,7 +43,8 @@ static __device__ __forceinline__ void tf32_split(float x, unsigned &big, unsign
 // d += a * b for one m16n8k8 tile (PTX ISA fragment layouts for .tf32: a0 (g, t), a1 (g+8, t),
 // a2 (g, t+4), a3 (g+8, t+4); b0 (t, g), b1 (t+4, g); d0 (g, 2t), d1 (g, 2t+1), d2 (g+8, 2t),
 // d3 (g+8, 2t+1), g = lane / 4, t = lane % 4).
-static __device__ __forceinline__ void mma_tf32(float d[4], const unsigned a[4], const unsigned b[2])
+static __device__ __forceinline__ void mma_tf32(float d[4], const unsigned a[4],
+                                                const unsigned b[2])
 {
     asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
                  "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
@@ -53,8 +54,8 @@ static __device__ __forceinline__ void mma_tf32(float d[4], const unsigned a[4],
 
 template <typename Index>
 __global__ void __launch_bounds__(X3_THREADS)
-matmul_tf32x3_kernel(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C,
-                     Index M, Index N, Index K, unsigned first_block_y)
+    matmul_tf32x3_kernel(const float *__restrict__ A, const float *__restrict__ B,
+                         float *__restrict__ C, Index M, Index N, Index K, unsigned first_block_y)
 {
     __shared__ float As[X3_BM][X3_BK + 4];
     __shared__ float Bs[X3_BK][X3_BN + 8];
@@ -70,7 +71,8 @@ matmul_tf32x3_kernel(const float *__restrict__ A, const float *__restrict__ B, f
 #pragma unroll
         for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
-            for (int q = 0; q < 4; ++q) acc[mi][ni][q] = 0.0f;
+            for (int q = 0; q < 4; ++q)
+                acc[mi][ni][q] = 0.0f;
 
     for (Index tile_k = 0; tile_k < K; tile_k += X3_BK) {
 #pragma unroll
@@ -93,7 +95,8 @@ matmul_tf32x3_kernel(const float *__restrict__ A, const float *__restrict__ B, f
 #pragma unroll
             for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
-                for (int q = 0; q < 4; ++q) part[mi][ni][q] = 0.0f;
+                for (int q = 0; q < 4; ++q)
+                    part[mi][ni][q] = 0.0f;
 #pragma unroll
         for (int kk = 0; kk < X3_BK; kk += 8) {
             unsigned a_big[2][4], a_small[2][4], b_big[4][2], b_small[4][2];
@@ -125,7 +128,8 @@ matmul_tf32x3_kernel(const float *__restrict__ A, const float *__restrict__ B, f
 #pragma unroll
             for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
-                for (int q = 0; q < 4; ++q) acc[mi][ni][q] += part[mi][ni][q];   // FP32, rounded
+                for (int q = 0; q < 4; ++q)
+                    acc[mi][ni][q] += part[mi][ni][q];   // FP32, rounded
         __syncthreads();
     }
 
@@ -160,7 +164,8 @@ static int launch_tf32x3(const tm_problem *p, tm_launch_facts *facts)
 int tm_matmul_tf32x3_launch(const tm_problem *p, tm_launch_facts *facts)
 {
     if (p->dtype != TM_F32) return cudaErrorInvalidValue;
-    return tm_int_indices_suffice(p) ? launch_tf32x3<int>(p, facts) : launch_tf32x3<long long>(p, facts);
+    return tm_int_indices_suffice(p) ? launch_tf32x3<int>(p, facts)
+                                     : launch_tf32x3<long long>(p, facts);
 }
 
 #else
@@ -169,7 +174,7 @@ int tm_matmul_tf32x3_launch(const tm_problem *p, tm_launch_facts *facts)
 {
     (void)p;
     (void)facts;
-    return cudaErrorNotSupported;  // inline PTX (mma.sync, cvt.rna.tf32): not on the CPU emulator
+    return cudaErrorNotSupported;   // inline PTX (mma.sync, cvt.rna.tf32): not on the CPU emulator
 }
 
 #endif

@@ -31,14 +31,17 @@ using namespace nvcuda;
 #define WMMA_THREADS 128
 
 // The tensor core's input element: what the shared tiles hold and the fragments take.
-template <int PRECISION> struct wmma_input;
-template <> struct wmma_input<0> {   // TF32: floats rounded to TF32, k-steps of 8
+template <int PRECISION>
+struct wmma_input;
+template <>
+struct wmma_input<0> {   // TF32: floats rounded to TF32, k-steps of 8
     typedef float shared_type;
     typedef wmma::precision::tf32 fragment_type;
     static constexpr int k_step = 8;
     static __device__ __forceinline__ float convert(float x) { return wmma::__float_to_tf32(x); }
 };
-template <> struct wmma_input<1> {   // FP16, k-steps of 16
+template <>
+struct wmma_input<1> {   // FP16, k-steps of 16
     typedef __half shared_type;
     typedef __half fragment_type;
     static constexpr int k_step = 16;
@@ -78,15 +81,18 @@ __global__ void matmul_wmma_kernel(const float *__restrict__ A, const float *__r
         __syncthreads();  // the tiles are loaded before any warp reads them
 #pragma unroll
         for (int k = 0; k < WMMA_TILE_K; k += KS) {
-            wmma::fragment<wmma::matrix_a, 16, 16, KS, typename In::fragment_type, wmma::row_major> a;
-            wmma::fragment<wmma::matrix_b, 16, 16, KS, typename In::fragment_type, wmma::row_major> b;
+            wmma::fragment<wmma::matrix_a, 16, 16, KS, typename In::fragment_type, wmma::row_major>
+                a;
+            wmma::fragment<wmma::matrix_b, 16, 16, KS, typename In::fragment_type, wmma::row_major>
+                b;
             wmma::load_matrix_sync(a, &A_tile[warp_row * 16][k], WMMA_TILE_K);
             wmma::load_matrix_sync(b, &B_tile[k][warp_col * 16], WMMA_TILE);
             wmma::mma_sync(acc, a, b, acc);
         }
         __syncthreads();  // every warp is done reading before the next load overwrites them
     }
-    wmma::store_matrix_sync(&C_tile[warp_row * 16][warp_col * 16], acc, WMMA_TILE, wmma::mem_row_major);
+    wmma::store_matrix_sync(&C_tile[warp_row * 16][warp_col * 16], acc, WMMA_TILE,
+                            wmma::mem_row_major);
     __syncthreads();
     for (int i = tid; i < WMMA_TILE * WMMA_TILE; i += WMMA_THREADS) {
         const int r = i / WMMA_TILE, c = i % WMMA_TILE;
