@@ -540,31 +540,34 @@ def _dialect_headers(req):
     put that folder first ([] where no header needs it)."""
     out = os.path.join(req["scratch"], "tm-headers")
     found = False
+    # the files beside the program, as the caller listed them (this child may read them, not
+    # list their folder), then the -I folders, which it may list
+    candidates = list(req.get("program_files", ()))
     for flag in req.get("user_includes", ()):
         folder = flag[2:] if flag.startswith("-I") else flag
         try:
-            names = sorted(os.listdir(folder))[:500]
+            candidates += [os.path.join(folder, n) for n in sorted(os.listdir(folder))[:500]]
         except OSError:
             continue
-        for n in names:
-            path = os.path.join(folder, n)
-            if not n.endswith(_HEADER_ENDINGS) or not os.path.isfile(path) or \
-                    os.path.exists(os.path.join(out, n)):
-                continue
-            try:
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    text = f.read(1 << 20)
-            except OSError:
-                continue
-            if not _EXTERN_SHARED_HINT.search(text):
-                continue
-            new = emu_dialect(text)
-            if new == text:
-                continue
-            os.makedirs(out, exist_ok=True)
-            with open(os.path.join(out, n), "w") as f:
-                f.write(f'#line 1 "{path}"\n{new}')
-            found = True
+    for path in candidates:
+        n = os.path.basename(path)
+        if not n.endswith(_HEADER_ENDINGS) or not os.path.isfile(path) or \
+                os.path.exists(os.path.join(out, n)):
+            continue
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read(1 << 20)
+        except OSError:
+            continue
+        if not _EXTERN_SHARED_HINT.search(text):
+            continue
+        new = emu_dialect(text)
+        if new == text:
+            continue
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, n), "w") as f:
+            f.write(f'#line 1 "{path}"\n{new}')
+        found = True
     return ["-iquote", out, f"-I{out}"] if found else []
 
 

@@ -486,6 +486,8 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
                    "backend": backend, "parse_includes": parse_includes,
                    "defines": [d for d in defines], "define_lines": _define_lines(defines),
                    "user_includes": user_inc,
+                   "program_files": [os.path.join(source_dir, n)
+                                     for n in _program_files(source_dir)],
                    # the program's folder first for its quoted includes, as for nvcc
                    "compile": [*compile_cmd, *(["-iquote", source_dir] if backend == "emu" else []),
                                f"-I{source_dir}"], "link": link,
