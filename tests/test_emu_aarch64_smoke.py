@@ -10,7 +10,7 @@ import pytest
 import tiledmm as tm
 from tiledmm.testing import assert_matmul_close, assert_sum_close
 
-CUDA_ONLY = {"cublas", "cutlass"}
+CUDA_ONLY = tm._registry.CUDA_ONLY
 DEMO = "demo_wrong_block_sync"   # correct only within one block: tested within one
 KERNELS = [k for k in tm.kernels() if k.name not in CUDA_ONLY]
 # 1x1, shapes that are not multiples of any tile, K larger than M and N
@@ -30,7 +30,7 @@ def test_matmul_kernels(spec):
             A = (rng.random((m, k)) * 2 - 1).astype(dtype)
             B = (rng.random((k, n)) * 2 - 1).astype(dtype)
             res = tm.matmul(A, B, kernel=spec.name, backend="emu", warmup=0, repeat=1)
-            assert_matmul_close(res.out, A, B)
+            assert_matmul_close(res.out, A, B, kernel=spec.name)
 
 
 @pytest.mark.parametrize("spec", [k for k in KERNELS if k.family == "reduce"], ids=lambda k: k.name)

@@ -9,9 +9,9 @@ from conftest import random_matrix
 
 MATMUL_KERNELS = [k.name for k in tm.kernels("matmul")]
 SPECS = {k.name: k for k in tm.kernels("matmul")}
-# Kernels that exist on the GPU only: the emulator has no cuBLAS or CUTLASS, and says so with
-# RuntimeError (tests/test_matmul_family.py checks that).
-CUDA_ONLY = {"cublas", "cutlass"}
+# Kernels that exist on the GPU only (cuBLAS, CUTLASS, tf32x3's mma.sync): the emulator says so
+# with RuntimeError (tests/test_matmul_family.py checks that).
+CUDA_ONLY = tm._registry.CUDA_ONLY
 _BUILT = {}
 
 
@@ -58,7 +58,7 @@ def test_shapes_float32(backend, rng, kernel, params, M, N, K):
     A, B = random_matrix(rng, (M, K)), random_matrix(rng, (K, N))
     C, timing = tm.matmul(A, B, kernel=kernel, backend=backend, **params)
     assert C.dtype == np.float32 and C.shape == (M, N)
-    assert_matmul_close(C, A, B)
+    assert_matmul_close(C, A, B, kernel=kernel)
 
 
 @pytest.mark.parametrize("kernel", MATMUL_KERNELS)
@@ -90,7 +90,7 @@ def test_layouts(backend, rng, kernel, layout):
     assert np.array_equal(A_view, A) and np.array_equal(B_view, B)
     C = tm.matmul(A_view, B_view, kernel=kernel, backend=backend).out
     assert C.flags.c_contiguous
-    assert_matmul_close(C, A, B)
+    assert_matmul_close(C, A, B, kernel=kernel)
 
 
 def test_mixed_float32_float64_promotes_to_float64(backend, rng):
@@ -118,7 +118,8 @@ def test_empty_shapes_like_numpy(backend, kernel, M, N, K):
 
 # Kernels whose blocks cover more than 8 rows at their smallest parameters: the parameters to
 # use and the rows one block covers (the grid test then needs 65536 + 1000 of them).
-GRID_LARGE_BLOCKS = {"regtile": ({"dims": 1}, 64), "fast": ({"config": 3}, 64)}
+GRID_LARGE_BLOCKS = {"regtile": ({"dims": 1}, 64), "fast": ({"config": 3}, 64),
+                     "wmma": ({"precision": 1}, 32)}
 
 
 @pytest.mark.parametrize("kernel", MATMUL_KERNELS)
@@ -140,7 +141,7 @@ def test_grid_larger_than_grid_dimension_limit(backend, rng, kernel):
     launches = []
     for A, B in (problems[c] for c in cases):
         res = tm.matmul(A, B, kernel=kernel, backend=backend, **params)
-        assert_matmul_close(res.out, A, B)
+        assert_matmul_close(res.out, A, B, kernel=kernel)
         assert res.launch.grid[1] <= 65535
         launches.append(res.launch.launches)
     if kernel not in CUDA_ONLY:  # cuBLAS makes its own grids, in one call
@@ -155,7 +156,7 @@ def test_nan_and_inf_propagate_like_numpy(backend, rng, kernel):
     A[5, 0] = np.inf
     B[1, 7] = -np.inf
     C = tm.matmul(A, B, kernel=kernel, backend=backend).out
-    assert_matmul_close(C, A, B)
+    assert_matmul_close(C, A, B, kernel=kernel)
     assert np.isnan(C[2]).all()
 
 

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tiledmm as tm
+from tiledmm import testing
 from tiledmm.testing import assert_matmul_close, assert_sum_close, exact_integer_matrix
 
 SETTINGS = dict(derandomize=True, database=None, deadline=None, print_blob=True,
@@ -36,9 +37,9 @@ LENGTHS = [1, 2, 3, 5, 31, 32, 33, 127, 128, 129, 257, 1023, 1024, 1025, 2049, 4
 LAYOUTS = ["C", "F", "strided", "negative", "transposed", "readonly"]
 VALUE_KINDS = ["uniform", "exact", "special"]
 # Kernels whose tensor cores take their inputs rounded to fewer fraction bits than float32's
-# (wmma: FP16 or TF32, 10 bits; FP32 accumulation): uniform results are compared within that
-# precision's bound, which grows with K through |A| @ |B| as the float32 one does.
-REDUCED_INPUT_BITS = {"wmma": 10}
+# (tiledmm.testing.REDUCED_INPUT_BITS): uniform results are compared within that precision's
+# bound, which grows with K through |A| @ |B| as the float32 one does.
+REDUCED_INPUT_BITS = testing.REDUCED_INPUT_BITS
 
 
 def names(family):

@@ -51,9 +51,15 @@ def assert_same_nonfinite(actual, expected, what="result"):
         raise AssertionError(f"{what}: infinities differ from NumPy's, e.g. at {where}")
 
 
-def assert_matmul_close(C, A, B, safety=2.0):
+# Kernels that round their inputs to fewer fraction bits than float32's before multiplying, and
+# how many they keep (the tensor-core rung: FP16 or TF32, 10 bits; FP32 accumulation).
+REDUCED_INPUT_BITS = {"wmma": 10}
+
+
+def assert_matmul_close(C, A, B, safety=2.0, kernel=None):
     """C must equal A @ B (computed in float64) within the K-scaled tolerance of C's dtype, and
-    have NaN and infinities exactly where NumPy's float64 product has them.
+    have NaN and infinities exactly where NumPy's float64 product has them. `kernel`: the
+    registry kernel that made C; one of REDUCED_INPUT_BITS is allowed its inputs' rounding.
 
     >>> from tiledmm.testing import assert_matmul_close
     >>> rng = np.random.default_rng(0)
@@ -80,6 +86,9 @@ def assert_matmul_close(C, A, B, safety=2.0):
     assert_same_nonfinite(C, expected_in_dtype, "matmul")
     finite = np.isfinite(expected_in_dtype)
     tol = matmul_tolerance(A, B, C.dtype, safety)
+    if kernel in REDUCED_INPUT_BITS:   # each input rounded to `bits`: 2^-bits per product
+        with np.errstate(invalid="ignore", over="ignore"):
+            tol = tol + 2.0 ** -REDUCED_INPUT_BITS[kernel] * (np.abs(A64) @ np.abs(B64))
     with np.errstate(invalid="ignore"):
         err = np.abs(C.astype(np.float64) - expected)
     bad = finite & ~(err <= tol)
