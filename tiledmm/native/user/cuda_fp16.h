@@ -1,5 +1,5 @@
 // cuda_fp16.h: tiledmm's stand-in for the CUDA toolkit's header of this name, on the emulator
-// (issue 43): __half and __half2 (half, half2) held as IEEE binary16 (the compiler's _Float16:
+// (issue 43): __half and __half2 (half, half2) held as IEEE binary16 (the compiler's binary16, tm_f16_t:
 // each operation rounds to half, as the GPU's half arithmetic does), their conversions
 // (__float2half{,_rn,_rz}, __half2float, __float2half2_rn, __floats2half2_rn, __low2float,
 // __high2float, ...), arithmetic (__hadd, __hmul, __hfma and their ...2 forms, operators),
@@ -13,20 +13,28 @@
 #endif
 #include "tiledmm_kernel.h"
 
+// The host compiler's binary16: _Float16 where C++ has it (x86-64), __fp16 on 64-bit Arm, where
+// GCC 12's C++ has no _Float16 (arithmetic on __fp16 is done in float and rounded once to half).
+#if defined(__aarch64__)
+typedef __fp16 tm_f16_t;
+#else
+typedef _Float16 tm_f16_t;
+#endif
+
 // plain C++ (also what the program parse reads: tiledmm/programs/build.py)
 struct __half_raw {
     unsigned short x;
 };
 
 struct __half {
-    _Float16 tm_v;
+    tm_f16_t tm_v;
     __half() = default;
-    constexpr __half(_Float16 v) : tm_v(v) {}
-    __half(float f) : tm_v((_Float16)f) {}
-    __half(double d) : tm_v((_Float16)d) {}
-    __half(int i) : tm_v((_Float16)i) {}
-    __half(unsigned i) : tm_v((_Float16)i) {}
-    __half(long long i) : tm_v((_Float16)i) {}
+    constexpr __half(tm_f16_t v) : tm_v(v) {}
+    __half(float f) : tm_v((tm_f16_t)f) {}
+    __half(double d) : tm_v((tm_f16_t)d) {}
+    __half(int i) : tm_v((tm_f16_t)i) {}
+    __half(unsigned i) : tm_v((tm_f16_t)i) {}
+    __half(long long i) : tm_v((tm_f16_t)i) {}
     __half(const __half_raw &r) { __builtin_memcpy(&tm_v, &r.x, 2); }
     operator float() const { return (float)tm_v; }
     operator __half_raw() const
@@ -43,11 +51,11 @@ struct __half {
 static_assert(sizeof(__half) == 2, "__half is 2 bytes");
 typedef __half half;
 
-static inline __half operator+(const __half &a, const __half &b) { return __half((_Float16)(a.tm_v + b.tm_v)); }
-static inline __half operator-(const __half &a, const __half &b) { return __half((_Float16)(a.tm_v - b.tm_v)); }
-static inline __half operator*(const __half &a, const __half &b) { return __half((_Float16)(a.tm_v * b.tm_v)); }
-static inline __half operator/(const __half &a, const __half &b) { return __half((_Float16)(a.tm_v / b.tm_v)); }
-static inline __half operator-(const __half &a) { return __half((_Float16)(-a.tm_v)); }
+static inline __half operator+(const __half &a, const __half &b) { return __half((tm_f16_t)(a.tm_v + b.tm_v)); }
+static inline __half operator-(const __half &a, const __half &b) { return __half((tm_f16_t)(a.tm_v - b.tm_v)); }
+static inline __half operator*(const __half &a, const __half &b) { return __half((tm_f16_t)(a.tm_v * b.tm_v)); }
+static inline __half operator/(const __half &a, const __half &b) { return __half((tm_f16_t)(a.tm_v / b.tm_v)); }
+static inline __half operator-(const __half &a) { return __half((tm_f16_t)(-a.tm_v)); }
 static inline bool operator==(const __half &a, const __half &b) { return a.tm_v == b.tm_v; }
 static inline bool operator!=(const __half &a, const __half &b) { return a.tm_v != b.tm_v; }
 static inline bool operator<(const __half &a, const __half &b) { return a.tm_v < b.tm_v; }
