@@ -19,7 +19,8 @@ def test_ruff_passes():
 
 
 # The C, C++ and CUDA sources clang-format keeps (tests/lectures: the lectures' listings as printed).
-FORMATTED = ("csrc/*.c", "csrc/*.h", "cuda/*.cu", "cuda/*.h")
+FORMATTED = ("csrc/*.c", "csrc/*.h", "cuda/*.cu", "cuda/*.h", "tiledmm/native/**/*.h",
+             "tiledmm/native/**/*.cpp", "tests/emu/*.cpp", "tests/emu/*.h")
 
 
 def test_clang_format_passes():
@@ -31,7 +32,8 @@ def test_clang_format_passes():
     if "version 18." not in version.stdout:
         pytest.skip(f"the pinned clang-format is 18 (the test extra's wheel); found "
                     f"{version.stdout.strip()}")
-    files = sorted(f for pattern in FORMATTED for f in glob.glob(os.path.join(ROOT, pattern)))
+    files = sorted(f for pattern in FORMATTED
+                   for f in glob.glob(os.path.join(ROOT, pattern), recursive=True))
     assert files
     done = subprocess.run([tool, "--dry-run", "--Werror", "--style=file", *files], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)

@@ -46,9 +46,12 @@ int main(int argc, char **argv)
     float *d = nullptr;
     if (cudaMalloc((void **)&d, n * sizeof(float)) != cudaSuccess) return 2;
     cudaError_t e;
-    if (mode == "shared") e = tm_launch(k_oob_dynamic_shared, dim3(4), dim3(64), 64 * sizeof(float), d, 64);
-    else if (mode == "clean") e = tm_launch(k_clean, dim3(8), dim3(64), 0, d, n);
-    else e = tm_launch(k_oob_write, dim3(9), dim3(64), 0, d, n);
+    if (mode == "shared")
+        e = tm_launch(k_oob_dynamic_shared, dim3(4), dim3(64), 64 * sizeof(float), d, 64);
+    else if (mode == "clean")
+        e = tm_launch(k_clean, dim3(8), dim3(64), 0, d, n);
+    else
+        e = tm_launch(k_oob_write, dim3(9), dim3(64), 0, d, n);
     printf("launch returned %s\n", cudaGetErrorName(e));
     cudaFree(d);
     return e == cudaSuccess ? 0 : 3;

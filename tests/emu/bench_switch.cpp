@@ -31,15 +31,16 @@ int main(int argc, char **argv)
         for (int i = 0; i < reps; ++i) {
             auto t0 = std::chrono::steady_clock::now();
             cudaError_t e = tm_launch(k_barriers, dim3(1), dim3(block), 0, d, rounds);
-            t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+            t.push_back(
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
             if (e != cudaSuccess) {
                 printf("launch failed: %s\n", tm_emu_last_error_detail());
                 return 1;
             }
         }
         std::sort(t.begin(), t.end());
-        printf("switch %s block %d: %.1f ns per thread per __syncthreads() (best of %d)\n", tm_emu_switch_kind(),
-               block, t[0] * 1e9 / ((double)block * rounds), reps);
+        printf("switch %s block %d: %.1f ns per thread per __syncthreads() (best of %d)\n",
+               tm_emu_switch_kind(), block, t[0] * 1e9 / ((double)block * rounds), reps);
         fflush(stdout);
     }
     cudaFree(d);

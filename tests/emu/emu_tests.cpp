@@ -17,25 +17,25 @@
 static int g_fail_count = 0;
 static std::string g_why;
 
-#define CHECK(cond)                                                                           \
-    do {                                                                                      \
-        if (!(cond)) {                                                                        \
-            char b_[512];                                                                     \
-            snprintf(b_, sizeof b_, "%s:%d: CHECK(%s) failed", __FILE__, __LINE__, #cond);  \
-            g_why = b_;                                                                       \
-            return false;                                                                     \
-        }                                                                                     \
+#define CHECK(cond)                                                                        \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            char b_[512];                                                                  \
+            snprintf(b_, sizeof b_, "%s:%d: CHECK(%s) failed", __FILE__, __LINE__, #cond); \
+            g_why = b_;                                                                    \
+            return false;                                                                  \
+        }                                                                                  \
     } while (0)
-#define CHECK_EQ(a, b)                                                                                    \
-    do {                                                                                                  \
-        long long a_ = (long long)(a), b_ = (long long)(b);                                               \
-        if (a_ != b_) {                                                                                   \
-            char m_[512];                                                                                 \
-            snprintf(m_, sizeof m_, "%s:%d: %s == %lld, expected %s == %lld", __FILE__, __LINE__, #a, a_, \
-                     #b, b_);                                                                             \
-            g_why = m_;                                                                                   \
-            return false;                                                                                 \
-        }                                                                                                 \
+#define CHECK_EQ(a, b)                                                                            \
+    do {                                                                                          \
+        long long a_ = (long long)(a), b_ = (long long)(b);                                       \
+        if (a_ != b_) {                                                                           \
+            char m_[512];                                                                         \
+            snprintf(m_, sizeof m_, "%s:%d: %s == %lld, expected %s == %lld", __FILE__, __LINE__, \
+                     #a, a_, #b, b_);                                                             \
+            g_why = m_;                                                                           \
+            return false;                                                                         \
+        }                                                                                         \
     } while (0)
 #define CHECK_CUDA(call) CHECK_EQ((int)(call), (int)cudaSuccess)
 
@@ -124,14 +124,16 @@ __global__ void k_shfl_reduce(const float *in, float *total, long long n)
 {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     float v = i < n ? in[i] : 0.0f;
-    for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+    for (int off = 16; off > 0; off >>= 1)
+        v += __shfl_down_sync(0xffffffffu, v, off);
     __shared__ float warp_sums[32];
     int lane = threadIdx.x % warpSize, warp = threadIdx.x / warpSize;
     if (lane == 0) warp_sums[warp] = v;
     __syncthreads();
     if (warp == 0) {
         v = lane < (int)(blockDim.x / warpSize) ? warp_sums[lane] : 0.0f;
-        for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+        for (int off = 16; off > 0; off >>= 1)
+            v += __shfl_xor_sync(0xffffffffu, v, off);
         if (lane == 0) atomicAdd(total, v);
     }
 }
@@ -142,8 +144,9 @@ __global__ void k_warp_waits_exited(int *out)
     out[threadIdx.x] = __shfl_down_sync(0xffffffffu, (int)threadIdx.x, 1);
 }
 
-__global__ void k_atomics(int *isum, unsigned *usum, unsigned long long *ullsum, float *fsum, double *dsum,
-                          int *imin, int *imax, unsigned *umax, int *cas_counter, int *exch, int *sub)
+__global__ void k_atomics(int *isum, unsigned *usum, unsigned long long *ullsum, float *fsum,
+                          double *dsum, int *imin, int *imax, unsigned *umax, int *cas_counter,
+                          int *exch, int *sub)
 {
     __shared__ int sh_count;
     if (threadIdx.x == 0) sh_count = 0;
@@ -166,16 +169,19 @@ __global__ void k_atomics(int *isum, unsigned *usum, unsigned long long *ullsum,
     } while (old != assumed);
     atomicAdd(&sh_count, 1);
     __syncthreads();
-    if (threadIdx.x == 0 && sh_count != (int)blockDim.x) atomicAdd(isum, 1000000);   // shared atomics broken
+    if (threadIdx.x == 0 && sh_count != (int)blockDim.x)
+        atomicAdd(isum, 1000000);   // shared atomics broken
 }
 
 __global__ void k_dynamic_shared(float *out, int n)
 {
     TM_DYNAMIC_SHARED(float, buf);
-    for (int i = threadIdx.x; i < n; i += blockDim.x) buf[i] = (float)(i + blockIdx.x);
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        buf[i] = (float)(i + blockIdx.x);
     __syncthreads();
     float s = 0;
-    for (int i = 0; i < n; ++i) s += buf[i];
+    for (int i = 0; i < n; ++i)
+        s += buf[i];
     if (threadIdx.x == 0) out[blockIdx.x] = s;
     if (((uintptr_t)buf & 63u) != 0) out[blockIdx.x] = -1;
 }
@@ -193,7 +199,8 @@ __global__ void k_busy(float *x, int n, int iters)
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     float v = x[i];
-    for (int k = 0; k < iters; ++k) v = v * 0.999f + 0.001f;
+    for (int k = 0; k < iters; ++k)
+        v = v * 0.999f + 0.001f;
     x[i] = v;
 }
 
@@ -209,11 +216,12 @@ __global__ void k_noop(int *) {}
 // A barrier in a loop whose trip count differs between threads (0, 1 or 2 by threadIdx.x % 3):
 // in strict mode the threads with none return while the others wait (reported, with the line);
 // with TILEDMM_EMU_STRICT_EXIT=0 each exit leaves the count and every barrier opens.
-static constexpr int k_varying_loop_line = __LINE__ + 4;
+static constexpr int k_varying_loop_line = __LINE__ + 5;
 __global__ void k_varying_loop(int *out)
 {
     int n = threadIdx.x % 3;
-    for (int i = 0; i < n; ++i) __syncthreads();
+    for (int i = 0; i < n; ++i)
+        __syncthreads();
     out[threadIdx.x] = n;
 }
 
@@ -227,7 +235,8 @@ __global__ void k_ops_and_shuffles(int *out, int rounds)
     for (int r = 0; r < rounds; ++r) {
         int c = __syncthreads_count((t + r) % 5 == 0);
         int v = t * (r + 1);
-        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        for (int o = 16; o > 0; o >>= 1)
+            v += __shfl_xor_sync(0xffffffffu, v, o);
         s[t] = v;
         __syncthreads();
         int a = __syncthreads_and(s[(t + 32) % n] > r);
@@ -261,7 +270,8 @@ static int *dev_ints(size_t n)
 
 static bool test_barrier()
 {
-    const dim3 blocks[] = {dim3(1), dim3(7), dim3(32), dim3(33), dim3(256), dim3(1024), dim3(8, 4), dim3(5, 3, 2),
+    const dim3 blocks[] = {dim3(1),       dim3(7),         dim3(32),      dim3(33),
+                           dim3(256),     dim3(1024),      dim3(8, 4),    dim3(5, 3, 2),
                            dim3(4, 4, 4), dim3(16, 16, 4), dim3(1, 1, 64)};
     for (dim3 bd : blocks) {
         int n = bd.x * bd.y * bd.z;
@@ -273,7 +283,8 @@ static bool test_barrier()
         std::vector<int> h((size_t)n * nb);
         CHECK_CUDA(cudaMemcpy(h.data(), d, h.size() * sizeof(int), cudaMemcpyDeviceToHost));
         for (int b = 0; b < nb; ++b)
-            for (int t = 0; t < n; ++t) CHECK_EQ(h[(size_t)b * n + t], t * 7 + b + 11 + 1);
+            for (int t = 0; t < n; ++t)
+                CHECK_EQ(h[(size_t)b * n + t], t * 7 + b + 11 + 1);
         CHECK_CUDA(cudaFree(d));
     }
     return true;
@@ -283,7 +294,8 @@ static bool test_reduce_stride()
 {
     const int nb = 37, bs = 512;
     std::vector<float> h(nb * bs);
-    for (size_t i = 0; i < h.size(); ++i) h[i] = (float)(i % 13);
+    for (size_t i = 0; i < h.size(); ++i)
+        h[i] = (float)(i % 13);
     float *din, *dout;
     CHECK_CUDA(cudaMalloc((void **)&din, h.size() * 4));
     CHECK_CUDA(cudaMalloc((void **)&dout, nb * 4));
@@ -293,7 +305,8 @@ static bool test_reduce_stride()
     CHECK_CUDA(cudaMemcpy(o.data(), dout, nb * 4, cudaMemcpyDeviceToHost));
     for (int b = 0; b < nb; ++b) {
         double s = 0;
-        for (int t = 0; t < bs; ++t) s += h[b * bs + t];
+        for (int t = 0; t < bs; ++t)
+            s += h[b * bs + t];
         CHECK_EQ((long long)o[b], (long long)s);
     }
     cudaFree(din);
@@ -352,17 +365,21 @@ static bool test_divergent()
     int line = 0, in_kernel = 0, l1 = -1, l2 = -1;
     while (fgets(buf, sizeof buf, f)) {
         ++line;
-        if (strstr(buf, "__global__ void k_divergent")) in_kernel = 1;
+        if (strstr(buf, "__global__ void k_divergent"))
+            in_kernel = 1;
         else if (in_kernel && strstr(buf, "__syncthreads();")) {
-            if (l1 < 0) l1 = line;
-            else if (l2 < 0) l2 = line;
+            if (l1 < 0)
+                l1 = line;
+            else if (l2 < 0)
+                l2 = line;
         }
     }
     fclose(f);
     (void)line_of;
     std::string file = __FILE__;
-    if (!expect_failure(e, {"k_divergent", file + ":" + std::to_string(l1), file + ":" + std::to_string(l2),
-                            "128 threads wait at __syncthreads()", "block (", ",0,0) of grid (64,1,1)"}))
+    if (!expect_failure(e, {"k_divergent", file + ":" + std::to_string(l1),
+                            file + ":" + std::to_string(l2), "128 threads wait at __syncthreads()",
+                            "block (", ",0,0) of grid (64,1,1)"}))
         return false;
     CHECK(s < 2.0);
     cudaFree(d);
@@ -373,8 +390,9 @@ static bool test_early_exit()
 {
     int *d = dev_ints(256);
     CHECK(d);
-    if (!expect_failure(tm_launch(k_early_exit, dim3(4), dim3(256), 0, d, 100),
-                        {"k_early_exit", "156 threads have exited", "100 threads wait at __syncthreads()"}))
+    if (!expect_failure(
+            tm_launch(k_early_exit, dim3(4), dim3(256), 0, d, 100),
+            {"k_early_exit", "156 threads have exited", "100 threads wait at __syncthreads()"}))
         return false;
     // every thread returns before the barrier: no one waits, fine
     CHECK_CUDA(tm_launch(k_early_exit, dim3(4), dim3(256), 0, d, 0));
@@ -397,7 +415,8 @@ static bool test_early_exit()
 
 static bool test_warp()
 {
-    const dim3 blocks[] = {dim3(32), dim3(64), dim3(48), dim3(7), dim3(100), dim3(16, 5), dim3(1024)};
+    const dim3 blocks[] = {dim3(32),  dim3(64),    dim3(48),  dim3(7),
+                           dim3(100), dim3(16, 5), dim3(1024)};
     const int widths[] = {32, 16, 8};
     for (dim3 bd : blocks)
         for (int width : widths) {
@@ -416,7 +435,8 @@ static bool test_warp()
                 int own = val(lane), seg = lane & ~(width - 1);
                 int *o = &h[(size_t)t * 12];
                 int e0 = (lane + 1 < 32 && exists(lane + 1)) ? val(lane + 1) : own;
-                int e1 = ((lane & (width - 1)) + 5 < width && exists(lane + 5)) ? val(lane + 5) : own;
+                int e1 =
+                    ((lane & (width - 1)) + 5 < width && exists(lane + 5)) ? val(lane + 5) : own;
                 int e2 = ((lane & (width - 1)) >= 2) ? val(lane - 2) : own;
                 int e3 = exists(lane ^ 1) ? val(lane ^ 1) : own;
                 int x4 = lane ^ 4;
@@ -427,12 +447,14 @@ static bool test_warp()
                 for (int l = 0; l < nl; ++l)
                     if ((base + l) % 3 == 0) e7 |= 1u << l;
                 int e11 = exists(lane ^ 2) ? 2 * val(lane ^ 2) + 1 : 2 * own + 1;
-                int want[12] = {e0, e1, e2, e3, e4, e5, e6, (int)e7, 1, (base <= 5 && 5 < base + nl) ? 1 : 0,
+                int want[12] = {e0,          e1, e2,      e3, e4,
+                                e5,          e6, (int)e7, 1,  (base <= 5 && 5 < base + nl) ? 1 : 0,
                                 (int)active, e11};
                 for (int k = 0; k < 12; ++k) {
                     if (o[k] != want[k]) {
                         char m[256];
-                        snprintf(m, sizeof m, "block (%u,%u) width %d thread %d result %d: got %d want %d", bd.x,
+                        snprintf(m, sizeof m,
+                                 "block (%u,%u) width %d thread %d result %d: got %d want %d", bd.x,
                                  bd.y, width, t, k, o[k], want[k]);
                         g_why = m;
                         return false;
@@ -448,8 +470,9 @@ static bool test_warp_exited()
 {
     int *d = dev_ints(32);
     CHECK(d);
-    if (!expect_failure(tm_launch(k_warp_waits_exited, dim3(1), dim3(32), 0, d),
-                        {"k_warp_waits_exited", "__shfl_down_sync()", "1 thread has exited", "1 exited"}))
+    if (!expect_failure(
+            tm_launch(k_warp_waits_exited, dim3(1), dim3(32), 0, d),
+            {"k_warp_waits_exited", "__shfl_down_sync()", "1 thread has exited", "1 exited"}))
         return false;
     cudaFree(d);
     return true;
@@ -461,18 +484,20 @@ static bool test_shfl_reduce_atomic()
         tm_emu_set_threads(threads);
         long long n = 1000003;
         std::vector<float> h(n);
-        for (long long i = 0; i < n; ++i) h[i] = (float)(i % 5);   // exact in float partial sums < 2^24
+        for (long long i = 0; i < n; ++i)
+            h[i] = (float)(i % 5);   // exact in float partial sums < 2^24
         float *din, *dt;
         CHECK_CUDA(cudaMalloc((void **)&din, n * 4));
         CHECK_CUDA(cudaMalloc((void **)&dt, 4));
         CHECK_CUDA(cudaMemcpy(din, h.data(), n * 4, cudaMemcpyHostToDevice));
         CHECK_CUDA(cudaMemset(dt, 0, 4));
-        CHECK_CUDA(tm_launch(k_shfl_reduce, dim3((unsigned)((n + 255) / 256)), dim3(256), 0, (const float *)din, dt,
-                             n));
+        CHECK_CUDA(tm_launch(k_shfl_reduce, dim3((unsigned)((n + 255) / 256)), dim3(256), 0,
+                             (const float *)din, dt, n));
         float got;
         CHECK_CUDA(cudaMemcpy(&got, dt, 4, cudaMemcpyDeviceToHost));
         double want = 0;
-        for (long long i = 0; i < n; ++i) want += h[i];
+        for (long long i = 0; i < n; ++i)
+            want += h[i];
         // block sums are exact; the float total may round at this size: compare relatively
         CHECK(fabs(got - want) <= 1e-6 * want + 1);
         cudaFree(din);
@@ -499,8 +524,9 @@ static bool test_atomics()
         CHECK_CUDA(cudaMalloc((void **)&d, sizeof h));
         CHECK_CUDA(cudaMemcpy(d, &h, sizeof h, cudaMemcpyHostToDevice));
         const int nb = 200, bs = 128, total = nb * bs;
-        CHECK_CUDA(tm_launch(k_atomics, dim3(nb), dim3(bs), 0, &d->isum, &d->usum, &d->ullsum, &d->fsum, &d->dsum,
-                             &d->imin, &d->imax, &d->umax, &d->cas, &d->exch, &d->sub));
+        CHECK_CUDA(tm_launch(k_atomics, dim3(nb), dim3(bs), 0, &d->isum, &d->usum, &d->ullsum,
+                             &d->fsum, &d->dsum, &d->imin, &d->imax, &d->umax, &d->cas, &d->exch,
+                             &d->sub));
         CHECK_CUDA(cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost));
         CHECK_EQ(h.isum, total);
         CHECK_EQ(h.usum, 2 * total);
@@ -527,15 +553,19 @@ static bool test_dynamic_shared()
     CHECK_CUDA(tm_launch(k_dynamic_shared, dim3(16), dim3(64), n * sizeof(float), d, n));
     std::vector<float> h(16);
     CHECK_CUDA(cudaMemcpy(h.data(), d, 16 * 4, cudaMemcpyDeviceToHost));
-    for (int b = 0; b < 16; ++b) CHECK_EQ((long long)h[b], (long long)n * (n - 1) / 2 + (long long)b * n);
+    for (int b = 0; b < 16; ++b)
+        CHECK_EQ((long long)h[b], (long long)n * (n - 1) / 2 + (long long)b * n);
     // above 48 KiB needs the opt-in, up to 227 KiB
     n = 20000;   // 80000 bytes
-    CHECK_EQ((int)tm_launch(k_dynamic_shared, dim3(2), dim3(64), n * sizeof(float), d, n), (int)cudaErrorInvalidValue);
+    CHECK_EQ((int)tm_launch(k_dynamic_shared, dim3(2), dim3(64), n * sizeof(float), d, n),
+             (int)cudaErrorInvalidValue);
     CHECK_EQ((int)cudaGetLastError(), (int)cudaErrorInvalidValue);
-    CHECK_EQ((int)cudaFuncSetAttribute(k_dynamic_shared, cudaFuncAttributeMaxDynamicSharedMemorySize, 300 * 1024),
+    CHECK_EQ((int)cudaFuncSetAttribute(k_dynamic_shared,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, 300 * 1024),
              (int)cudaErrorInvalidValue);
     cudaGetLastError();
-    CHECK_CUDA(cudaFuncSetAttribute(k_dynamic_shared, cudaFuncAttributeMaxDynamicSharedMemorySize, n * 4));
+    CHECK_CUDA(
+        cudaFuncSetAttribute(k_dynamic_shared, cudaFuncAttributeMaxDynamicSharedMemorySize, n * 4));
     CHECK_CUDA(tm_launch(k_dynamic_shared, dim3(2), dim3(64), n * sizeof(float), d, n));
     CHECK_CUDA(cudaMemcpy(h.data(), d, 2 * 4, cudaMemcpyDeviceToHost));
     CHECK(fabs(h[1] - ((double)n * (n - 1) / 2 + n)) < 1e-4 * h[1]);
@@ -548,7 +578,8 @@ static bool test_dynamic_shared()
     CHECK_EQ(nblk, 8);
     CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nblk, k_dynamic_shared, 64, 0));
     CHECK_EQ(nblk, 32);
-    CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nblk, k_dynamic_shared, 128, 60 * 1024));
+    CHECK_CUDA(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nblk, k_dynamic_shared, 128, 60 * 1024));
     CHECK_EQ(nblk, 3);
     cudaFree(d);
     return true;
@@ -574,8 +605,8 @@ static bool test_varying_loop()
     int *d = dev_ints(96);
     std::string at = std::string(__FILE__) + ":" + std::to_string(k_varying_loop_line);
     if (!expect_failure(tm_launch(k_varying_loop, dim3(2), dim3(96), 0, d),
-                        {"k_varying_loop", "64 threads wait at __syncthreads() at " + at, "32 threads have exited",
-                         "TILEDMM_EMU_STRICT_EXIT=0"}))
+                        {"k_varying_loop", "64 threads wait at __syncthreads() at " + at,
+                         "32 threads have exited", "TILEDMM_EMU_STRICT_EXIT=0"}))
         return false;
     tm_emu_set_strict_exit(0);
     cudaError_t e = tm_launch(k_varying_loop, dim3(2), dim3(96), 0, d);
@@ -583,7 +614,8 @@ static bool test_varying_loop()
     CHECK_CUDA(e);
     std::vector<int> h(96);
     CHECK_CUDA(cudaMemcpy(h.data(), d, 96 * 4, cudaMemcpyDeviceToHost));
-    for (int t = 0; t < 96; ++t) CHECK_EQ(h[t], t % 3);
+    for (int t = 0; t < 96; ++t)
+        CHECK_EQ(h[t], t % 3);
     cudaFree(d);
     return true;
 }
@@ -601,18 +633,22 @@ static bool test_ops_and_shuffles()
             int u = (t + 32) % n, w0 = u & ~31;   // the warp whose sum thread t reads
             for (int r = 0; r < rounds; ++r) {
                 int c = 0;
-                for (int q = 0; q < n; ++q) c += (q + r) % 5 == 0;
+                for (int q = 0; q < n; ++q)
+                    c += (q + r) % 5 == 0;
                 int warp_sum = 0;
-                for (int l = 0; l < 32; ++l) warp_sum += (w0 + l) * (r + 1);
+                for (int l = 0; l < 32; ++l)
+                    warp_sum += (w0 + l) * (r + 1);
                 bool all = true;
                 for (int q = 0; q < n; ++q) {
                     int wq = ((q + 32) % n) & ~31, sq = 0;
-                    for (int l = 0; l < 32; ++l) sq += (wq + l) * (r + 1);
+                    for (int l = 0; l < 32; ++l)
+                        sq += (wq + l) * (r + 1);
                     all = all && sq > r;
                 }
                 want += c + (warp_sum & 1023) + (all ? 2 : 0) + 3;
             }
-            for (int b = 0; b < blocks; ++b) CHECK_EQ(h[(size_t)b * n + t], want);
+            for (int b = 0; b < blocks; ++b)
+                CHECK_EQ(h[(size_t)b * n + t], want);
         }
         cudaFree(d);
     }
@@ -627,7 +663,8 @@ static bool test_deep_stack()
     std::vector<int> h(1024);
     CHECK_CUDA(cudaMemcpy(h.data(), d, 1024 * 4, cudaMemcpyDeviceToHost));
     // plain char as the kernel has it: signed on x86-64, unsigned on aarch64
-    for (int t = 0; t < 1024; ++t) CHECK_EQ(h[t], (int)(char)t + 1);
+    for (int t = 0; t < 1024; ++t)
+        CHECK_EQ(h[t], (int)(char)t + 1);
     cudaFree(d);
     return true;
 }
@@ -637,9 +674,9 @@ static bool test_launch_config()
     int *d = dev_ints(4);
     struct {
         dim3 g, b;
-    } bad[] = {{dim3(1), dim3(1025)}, {dim3(1), dim3(2048, 1)}, {dim3(1), dim3(1, 1, 65)}, {dim3(1), dim3(64, 32)},
-               {dim3(1, 65536), dim3(32)}, {dim3(1, 1, 65536), dim3(32)}, {dim3(0), dim3(32)}, {dim3(1), dim3(0)},
-               {dim3(1), dim3(32, 0)}};
+    } bad[] = {{dim3(1), dim3(1025)},   {dim3(1), dim3(2048, 1)},   {dim3(1), dim3(1, 1, 65)},
+               {dim3(1), dim3(64, 32)}, {dim3(1, 65536), dim3(32)}, {dim3(1, 1, 65536), dim3(32)},
+               {dim3(0), dim3(32)},     {dim3(1), dim3(0)},         {dim3(1), dim3(32, 0)}};
     for (auto &c : bad) {
         CHECK_EQ((int)tm_launch(k_noop, c.g, c.b, 0, d), (int)cudaErrorInvalidConfiguration);
         CHECK_EQ((int)cudaGetLastError(), (int)cudaErrorInvalidConfiguration);
@@ -678,7 +715,8 @@ static bool test_memory()
     CHECK_CUDA(cudaMemGetInfo(&free2, &total));
     CHECK_EQ(free2, freeb);
     CHECK_EQ((int)cudaFree((char *)p + 8), (int)cudaErrorInvalidValue);
-    CHECK_EQ((int)cudaMemcpy(&free2, &freeb, 8, (cudaMemcpyKind)7), (int)cudaErrorInvalidMemcpyDirection);
+    CHECK_EQ((int)cudaMemcpy(&free2, &freeb, 8, (cudaMemcpyKind)7),
+             (int)cudaErrorInvalidMemcpyDirection);
     cudaGetLastError();
     return true;
 }
@@ -706,7 +744,8 @@ static bool test_events_and_device()
     cudaDeviceProp p;
     CHECK_CUDA(cudaGetDeviceProperties(&p, 0));
     printf("  device: %s, %d SMs (worker threads), %zu MiB, stack %zu KiB, switch %s\n", p.name,
-           p.multiProcessorCount, p.totalGlobalMem >> 20, tm_emu_stack_bytes() >> 10, tm_emu_switch_kind());
+           p.multiProcessorCount, p.totalGlobalMem >> 20, tm_emu_stack_bytes() >> 10,
+           tm_emu_switch_kind());
     CHECK(strncmp(p.name, "tiledmm CPU emulator (", 22) == 0);
     CHECK_EQ(p.warpSize, 32);
     CHECK_EQ(p.maxThreadsPerBlock, 1024);
@@ -735,12 +774,14 @@ static bool test_vector_types()
     CHECK_CUDA(cudaMalloc((void **)&in, 32 * sizeof(float4)));
     CHECK_CUDA(cudaMalloc((void **)&out, 32 * sizeof(float4)));
     std::vector<float4> h(32);
-    for (int i = 0; i < 32; ++i) h[i] = make_float4((float)i, -1.0f * i, 2.0f, 3.0f);
+    for (int i = 0; i < 32; ++i)
+        h[i] = make_float4((float)i, -1.0f * i, 2.0f, 3.0f);
     CHECK_CUDA(cudaMemcpy(in, h.data(), 32 * sizeof(float4), cudaMemcpyHostToDevice));
     CHECK_CUDA(tm_launch(k_vector_types, dim3(1), dim3(32), 0, out, (const float4 *)in));
     CHECK_CUDA(cudaMemcpy(h.data(), out, 32 * sizeof(float4), cudaMemcpyDeviceToHost));
     for (int i = 0; i < 32; ++i) {
-        CHECK(h[i].x == 3.0f && h[i].y == 2.0f && h[i].z == 0.0f && h[i].w == (i < 1 ? 0.0f : 1.0f));
+        CHECK(h[i].x == 3.0f && h[i].y == 2.0f && h[i].z == 0.0f &&
+              h[i].w == (i < 1 ? 0.0f : 1.0f));
     }
     CHECK_EQ(__popc(0xF0F0u), 8);
     CHECK_EQ(__ffs(8), 4);
@@ -766,23 +807,28 @@ static bool test_concurrent_hosts()
             bool good = true;
             for (int rep = 0; rep < 20 && good; ++rep) {
                 if (k == 3 && rep % 2 == 0) {
-                    good = tm_launch(k_divergent, dim3(2), dim3(64), 0, d) == cudaErrorLaunchFailure &&
-                           cudaGetLastError() == cudaErrorLaunchFailure;
+                    good =
+                        tm_launch(k_divergent, dim3(2), dim3(64), 0, d) == cudaErrorLaunchFailure &&
+                        cudaGetLastError() == cudaErrorLaunchFailure;
                     continue;
                 }
-                good = tm_launch(k_barrier_ring, dim3(3, 2), dim3(n), 0, d, k + rep) == cudaSuccess &&
-                       cudaGetLastError() == cudaSuccess;
+                good =
+                    tm_launch(k_barrier_ring, dim3(3, 2), dim3(n), 0, d, k + rep) == cudaSuccess &&
+                    cudaGetLastError() == cudaSuccess;
                 std::vector<int> h(n * 6);
                 cudaMemcpy(h.data(), d, h.size() * 4, cudaMemcpyDeviceToHost);
                 for (int b = 0; b < 6 && good; ++b)
-                    for (int t = 0; t < n && good; ++t) good = h[b * n + t] == t * 7 + b + k + rep + 1;
+                    for (int t = 0; t < n && good; ++t)
+                        good = h[b * n + t] == t * 7 + b + k + rep + 1;
             }
             cudaFree(d);
             ok[k] = good;
         });
     }
-    for (auto &t : th) t.join();
-    for (int k = 0; k < 4; ++k) CHECK(ok[k]);
+    for (auto &t : th)
+        t.join();
+    for (int k = 0; k < 4; ++k)
+        CHECK(ok[k]);
     return true;
 }
 
@@ -790,10 +836,12 @@ static bool test_concurrent_hosts()
 __global__ void k_local_array(int *out)
 {
     int a[1024];
-    for (int i = 0; i < 1024; ++i) a[i] = i + threadIdx.x;
+    for (int i = 0; i < 1024; ++i)
+        a[i] = i + threadIdx.x;
     __syncthreads();
     int s = 0;
-    for (int i = 0; i < 1024; ++i) s += a[i];
+    for (int i = 0; i < 1024; ++i)
+        s += a[i];
     out[blockIdx.x * blockDim.x + threadIdx.x] = s;
 }
 
@@ -803,7 +851,8 @@ static bool test_local_array()
     CHECK_CUDA(tm_launch(k_local_array, dim3(8), dim3(1024), 0, d));
     std::vector<int> h(8 * 1024);
     CHECK_CUDA(cudaMemcpy(h.data(), d, h.size() * 4, cudaMemcpyDeviceToHost));
-    for (int i = 0; i < 8 * 1024; ++i) CHECK_EQ(h[i], 1023 * 1024 / 2 + 1024 * (i % 1024));
+    for (int i = 0; i < 8 * 1024; ++i)
+        CHECK_EQ(h[i], 1023 * 1024 / 2 + 1024 * (i % 1024));
     cudaFree(d);
     return true;
 }
@@ -840,17 +889,24 @@ static bool test_stack_overflow()
 // handler installed before it (a fault reporter relies on that). Runs in a forked child, which
 // installs its own handler before the emulator's first launch there, so the order is known; the
 // test runs first in the table so that the parent has launched nothing before the fork either.
-__global__ void k_wild_write(int *p) { *(volatile int *)p = 1; }
+__global__ void k_wild_write(int *p)
+{
+    *(volatile int *)p = 1;
+}
 
 static volatile sig_atomic_t g_segv_phase = 0;   // which launch of the child is running
-static void segv_exit_phase(int) { _exit(g_segv_phase == 2 ? 42 : 43); }
+static void segv_exit_phase(int)
+{
+    _exit(g_segv_phase == 2 ? 42 : 43);
+}
 
 static bool test_segv_chain()
 {
     struct sigaction cur;
     sigaction(SIGSEGV, nullptr, &cur);
     if (cur.sa_handler != SIG_DFL) {   // the emulator's handler is already in place: order unknown
-        printf("  skipped: a SIGSEGV handler is already installed (run this test alone or first)\n");
+        printf(
+            "  skipped: a SIGSEGV handler is already installed (run this test alone or first)\n");
         return true;
     }
     fflush(stdout);
@@ -916,12 +972,14 @@ int main(int argc, char **argv)
     int failed = 0, ran = 0;
     for (T &t : tests) {
         bool want = argc < 2;
-        for (int i = 1; i < argc; ++i) want |= strcmp(argv[i], t.name) == 0;
+        for (int i = 1; i < argc; ++i)
+            want |= strcmp(argv[i], t.name) == 0;
         if (!want) continue;
         ++ran;
         g_why.clear();
         bool ok = t.fn();
-        if (ok) printf("PASS %s\n", t.name);
+        if (ok)
+            printf("PASS %s\n", t.name);
         else {
             printf("FAIL %s: %s\n", t.name, g_why.c_str());
             ++failed;

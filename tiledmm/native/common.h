@@ -55,8 +55,12 @@ static inline bool tm_int_indices_suffice(const tm_problem *p)
 static inline void tm_facts_set(tm_launch_facts *facts, const void *func, dim3 grid, dim3 block,
                                 size_t shared_bytes, size_t dynamic_shared_bytes, int launches)
 {
-    facts->grid[0] = grid.x; facts->grid[1] = grid.y; facts->grid[2] = grid.z;
-    facts->block[0] = block.x; facts->block[1] = block.y; facts->block[2] = block.z;
+    facts->grid[0] = grid.x;
+    facts->grid[1] = grid.y;
+    facts->grid[2] = grid.z;
+    facts->block[0] = block.x;
+    facts->block[1] = block.y;
+    facts->block[2] = block.z;
     facts->shared_bytes = shared_bytes;
     facts->dynamic_shared_bytes = dynamic_shared_bytes;
     facts->func = func;
@@ -81,8 +85,9 @@ static inline int tm_launch_row_chunks(const void *func, dim3 grid, dim3 block, 
         if (err != cudaSuccess) return err;
         ++launches;
     }
-    tm_facts_set(facts, func, dim3(grid.x, grid.y < TM_MAX_GRID_YZ ? grid.y : TM_MAX_GRID_YZ, grid.z),
-                 block, shared_bytes, 0, launches);
+    tm_facts_set(facts, func,
+                 dim3(grid.x, grid.y < TM_MAX_GRID_YZ ? grid.y : TM_MAX_GRID_YZ, grid.z), block,
+                 shared_bytes, 0, launches);
     return cudaSuccess;
 }
 
@@ -105,6 +110,7 @@ template <int... Values, typename F>
 static inline int tm_dispatch(int value, F f)
 {
     int rc = cudaErrorInvalidValue;
-    (void)((value == Values ? (rc = f(std::integral_constant<int, Values>{}), true) : false) || ...);
+    (void)((value == Values ? (rc = f(std::integral_constant<int, Values>{}), true) : false) ||
+           ...);
     return rc;
 }

@@ -16,8 +16,8 @@
 #ifdef TM_EMU
 #define TM_DYNAMIC_SHARED(type, name) type *name = reinterpret_cast<type *>(tm_emu_dynamic_shared())
 #else
-#define TM_DYNAMIC_SHARED(type, name)                                  \
-    extern __shared__ __align__(16) unsigned char tm_dynamic_smem_[];  \
+#define TM_DYNAMIC_SHARED(type, name)                                 \
+    extern __shared__ __align__(16) unsigned char tm_dynamic_smem_[]; \
     type *name = reinterpret_cast<type *>(tm_dynamic_smem_)
 #endif
 

@@ -55,10 +55,10 @@ typedef struct {
 /* What a launcher reports about the launch it made (the first, when it made several). */
 typedef struct {
     unsigned grid[3], block[3];
-    size_t shared_bytes;        /* shared memory per block, static + dynamic, as the kernel uses it */
-    size_t dynamic_shared_bytes;/* the dynamic part, as passed at launch (for the occupancy API) */
-    const void *func;           /* the __global__ function, for cudaFuncGetAttributes/occupancy */
-    int launches;               /* kernel launches per call (grid chunks, tree levels...) */
+    size_t shared_bytes; /* shared memory per block, static + dynamic, as the kernel uses it */
+    size_t dynamic_shared_bytes; /* the dynamic part, as passed at launch (for the occupancy API) */
+    const void *func; /* the __global__ function, for cudaFuncGetAttributes/occupancy */
+    int launches; /* kernel launches per call (grid chunks, tree levels...) */
 } tm_launch_facts;
 
 /* Launch the kernel on the current device, default stream. Returns a cudaError_t value. */
@@ -72,17 +72,17 @@ typedef double (*tm_problem_model)(const tm_problem *problem);
 typedef void (*tm_block_tile)(const tm_problem *problem, long long *bm, long long *bn);
 
 typedef struct {
-    const char *name;           /* what users pass as kernel=... */
-    const char *family;         /* "matmul" | "reduce" | "elementwise" */
-    int dtypes;                 /* TM_F32 | TM_F64 */
+    const char *name; /* what users pass as kernel=... */
+    const char *family; /* "matmul" | "reduce" | "elementwise" */
+    int dtypes; /* TM_F32 | TM_F64 */
     int n_params;
     tm_param_spec params[TM_MAX_PARAMS];
     tm_launcher launch;
-    tm_problem_model scratch_bytes;   /* NULL: the kernel needs no scratch */
-    tm_problem_model global_bytes;    /* modelled global-memory traffic (loads + stores) */
-    const char *lecture;        /* where the lesson is taught */
-    const char *summary;        /* one line: what the kernel shows */
-    tm_block_tile block_tile;   /* matmul: the piece of C a block computes (NULL: not known) */
+    tm_problem_model scratch_bytes; /* NULL: the kernel needs no scratch */
+    tm_problem_model global_bytes; /* modelled global-memory traffic (loads + stores) */
+    const char *lecture; /* where the lesson is taught */
+    const char *summary; /* one line: what the kernel shows */
+    tm_block_tile block_tile; /* matmul: the piece of C a block computes (NULL: not known) */
 } tm_kernel_spec;
 
 extern const tm_kernel_spec tm_registry[];

@@ -37,9 +37,9 @@ struct tm_check_launch_t {
     std::mutex mu;
     long long block = -1;   // rank of the report kept: the lowest block involved
     char message[1024] = {0};
-    size_t dyn_bytes;       // the launch's shared_bytes
+    size_t dyn_bytes;   // the launch's shared_bytes
     std::atomic<bool> fenced{false};   // a thread called __threadfence() (tm_gl_fenced)
-    bool told = false;      // the first report was written to stderr (tm_check_report_at)
+    bool told = false;   // the first report was written to stderr (tm_check_report_at)
     // whole programs: the first read of uninitialised device memory (lowest block), kept apart
     std::atomic<long long> uninit_hits{0};
     long long uninit_block = -1;
@@ -78,7 +78,7 @@ static inline bool tm_check_in_worker()
     return yes;
 }
 __attribute__((noinline, format(printf, 2, 3))) static void tm_check_report_at(long long block,
-                                                                             const char *fmt, ...)
+                                                                               const char *fmt, ...)
 {
     tm_check_launch_t *s = tm_check_cur;
     if (!s) return;
@@ -111,21 +111,38 @@ static inline T &tm_check_scratch()
 }
 
 // The name of an element type in reports (for pointers made with reinterpret_cast).
-template <typename T> struct tm_type_name { static const char *get() { return "element"; } };
-#define TM_TYPE_NAME(T)                                                       \
-    template <> struct tm_type_name<T> { static const char *get() { return #T; } }; \
-    template <> struct tm_type_name<const T> { static const char *get() { return "const " #T; } };
+template <typename T>
+struct tm_type_name {
+    static const char *get() { return "element"; }
+};
+#define TM_TYPE_NAME(T)            \
+    template <>                    \
+    struct tm_type_name<T> {       \
+        static const char *get()   \
+        {                          \
+            return #T;             \
+        }                          \
+    };                             \
+    template <>                    \
+    struct tm_type_name<const T> { \
+        static const char *get()   \
+        {                          \
+            return "const " #T;    \
+        }                          \
+    };
+// clang-format off
 TM_TYPE_NAME(float) TM_TYPE_NAME(double) TM_TYPE_NAME(int) TM_TYPE_NAME(unsigned)
 TM_TYPE_NAME(char) TM_TYPE_NAME(signed char) TM_TYPE_NAME(unsigned char) TM_TYPE_NAME(short)
 TM_TYPE_NAME(unsigned short) TM_TYPE_NAME(long) TM_TYPE_NAME(unsigned long)
 TM_TYPE_NAME(long long) TM_TYPE_NAME(unsigned long long)
 TM_TYPE_NAME(float2) TM_TYPE_NAME(float3) TM_TYPE_NAME(float4) TM_TYPE_NAME(double2)
 TM_TYPE_NAME(double4) TM_TYPE_NAME(int2) TM_TYPE_NAME(int4) TM_TYPE_NAME(uint2) TM_TYPE_NAME(uint4)
+// clang-format on
 #undef TM_TYPE_NAME
 
-// __syncwarp() calls each thread passed in the current barrier interval (per OS thread: the
-// block running on it). Lanes of one warp are ordered by a __syncwarp() they both passed.
-struct tm_sw_t {
+    // __syncwarp() calls each thread passed in the current barrier interval (per OS thread: the
+    // block running on it). Lanes of one warp are ordered by a __syncwarp() they both passed.
+    struct tm_sw_t {
     unsigned long long epoch;
     unsigned count;
 };
@@ -134,7 +151,8 @@ static inline unsigned tm_sw_count(int t, unsigned long long e)
 {
     return tm_sw_state[t].epoch == e ? tm_sw_state[t].count : 0u;
 }
-static inline void tm_check_syncwarp(unsigned mask = 0xffffffffu, const char *file = __builtin_FILE(),
+static inline void tm_check_syncwarp(unsigned mask = 0xffffffffu,
+                                     const char *file = __builtin_FILE(),
                                      int line = __builtin_LINE())
 {
     __syncwarp(mask, file, line);
@@ -181,9 +199,9 @@ struct tm_gl_cell {
 // length is not known: -1).
 struct tm_check_buf {
     const char *name, *type;   // the parameter as the student declared it: "C", "float *"
-    long long count;           // elements of the buffer passed
+    long long count;   // elements of the buffer passed
     size_t elem_size;
-    tm_gl_cell *cells;         // one per element for non-const pointers (null: not recorded)
+    tm_gl_cell *cells;   // one per element for non-const pointers (null: not recorded)
     int ndim;
     long long dims[5];
     // Whole programs (tm.run, check=True): the bytes of the device allocation written so far,
@@ -198,9 +216,13 @@ struct tm_check_buf {
           // calloc: the pages of a large buffer cost nothing until an element is written
           cells(record && c > 0 ? static_cast<tm_gl_cell *>(calloc((size_t)c, sizeof(tm_gl_cell)))
                                 : nullptr),
-          ndim(nd < 1 ? 1 : nd > 5 ? 5 : nd), dims{c, 0, 0, 0, 0}
+          ndim(nd < 1   ? 1
+               : nd > 5 ? 5
+                        : nd),
+          dims{c, 0, 0, 0, 0}
     {
-        for (int l = 0; d && l < ndim; ++l) dims[l] = d[l];
+        for (int l = 0; d && l < ndim; ++l)
+            dims[l] = d[l];
     }
     ~tm_check_buf() { free(cells); }
     tm_check_buf(const tm_check_buf &) = delete;
@@ -214,7 +236,8 @@ static inline void tm_check_elem_str(char *out, size_t n, const tm_check_buf *bu
     long long idx[5] = {flat, 0, 0, 0, 0};
     const int nd = buf->ndim;
     bool shaped = nd > 1 && flat >= 0;
-    for (int l = 1; l < nd; ++l) shaped = shaped && buf->dims[l] > 0;
+    for (int l = 1; l < nd; ++l)
+        shaped = shaped && buf->dims[l] > 0;
     if (shaped) {
         for (int l = nd - 1; l >= 1; --l) {
             idx[l] = flat % buf->dims[l];
@@ -264,9 +287,10 @@ __attribute__((noinline)) static void tm_check_fail_nd(const tm_check_buf *buf, 
         k += (size_t)snprintf(elem + k, sizeof elem - k, "[%lld]", at.i[l]);
     k = 0;
     for (int l = 0; l < buf->ndim && k < sizeof shape; ++l)
-        k += (size_t)(buf->dims[l] < 0 ? snprintf(shape + k, sizeof shape - k, "%s?", l ? " x " : "")
-                                       : snprintf(shape + k, sizeof shape - k, "%s%lld", l ? " x " : "",
-                                                  buf->dims[l]));
+        k +=
+            (size_t)(buf->dims[l] < 0 ? snprintf(shape + k, sizeof shape - k, "%s?", l ? " x " : "")
+                                      : snprintf(shape + k, sizeof shape - k, "%s%lld",
+                                                 l ? " x " : "", buf->dims[l]));
     const int l = at.bad;
     char why[128];
     if (l == 0 && strstr(buf->type, "**"))
@@ -318,7 +342,8 @@ static inline void tm_gl_init_write(const tm_check_buf *buf, long long index, si
 {
     if (!buf || !buf->init) return;
     unsigned char *p = buf->init + (size_t)index * size;
-    for (size_t k = 0; k < size; ++k) __atomic_store_n(p + k, (unsigned char)1, __ATOMIC_RELAXED);
+    for (size_t k = 0; k < size; ++k)
+        __atomic_store_n(p + k, (unsigned char)1, __ATOMIC_RELAXED);
 }
 // The buffer reached through a plain pointer: its writes from here are not seen.
 static inline void tm_gl_escape(const tm_check_buf *buf)
@@ -339,8 +364,9 @@ __attribute__((noinline)) static void tm_gl_race(int kind, const tm_check_buf *b
     tm_check_block_str(mb, sizeof mb, me_block);
     tm_check_block_str(ob, sizeof ob, other_block);
     tm_check_elem_str(elem, sizeof elem, buf, index);
-    const char *what = kind == TM_GL_WAW ? "write after write"
-                       : kind == TM_GL_RAW ? "read after write" : "write after read";
+    const char *what = kind == TM_GL_WAW   ? "write after write"
+                       : kind == TM_GL_RAW ? "read after write"
+                                           : "write after read";
     if (other_block == me_block) {
         tm_check_report("global-memory race (%s) on %s (the buffer passed for '%s' (%s)) in block "
                         "%s: thread %s %s it after thread %s %s it, with no __syncthreads() "
@@ -398,8 +424,14 @@ static inline unsigned long long tm_gl_me(long long block, int t)
 {
     return (unsigned long long)(block + 1) | ((unsigned long long)(t & 0xffff) << 48);
 }
-static inline long long tm_gl_block_of(unsigned long long r) { return (long long)(r & 0xffffffffffffULL) - 1; }
-static inline int tm_gl_tid_of(unsigned long long r) { return (int)(r >> 48); }
+static inline long long tm_gl_block_of(unsigned long long r)
+{
+    return (long long)(r & 0xffffffffffffULL) - 1;
+}
+static inline int tm_gl_tid_of(unsigned long long r)
+{
+    return (int)(r >> 48);
+}
 
 static inline void tm_gl_on_write(const tm_check_buf *buf, long long index)
 {
@@ -409,8 +441,8 @@ static inline void tm_gl_on_write(const tm_check_buf *buf, long long index)
     const int t = tm_emu_tls.linear_tid;
     const unsigned long long e = tm_emu_barrier_epoch();
     const unsigned sw = tm_sw_count(t, e);
-    const unsigned long long info = (unsigned long long)(t & 0xffff) |
-                                    ((unsigned long long)(sw & 0xffff) << 16) | (e << 32);
+    const unsigned long long info =
+        (unsigned long long)(t & 0xffff) | ((unsigned long long)(sw & 0xffff) << 16) | (e << 32);
     const unsigned long long owner = c.owner.exchange(me, std::memory_order_acq_rel);
     const unsigned long long prev = c.info.exchange(info, std::memory_order_acq_rel);
     if (owner != 0) {
@@ -433,7 +465,8 @@ static inline void tm_gl_on_write(const tm_check_buf *buf, long long index)
     const unsigned long long r2 = c.r2.load(std::memory_order_acquire);
     const unsigned long long other = tm_gl_block_of(r1) != block ? r1 : r2;
     if (other) {
-        if (!tm_gl_fenced()) tm_gl_race(TM_GL_WAR, buf, index, tm_gl_block_of(other), tm_gl_tid_of(other));
+        if (!tm_gl_fenced())
+            tm_gl_race(TM_GL_WAR, buf, index, tm_gl_block_of(other), tm_gl_tid_of(other));
         return;
     }
     const unsigned long long ri = c.rinfo.load(std::memory_order_relaxed);
@@ -442,8 +475,8 @@ static inline void tm_gl_on_write(const tm_check_buf *buf, long long index)
     const unsigned rsw = (unsigned)((ri >> 21) & 0x7ff);
     const int other_reader = rt1 != t ? rt1 : rt2;   // rt2 differs from rt1 when set
     if (other_reader < 0) return;
-    const bool warp_ordered = (rt1 >> 5) == (t >> 5) && (rt2 < 0 || (rt2 >> 5) == (t >> 5)) &&
-                              sw > rsw;
+    const bool warp_ordered =
+        (rt1 >> 5) == (t >> 5) && (rt2 < 0 || (rt2 >> 5) == (t >> 5)) && sw > rsw;
     if (!warp_ordered) tm_gl_race(TM_GL_WAR, buf, index, block, other_reader);
 }
 
@@ -511,9 +544,9 @@ static inline void tm_gl_on_read(const tm_check_buf *buf, long long index)
 // `(float)s[i]`.
 struct tm_sh_cell {
     unsigned long long w_epoch, r_epoch;   // interval of the last write / of the reads
-    int w_tid, r_tid, r_tid2;              // last writer; first reader; another reader or -1
-    int r_warp;                            // the readers' warp, -1 when several warps
-    unsigned w_sync, r_sync;               // __syncwarp counts at the write / latest read
+    int w_tid, r_tid, r_tid2;   // last writer; first reader; another reader or -1
+    int r_warp;   // the readers' warp, -1 when several warps
+    unsigned w_sync, r_sync;   // __syncwarp counts at the write / latest read
 };
 struct tm_sh_meta {
     const char *name;
@@ -523,8 +556,8 @@ struct tm_sh_meta {
 };
 // Where an out-of-bounds index was met, reported when the element is read or written.
 struct tm_sh_oob {
-    int level;          // the dimension (0-based) whose index was outside it; -1: none
-    long long index;    // that index
+    int level;   // the dimension (0-based) whose index was outside it; -1: none
+    long long index;   // that index
     long long prefix;   // flat offset of the indices before it
 };
 
@@ -536,17 +569,20 @@ static inline void tm_sh_index_str(char *buf, size_t n, const tm_sh_meta *m, lon
         flat /= m->dims[l];
     }
     size_t k = (size_t)snprintf(buf, n, "%s", m->name);
-    for (int l = 0; l < m->ndim && k < n; ++l) k += (size_t)snprintf(buf + k, n - k, "[%lld]", idx[l]);
+    for (int l = 0; l < m->ndim && k < n; ++l)
+        k += (size_t)snprintf(buf + k, n - k, "[%lld]", idx[l]);
 }
 static inline void tm_sh_shape_str(char *buf, size_t n, const tm_sh_meta *m)
 {
     if (m->dynamic) {
         snprintf(buf, n, "TM_DYNAMIC_SHARED %s: %lld element%s in shared_bytes=%zu", m->name,
-                 m->dims[0], m->dims[0] == 1 ? "" : "s", tm_check_cur ? tm_check_cur->dyn_bytes : 0);
+                 m->dims[0], m->dims[0] == 1 ? "" : "s",
+                 tm_check_cur ? tm_check_cur->dyn_bytes : 0);
         return;
     }
     size_t k = (size_t)snprintf(buf, n, "__shared__ %s", m->name);
-    for (int l = 0; l < m->ndim && k < n; ++l) k += (size_t)snprintf(buf + k, n - k, "[%lld]", m->dims[l]);
+    for (int l = 0; l < m->ndim && k < n; ++l)
+        k += (size_t)snprintf(buf + k, n - k, "[%lld]", m->dims[l]);
 }
 
 enum { TM_SH_RAW, TM_SH_WAR, TM_SH_WAW };
@@ -560,8 +596,9 @@ __attribute__((noinline)) static void tm_sh_race(int kind, const tm_sh_meta *m, 
     tm_sh_shape_str(shape, sizeof shape, m);
     tm_check_thread_str(me, sizeof me, t);
     tm_check_thread_str(them, sizeof them, other);
-    const char *what = kind == TM_SH_RAW ? "read after write"
-                       : kind == TM_SH_WAR ? "write after read" : "write after write";
+    const char *what = kind == TM_SH_RAW   ? "read after write"
+                       : kind == TM_SH_WAR ? "write after read"
+                                           : "write after write";
     const char *verb = kind == TM_SH_RAW ? "reads" : "writes";
     const char *past = kind == TM_SH_WAR ? "read" : "wrote";
     tm_check_report("shared-memory race (%s) on %s (%s) in block (%u,%u,%u): thread %s %s it "
@@ -587,7 +624,8 @@ __attribute__((noinline)) static void tm_sh_out_of_bounds(const tm_sh_meta *m, c
     long long idx[8] = {0};
     for (int l = o.level - 1; l >= 0; --l) {   // the indices before the bad one
         long long stride = 1;
-        for (int k = l + 1; k < m->ndim; ++k) stride *= m->dims[k];
+        for (int k = l + 1; k < m->ndim; ++k)
+            stride *= m->dims[k];
         idx[l] = (o.prefix / stride) % m->dims[l];
     }
     size_t k = (size_t)snprintf(elem, sizeof elem, "%s", m->name);
@@ -638,32 +676,58 @@ static inline void tm_sh_on_write(tm_sh_cell &c, const tm_sh_meta *m, long long 
     c.w_sync = sw;
 }
 
-template <typename T> struct tm_sh_ref;
-template <typename T, typename Name> struct tm_sh_scalar;
-template <typename T> struct tm_gl_ref;
-template <typename T> struct tm_checked_ptr;
+template <typename T>
+struct tm_sh_ref;
+template <typename T, typename Name>
+struct tm_sh_scalar;
+template <typename T>
+struct tm_gl_ref;
+template <typename T>
+struct tm_checked_ptr;
 // Proxies: what indexing a checked array gives. They convert to the element's value.
-template <typename X> struct tm_is_sh : std::false_type {};
-template <typename T> struct tm_is_sh<tm_sh_ref<T>> : std::true_type {};
-template <typename T, typename N> struct tm_is_sh<tm_sh_scalar<T, N>> : std::true_type {};
-template <typename T> struct tm_is_sh<tm_gl_ref<T>> : std::true_type {};
+template <typename X>
+struct tm_is_sh : std::false_type {};
+template <typename T>
+struct tm_is_sh<tm_sh_ref<T>> : std::true_type {};
+template <typename T, typename N>
+struct tm_is_sh<tm_sh_scalar<T, N>> : std::true_type {};
+template <typename T>
+struct tm_is_sh<tm_gl_ref<T>> : std::true_type {};
 // The value of a proxy (a checked read), anything else unchanged.
 template <typename X, typename = std::enable_if_t<!tm_is_sh<X>::value>>
-static inline const X &tm_sh_value(const X &x) { return x; }
+static inline const X &tm_sh_value(const X &x)
+{
+    return x;
+}
 template <typename T>
-static inline T tm_sh_value(const tm_sh_ref<T> &r) { return r.get(); }
+static inline T tm_sh_value(const tm_sh_ref<T> &r)
+{
+    return r.get();
+}
 template <typename T, typename N>
-static inline T tm_sh_value(const tm_sh_scalar<T, N> &s) { return s.ref().get(); }
+static inline T tm_sh_value(const tm_sh_scalar<T, N> &s)
+{
+    return s.ref().get();
+}
 template <typename T>
-static inline typename std::remove_const<T>::type tm_sh_value(const tm_gl_ref<T> &r) { return r.get(); }
+static inline typename std::remove_const<T>::type tm_sh_value(const tm_gl_ref<T> &r)
+{
+    return r.get();
+}
 template <typename I>
 struct tm_sh_index_ok
     : std::integral_constant<bool, std::is_integral<I>::value || std::is_enum<I>::value ||
                                        tm_is_sh<I>::value> {};
 
-#define TM_SH_COMPOUND(R, OP)                                                             \
-    template <typename U>                                                                 \
-    R &operator OP(const U &u) { auto v = get(); v OP tm_sh_value(u); set(v); return *this; }
+#define TM_SH_COMPOUND(R, OP)   \
+    template <typename U>       \
+    R &operator OP(const U & u) \
+    {                           \
+        auto v = get();         \
+        v OP tm_sh_value(u);    \
+        set(v);                 \
+        return *this;           \
+    }
 
 // One element of a checked shared array; flat < 0 after an out-of-bounds index (reads give
 // T(), writes are dropped, either is reported).
@@ -695,17 +759,54 @@ struct tm_sh_ref {
         base[flat] = v;
     }
     operator T() const { return get(); }
-    tm_sh_ref &operator=(const tm_sh_ref &o) { set(o.get()); return *this; }
+    tm_sh_ref &operator=(const tm_sh_ref &o)
+    {
+        set(o.get());
+        return *this;
+    }
     template <typename U>
-    tm_sh_ref &operator=(const U &u) { set((T)tm_sh_value(u)); return *this; }
+    tm_sh_ref &operator=(const U &u)
+    {
+        set((T)tm_sh_value(u));
+        return *this;
+    }
+    // clang-format off
     TM_SH_COMPOUND(tm_sh_ref, +=) TM_SH_COMPOUND(tm_sh_ref, -=) TM_SH_COMPOUND(tm_sh_ref, *=)
     TM_SH_COMPOUND(tm_sh_ref, /=) TM_SH_COMPOUND(tm_sh_ref, %=) TM_SH_COMPOUND(tm_sh_ref, &=)
     TM_SH_COMPOUND(tm_sh_ref, |=) TM_SH_COMPOUND(tm_sh_ref, ^=) TM_SH_COMPOUND(tm_sh_ref, <<=)
     TM_SH_COMPOUND(tm_sh_ref, >>=)
-    tm_sh_ref &operator++() { T v = get(); ++v; set(v); return *this; }
-    tm_sh_ref &operator--() { T v = get(); --v; set(v); return *this; }
-    T operator++(int) { T v = get(); T w = v; ++w; set(w); return v; }
-    T operator--(int) { T v = get(); T w = v; --w; set(w); return v; }
+        // clang-format on
+        tm_sh_ref &
+        operator++()
+    {
+        T v = get();
+        ++v;
+        set(v);
+        return *this;
+    }
+    tm_sh_ref &operator--()
+    {
+        T v = get();
+        --v;
+        set(v);
+        return *this;
+    }
+    T operator++(int)
+    {
+        T v = get();
+        T w = v;
+        ++w;
+        set(w);
+        return v;
+    }
+    T operator--(int)
+    {
+        T v = get();
+        T w = v;
+        --w;
+        set(w);
+        return v;
+    }
     T *operator&() const   // unchecked from here on
     {
         if (flat < 0) {
@@ -734,7 +835,8 @@ struct tm_sh_view {
         const long long i = (long long)tm_sh_value(index);
         const int level = meta->ndim - R;
         long long stride = 1;
-        for (int k = level + 1; k < meta->ndim; ++k) stride *= meta->dims[k];
+        for (int k = level + 1; k < meta->ndim; ++k)
+            stride *= meta->dims[k];
         if (flat < 0) return Next{base, cells, meta, escaped, -1, oob};
         if (i < 0 || i >= meta->dims[level])
             return Next{base, cells, meta, escaped, -1, tm_sh_oob{level, i, flat}};
@@ -784,22 +886,45 @@ struct tm_sh_scalar {
 
     tm_sh_ref<T> ref() const
     {
-        return tm_sh_ref<T>{const_cast<T *>(&data), const_cast<tm_sh_cell *>(&cell), &meta,
-                            const_cast<unsigned long long *>(&escaped), 0, tm_sh_oob{-1, 0, 0}};
+        return tm_sh_ref<T>{const_cast<T *>(&data),
+                            const_cast<tm_sh_cell *>(&cell),
+                            &meta,
+                            const_cast<unsigned long long *>(&escaped),
+                            0,
+                            tm_sh_oob{-1, 0, 0}};
     }
     T get() const { return ref().get(); }
     void set(T v) { ref().set(v); }
     operator T() const { return get(); }
-    tm_sh_scalar &operator=(const tm_sh_scalar &o) { set(o.get()); return *this; }
+    tm_sh_scalar &operator=(const tm_sh_scalar &o)
+    {
+        set(o.get());
+        return *this;
+    }
     template <typename U>
-    tm_sh_scalar &operator=(const U &u) { set((T)tm_sh_value(u)); return *this; }
+    tm_sh_scalar &operator=(const U &u)
+    {
+        set((T)tm_sh_value(u));
+        return *this;
+    }
+    // clang-format off
     TM_SH_COMPOUND(tm_sh_scalar, +=) TM_SH_COMPOUND(tm_sh_scalar, -=)
     TM_SH_COMPOUND(tm_sh_scalar, *=) TM_SH_COMPOUND(tm_sh_scalar, /=)
     TM_SH_COMPOUND(tm_sh_scalar, %=) TM_SH_COMPOUND(tm_sh_scalar, &=)
     TM_SH_COMPOUND(tm_sh_scalar, |=) TM_SH_COMPOUND(tm_sh_scalar, ^=)
     TM_SH_COMPOUND(tm_sh_scalar, <<=) TM_SH_COMPOUND(tm_sh_scalar, >>=)
-    tm_sh_scalar &operator++() { ++ref(); return *this; }
-    tm_sh_scalar &operator--() { --ref(); return *this; }
+        // clang-format on
+        tm_sh_scalar &
+        operator++()
+    {
+        ++ref();
+        return *this;
+    }
+    tm_sh_scalar &operator--()
+    {
+        --ref();
+        return *this;
+    }
     T operator++(int) { return ref()++; }
     T operator--(int) { return ref()--; }
     T *operator&() { return &ref(); }   // unchecked (atomicAdd(&count, 1))
@@ -817,9 +942,12 @@ struct tm_sh_dyn {
     tm_sh_view<T, 1> view;
     tm_sh_dyn(const char *name, tm_sh_dyn_state &st)
         : count((long long)((tm_check_cur ? tm_check_cur->dyn_bytes : 0) / sizeof(T))),
-          meta{name, 1, &count, true},
-          view{reinterpret_cast<T *>(tm_emu_dynamic_shared()), nullptr, &meta, &st.escaped, 0,
-               tm_sh_oob{-1, 0, 0}}
+          meta{name, 1, &count, true}, view{reinterpret_cast<T *>(tm_emu_dynamic_shared()),
+                                            nullptr,
+                                            &meta,
+                                            &st.escaped,
+                                            0,
+                                            tm_sh_oob{-1, 0, 0}}
     {
         if (st.cells.size() < (size_t)count) st.cells.resize((size_t)count);
         view.cells = st.cells.data();
@@ -827,9 +955,9 @@ struct tm_sh_dyn {
     tm_sh_dyn(const tm_sh_dyn &) = delete;
 };
 #undef TM_DYNAMIC_SHARED
-#define TM_DYNAMIC_SHARED(type, name)                                              \
-    static thread_local tm_sh_dyn_state tm_sh_dyn_state_##name;                    \
-    tm_sh_dyn<type> tm_sh_dyn_##name(#name, tm_sh_dyn_state_##name);              \
+#define TM_DYNAMIC_SHARED(type, name)                                \
+    static thread_local tm_sh_dyn_state tm_sh_dyn_state_##name;      \
+    tm_sh_dyn<type> tm_sh_dyn_##name(#name, tm_sh_dyn_state_##name); \
     const tm_sh_view<type, 1> name = tm_sh_dyn_##name.view
 
 // ---- global memory: the checked pointer and its element proxy ----
@@ -841,9 +969,9 @@ struct tm_gl_ref {
     typedef typename std::remove_const<T>::type V;
     T *base;
     const tm_check_buf *buf;
-    const char *as;      // element type name when the pointer was reinterpret_cast, else null
+    const char *as;   // element type name when the pointer was reinterpret_cast, else null
     long long index, count;
-    tm_gl_idx at;        // an array parameter's or a float **'s indices (at.n == 0: a pointer's)
+    tm_gl_idx at;   // an array parameter's or a float **'s indices (at.n == 0: a pointer's)
 
     bool inside(const char *what) const
     {
@@ -885,30 +1013,67 @@ struct tm_gl_ref {
         return *this;
     }
     operator V() const { return get(); }
-    tm_gl_ref &operator=(const tm_gl_ref &o) { set(o.get()); return *this; }
+    tm_gl_ref &operator=(const tm_gl_ref &o)
+    {
+        set(o.get());
+        return *this;
+    }
     template <typename U>
-    tm_gl_ref &operator=(const U &u) { set((V)tm_sh_value(u)); return *this; }
-#define TM_GL_COMPOUND(OP)                                                                  \
-    template <typename U>                                                                   \
-    tm_gl_ref &operator OP(const U &u) { auto w = tm_sh_value(u); return update([&](V &v) { v OP w; }); }
+    tm_gl_ref &operator=(const U &u)
+    {
+        set((V)tm_sh_value(u));
+        return *this;
+    }
+#define TM_GL_COMPOUND(OP)                    \
+    template <typename U>                     \
+    tm_gl_ref &operator OP(const U & u)       \
+    {                                         \
+        auto w = tm_sh_value(u);              \
+        return update([&](V &v) { v OP w; }); \
+    }
+    // clang-format off
     TM_GL_COMPOUND(+=) TM_GL_COMPOUND(-=) TM_GL_COMPOUND(*=) TM_GL_COMPOUND(/=)
     TM_GL_COMPOUND(%=) TM_GL_COMPOUND(&=) TM_GL_COMPOUND(|=) TM_GL_COMPOUND(^=)
     TM_GL_COMPOUND(<<=) TM_GL_COMPOUND(>>=)
+    // clang-format on
 #undef TM_GL_COMPOUND
-    tm_gl_ref &operator++() { return update([](V &v) { ++v; }); }
-    tm_gl_ref &operator--() { return update([](V &v) { --v; }); }
-    V operator++(int) { V old = V(); update([&](V &v) { old = v; ++v; }); return old; }
-    V operator--(int) { V old = V(); update([&](V &v) { old = v; --v; }); return old; }
+            tm_gl_ref &
+            operator++()
+    {
+        return update([](V &v) { ++v; });
+    }
+    tm_gl_ref &operator--()
+    {
+        return update([](V &v) { --v; });
+    }
+    V operator++(int)
+    {
+        V old = V();
+        update([&](V &v) {
+            old = v;
+            ++v;
+        });
+        return old;
+    }
+    V operator--(int)
+    {
+        V old = V();
+        update([&](V &v) {
+            old = v;
+            --v;
+        });
+        return old;
+    }
     tm_checked_ptr<T> operator&() const { return tm_checked_ptr<T>(base, count, buf, index, as); }
 };
 
 template <typename T>
 struct tm_checked_ptr {
-    T *base;               // the start of the buffer, as T
-    long long count;       // elements of T in it
+    T *base;   // the start of the buffer, as T
+    long long count;   // elements of T in it
     const tm_check_buf *buf;
-    long long offset;      // where this pointer points, in elements of T from base
-    const char *as;        // element type name after a reinterpret_cast, else null
+    long long offset;   // where this pointer points, in elements of T from base
+    const char *as;   // element type name after a reinterpret_cast, else null
 
     // Number types get a proxy that tells reads from writes; other types (float4, structs) a
     // plain reference, checked for the index only.
@@ -916,17 +1081,21 @@ struct tm_checked_ptr {
 
     tm_checked_ptr() : base(nullptr), count(0), buf(nullptr), offset(0), as(nullptr) {}
     tm_checked_ptr(T *b, const tm_check_buf *cb)
-        : base(b), count(cb->count), buf(cb), offset(0), as(nullptr) {}
-    tm_checked_ptr(T *b, long long n, const tm_check_buf *cb, long long off, const char *a)
-        : base(b), count(n), buf(cb), offset(off), as(a) {}
-    template <typename U, typename = typename std::enable_if<std::is_convertible<U *, T *>::value>::type>
-    tm_checked_ptr(const tm_checked_ptr<U> &o)
-        : base(o.base), count(o.count), buf(o.buf), offset(o.offset), as(o.as) {}
-
-    Ref at(long long i) const
+        : base(b), count(cb->count), buf(cb), offset(0), as(nullptr)
     {
-        return element(offset + i, std::is_arithmetic<T>());
     }
+    tm_checked_ptr(T *b, long long n, const tm_check_buf *cb, long long off, const char *a)
+        : base(b), count(n), buf(cb), offset(off), as(a)
+    {
+    }
+    template <typename U,
+              typename = typename std::enable_if<std::is_convertible<U *, T *>::value>::type>
+    tm_checked_ptr(const tm_checked_ptr<U> &o)
+        : base(o.base), count(o.count), buf(o.buf), offset(o.offset), as(o.as)
+    {
+    }
+
+    Ref at(long long i) const { return element(offset + i, std::is_arithmetic<T>()); }
     tm_gl_ref<T> element(long long j, std::true_type) const
     {
         return tm_gl_ref<T>{base, buf, as, j, count};
@@ -935,22 +1104,31 @@ struct tm_checked_ptr {
     {
         tm_gl_escape(buf);
         if (j < 0 || j >= count) {
-            tm_check_fail(buf, as ? as : tm_type_name<std::remove_const_t<T>>::get(), j, count, "access");
+            tm_check_fail(buf, as ? as : tm_type_name<std::remove_const_t<T>>::get(), j, count,
+                          "access");
             return tm_check_scratch<T>();
         }
         return base[j];
     }
     template <typename I, typename = typename std::enable_if<std::is_integral<I>::value ||
-                                                              std::is_enum<I>::value>::type>
-    Ref operator[](I i) const { return at((long long)i); }
-    template <typename I, typename = typename std::enable_if<tm_is_sh<I>::value>::type, typename = void>
-    Ref operator[](const I &i) const { return at((long long)tm_sh_value(i)); }   // s[k] as index
+                                                             std::is_enum<I>::value>::type>
+    Ref operator[](I i) const
+    {
+        return at((long long)i);
+    }
+    template <typename I, typename = typename std::enable_if<tm_is_sh<I>::value>::type,
+              typename = void>
+    Ref operator[](const I &i) const
+    {
+        return at((long long)tm_sh_value(i));
+    }   // s[k] as index
     Ref operator*() const { return at(0); }
     T *operator->() const
     {
         tm_gl_escape(buf);
         if (offset < 0 || offset >= count) {
-            tm_check_fail(buf, as ? as : tm_type_name<std::remove_const_t<T>>::get(), offset, count, "access");
+            tm_check_fail(buf, as ? as : tm_type_name<std::remove_const_t<T>>::get(), offset, count,
+                          "access");
             return &tm_check_scratch<T>();
         }
         return base + offset;
@@ -969,20 +1147,58 @@ struct tm_checked_ptr {
     }
 
     template <typename I, typename = typename std::enable_if<std::is_integral<I>::value>::type>
-    tm_checked_ptr operator+(I i) const { return tm_checked_ptr(base, count, buf, offset + (long long)i, as); }
+    tm_checked_ptr operator+(I i) const
+    {
+        return tm_checked_ptr(base, count, buf, offset + (long long)i, as);
+    }
     template <typename I, typename = typename std::enable_if<std::is_integral<I>::value>::type>
-    tm_checked_ptr operator-(I i) const { return tm_checked_ptr(base, count, buf, offset - (long long)i, as); }
+    tm_checked_ptr operator-(I i) const
+    {
+        return tm_checked_ptr(base, count, buf, offset - (long long)i, as);
+    }
     template <typename I, typename = typename std::enable_if<std::is_integral<I>::value>::type>
-    friend tm_checked_ptr operator+(I i, const tm_checked_ptr &p) { return p + i; }
-    long long operator-(const tm_checked_ptr &o) const { return (base + offset) - (o.base + o.offset); }
+    friend tm_checked_ptr operator+(I i, const tm_checked_ptr &p)
+    {
+        return p + i;
+    }
+    long long operator-(const tm_checked_ptr &o) const
+    {
+        return (base + offset) - (o.base + o.offset);
+    }
     template <typename I>
-    tm_checked_ptr &operator+=(I i) { offset += (long long)i; return *this; }
+    tm_checked_ptr &operator+=(I i)
+    {
+        offset += (long long)i;
+        return *this;
+    }
     template <typename I>
-    tm_checked_ptr &operator-=(I i) { offset -= (long long)i; return *this; }
-    tm_checked_ptr &operator++() { ++offset; return *this; }
-    tm_checked_ptr &operator--() { --offset; return *this; }
-    tm_checked_ptr operator++(int) { tm_checked_ptr old = *this; ++offset; return old; }
-    tm_checked_ptr operator--(int) { tm_checked_ptr old = *this; --offset; return old; }
+    tm_checked_ptr &operator-=(I i)
+    {
+        offset -= (long long)i;
+        return *this;
+    }
+    tm_checked_ptr &operator++()
+    {
+        ++offset;
+        return *this;
+    }
+    tm_checked_ptr &operator--()
+    {
+        --offset;
+        return *this;
+    }
+    tm_checked_ptr operator++(int)
+    {
+        tm_checked_ptr old = *this;
+        ++offset;
+        return old;
+    }
+    tm_checked_ptr operator--(int)
+    {
+        tm_checked_ptr old = *this;
+        --offset;
+        return old;
+    }
 };
 
 // An array parameter (`float A[N][N]`, `float A[][N]`, `float (*A)[N]`) is a tm_checked_arr
@@ -990,12 +1206,13 @@ struct tm_checked_ptr {
 // one by one against the array passed (its rows) and the declared extents, and reported as
 // written (A[3][40]). A row used as a pointer (float *r = A[i]; passing A to a helper taking
 // float (*)[N]) is a plain pointer, unchecked from there.
-template <typename T, int R>   // R: the dimensions left to index (R == 1: the next gives an element)
+template <typename T,
+          int R>   // R: the dimensions left to index (R == 1: the next gives an element)
 struct tm_gl_view {
     T *base;
     const tm_check_buf *buf;
     long long flat;   // the first element of this row, in elements of T from base
-    tm_gl_idx at;     // the indices so far
+    tm_gl_idx at;   // the indices so far
 
     template <typename I, typename = std::enable_if_t<tm_sh_index_ok<I>::value>>
     auto operator[](const I &index) const
@@ -1006,7 +1223,8 @@ struct tm_gl_view {
         a.i[a.n++] = i;
         if (a.bad < 0 && (i < 0 || i >= buf->dims[level])) a.bad = level;
         long long stride = 1;
-        for (int k = level + 1; k < buf->ndim; ++k) stride *= buf->dims[k];
+        for (int k = level + 1; k < buf->ndim; ++k)
+            stride *= buf->dims[k];
         if constexpr (R == 1)
             return tm_gl_ref<T>{base, buf, nullptr, flat + i * stride, buf->count, a};
         else
@@ -1022,11 +1240,18 @@ struct tm_gl_view {
     }
     operator T *() const { return row(); }   // a row as a pointer: unchecked from here
     template <typename U>
-    explicit operator U *() const { return (U *)row(); }
+    explicit operator U *() const
+    {
+        return (U *)row();
+    }
 };
 
-template <typename T, long long... D> struct tm_arr_of { typedef T type; };
-template <typename T, long long D0, long long... D> struct tm_arr_of<T, D0, D...> {
+template <typename T, long long... D>
+struct tm_arr_of {
+    typedef T type;
+};
+template <typename T, long long D0, long long... D>
+struct tm_arr_of<T, D0, D...> {
     typedef typename tm_arr_of<T, D...>::type type[D0];
 };
 
@@ -1035,10 +1260,15 @@ struct tm_checked_arr : tm_gl_view<T, 1 + (int)sizeof...(D)> {
     typedef typename tm_arr_of<T, D...>::type Row;   // T[D1][D2]...
     tm_checked_arr() : tm_gl_view<T, 1 + (int)sizeof...(D)>{nullptr, nullptr, 0, tm_gl_idx{}} {}
     tm_checked_arr(Row *p, const tm_check_buf *cb)
-        : tm_gl_view<T, 1 + (int)sizeof...(D)>{reinterpret_cast<T *>(p), cb, 0, tm_gl_idx{}} {}
+        : tm_gl_view<T, 1 + (int)sizeof...(D)>{reinterpret_cast<T *>(p), cb, 0, tm_gl_idx{}}
+    {
+    }
     operator Row *() const { return reinterpret_cast<Row *>(this->base); }   // unchecked there
     template <typename U>
-    explicit operator U *() const { return (U *)this->base; }
+    explicit operator U *() const
+    {
+        return (U *)this->base;
+    }
 };
 
 // A float ** parameter is a tm_checked_rows<float>: C[i] checks i against the table of row
@@ -1047,7 +1277,7 @@ struct tm_checked_arr : tm_gl_view<T, 1 + (int)sizeof...(D)> {
 // (row i at the data's start + i rows), so an element's record is its place in the 2-D array.
 template <typename T>
 struct tm_gl_row {
-    T *row;    // null: outside the table
+    T *row;   // null: outside the table
     T *data;   // the first row
     const tm_check_buf *buf;
     long long r;
@@ -1060,8 +1290,10 @@ struct tm_gl_row {
         a.n = 2;
         a.i[0] = r;
         a.i[1] = j;
-        if (!row) a.bad = 0;
-        else if (j < 0 || (cols >= 0 && j >= cols)) a.bad = 1;
+        if (!row)
+            a.bad = 0;
+        else if (j < 0 || (cols >= 0 && j >= cols))
+            a.bad = 1;
         if (cols < 0)   // one row: its length is not known; the row itself is the base
             return tm_gl_ref<T>{row, buf, nullptr, j, j + 1, a};
         return tm_gl_ref<T>{data, buf, nullptr, r * cols + j, buf->count, a};
@@ -1080,7 +1312,10 @@ struct tm_gl_row {
     }
     operator T *() const { return get(); }   // float *r = C[i]: unchecked from here
     template <typename U>
-    explicit operator U *() const { return (U *)get(); }
+    explicit operator U *() const
+    {
+        return (U *)get();
+    }
 };
 
 template <typename T>
@@ -1099,7 +1334,10 @@ struct tm_checked_rows {
     }
     operator T **() const { return table; }   // unchecked from here
     template <typename U>
-    explicit operator U *() const { return (U *)table; }
+    explicit operator U *() const
+    {
+        return (U *)table;
+    }
 };
 
 // The launcher's view of a float ** argument: its rows (the table's entries) and their length
@@ -1121,7 +1359,8 @@ static inline auto tm_check_reinterpret(X &&x) -> decltype(reinterpret_cast<P>(s
     return reinterpret_cast<P>(std::forward<X>(x));
 }
 template <typename P, typename T, typename = std::enable_if_t<std::is_pointer<P>::value>>
-static inline tm_checked_ptr<std::remove_pointer_t<P>> tm_check_reinterpret(const tm_checked_ptr<T> &p)
+static inline tm_checked_ptr<std::remove_pointer_t<P>> tm_check_reinterpret(
+    const tm_checked_ptr<T> &p)
 {
     typedef std::remove_pointer_t<P> U;
     const long long bytes = p.count * (long long)sizeof(T), at = p.offset * (long long)sizeof(T);
@@ -1136,7 +1375,8 @@ static inline auto tm_check_const_cast(X &&x) -> decltype(const_cast<P>(std::for
     return const_cast<P>(std::forward<X>(x));
 }
 template <typename P, typename T, typename = std::enable_if_t<std::is_pointer<P>::value>>
-static inline tm_checked_ptr<std::remove_pointer_t<P>> tm_check_const_cast(const tm_checked_ptr<T> &p)
+static inline tm_checked_ptr<std::remove_pointer_t<P>> tm_check_const_cast(
+    const tm_checked_ptr<T> &p)
 {
     typedef std::remove_pointer_t<P> U;
     static_assert(std::is_same<std::remove_cv_t<U>, std::remove_cv_t<T>>::value,
@@ -1146,60 +1386,68 @@ static inline tm_checked_ptr<std::remove_pointer_t<P>> tm_check_const_cast(const
 
 // Atomics on a checked pointer (atomicAdd(&out[i], v), atomicAdd(out + i, v)): the index is
 // checked; atomics are never races.
-#define TM_CHECK_ATOMIC(FN)                                                                   \
-    template <typename T, typename... A>                                                      \
-    static inline auto FN(const tm_checked_ptr<T> &p, const A &...a)                          \
-        -> decltype(FN(static_cast<T *>(p), tm_sh_value(a)...))                              \
-    {                                                                                         \
-        const long long j = p.offset;                                                         \
-        if (j < 0 || j >= p.count) {                                                          \
-            tm_check_fail(p.buf, p.as, j, p.count, "atomic");                                 \
-            return decltype(FN(static_cast<T *>(p), tm_sh_value(a)...))();                    \
-        }                                                                                     \
-        tm_gl_init_write(p.buf, j, sizeof(T));                                                \
-        return FN(p.base + j, tm_sh_value(a)...);                                             \
+#define TM_CHECK_ATOMIC(FN)                                                                      \
+    template <typename T, typename... A>                                                         \
+    static inline auto FN(const tm_checked_ptr<T> &p,                                            \
+                          const A &...a) -> decltype(FN(static_cast<T *>(p), tm_sh_value(a)...)) \
+    {                                                                                            \
+        const long long j = p.offset;                                                            \
+        if (j < 0 || j >= p.count) {                                                             \
+            tm_check_fail(p.buf, p.as, j, p.count, "atomic");                                    \
+            return decltype(FN(static_cast<T *>(p), tm_sh_value(a)...))();                       \
+        }                                                                                        \
+        tm_gl_init_write(p.buf, j, sizeof(T));                                                   \
+        return FN(p.base + j, tm_sh_value(a)...);                                                \
     }
+// clang-format off
 TM_CHECK_ATOMIC(atomicAdd) TM_CHECK_ATOMIC(atomicSub) TM_CHECK_ATOMIC(atomicExch)
 TM_CHECK_ATOMIC(atomicMin) TM_CHECK_ATOMIC(atomicMax) TM_CHECK_ATOMIC(atomicCAS)
 TM_CHECK_ATOMIC(atomicAnd) TM_CHECK_ATOMIC(atomicOr) TM_CHECK_ATOMIC(atomicXor)
 TM_CHECK_ATOMIC(atomicInc) TM_CHECK_ATOMIC(atomicDec)
+// clang-format on
 #undef TM_CHECK_ATOMIC
 
-// min/max/shuffles/printf with proxies: as with the element's value.
+    // min/max/shuffles/printf with proxies: as with the element's value.
+    template <typename A, typename B,
+              typename = std::enable_if_t < tm_is_sh<A>::value || tm_is_sh<B>::value>
+    , typename = void > static inline auto min(const A &a, const B &b)
+{
+    return min(tm_sh_value(a), tm_sh_value(b));
+}
 template <typename A, typename B,
           typename = std::enable_if_t<tm_is_sh<A>::value || tm_is_sh<B>::value>, typename = void>
-static inline auto min(const A &a, const B &b) { return min(tm_sh_value(a), tm_sh_value(b)); }
-template <typename A, typename B,
-          typename = std::enable_if_t<tm_is_sh<A>::value || tm_is_sh<B>::value>, typename = void>
-static inline auto max(const A &a, const B &b) { return max(tm_sh_value(a), tm_sh_value(b)); }
-#define TM_SH_SHFL(FN, ARG)                                                                  \
-    template <typename T>                                                                    \
-    static inline T FN(unsigned mask, const tm_sh_ref<T> &var, ARG a, int width = 32,        \
-                       const char *file = __builtin_FILE(), int line = __builtin_LINE())     \
-    {                                                                                        \
-        return FN(mask, var.get(), a, width, file, line);                                    \
-    }                                                                                        \
-    template <typename T, typename N>                                                        \
-    static inline T FN(unsigned mask, const tm_sh_scalar<T, N> &var, ARG a, int width = 32,  \
-                       const char *file = __builtin_FILE(), int line = __builtin_LINE())     \
-    {                                                                                        \
-        return FN(mask, var.get(), a, width, file, line);                                    \
-    }                                                                                        \
-    template <typename T>                                                                    \
-    static inline std::remove_const_t<T> FN(unsigned mask, const tm_gl_ref<T> &var, ARG a,   \
-                                            int width = 32,                                  \
-                                            const char *file = __builtin_FILE(),             \
-                                            int line = __builtin_LINE())                     \
-    {                                                                                        \
-        return FN(mask, var.get(), a, width, file, line);                                    \
+static inline auto max(const A &a, const B &b)
+{
+    return max(tm_sh_value(a), tm_sh_value(b));
+}
+#define TM_SH_SHFL(FN, ARG)                                                                      \
+    template <typename T>                                                                        \
+    static inline T FN(unsigned mask, const tm_sh_ref<T> &var, ARG a, int width = 32,            \
+                       const char *file = __builtin_FILE(), int line = __builtin_LINE())         \
+    {                                                                                            \
+        return FN(mask, var.get(), a, width, file, line);                                        \
+    }                                                                                            \
+    template <typename T, typename N>                                                            \
+    static inline T FN(unsigned mask, const tm_sh_scalar<T, N> &var, ARG a, int width = 32,      \
+                       const char *file = __builtin_FILE(), int line = __builtin_LINE())         \
+    {                                                                                            \
+        return FN(mask, var.get(), a, width, file, line);                                        \
+    }                                                                                            \
+    template <typename T>                                                                        \
+    static inline std::remove_const_t<T> FN(unsigned mask, const tm_gl_ref<T> &var, ARG a,       \
+                                            int width = 32, const char *file = __builtin_FILE(), \
+                                            int line = __builtin_LINE())                         \
+    {                                                                                            \
+        return FN(mask, var.get(), a, width, file, line);                                        \
     }
+// clang-format off
 TM_SH_SHFL(__shfl_sync, int)
 TM_SH_SHFL(__shfl_up_sync, unsigned)
 TM_SH_SHFL(__shfl_down_sync, unsigned)
 TM_SH_SHFL(__shfl_xor_sync, int)
+// clang-format on
 #undef TM_SH_SHFL
-template <typename... Args,
-          typename = std::enable_if_t<std::disjunction<tm_is_sh<Args>...>::value>>
+template <typename... Args, typename = std::enable_if_t<std::disjunction<tm_is_sh<Args>...>::value>>
 static inline int printf(const char *fmt, const Args &...args)   // printf("%f", s[i])
 {
     return std::printf(fmt, tm_sh_value(args)...);
@@ -1219,15 +1467,13 @@ static inline cudaError_t tm_check_launch(tm_check_launch_t *state, void (*kerne
         Tuple a;
     };
     Pack pack{state, kernel, Tuple(args...)};
-    return tm_emu::launch(reinterpret_cast<const void *>(kernel),
-                          [](void *p) {
-                              Pack *pk = static_cast<Pack *>(p);
-                              tm_check_cur = pk->state;
-                              // no barrier of the block can open before all its threads started
-                              tm_check_block_epoch = tm_emu_barrier_epoch();
-                              std::apply(pk->k, pk->a);
-                          },
-                          &pack, grid, block, shared_bytes);
+    return tm_emu::launch(reinterpret_cast<const void *>(kernel), [](void *p) {
+        Pack *pk = static_cast<Pack *>(p);
+        tm_check_cur = pk->state;
+        // no barrier of the block can open before all its threads started
+        tm_check_block_epoch = tm_emu_barrier_epoch();
+        std::apply(pk->k, pk->a);
+    }, &pack, grid, block, shared_bytes);
 }
 
 // Reports name the student's types: the emulator names the kernel by its symbol, whose array
@@ -1243,20 +1489,25 @@ static inline void tm_check_plain_types(char *text, size_t size)
         for (size_t p; (p = t.find(key)) != std::string::npos;) {
             size_t q = p + key.size();
             int depth = 1;
-            for (; q < t.size() && depth; ++q) depth += t[q] == '<' ? 1 : t[q] == '>' ? -1 : 0;
+            for (; q < t.size() && depth; ++q)
+                depth += t[q] == '<' ? 1 : t[q] == '>' ? -1 : 0;
             if (depth) return;
             const std::string inner = t.substr(p + key.size(), q - 1 - p - key.size());
             std::string plain;
-            if (kind == 0) plain = inner + "*";
-            else if (kind == 1) plain = inner + "**";
+            if (kind == 0)
+                plain = inner + "*";
+            else if (kind == 1)
+                plain = inner + "**";
             else {   // "float, 64ll, 8ll": the element type, then the extents
                 size_t c = inner.find(',');
                 plain = inner.substr(0, c) + " (*)";
                 while (c != std::string::npos) {
                     size_t d = inner.find(',', c + 1);
                     std::string ext = inner.substr(c + 1, d == std::string::npos ? d : d - c - 1);
-                    while (!ext.empty() && (ext[0] == ' ')) ext.erase(0, 1);
-                    while (!ext.empty() && (ext.back() == 'l' || ext.back() == 'L')) ext.pop_back();
+                    while (!ext.empty() && (ext[0] == ' '))
+                        ext.erase(0, 1);
+                    while (!ext.empty() && (ext.back() == 'l' || ext.back() == 'L'))
+                        ext.pop_back();
                     plain += "[" + ext + "]";
                     c = d;
                 }

@@ -26,8 +26,8 @@
 
 struct tm_fault_arg_t {
     const char *name, *type;   // the parameter's name and element type, as the user wrote them
-    uintptr_t base;            // the buffer passed for it
-    size_t bytes, elem;        // its size and the element's size
+    uintptr_t base;   // the buffer passed for it
+    size_t bytes, elem;   // its size and the element's size
 };
 // The inaccessible bytes the worker leaves before and after each argument's buffer
 // (tiledmm/confine/isolation.py's GUARD).
@@ -70,51 +70,95 @@ static inline void tm_fault_sandbox_text(char *buf, size_t n, int nr)
     const char *name = "a system call", *what = "do what student code may not do";
     switch (nr) {
 #ifdef SYS_execve
-    case SYS_execve: name = "execve"; what = "start a program"; break;
+    case SYS_execve:
+        name = "execve";
+        what = "start a program";
+        break;
 #endif
 #ifdef SYS_execveat
-    case SYS_execveat: name = "execveat"; what = "start a program"; break;
+    case SYS_execveat:
+        name = "execveat";
+        what = "start a program";
+        break;
 #endif
 #ifdef SYS_fork
-    case SYS_fork: name = "fork"; what = "start a process"; break;
+    case SYS_fork:
+        name = "fork";
+        what = "start a process";
+        break;
 #endif
 #ifdef SYS_vfork
-    case SYS_vfork: name = "vfork"; what = "start a process"; break;
+    case SYS_vfork:
+        name = "vfork";
+        what = "start a process";
+        break;
 #endif
 #ifdef SYS_clone
-    case SYS_clone: name = "clone"; what = "start a process"; break;
+    case SYS_clone:
+        name = "clone";
+        what = "start a process";
+        break;
 #endif
 #ifdef SYS_socket
-    case SYS_socket: name = "socket"; what = "open a network socket"; break;
+    case SYS_socket:
+        name = "socket";
+        what = "open a network socket";
+        break;
 #endif
 #ifdef SYS_connect
-    case SYS_connect: name = "connect"; what = "connect to a socket"; break;
+    case SYS_connect:
+        name = "connect";
+        what = "connect to a socket";
+        break;
 #endif
 #ifdef SYS_ptrace
-    case SYS_ptrace: name = "ptrace"; what = "trace another process"; break;
+    case SYS_ptrace:
+        name = "ptrace";
+        what = "trace another process";
+        break;
 #endif
 #ifdef SYS_process_vm_readv
-    case SYS_process_vm_readv: name = "process_vm_readv"; what = "read another process's memory"; break;
+    case SYS_process_vm_readv:
+        name = "process_vm_readv";
+        what = "read another process's memory";
+        break;
 #endif
 #ifdef SYS_process_vm_writev
-    case SYS_process_vm_writev: name = "process_vm_writev"; what = "write another process's memory"; break;
+    case SYS_process_vm_writev:
+        name = "process_vm_writev";
+        what = "write another process's memory";
+        break;
 #endif
 #ifdef SYS_ioctl
-    case SYS_ioctl: name = "ioctl TIOCSTI"; what = "type into a terminal"; break;
+    case SYS_ioctl:
+        name = "ioctl TIOCSTI";
+        what = "type into a terminal";
+        break;
 #endif
 #ifdef SYS_io_uring_setup
-    case SYS_io_uring_setup: name = "io_uring_setup"; what = "use io_uring"; break;
+    case SYS_io_uring_setup:
+        name = "io_uring_setup";
+        what = "use io_uring";
+        break;
 #endif
 #ifdef SYS_mount
-    case SYS_mount: name = "mount"; what = "mount a file system"; break;
+    case SYS_mount:
+        name = "mount";
+        what = "mount a file system";
+        break;
 #endif
 #ifdef SYS_unshare
-    case SYS_unshare: name = "unshare"; what = "leave its namespaces"; break;
+    case SYS_unshare:
+        name = "unshare";
+        what = "leave its namespaces";
+        break;
 #endif
     default: break;
     }
-    snprintf(buf, n, "sandbox: the kernel tried to %s (%s, system call %d); student code may "
-             "only compute on its arrays", what, name, nr);
+    snprintf(buf, n,
+             "sandbox: the kernel tried to %s (%s, system call %d); student code may "
+             "only compute on its arrays",
+             what, name, nr);
 }
 
 // Where the faulting address lies: past the end or before the start of an argument's buffer
@@ -127,9 +171,11 @@ static inline void tm_fault_where(char *buf, size_t n, uintptr_t addr)
         const uintptr_t padded = (a.bytes + 255) / 256 * 256;
         const size_t count = a.bytes / a.elem;
         if (addr >= a.base + a.bytes && addr < a.base + padded + TM_FAULT_GUARD) {
-            snprintf(buf, n, ": %s[%lld] is past the end of the buffer passed for '%s' (%zu %s "
-                     "element%s)", a.name, (long long)((addr - a.base) / a.elem), a.name, count,
-                     a.type, count == 1 ? "" : "s");
+            snprintf(buf, n,
+                     ": %s[%lld] is past the end of the buffer passed for '%s' (%zu %s "
+                     "element%s)",
+                     a.name, (long long)((addr - a.base) / a.elem), a.name, count, a.type,
+                     count == 1 ? "" : "s");
             return;
         }
         if (addr < a.base && addr + TM_FAULT_GUARD >= a.base) {
@@ -149,14 +195,19 @@ static inline void tm_fault_where(char *buf, size_t n, uintptr_t addr)
         const tm_fault_arg_t &a = tm_fault_args_[i];
         if (!a.name || !a.elem) continue;
         const uintptr_t d = addr < a.base ? a.base - addr : addr - a.base;
-        if (d < best) { best = d; near = &a; }
+        if (d < best) {
+            best = d;
+            near = &a;
+        }
     }
     if (near && best < ((uintptr_t)1 << 40)) {
-        const long long index = addr >= near->base ? (long long)((addr - near->base) / near->elem)
-                                                   : -(long long)((near->base - addr + near->elem - 1) / near->elem);
-        snprintf(buf, n, " at address %#lx, outside every argument's buffer (the nearest is '%s': "
-                 "that would be %s[%lld] of %zu)", (unsigned long)addr, near->name, near->name, index,
-                 near->bytes / near->elem);
+        const long long index =
+            addr >= near->base ? (long long)((addr - near->base) / near->elem)
+                               : -(long long)((near->base - addr + near->elem - 1) / near->elem);
+        snprintf(buf, n,
+                 " at address %#lx, outside every argument's buffer (the nearest is '%s': "
+                 "that would be %s[%lld] of %zu)",
+                 (unsigned long)addr, near->name, near->name, index, near->bytes / near->elem);
     } else {
         snprintf(buf, n, " at address %#lx, outside every argument's buffer", (unsigned long)addr);
     }
@@ -170,38 +221,45 @@ static void tm_fault_handler(int sig, siginfo_t *si, void *uctx)
             prev.sa_sigaction(sig, si, uctx);
             return;
         }
-        if (!(prev.sa_flags & SA_SIGINFO) && prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN) {
+        if (!(prev.sa_flags & SA_SIGINFO) && prev.sa_handler != SIG_DFL &&
+            prev.sa_handler != SIG_IGN) {
             prev.sa_handler(sig);
             return;
         }
     }
     char where[512] = "", line[1024];
-    if ((sig == SIGSEGV || sig == SIGBUS) && si) tm_fault_where(where, sizeof where, (uintptr_t)si->si_addr);
+    if ((sig == SIGSEGV || sig == SIGBUS) && si)
+        tm_fault_where(where, sizeof where, (uintptr_t)si->si_addr);
     if (sig == SIGSYS) {   // the sandbox's refusal: named, whichever thread made the call
         char text[400];
         tm_fault_sandbox_text(text, sizeof text, si ? si->si_syscall : -1);
-        snprintf(line, sizeof line, "\ntiledmm-fault: %s (in kernel '%s')\n", text, tm_fault_kernel_);
+        snprintf(line, sizeof line, "\ntiledmm-fault: %s (in kernel '%s')\n", text,
+                 tm_fault_kernel_);
     } else if (tm_emu_tls.worker && tm_emu_tls.linear_tid < 0) {   // split at its barriers
         const uint3 b = tm_emu_tls.block_idx;
-        snprintf(line, sizeof line, "\ntiledmm-fault: %s%s in kernel '%s', by a thread of block "
+        snprintf(line, sizeof line,
+                 "\ntiledmm-fault: %s%s in kernel '%s', by a thread of block "
                  "(%u,%u,%u) (the kernel ran as loops over the block's threads; check=True runs "
                  "one fiber per thread and names it)\n",
-                 tm_fault_signal_text(sig, si ? si->si_code : 0), where, tm_fault_kernel_, b.x,
-                 b.y, b.z);
+                 tm_fault_signal_text(sig, si ? si->si_code : 0), where, tm_fault_kernel_, b.x, b.y,
+                 b.z);
     } else if (tm_emu_tls.worker) {
         const uint3 t = tm_emu_tls.thread_idx, b = tm_emu_tls.block_idx;
-        snprintf(line, sizeof line, "\ntiledmm-fault: %s%s in kernel '%s', by thread (%u,%u,%u) of "
-                 "block (%u,%u,%u)\n", tm_fault_signal_text(sig, si ? si->si_code : 0), where,
-                 tm_fault_kernel_, t.x, t.y, t.z, b.x, b.y, b.z);
+        snprintf(line, sizeof line,
+                 "\ntiledmm-fault: %s%s in kernel '%s', by thread (%u,%u,%u) of "
+                 "block (%u,%u,%u)\n",
+                 tm_fault_signal_text(sig, si ? si->si_code : 0), where, tm_fault_kernel_, t.x, t.y,
+                 t.z, b.x, b.y, b.z);
     } else {
-        snprintf(line, sizeof line, "\ntiledmm-fault: %s%s outside the kernel's threads (while "
-                 "loading or launching '%s')\n", tm_fault_signal_text(sig, si ? si->si_code : 0),
-                 where, tm_fault_kernel_);
+        snprintf(line, sizeof line,
+                 "\ntiledmm-fault: %s%s outside the kernel's threads (while "
+                 "loading or launching '%s')\n",
+                 tm_fault_signal_text(sig, si ? si->si_code : 0), where, tm_fault_kernel_);
     }
     ssize_t unused = write(2, line, strlen(line));
     (void)unused;
     signal(sig, SIG_DFL);   // the signal ends the worker: raised again now or when the
-    raise(sig);             // faulting instruction runs again
+    raise(sig);   // faulting instruction runs again
 }
 
 // Called once by the worker after loading the library.

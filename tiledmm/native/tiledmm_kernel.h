@@ -27,9 +27,15 @@ struct tm_extern_shared {
     T *get() const { return reinterpret_cast<T *>(tm_emu_dynamic_shared()); }
     operator T *() const { return get(); }
     template <typename I, typename = typename std::enable_if<std::is_integral<I>::value>::type>
-    T &operator[](I i) const { return get()[i]; }
+    T &operator[](I i) const
+    {
+        return get()[i];
+    }
     template <typename U>
-    explicit operator U *() const { return reinterpret_cast<U *>(get()); }
+    explicit operator U *() const
+    {
+        return reinterpret_cast<U *>(get());
+    }
 };
 
 // What the generated launcher calls after a launch. `detail` gets the emulator's report of a

@@ -39,7 +39,10 @@ inline State &st()
     return *s;
 }
 
-inline void report(const std::string &line) { write_report_line(st().report_fd, line); }
+inline void report(const std::string &line)
+{
+    write_report_line(st().report_fd, line);
+}
 
 // Writes the records of the launches whose stop event is done (all of them with wait).
 inline void drain(bool wait)
@@ -54,7 +57,8 @@ inline void drain(bool wait)
             continue;
         }
         float ms = -1.0f;
-        if (q != cudaSuccess || cudaEventElapsedTime(&ms, t.start, t.stop) != cudaSuccess) ms = -1.0f;
+        if (q != cudaSuccess || cudaEventElapsedTime(&ms, t.start, t.stop) != cudaSuccess)
+            ms = -1.0f;
         char buf[64];
         snprintf(buf, sizeof buf, ", \"ms\": %.6f}", (double)ms);
         report(t.line + buf);
@@ -64,7 +68,10 @@ inline void drain(bool wait)
     s.timed.swap(left);
 }
 
-inline void at_exit() { drain(true); }
+inline void at_exit()
+{
+    drain(true);
+}
 
 // cudaDeviceReset destroys the context and every event in it: the launches still waiting for
 // their stop event are read first (at exit their events would be dangling; the H200 ended such a
@@ -97,9 +104,10 @@ struct Launcher {
         std::string rec = "{\"event\": \"launch\", \"kernel\": ";
         json_str(rec, name);
         char buf[200];
-        snprintf(buf, sizeof buf, ", \"grid\": [%u, %u, %u], \"block\": [%u, %u, %u], \"shared_bytes\": %zu, "
-                 "\"error\": %d, \"line\": %d", grid.x, grid.y, grid.z, block.x, block.y, block.z, shared,
-                 (int)err, line);
+        snprintf(buf, sizeof buf,
+                 ", \"grid\": [%u, %u, %u], \"block\": [%u, %u, %u], \"shared_bytes\": %zu, "
+                 "\"error\": %d, \"line\": %d",
+                 grid.x, grid.y, grid.z, block.x, block.y, block.z, shared, (int)err, line);
         rec += buf;
         if (timed && err == cudaSuccess) {
             cudaEventRecord(b, stream);
@@ -121,9 +129,9 @@ struct Launcher {
 };
 
 template <typename... P>
-inline Launcher<P...> config(const char *kernel_name, const char *params, const char *file, int line,
-                             void (*kernel)(P...), dim3 grid, dim3 block, size_t shared = 0,
-                             cudaStream_t stream = 0)
+inline Launcher<P...> config(const char *kernel_name, const char *params, const char *file,
+                             int line, void (*kernel)(P...), dim3 grid, dim3 block,
+                             size_t shared = 0, cudaStream_t stream = 0)
 {
     (void)params;
     (void)file;

@@ -17,9 +17,15 @@ inline void json_str(std::string &out, const char *s)
     out += '"';
     for (; s && *s; ++s) {
         const unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') { out += '\\'; out += (char)c; }
-        else if (c < 0x20) { char b[8]; snprintf(b, sizeof b, "\\u%04x", c); out += b; }
-        else out += (char)c;
+        if (c == '"' || c == '\\') {
+            out += '\\';
+            out += (char)c;
+        } else if (c < 0x20) {
+            char b[8];
+            snprintf(b, sizeof b, "\\u%04x", c);
+            out += b;
+        } else
+            out += (char)c;
     }
     out += '"';
 }

@@ -76,8 +76,18 @@ extern "C" unsigned long long tm_emu_barrier_epoch(void);
 
 namespace tm_emu {
 // OP_COALESCE: cg::coalesced_threads(), the lanes that reach the call together (scheduler.cpp)
-enum WarpOp { OP_SYNCWARP = 0, OP_SHFL, OP_SHFL_UP, OP_SHFL_DOWN, OP_SHFL_XOR, OP_BALLOT, OP_ALL, OP_ANY,
-              OP_COALESCE, OP_MATCH_ANY };
+enum WarpOp {
+    OP_SYNCWARP = 0,
+    OP_SHFL,
+    OP_SHFL_UP,
+    OP_SHFL_DOWN,
+    OP_SHFL_XOR,
+    OP_BALLOT,
+    OP_ALL,
+    OP_ANY,
+    OP_COALESCE,
+    OP_MATCH_ANY
+};
 unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int arg, int width,
                            const char *file, int line);
 unsigned activemask();
@@ -114,7 +124,10 @@ static inline int shfl_source(int op, int l, int arg, int wd)
     case OP_SHFL: src = seg + (arg & (wd - 1)); break;
     case OP_SHFL_UP: src = ((l & (wd - 1)) >= arg) ? l - arg : -1; break;
     case OP_SHFL_DOWN: src = ((l & (wd - 1)) + arg < wd) ? l + arg : -1; break;
-    case OP_SHFL_XOR: src = l ^ arg; if (src < 0 || src >= seg + wd) src = -1; break;
+    case OP_SHFL_XOR:
+        src = l ^ arg;
+        if (src < 0 || src >= seg + wd) src = -1;
+        break;
     default: break;
     }
     return src;
@@ -133,14 +146,16 @@ static inline unsigned long long split_shfl(int op, const unsigned long long *va
     return (src >= 0 && src < lanes) ? vals[base + (unsigned)src] : vals[t];
 }
 // The same for a full-mask vote: `ballots[w]` holds warp w's lanes whose predicate is not zero.
-static inline unsigned long long split_vote(int op, const unsigned *ballots, unsigned t, unsigned nt)
+static inline unsigned long long split_vote(int op, const unsigned *ballots, unsigned t,
+                                            unsigned nt)
 {
     const unsigned base = t & ~31u;
     const unsigned lanes = nt - base >= 32 ? 32 : nt - base;
     const unsigned exist = lanes == 32 ? ~0u : (1u << lanes) - 1u;
     const unsigned bal = ballots[t >> 5];
-    return op == OP_BALLOT ? bal : op == OP_ALL ? (unsigned long long)(bal == exist)
-                                                : (unsigned long long)(bal != 0);
+    return op == OP_BALLOT ? bal
+           : op == OP_ALL  ? (unsigned long long)(bal == exist)
+                           : (unsigned long long)(bal != 0);
 }
 
 template <typename T>
@@ -172,11 +187,26 @@ static inline void __syncwarp(unsigned mask = 0xffffffffu, const char *file = __
 {
     tm_emu::warp_op(tm_emu::OP_SYNCWARP, mask, 0, 0, 32, file, line);
 }
-static inline void __threadfence() { tm_emu::threadfence(); }
-static inline void __threadfence_block() { std::atomic_signal_fence(std::memory_order_seq_cst); }
-static inline void __threadfence_system() { tm_emu::threadfence(); }
-static inline unsigned __activemask() { return tm_emu::activemask(); }
-static inline long long clock64() { return tm_emu::clock64(); }
+static inline void __threadfence()
+{
+    tm_emu::threadfence();
+}
+static inline void __threadfence_block()
+{
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+}
+static inline void __threadfence_system()
+{
+    tm_emu::threadfence();
+}
+static inline unsigned __activemask()
+{
+    return tm_emu::activemask();
+}
+static inline long long clock64()
+{
+    return tm_emu::clock64();
+}
 
 // ---- warp shuffles and votes (32-lane semantics over the lanes in the mask) ----
 template <typename T>
@@ -228,10 +258,12 @@ static inline unsigned __match_any_sync(unsigned mask, T value, const char *file
                                         int line = __builtin_LINE())
 {
     static_assert(sizeof(T) <= 8, "__match_any_sync takes a value of at most 8 bytes");
-    return (unsigned)tm_emu::warp_op(tm_emu::OP_MATCH_ANY, mask, tm_emu::to_bits(value), 0, 32, file, line);
+    return (unsigned)tm_emu::warp_op(tm_emu::OP_MATCH_ANY, mask, tm_emu::to_bits(value), 0, 32,
+                                     file, line);
 }
 template <typename T>
-static inline unsigned __match_all_sync(unsigned mask, T value, int *pred, const char *file = __builtin_FILE(),
+static inline unsigned __match_all_sync(unsigned mask, T value, int *pred,
+                                        const char *file = __builtin_FILE(),
                                         int line = __builtin_LINE())
 {
     const unsigned same = __match_any_sync(mask, value, file, line);
@@ -240,18 +272,18 @@ static inline unsigned __match_all_sync(unsigned mask, T value, int *pred, const
     return all ? mask : 0u;
 }
 // __reduce_*_sync (compute capability 8.0): the lanes of mask reduce a value (via shuffles)
-#define TM_EMU_REDUCE_SYNC(NAME, T, OP)                                                      \
-    static inline T NAME(unsigned mask, T v, const char *file = __builtin_FILE(),            \
-                         int line = __builtin_LINE())                                        \
-    {                                                                                        \
-        T acc = v;                                                                           \
-        bool first = true;                                                                   \
-        for (unsigned m = mask; m; m &= m - 1) {                                             \
-            const T x = __shfl_sync(mask, v, __builtin_ctz(m), 32, file, line);              \
-            acc = first ? x : OP;                                                            \
-            first = false;                                                                   \
-        }                                                                                    \
-        return acc;                                                                          \
+#define TM_EMU_REDUCE_SYNC(NAME, T, OP)                                           \
+    static inline T NAME(unsigned mask, T v, const char *file = __builtin_FILE(), \
+                         int line = __builtin_LINE())                             \
+    {                                                                             \
+        T acc = v;                                                                \
+        bool first = true;                                                        \
+        for (unsigned m = mask; m; m &= m - 1) {                                  \
+            const T x = __shfl_sync(mask, v, __builtin_ctz(m), 32, file, line);   \
+            acc = first ? x : OP;                                                 \
+            first = false;                                                        \
+        }                                                                         \
+        return acc;                                                               \
     }
 TM_EMU_REDUCE_SYNC(__reduce_add_sync, int, acc + x)
 TM_EMU_REDUCE_SYNC(__reduce_add_sync, unsigned, acc + x)
@@ -259,7 +291,7 @@ TM_EMU_REDUCE_SYNC(__reduce_min_sync, int, x < acc ? x : acc)
 TM_EMU_REDUCE_SYNC(__reduce_min_sync, unsigned, x < acc ? x : acc)
 TM_EMU_REDUCE_SYNC(__reduce_max_sync, int, x > acc ? x : acc)
 TM_EMU_REDUCE_SYNC(__reduce_max_sync, unsigned, x > acc ? x : acc)
-TM_EMU_REDUCE_SYNC(__reduce_and_sync, unsigned, acc & x)
+TM_EMU_REDUCE_SYNC(__reduce_and_sync, unsigned, acc &x)
 TM_EMU_REDUCE_SYNC(__reduce_or_sync, unsigned, acc | x)
 TM_EMU_REDUCE_SYNC(__reduce_xor_sync, unsigned, acc ^ x)
 #undef TM_EMU_REDUCE_SYNC
@@ -267,7 +299,10 @@ TM_EMU_REDUCE_SYNC(__reduce_xor_sync, unsigned, acc ^ x)
 // ---- atomics (real atomics: blocks run in parallel) ----
 namespace tm_emu {
 template <typename T>
-static inline T atomic_fetch_add(T *p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+static inline T atomic_fetch_add(T *p, T v)
+{
+    return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+}
 template <typename F, typename U>
 static inline F atomic_float_update(F *p, F v, int op)
 {
@@ -288,14 +323,16 @@ template <typename T>
 static inline T atomic_min(T *p, T v)
 {
     T old = __atomic_load_n(p, __ATOMIC_RELAXED);
-    while (v < old && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {}
+    while (v < old &&
+           !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {}
     return old;
 }
 template <typename T>
 static inline T atomic_max(T *p, T v)
 {
     T old = __atomic_load_n(p, __ATOMIC_RELAXED);
-    while (v > old && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {}
+    while (v > old &&
+           !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {}
     return old;
 }
 template <typename T>
@@ -306,51 +343,144 @@ static inline T atomic_cas(T *p, T compare, T val)
 }
 }  // namespace tm_emu
 
-static inline int atomicAdd(int *p, int v) { return tm_emu::atomic_fetch_add(p, v); }
-static inline unsigned atomicAdd(unsigned *p, unsigned v) { return tm_emu::atomic_fetch_add(p, v); }
-static inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v) { return tm_emu::atomic_fetch_add(p, v); }
-static inline long long atomicAdd(long long *p, long long v) { return tm_emu::atomic_fetch_add(p, v); }
-static inline float atomicAdd(float *p, float v) { return tm_emu::atomic_float_update<float, uint32_t>(p, v, 0); }
-static inline double atomicAdd(double *p, double v) { return tm_emu::atomic_float_update<double, uint64_t>(p, v, 0); }
-static inline int atomicSub(int *p, int v) { return __atomic_fetch_sub(p, v, __ATOMIC_SEQ_CST); }
-static inline unsigned atomicSub(unsigned *p, unsigned v) { return __atomic_fetch_sub(p, v, __ATOMIC_SEQ_CST); }
-static inline int atomicExch(int *p, int v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
-static inline unsigned atomicExch(unsigned *p, unsigned v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
-static inline unsigned long long atomicExch(unsigned long long *p, unsigned long long v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
-static inline float atomicExch(float *p, float v) { return tm_emu::atomic_float_update<float, uint32_t>(p, v, 3); }
-static inline int atomicMin(int *p, int v) { return tm_emu::atomic_min(p, v); }
-static inline unsigned atomicMin(unsigned *p, unsigned v) { return tm_emu::atomic_min(p, v); }
-static inline long long atomicMin(long long *p, long long v) { return tm_emu::atomic_min(p, v); }
-static inline unsigned long long atomicMin(unsigned long long *p, unsigned long long v) { return tm_emu::atomic_min(p, v); }
-static inline int atomicMax(int *p, int v) { return tm_emu::atomic_max(p, v); }
-static inline unsigned atomicMax(unsigned *p, unsigned v) { return tm_emu::atomic_max(p, v); }
-static inline long long atomicMax(long long *p, long long v) { return tm_emu::atomic_max(p, v); }
-static inline unsigned long long atomicMax(unsigned long long *p, unsigned long long v) { return tm_emu::atomic_max(p, v); }
-static inline int atomicCAS(int *p, int c, int v) { return tm_emu::atomic_cas(p, c, v); }
-static inline unsigned atomicCAS(unsigned *p, unsigned c, unsigned v) { return tm_emu::atomic_cas(p, c, v); }
-static inline unsigned long long atomicCAS(unsigned long long *p, unsigned long long c, unsigned long long v) { return tm_emu::atomic_cas(p, c, v); }
-static inline int atomicAnd(int *p, int v) { return __atomic_fetch_and(p, v, __ATOMIC_SEQ_CST); }
-static inline unsigned atomicAnd(unsigned *p, unsigned v) { return __atomic_fetch_and(p, v, __ATOMIC_SEQ_CST); }
-static inline int atomicOr(int *p, int v) { return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }
-static inline unsigned atomicOr(unsigned *p, unsigned v) { return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }
-static inline int atomicXor(int *p, int v) { return __atomic_fetch_xor(p, v, __ATOMIC_SEQ_CST); }
-static inline unsigned atomicXor(unsigned *p, unsigned v) { return __atomic_fetch_xor(p, v, __ATOMIC_SEQ_CST); }
+static inline int atomicAdd(int *p, int v)
+{
+    return tm_emu::atomic_fetch_add(p, v);
+}
+static inline unsigned atomicAdd(unsigned *p, unsigned v)
+{
+    return tm_emu::atomic_fetch_add(p, v);
+}
+static inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v)
+{
+    return tm_emu::atomic_fetch_add(p, v);
+}
+static inline long long atomicAdd(long long *p, long long v)
+{
+    return tm_emu::atomic_fetch_add(p, v);
+}
+static inline float atomicAdd(float *p, float v)
+{
+    return tm_emu::atomic_float_update<float, uint32_t>(p, v, 0);
+}
+static inline double atomicAdd(double *p, double v)
+{
+    return tm_emu::atomic_float_update<double, uint64_t>(p, v, 0);
+}
+static inline int atomicSub(int *p, int v)
+{
+    return __atomic_fetch_sub(p, v, __ATOMIC_SEQ_CST);
+}
+static inline unsigned atomicSub(unsigned *p, unsigned v)
+{
+    return __atomic_fetch_sub(p, v, __ATOMIC_SEQ_CST);
+}
+static inline int atomicExch(int *p, int v)
+{
+    return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST);
+}
+static inline unsigned atomicExch(unsigned *p, unsigned v)
+{
+    return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST);
+}
+static inline unsigned long long atomicExch(unsigned long long *p, unsigned long long v)
+{
+    return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST);
+}
+static inline float atomicExch(float *p, float v)
+{
+    return tm_emu::atomic_float_update<float, uint32_t>(p, v, 3);
+}
+static inline int atomicMin(int *p, int v)
+{
+    return tm_emu::atomic_min(p, v);
+}
+static inline unsigned atomicMin(unsigned *p, unsigned v)
+{
+    return tm_emu::atomic_min(p, v);
+}
+static inline long long atomicMin(long long *p, long long v)
+{
+    return tm_emu::atomic_min(p, v);
+}
+static inline unsigned long long atomicMin(unsigned long long *p, unsigned long long v)
+{
+    return tm_emu::atomic_min(p, v);
+}
+static inline int atomicMax(int *p, int v)
+{
+    return tm_emu::atomic_max(p, v);
+}
+static inline unsigned atomicMax(unsigned *p, unsigned v)
+{
+    return tm_emu::atomic_max(p, v);
+}
+static inline long long atomicMax(long long *p, long long v)
+{
+    return tm_emu::atomic_max(p, v);
+}
+static inline unsigned long long atomicMax(unsigned long long *p, unsigned long long v)
+{
+    return tm_emu::atomic_max(p, v);
+}
+static inline int atomicCAS(int *p, int c, int v)
+{
+    return tm_emu::atomic_cas(p, c, v);
+}
+static inline unsigned atomicCAS(unsigned *p, unsigned c, unsigned v)
+{
+    return tm_emu::atomic_cas(p, c, v);
+}
+static inline unsigned long long atomicCAS(unsigned long long *p, unsigned long long c,
+                                           unsigned long long v)
+{
+    return tm_emu::atomic_cas(p, c, v);
+}
+static inline int atomicAnd(int *p, int v)
+{
+    return __atomic_fetch_and(p, v, __ATOMIC_SEQ_CST);
+}
+static inline unsigned atomicAnd(unsigned *p, unsigned v)
+{
+    return __atomic_fetch_and(p, v, __ATOMIC_SEQ_CST);
+}
+static inline int atomicOr(int *p, int v)
+{
+    return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST);
+}
+static inline unsigned atomicOr(unsigned *p, unsigned v)
+{
+    return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST);
+}
+static inline int atomicXor(int *p, int v)
+{
+    return __atomic_fetch_xor(p, v, __ATOMIC_SEQ_CST);
+}
+static inline unsigned atomicXor(unsigned *p, unsigned v)
+{
+    return __atomic_fetch_xor(p, v, __ATOMIC_SEQ_CST);
+}
 static inline unsigned atomicInc(unsigned *p, unsigned limit)
 {
     unsigned old = __atomic_load_n(p, __ATOMIC_RELAXED);
-    while (!__atomic_compare_exchange_n(p, &old, old >= limit ? 0u : old + 1u, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {}
+    while (!__atomic_compare_exchange_n(p, &old, old >= limit ? 0u : old + 1u, true,
+                                        __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {}
     return old;
 }
 static inline unsigned atomicDec(unsigned *p, unsigned limit)
 {
     unsigned old = __atomic_load_n(p, __ATOMIC_RELAXED);
-    while (!__atomic_compare_exchange_n(p, &old, (old == 0u || old > limit) ? limit : old - 1u, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {}
+    while (!__atomic_compare_exchange_n(p, &old, (old == 0u || old > limit) ? limit : old - 1u,
+                                        true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {}
     return old;
 }
 
 // ---- loads, math and bit intrinsics ----
 template <typename T>
-static inline T __ldg(const T *p) { return *p; }
+static inline T __ldg(const T *p)
+{
+    return *p;
+}
 
 template <typename A, typename B,
           typename = std::enable_if_t<std::is_arithmetic<A>::value && std::is_arithmetic<B>::value>>
@@ -366,20 +496,54 @@ static inline std::common_type_t<A, B> max(A a, B b)
     typedef std::common_type_t<A, B> C;
     return (C)a < (C)b ? (C)b : (C)a;
 }
-static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
-static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
-static inline float __fdividef(float a, float b) { return a / b; }
-static inline float __fdiv_rn(float a, float b) { return a / b; }
-static inline float __fmul_rn(float a, float b) { return a * b; }
-static inline float __fadd_rn(float a, float b) { return a + b; }
-static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
-static inline double __fma_rn(double a, double b, double c) { return fma(a, b, c); }
-static inline double __dmul_rn(double a, double b) { return a * b; }
-static inline double __dadd_rn(double a, double b) { return a + b; }
+static inline float rsqrtf(float x)
+{
+    return 1.0f / sqrtf(x);
+}
+static inline double rsqrt(double x)
+{
+    return 1.0 / sqrt(x);
+}
+static inline float __fdividef(float a, float b)
+{
+    return a / b;
+}
+static inline float __fdiv_rn(float a, float b)
+{
+    return a / b;
+}
+static inline float __fmul_rn(float a, float b)
+{
+    return a * b;
+}
+static inline float __fadd_rn(float a, float b)
+{
+    return a + b;
+}
+static inline float __fmaf_rn(float a, float b, float c)
+{
+    return fmaf(a, b, c);
+}
+static inline double __fma_rn(double a, double b, double c)
+{
+    return fma(a, b, c);
+}
+static inline double __dmul_rn(double a, double b)
+{
+    return a * b;
+}
+static inline double __dadd_rn(double a, double b)
+{
+    return a + b;
+}
 // The fast-math intrinsics: glibc's <math.h> declares __expf, __logf, __sinf... (C linkage,
 // noexcept) and libm exports none of them, so they are defined here with those declarations'
 // linkage (an inline definition: each program has its own, and the loader finds nothing missing).
-#define TM_EMU_FAST1(NAME, EXPR) extern "C" inline float NAME(float x) noexcept { return EXPR; }
+#define TM_EMU_FAST1(NAME, EXPR)                   \
+    extern "C" inline float NAME(float x) noexcept \
+    {                                              \
+        return EXPR;                               \
+    }
 TM_EMU_FAST1(__expf, expf(x))
 TM_EMU_FAST1(__exp10f, powf(10.0f, x))
 TM_EMU_FAST1(__logf, logf(x))
@@ -389,60 +553,192 @@ TM_EMU_FAST1(__sinf, sinf(x))
 TM_EMU_FAST1(__cosf, cosf(x))
 TM_EMU_FAST1(__tanf, tanf(x))
 #undef TM_EMU_FAST1
-extern "C" inline float __powf(float x, float y) noexcept { return powf(x, y); }
+extern "C" inline float __powf(float x, float y) noexcept
+{
+    return powf(x, y);
+}
 extern "C" inline void __sincosf(float x, float *s, float *c) noexcept
 {
     *s = sinf(x);
     *c = cosf(x);
 }
 // the integer and float helpers of CUDA's math API that have no C library counterpart
-static inline unsigned umin(unsigned a, unsigned b) { return a < b ? a : b; }
-static inline unsigned umax(unsigned a, unsigned b) { return a < b ? b : a; }
-static inline unsigned long long ullmin(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
-static inline unsigned long long ullmax(unsigned long long a, unsigned long long b) { return a < b ? b : a; }
-static inline long long llmin(long long a, long long b) { return a < b ? a : b; }
-static inline long long llmax(long long a, long long b) { return a < b ? b : a; }
-static inline float __frcp_rn(float x) { return 1.0f / x; }
-static inline float __fsqrt_rn(float x) { return sqrtf(x); }
-static inline float __fsub_rn(float a, float b) { return a - b; }
-static inline double __dsub_rn(double a, double b) { return a - b; }
-static inline double __ddiv_rn(double a, double b) { return a / b; }
-static inline int __sad(int a, int b, unsigned c) { return (int)((a > b ? (unsigned)(a - b) : (unsigned)(b - a)) + c); }
-static inline unsigned __usad(unsigned a, unsigned b, unsigned c) { return (a > b ? a - b : b - a) + c; }
-static inline int __float2int_rn(float x) { return (int)nearbyintf(x); }
-static inline int __float2int_rz(float x) { return (int)x; }
-static inline int __float2int_rd(float x) { return (int)floorf(x); }
-static inline int __float2int_ru(float x) { return (int)ceilf(x); }
-static inline unsigned __float2uint_rn(float x) { return (unsigned)nearbyintf(x); }
-static inline unsigned __float2uint_rz(float x) { return (unsigned)x; }
-static inline float __int2float_rn(int x) { return (float)x; }
-static inline float __uint2float_rn(unsigned x) { return (float)x; }
-static inline int __double2int_rn(double x) { return (int)nearbyint(x); }
-static inline int __double2int_rz(double x) { return (int)x; }
-static inline float __double2float_rn(double x) { return (float)x; }
-static inline double __int2double_rn(int x) { return (double)x; }
-static inline int __hadd(int a, int b) { return (int)(((long long)a + b) >> 1); }
-static inline int __rhadd(int a, int b) { return (int)(((long long)a + b + 1) >> 1); }
-static inline unsigned __uhadd(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a + b) >> 1); }
-static inline unsigned __urhadd(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a + b + 1) >> 1); }
-static inline long long __mul64hi(long long a, long long b) { return (long long)(((__int128)a * b) >> 64); }
+static inline unsigned umin(unsigned a, unsigned b)
+{
+    return a < b ? a : b;
+}
+static inline unsigned umax(unsigned a, unsigned b)
+{
+    return a < b ? b : a;
+}
+static inline unsigned long long ullmin(unsigned long long a, unsigned long long b)
+{
+    return a < b ? a : b;
+}
+static inline unsigned long long ullmax(unsigned long long a, unsigned long long b)
+{
+    return a < b ? b : a;
+}
+static inline long long llmin(long long a, long long b)
+{
+    return a < b ? a : b;
+}
+static inline long long llmax(long long a, long long b)
+{
+    return a < b ? b : a;
+}
+static inline float __frcp_rn(float x)
+{
+    return 1.0f / x;
+}
+static inline float __fsqrt_rn(float x)
+{
+    return sqrtf(x);
+}
+static inline float __fsub_rn(float a, float b)
+{
+    return a - b;
+}
+static inline double __dsub_rn(double a, double b)
+{
+    return a - b;
+}
+static inline double __ddiv_rn(double a, double b)
+{
+    return a / b;
+}
+static inline int __sad(int a, int b, unsigned c)
+{
+    return (int)((a > b ? (unsigned)(a - b) : (unsigned)(b - a)) + c);
+}
+static inline unsigned __usad(unsigned a, unsigned b, unsigned c)
+{
+    return (a > b ? a - b : b - a) + c;
+}
+static inline int __float2int_rn(float x)
+{
+    return (int)nearbyintf(x);
+}
+static inline int __float2int_rz(float x)
+{
+    return (int)x;
+}
+static inline int __float2int_rd(float x)
+{
+    return (int)floorf(x);
+}
+static inline int __float2int_ru(float x)
+{
+    return (int)ceilf(x);
+}
+static inline unsigned __float2uint_rn(float x)
+{
+    return (unsigned)nearbyintf(x);
+}
+static inline unsigned __float2uint_rz(float x)
+{
+    return (unsigned)x;
+}
+static inline float __int2float_rn(int x)
+{
+    return (float)x;
+}
+static inline float __uint2float_rn(unsigned x)
+{
+    return (float)x;
+}
+static inline int __double2int_rn(double x)
+{
+    return (int)nearbyint(x);
+}
+static inline int __double2int_rz(double x)
+{
+    return (int)x;
+}
+static inline float __double2float_rn(double x)
+{
+    return (float)x;
+}
+static inline double __int2double_rn(int x)
+{
+    return (double)x;
+}
+static inline int __hadd(int a, int b)
+{
+    return (int)(((long long)a + b) >> 1);
+}
+static inline int __rhadd(int a, int b)
+{
+    return (int)(((long long)a + b + 1) >> 1);
+}
+static inline unsigned __uhadd(unsigned a, unsigned b)
+{
+    return (unsigned)(((unsigned long long)a + b) >> 1);
+}
+static inline unsigned __urhadd(unsigned a, unsigned b)
+{
+    return (unsigned)(((unsigned long long)a + b + 1) >> 1);
+}
+static inline long long __mul64hi(long long a, long long b)
+{
+    return (long long)(((__int128)a * b) >> 64);
+}
 static inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b)
 {
     return (unsigned long long)(((unsigned __int128)a * b) >> 64);
 }
-static inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
-static inline int __float_as_int(float f) { return tm_emu::from_bits<int>(tm_emu::to_bits(f)); }
-static inline float __int_as_float(int i) { return tm_emu::from_bits<float>(tm_emu::to_bits(i)); }
-static inline unsigned __float_as_uint(float f) { return tm_emu::from_bits<unsigned>(tm_emu::to_bits(f)); }
-static inline float __uint_as_float(unsigned i) { return tm_emu::from_bits<float>(tm_emu::to_bits(i)); }
-static inline long long __double_as_longlong(double d) { return tm_emu::from_bits<long long>(tm_emu::to_bits(d)); }
-static inline double __longlong_as_double(long long i) { return tm_emu::from_bits<double>(tm_emu::to_bits(i)); }
-static inline int __popc(unsigned x) { return __builtin_popcount(x); }
-static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
-static inline int __ffs(int x) { return __builtin_ffs(x); }
-static inline int __ffsll(long long x) { return __builtin_ffsll(x); }
-static inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
-static inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll((unsigned long long)x); }
+static inline float __saturatef(float x)
+{
+    return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x);
+}
+static inline int __float_as_int(float f)
+{
+    return tm_emu::from_bits<int>(tm_emu::to_bits(f));
+}
+static inline float __int_as_float(int i)
+{
+    return tm_emu::from_bits<float>(tm_emu::to_bits(i));
+}
+static inline unsigned __float_as_uint(float f)
+{
+    return tm_emu::from_bits<unsigned>(tm_emu::to_bits(f));
+}
+static inline float __uint_as_float(unsigned i)
+{
+    return tm_emu::from_bits<float>(tm_emu::to_bits(i));
+}
+static inline long long __double_as_longlong(double d)
+{
+    return tm_emu::from_bits<long long>(tm_emu::to_bits(d));
+}
+static inline double __longlong_as_double(long long i)
+{
+    return tm_emu::from_bits<double>(tm_emu::to_bits(i));
+}
+static inline int __popc(unsigned x)
+{
+    return __builtin_popcount(x);
+}
+static inline int __popcll(unsigned long long x)
+{
+    return __builtin_popcountll(x);
+}
+static inline int __ffs(int x)
+{
+    return __builtin_ffs(x);
+}
+static inline int __ffsll(long long x)
+{
+    return __builtin_ffsll(x);
+}
+static inline int __clz(int x)
+{
+    return x == 0 ? 32 : __builtin_clz((unsigned)x);
+}
+static inline int __clzll(long long x)
+{
+    return x == 0 ? 64 : __builtin_clzll((unsigned long long)x);
+}
 static inline unsigned __brev(unsigned x)
 {
     x = ((x >> 1) & 0x55555555u) | ((x & 0x55555555u) << 1);
@@ -450,10 +746,22 @@ static inline unsigned __brev(unsigned x)
     x = ((x >> 4) & 0x0f0f0f0fu) | ((x & 0x0f0f0f0fu) << 4);
     return __builtin_bswap32(x);
 }
-static inline int __mul24(int a, int b) { return a * b; }
-static inline unsigned __umul24(unsigned a, unsigned b) { return a * b; }
-static inline int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
-static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
+static inline int __mul24(int a, int b)
+{
+    return a * b;
+}
+static inline unsigned __umul24(unsigned a, unsigned b)
+{
+    return a * b;
+}
+static inline int __mulhi(int a, int b)
+{
+    return (int)(((long long)a * b) >> 32);
+}
+static inline unsigned __umulhi(unsigned a, unsigned b)
+{
+    return (unsigned)(((unsigned long long)a * b) >> 32);
+}
 
 // ---- C++ overloads of the runtime API that take a kernel pointer (as cuda_runtime.h has) ----
 template <typename... P>
@@ -462,13 +770,14 @@ static inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *attr, void (
     return cudaFuncGetAttributes(attr, reinterpret_cast<const void *>(func));
 }
 template <typename... P>
-static inline cudaError_t cudaFuncSetAttribute(void (*func)(P...), cudaFuncAttribute attr, int value)
+static inline cudaError_t cudaFuncSetAttribute(void (*func)(P...), cudaFuncAttribute attr,
+                                               int value)
 {
     return cudaFuncSetAttribute(reinterpret_cast<const void *>(func), attr, value);
 }
 template <typename... P>
 static inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, void (*func)(P...),
-                                                                         int blockSize, size_t dyn)
+                                                                        int blockSize, size_t dyn)
 {
     return cudaOccupancyMaxActiveBlocksPerMultiprocessor(n, reinterpret_cast<const void *>(func),
                                                          blockSize, dyn);
@@ -499,9 +808,10 @@ static inline cudaError_t cudaMemcpyFromSymbol(void *dst, const T &symbol, size_
 // split) to one of the scheduler's two entries; `kernel` names the launch (its attributes,
 // its reports).
 template <typename... Params, typename... Args>
-static inline cudaError_t tm_emu_launch_via(decltype(&tm_emu::launch) entry, void (*kernel)(Params...),
-                                            void (*fn)(Params...), dim3 grid, dim3 block,
-                                            size_t shared_bytes, Args... args)
+static inline cudaError_t tm_emu_launch_via(decltype(&tm_emu::launch) entry,
+                                            void (*kernel)(Params...), void (*fn)(Params...),
+                                            dim3 grid, dim3 block, size_t shared_bytes,
+                                            Args... args)
 {
     static_assert(sizeof...(Params) == sizeof...(Args), "kernel argument count mismatch");
     typedef std::tuple<std::decay_t<Params>...> Tuple;
@@ -510,12 +820,10 @@ static inline cudaError_t tm_emu_launch_via(decltype(&tm_emu::launch) entry, voi
         Tuple a;
     };
     Pack pack{fn, Tuple(args...)};
-    return entry(reinterpret_cast<const void *>(kernel),
-                 [](void *p) {
-                     Pack *pk = static_cast<Pack *>(p);
-                     std::apply(pk->k, pk->a);
-                 },
-                 &pack, grid, block, shared_bytes);
+    return entry(reinterpret_cast<const void *>(kernel), [](void *p) {
+        Pack *pk = static_cast<Pack *>(p);
+        std::apply(pk->k, pk->a);
+    }, &pack, grid, block, shared_bytes);
 }
 
 // One fiber per thread.
@@ -529,8 +837,9 @@ static inline cudaError_t tm_emu_launch(void (*kernel)(Params...), dim3 grid, di
 // The same launch of a kernel split at its barriers (tiledmm/toolchain/split/transform.py): `block_fn`,
 // with the kernel's parameters, runs one whole block per call.
 template <typename... Params, typename... Args>
-static inline cudaError_t tm_emu_launch_blocks(void (*kernel)(Params...), void (*block_fn)(Params...),
-                                               dim3 grid, dim3 block, size_t shared_bytes, Args... args)
+static inline cudaError_t tm_emu_launch_blocks(void (*kernel)(Params...),
+                                               void (*block_fn)(Params...), dim3 grid, dim3 block,
+                                               size_t shared_bytes, Args... args)
 {
     return tm_emu_launch_via(&tm_emu::launch_whole_blocks, kernel, block_fn, grid, block,
                              shared_bytes, args...);
@@ -540,8 +849,10 @@ static inline cudaError_t tm_emu_launch_blocks(void (*kernel)(Params...), void (
 // tiledmm/toolchain/split/transform.registry_source over cuda/*.cu for this build): the kernel's
 // name in the rest of its file names this pair, which converts back to the kernel, so only
 // tm_launch (common.h) sees the difference. `frame`: bytes of per-thread arrays per thread.
-template <typename Fn> struct tm_emu_split_kernel;
-template <typename... Params> struct tm_emu_split_kernel<void (*)(Params...)> {
+template <typename Fn>
+struct tm_emu_split_kernel;
+template <typename... Params>
+struct tm_emu_split_kernel<void (*)(Params...)> {
     typedef void (*fn_type)(Params...);
     fn_type kernel, split;
     size_t frame;
@@ -565,8 +876,7 @@ static inline cudaError_t tm_emu_launch_pair(void (*kernel)(Params...), void (*s
     char why[160] = "";
     const unsigned long long bytes = (unsigned long long)block.x * block.y * block.z * frame;
     const char *env = getenv("TILEDMM_EMU_SPLIT");
-    if (!split)
-        return tm_emu_launch(kernel, grid, block, shared_bytes, args...);
+    if (!split) return tm_emu_launch(kernel, grid, block, shared_bytes, args...);
     if (bytes > TM_EMU_SPLIT_MAX_FRAME)
         snprintf(why, sizeof why, "per-thread arrays of %llu bytes per block (more than %u)", bytes,
                  TM_EMU_SPLIT_MAX_FRAME);

@@ -99,11 +99,12 @@ static inline int tm_hm_read_key(const char *path, const char *key, unsigned lon
     FILE *f = fopen(path, "r");
     if (f == NULL) return -1;
     while (found < 0 && fgets(line, sizeof line, f) != NULL) {
-        if (strncmp(line, key, klen) != 0 || (line[klen] != ' ' && line[klen] != ':' &&
-                                              line[klen] != '\t'))
+        if (strncmp(line, key, klen) != 0 ||
+            (line[klen] != ' ' && line[klen] != ':' && line[klen] != '\t'))
             continue;
         char *p = line + klen, *end;
-        while (*p == ':' || *p == ' ' || *p == '\t') ++p;
+        while (*p == ':' || *p == ' ' || *p == '\t')
+            ++p;
         const unsigned long long v = strtoull(p, &end, 10);
         if (end != p && !__builtin_mul_overflow(v, unit, out)) found = 0;
     }
@@ -118,10 +119,26 @@ static inline int tm_hm_parse_size(const char *s, unsigned long long *out)
     if (s == NULL || *s < '0' || *s > '9') return -1;
     unsigned long long v = strtoull(s, &end, 10), unit = 1;
     switch (*end) {
-    case 'k': case 'K': unit = 1ULL << 10; ++end; break;
-    case 'm': case 'M': unit = 1ULL << 20; ++end; break;
-    case 'g': case 'G': unit = 1ULL << 30; ++end; break;
-    case 't': case 'T': unit = 1ULL << 40; ++end; break;
+    case 'k':
+    case 'K':
+        unit = 1ULL << 10;
+        ++end;
+        break;
+    case 'm':
+    case 'M':
+        unit = 1ULL << 20;
+        ++end;
+        break;
+    case 'g':
+    case 'G':
+        unit = 1ULL << 30;
+        ++end;
+        break;
+    case 't':
+    case 'T':
+        unit = 1ULL << 40;
+        ++end;
+        break;
     default: break;
     }
     if (unit > 1 && *end == 'i') ++end;
@@ -244,7 +261,8 @@ static inline void tm_host_memory_read_limits(const char *root, const char *over
         tm_hm_read_key(path, "MemTotal", 1024, &out->physical) < 0) {
         const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
         out->physical = *root == '\0' && pages > 0 && page > 0
-                            ? (unsigned long long)pages * (unsigned long long)page : 0;
+                            ? (unsigned long long)pages * (unsigned long long)page
+                            : 0;
     }
     tm_hm_cgroups(root, &out->cgroup, out->cgroup_file, sizeof out->cgroup_file, NULL);
     if (tm_hm_parse_size(override_value, &out->override_bytes) < 0) out->override_bytes = 0;
@@ -281,8 +299,10 @@ static inline unsigned long long tm_host_memory_available_at(const char *root,
     if (cgroup && headroom < avail) {
         avail = headroom;
         if (why)
-            snprintf(why, n, "the cgroup memory limit in %s less the memory in use (file "
-                     "cache the kernel can reclaim not counted)", file);
+            snprintf(why, n,
+                     "the cgroup memory limit in %s less the memory in use (file "
+                     "cache the kernel can reclaim not counted)",
+                     file);
     }
     return avail;
 }
@@ -301,7 +321,7 @@ static void tm_hm_process_init(void)
 static inline const tm_host_memory_limits *tm_host_memory_limits_get(void)
 {
     return pthread_once(&tm_hm_process_once, tm_hm_process_init) == 0 ? &tm_hm_process_limits
-                                                                       : NULL;
+                                                                      : NULL;
 }
 
 /* What this process can get now; ULLONG_MAX when nothing is known. */

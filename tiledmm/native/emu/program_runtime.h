@@ -85,7 +85,7 @@ struct Alloc {
     int line;
     const char *by;   // "cudaMalloc", "cudaMallocManaged", ...
     size_t span;      // the region's bytes it holds (size rounded up to 256)
-    const char *expr = "";          // the pointer as the program wrote it: "&d_a", "(void **)&d_a"
+    const char *expr = "";   // the pointer as the program wrote it: "&d_a", "(void **)&d_a"
     InitShadow *shadow = nullptr;   // check mode, cudaMalloc memory only
 };
 
@@ -107,31 +107,31 @@ inline std::string alloc_text(const Alloc &a)
 {
     const std::string name = alloc_name(a.expr);
     char buf[512];
-    snprintf(buf, sizeof buf, "%s%s%zu bytes from %s at %s:%d%s", name.c_str(), name.empty() ? "(" : " (",
-             a.size, a.by, a.file ? a.file : "?", a.line, ")");
+    snprintf(buf, sizeof buf, "%s%s%zu bytes from %s at %s:%d%s", name.c_str(),
+             name.empty() ? "(" : " (", a.size, a.by, a.file ? a.file : "?", a.line, ")");
     return buf;
 }
 
 struct State {
     std::recursive_mutex mu;
     char *dev = nullptr;   // the view the program's pointers point into
-    char *rt = nullptr;    // the runtime's view of the same memory
-    size_t cap = 0;        // the region's size
-    size_t top = 0;        // bytes of the region ever handed out (from its start)
-    std::map<size_t, Alloc> device;          // offset -> live device allocation
-    std::map<size_t, size_t> free_blocks;    // offset -> bytes, below top
-    std::map<uintptr_t, Alloc> host;         // managed and pinned allocations, by address
+    char *rt = nullptr;   // the runtime's view of the same memory
+    size_t cap = 0;   // the region's size
+    size_t top = 0;   // bytes of the region ever handed out (from its start)
+    std::map<size_t, Alloc> device;   // offset -> live device allocation
+    std::map<size_t, size_t> free_blocks;   // offset -> bytes, below top
+    std::map<uintptr_t, Alloc> host;   // managed and pinned allocations, by address
     std::map<uintptr_t, int> host_kind;
-    cudaError_t sticky = cudaSuccess;        // an execution error seen by a synchronising call
-    cudaError_t pending = cudaSuccess;       // an execution error not yet seen by one
-    std::string printf_buf;                  // device printf since the last synchronising call
+    cudaError_t sticky = cudaSuccess;   // an execution error seen by a synchronising call
+    cudaError_t pending = cudaSuccess;   // an execution error not yet seen by one
+    std::string printf_buf;   // device printf since the last synchronising call
     std::mutex printf_mu;
     int report_fd = -1;
-    volatile sig_atomic_t open = 0;          // the device view is readable (a launch runs)
+    volatile sig_atomic_t open = 0;   // the device view is readable (a launch runs)
     std::atomic<int> launching{0};
-    const char *kernel = nullptr;            // the kernel running (for a fault's report)
+    const char *kernel = nullptr;   // the kernel running (for a fault's report)
     struct sigaction prev_segv;
-    uintptr_t program_base = 0;              // the program's shared object, for fault reports
+    uintptr_t program_base = 0;   // the program's shared object, for fault reports
     std::vector<cudaStream_t> streams;
     // check mode: failed calls and launches whose error the program has not looked at yet
     struct Unchecked {
@@ -150,7 +150,10 @@ inline State &st()
 }
 
 // ---- the report file: one JSON line per launch and per fault (tiledmm_program_report.h) ----
-inline void report(const std::string &line) { write_report_line(st().report_fd, line); }
+inline void report(const std::string &line)
+{
+    write_report_line(st().report_fd, line);
+}
 
 inline void diag(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 inline void diag(const char *fmt, ...)
@@ -194,7 +197,8 @@ inline bool region_init()
         // into: a wild access beyond the region (a smaller one in the sandbox) still faults
         // rather than landing in the runtime's view or elsewhere
         void *dev = MAP_FAILED;
-        void *hold = mmap(nullptr, most, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        void *hold =
+            mmap(nullptr, most, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (hold != MAP_FAILED) {
             dev = mmap(hold, cap, PROT_NONE, MAP_SHARED | MAP_NORESERVE | MAP_FIXED, fd, 0);
             if (dev == MAP_FAILED) munmap(hold, most);
@@ -272,10 +276,9 @@ inline void set_open(bool open)
 
 // ---- errors ----
 // Every call made after an execution error returns it (a GPU context is then unusable).
-#define TM_PROG_STICKY()                                                  \
-    do {                                                                  \
-        if (tm_prog::st().sticky != cudaSuccess)                          \
-            return tm_emu::set_error(tm_prog::st().sticky);               \
+#define TM_PROG_STICKY()                                                                         \
+    do {                                                                                         \
+        if (tm_prog::st().sticky != cudaSuccess) return tm_emu::set_error(tm_prog::st().sticky); \
     } while (0)
 
 inline void flush_printf()
@@ -286,9 +289,7 @@ inline void flush_printf()
         std::lock_guard<std::mutex> g(s.printf_mu);
         out.swap(s.printf_buf);
     }
-    if (!out.empty()) {
-        fwrite(out.data(), 1, out.size(), stdout);
-    }
+    if (!out.empty()) { fwrite(out.data(), 1, out.size(), stdout); }
 }
 
 // A synchronising call: device printf appears, and an execution error of an earlier kernel is
@@ -390,7 +391,8 @@ inline void kernel_signal(int sig, siginfo_t *, void *)
 }
 
 // ---- memory ----
-inline cudaError_t device_malloc(void **p, size_t size, const char *file, int line, const char *expr = "")
+inline cudaError_t device_malloc(void **p, size_t size, const char *file, int line,
+                                 const char *expr = "")
 {
     TM_PROG_STICKY();
     if (!p) return tm_emu::set_error(cudaErrorInvalidValue, "cudaMalloc: devPtr is NULL");
@@ -399,7 +401,8 @@ inline cudaError_t device_malloc(void **p, size_t size, const char *file, int li
     State &s = st();
     std::lock_guard<std::recursive_mutex> g(s.mu);
     if (!region_init())
-        return tm_emu::set_error(cudaErrorMemoryAllocation, "cudaMalloc: no emulated device memory");
+        return tm_emu::set_error(cudaErrorMemoryAllocation,
+                                 "cudaMalloc: no emulated device memory");
     const size_t want = (size + 255) / 256 * 256;
     size_t off = (size_t)-1;
     for (auto it = s.free_blocks.begin(); it != s.free_blocks.end(); ++it) {
@@ -413,7 +416,8 @@ inline cudaError_t device_malloc(void **p, size_t size, const char *file, int li
     }
     if (off == (size_t)-1) {
         if (want > s.cap - s.top)
-            return tm_emu::set_error(cudaErrorMemoryAllocation, "cudaMalloc: the emulated device's memory is full");
+            return tm_emu::set_error(cudaErrorMemoryAllocation,
+                                     "cudaMalloc: the emulated device's memory is full");
         off = s.top;
         s.top += want;
         if (s.open) set_open(true);   // (never: host code allocates between launches)
@@ -441,7 +445,8 @@ inline cudaError_t device_free(void *p)
         const size_t off = (size_t)((char *)p - s.dev);
         auto it = s.device.find(off);
         if (it == s.device.end())
-            return tm_emu::set_error(cudaErrorInvalidValue, "cudaFree: not a pointer cudaMalloc returned, or freed twice");
+            return tm_emu::set_error(cudaErrorInvalidValue,
+                                     "cudaFree: not a pointer cudaMalloc returned, or freed twice");
         size_t start = off, len = it->second.span;
         if (it->second.shadow) {
             free(it->second.shadow->bytes);
@@ -472,17 +477,20 @@ inline cudaError_t device_free(void *p)
         free(p);
         return cudaSuccess;
     }
-    return tm_emu::set_error(cudaErrorInvalidValue, "cudaFree: not a pointer cudaMalloc returned, or freed twice");
+    return tm_emu::set_error(cudaErrorInvalidValue,
+                             "cudaFree: not a pointer cudaMalloc returned, or freed twice");
 }
 
-inline cudaError_t host_side_malloc(void **p, size_t size, Kind kind, const char *by, const char *file, int line)
+inline cudaError_t host_side_malloc(void **p, size_t size, Kind kind, const char *by,
+                                    const char *file, int line)
 {
     TM_PROG_STICKY();
     if (!p) return tm_emu::set_error(cudaErrorInvalidValue);
     *p = nullptr;
     if (size == 0) return kind == MANAGED ? tm_emu::set_error(cudaErrorInvalidValue) : cudaSuccess;
     void *m = nullptr;
-    if (posix_memalign(&m, 256, size) != 0 || !m) return tm_emu::set_error(cudaErrorMemoryAllocation);
+    if (posix_memalign(&m, 256, size) != 0 || !m)
+        return tm_emu::set_error(cudaErrorMemoryAllocation);
     State &s = st();
     std::lock_guard<std::recursive_mutex> g(s.mu);
     s.host[(uintptr_t)m] = Alloc{size, file, line, by, size};
@@ -499,7 +507,8 @@ inline cudaError_t free_host(void *p)
     std::lock_guard<std::recursive_mutex> g(s.mu);
     auto it = s.host.find((uintptr_t)p);
     if (it == s.host.end() || s.host_kind[(uintptr_t)p] != PINNED)
-        return tm_emu::set_error(cudaErrorInvalidValue, "cudaFreeHost: not a pointer cudaMallocHost returned");
+        return tm_emu::set_error(cudaErrorInvalidValue,
+                                 "cudaFreeHost: not a pointer cudaMallocHost returned");
     s.host.erase(it);
     s.host_kind.erase((uintptr_t)p);
     free(p);
@@ -518,8 +527,9 @@ inline int range_kind(const void *p, size_t n)
         if (!rec || (uintptr_t)p + n > start + rec->size) return -1;
         return DEVICE;
     }
-    if (k == HOST && n && (in_region((const char *)p + n - 1) ||
-                           ((const char *)p < st().dev && (const char *)p + n > st().dev)))
+    if (k == HOST && n &&
+        (in_region((const char *)p + n - 1) ||
+         ((const char *)p < st().dev && (const char *)p + n > st().dev)))
         return -1;
     return k;
 }
@@ -532,12 +542,15 @@ inline std::string end_text(const void *p, const char *expr)
     const Alloc *rec;
     const Kind k = classify(p, &start, &rec);
     std::string out = expr && *expr ? std::string(expr) + ": " : std::string();
-    const char *kind = k == DEVICE ? "device memory" : k == MANAGED ? "managed memory"
-                       : k == PINNED ? "pinned host memory" : "host memory";
+    const char *kind = k == DEVICE    ? "device memory"
+                       : k == MANAGED ? "managed memory"
+                       : k == PINNED  ? "pinned host memory"
+                                      : "host memory";
     if (rec) {
         out += std::to_string(rec->size) + " bytes of " + kind + " from " + rec->by + " at " +
                (rec->file ? rec->file : "?") + ":" + std::to_string(rec->line);
-        if ((uintptr_t)p != start) out += ", from byte " + std::to_string((uintptr_t)p - start) + " of it";
+        if ((uintptr_t)p != start)
+            out += ", from byte " + std::to_string((uintptr_t)p - start) + " of it";
     } else {
         out += kind;
     }
@@ -561,12 +574,14 @@ inline void mark_written(void *dst, const void *src, size_t n)
     else
         memset(to, 1, n);
 #else
-    (void)dst; (void)src; (void)n;
+    (void)dst;
+    (void)src;
+    (void)n;
 #endif
 }
 
-inline cudaError_t copy(void *dst, const void *src, size_t count, cudaMemcpyKind kind, const char *what,
-                        const char *dexpr = "", const char *sexpr = "")
+inline cudaError_t copy(void *dst, const void *src, size_t count, cudaMemcpyKind kind,
+                        const char *what, const char *dexpr = "", const char *sexpr = "")
 {
     TM_PROG_STICKY();
     if ((int)kind < 0 || (int)kind > 4) return tm_emu::set_error(cudaErrorInvalidMemcpyDirection);
@@ -577,8 +592,9 @@ inline cudaError_t copy(void *dst, const void *src, size_t count, cudaMemcpyKind
     const int dk = range_kind(dst, count), sk = range_kind(src, count);
     char buf[1400];
     if (dk < 0 || sk < 0) {
-        snprintf(buf, sizeof buf, "%s of %zu bytes runs past the end of the %s (%s); nothing was copied",
-                 what, count, dk < 0 ? "destination" : "source",
+        snprintf(buf, sizeof buf,
+                 "%s of %zu bytes runs past the end of the %s (%s); nothing was copied", what,
+                 count, dk < 0 ? "destination" : "source",
                  dk < 0 ? end_text(dst, dexpr).c_str() : end_text(src, sexpr).c_str());
         return tm_emu::set_error(cudaErrorInvalidValue, buf);
     }
@@ -597,9 +613,11 @@ inline cudaError_t copy(void *dst, const void *src, size_t count, cudaMemcpyKind
         static const char *const kinds[] = {"cudaMemcpyHostToHost", "cudaMemcpyHostToDevice",
                                             "cudaMemcpyDeviceToHost", "cudaMemcpyDeviceToDevice",
                                             "cudaMemcpyDefault"};
-        snprintf(buf, sizeof buf, "%s with %s: the copy's kind does not match its pointers (the destination "
-                 "is %s, the source %s); nothing was copied", what, kinds[(int)kind],
-                 end_text(dst, dexpr).c_str(), end_text(src, sexpr).c_str());
+        snprintf(buf, sizeof buf,
+                 "%s with %s: the copy's kind does not match its pointers (the destination "
+                 "is %s, the source %s); nothing was copied",
+                 what, kinds[(int)kind], end_text(dst, dexpr).c_str(),
+                 end_text(src, sexpr).c_str());
         return tm_emu::set_error(cudaErrorInvalidValue, buf);
     }
     memmove(rt_view(dst), rt_view(src), count);
@@ -616,7 +634,9 @@ inline cudaError_t set(void *p, int value, size_t count)
     std::lock_guard<std::recursive_mutex> g(s.mu);
     const int k = range_kind(p, count);
     if (k < 0 || k == HOST || k == PINNED)
-        return tm_emu::set_error(cudaErrorInvalidValue, "cudaMemset: not device memory, or past the end of its allocation");
+        return tm_emu::set_error(
+            cudaErrorInvalidValue,
+            "cudaMemset: not device memory, or past the end of its allocation");
     memset(rt_view(p), value, count);
     mark_written(p, nullptr, count);
     return cudaSuccess;
@@ -661,12 +681,12 @@ struct Preset {
 inline const Preset &preset()
 {
     static const Preset presets[] = {
-        {"H100", "NVIDIA H100 80GB HBM3 (emulated by tiledmm on the CPU)", 9, 0, 132, 1980000, 2619000, 5120,
-         50 << 20, (size_t)80 << 30},
-        {"H200", "NVIDIA H200 (emulated by tiledmm on the CPU)", 9, 0, 132, 1980000, 3201000, 6144, 50 << 20,
-         (size_t)141 << 30},
-        {"A100", "NVIDIA A100-SXM4-40GB (emulated by tiledmm on the CPU)", 8, 0, 108, 1410000, 1215000, 5120,
-         40 << 20, (size_t)40 << 30},
+        {"H100", "NVIDIA H100 80GB HBM3 (emulated by tiledmm on the CPU)", 9, 0, 132, 1980000,
+         2619000, 5120, 50 << 20, (size_t)80 << 30},
+        {"H200", "NVIDIA H200 (emulated by tiledmm on the CPU)", 9, 0, 132, 1980000, 3201000, 6144,
+         50 << 20, (size_t)141 << 30},
+        {"A100", "NVIDIA A100-SXM4-40GB (emulated by tiledmm on the CPU)", 8, 0, 108, 1410000,
+         1215000, 5120, 40 << 20, (size_t)40 << 30},
     };
     const char *e = getenv("TILEDMM_EMU_DEVICE");
     for (const Preset &p : presets)
@@ -733,7 +753,8 @@ inline cudaError_t mem_info(size_t *freeb, size_t *total)
     std::lock_guard<std::recursive_mutex> g(s.mu);
     region_init();
     size_t used = 0;
-    for (auto &kv : s.device) used += kv.second.span;
+    for (auto &kv : s.device)
+        used += kv.second.span;
     *total = s.cap;
     *freeb = s.cap - used;
     return cudaSuccess;
@@ -809,7 +830,8 @@ inline std::string profile_end()
     size_t start = 0;
     for (int i = 0; i < n && i < 128; ++i) {
         size_t end = names.find(',', start);
-        const std::string name = names.substr(start, end == std::string::npos ? std::string::npos : end - start);
+        const std::string name =
+            names.substr(start, end == std::string::npos ? std::string::npos : end - start);
         if (name.empty()) break;
         char buf[64];
         snprintf(buf, sizeof buf, "%s\"%s\": %.17g", i ? ", " : "", name.c_str(), out[i]);
@@ -823,7 +845,10 @@ inline std::string profile_end()
 
 // ---- the launch ----
 template <typename T>
-inline const char *host_pointer_kind(T) { return nullptr; }
+inline const char *host_pointer_kind(T)
+{
+    return nullptr;
+}
 template <typename T>
 inline const char *host_pointer_kind(T *p)
 {
@@ -887,9 +912,10 @@ inline void record_launch(const LaunchSite &site, dim3 g, dim3 b, size_t shm, do
     std::string line = "{\"event\": \"launch\", \"kernel\": ";
     json_str(line, site.kernel);
     char buf[320];
-    snprintf(buf, sizeof buf, ", \"grid\": [%u, %u, %u], \"block\": [%u, %u, %u], \"shared_bytes\": %zu, "
-             "\"ms\": %.6f, \"error\": %d, \"line\": %d, \"started\": %.6f}", g.x, g.y, g.z, b.x, b.y,
-             b.z, shm, ms, err, site.line, started);
+    snprintf(buf, sizeof buf,
+             ", \"grid\": [%u, %u, %u], \"block\": [%u, %u, %u], \"shared_bytes\": %zu, "
+             "\"ms\": %.6f, \"error\": %d, \"line\": %d, \"started\": %.6f}",
+             g.x, g.y, g.z, b.x, b.y, b.z, shm, ms, err, site.line, started);
     line += buf;
     if (!profile.empty()) line.insert(line.size() - 1, ", \"profile\": " + profile);
     if (how && how->path && *how->path) {   // launches that ran (a refused one took no path)
@@ -903,8 +929,8 @@ inline void record_launch(const LaunchSite &site, dim3 g, dim3 b, size_t shm, do
 #ifdef TM_PROG_CHECK
     if (err) {   // a launch that failed: its error is the program's to check (cudaGetLastError)
         std::lock_guard<std::recursive_mutex> g(st().mu);
-        st().unchecked.push_back({"the launch of kernel '" + std::string(site.kernel) + "'", site.file,
-                                  site.line, (cudaError_t)err});
+        st().unchecked.push_back({"the launch of kernel '" + std::string(site.kernel) + "'",
+                                  site.file, site.line, (cudaError_t)err});
     }
 #endif
 }
@@ -919,13 +945,17 @@ inline std::string param_name(const char *params, size_t i)
         ++start;
     }
     size_t end = all.find(',', start);
-    std::string name = all.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    std::string name =
+        all.substr(start, end == std::string::npos ? std::string::npos : end - start);
     return name.empty() ? "#" + std::to_string(i + 1) : name;
 }
 
 // A launch's argument as the host passes it: the kernel's own parameter type, or, for a
 // parameter check mode declared tm_checked_ptr<T>, the T * the program gives.
-template <typename P> struct host_param { typedef P type; };
+template <typename P>
+struct host_param {
+    typedef P type;
+};
 
 // ---- check mode (tm.run(..., check=True)) ----
 inline void check_event(const char *kind, const char *file, int line, const std::string &message)
@@ -941,7 +971,10 @@ inline void check_event(const char *kind, const char *file, int line, const std:
 }
 
 #ifdef TM_PROG_CHECK
-template <typename T> struct host_param<tm_checked_ptr<T>> { typedef T *type; };
+template <typename T>
+struct host_param<tm_checked_ptr<T>> {
+    typedef T *type;
+};
 
 // What one checked launch keeps alive: the buffers' records and the text reports quote.
 struct CheckArgs {
@@ -976,15 +1009,16 @@ struct arg_maker<tm_checked_ptr<T>> {
         std::string type = std::string(tm_type_name<T>::get()) + " *";
         if (rec) {
             const std::string var = alloc_name(rec->expr);
-            type += ", given " + (var.empty() ? std::string() : var + ": ") + std::to_string(rec->size) +
-                    " bytes from " + rec->by + " at " + (rec->file ? rec->file : "?") + ":" +
-                    std::to_string(rec->line);
+            type += ", given " + (var.empty() ? std::string() : var + ": ") +
+                    std::to_string(rec->size) + " bytes from " + rec->by + " at " +
+                    (rec->file ? rec->file : "?") + ":" + std::to_string(rec->line);
         } else if (!p) {
             type += ", given a null pointer";
         }
         ca.texts.emplace_back(new std::string(type));
         const bool record = !std::is_const<T>::value && std::is_arithmetic<T>::value;
-        ca.bufs.emplace_back(new tm_check_buf(name, ca.texts.back()->c_str(), count, sizeof(T), record));
+        ca.bufs.emplace_back(
+            new tm_check_buf(name, ca.texts.back()->c_str(), count, sizeof(T), record));
         tm_check_buf *buf = ca.bufs.back().get();
         if (rec && rec->shadow && rec->shadow->bytes && (uintptr_t)base == start) {
             buf->init = rec->shadow->bytes;
@@ -1033,16 +1067,20 @@ struct Launcher {
         const long long hits = state.hits.load(), uninit = state.uninit_hits.load();
         if (uninit) {   // initcheck's finding, apart from the first of the others
             tm_check_plain_types(state.uninit, sizeof state.uninit);
-            std::string msg = "kernel '" + std::string(site.kernel) + "' launched here: " + state.uninit;
-            if (uninit > 1) msg += " (and " + std::to_string(uninit - 1) + " more such read" +
-                                   (uninit > 2 ? "s" : "") + " in this launch)";
+            std::string msg =
+                "kernel '" + std::string(site.kernel) + "' launched here: " + state.uninit;
+            if (uninit > 1)
+                msg += " (and " + std::to_string(uninit - 1) + " more such read" +
+                       (uninit > 2 ? "s" : "") + " in this launch)";
             check_event("initcheck", site.file, site.line, msg);
         }
         if (hits) {
             tm_check_plain_types(state.message, sizeof state.message);
-            std::string msg = "kernel '" + std::string(site.kernel) + "' launched here: " + state.message;
-            if (hits > 1) msg += " (and " + std::to_string(hits - 1) + " more problem" + (hits > 2 ? "s" : "") +
-                                 " in this launch)";
+            std::string msg =
+                "kernel '" + std::string(site.kernel) + "' launched here: " + state.message;
+            if (hits > 1)
+                msg += " (and " + std::to_string(hits - 1) + " more problem" +
+                       (hits > 2 ? "s" : "") + " in this launch)";
             check_event("kernel", site.file, site.line, msg);
         }
         return err;
@@ -1059,7 +1097,8 @@ struct Launcher {
         if (s.sticky != cudaSuccess || s.pending != cudaSuccess) {
             // a launch into a context with an error fails with it
             tm_emu::set_error(s.sticky != cudaSuccess ? s.sticky : s.pending);
-            record_launch(site, grid, block, shared, 0.0, (int)(s.sticky != cudaSuccess ? s.sticky : s.pending));
+            record_launch(site, grid, block, shared, 0.0,
+                          (int)(s.sticky != cudaSuccess ? s.sticky : s.pending));
             return;
         }
         if (!stream_valid(stream)) {
@@ -1070,10 +1109,13 @@ struct Launcher {
         const unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
         if (threads > 1024) {   // CUDA 13 on the H200: "invalid argument"; the kernel does not run
             char buf[200];
-            snprintf(buf, sizeof buf, "kernel '%s' launched with %llu threads per block (%u,%u,%u); a block "
-                     "has at most 1024 threads", site.kernel, threads, block.x, block.y, block.z);
+            snprintf(buf, sizeof buf,
+                     "kernel '%s' launched with %llu threads per block (%u,%u,%u); a block "
+                     "has at most 1024 threads",
+                     site.kernel, threads, block.x, block.y, block.z);
             tm_emu::set_error(cudaErrorInvalidValue, buf);
-            diag("%s:%d: %s: the launch fails with cudaErrorInvalidValue", site.file, site.line, buf);
+            diag("%s:%d: %s: the launch fails with cudaErrorInvalidValue", site.file, site.line,
+                 buf);
             record_launch(site, grid, block, shared, 0.0, (int)cudaErrorInvalidValue);
             return;
         }
@@ -1081,15 +1123,17 @@ struct Launcher {
         const char *kinds[] = {host_pointer_kind(args)..., nullptr};
         for (size_t i = 0; i < sizeof...(P); ++i) {
             if (!kinds[i]) continue;
-            diag("%s:%d: kernel '%s' argument '%s' points to host memory (%s); give it device memory "
-                 "from cudaMalloc, filled by cudaMemcpy", site.file, site.line, site.kernel,
-                 param_name(site.params, i).c_str(), kinds[i]);
+            diag("%s:%d: kernel '%s' argument '%s' points to host memory (%s); give it device "
+                 "memory "
+                 "from cudaMalloc, filled by cudaMemcpy",
+                 site.file, site.line, site.kernel, param_name(site.params, i).c_str(), kinds[i]);
             s.pending = cudaErrorIllegalAddress;
             record_launch(site, grid, block, shared, 0.0, (int)cudaErrorIllegalAddress);
             return;
         }
         const double started =
-            std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+            std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+                .count();
         const auto t0 = std::chrono::steady_clock::now();
         s.kernel = site.kernel;
         std::string counts;
@@ -1113,13 +1157,16 @@ struct Launcher {
 #ifdef TM_PROG_PROFILE
         counts = profile_end();
 #endif
-        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        const double ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count();
         if (err != cudaSuccess) {
             const char *detail = tm_emu_last_error_detail();
-            const bool config = err == cudaErrorInvalidConfiguration || err == cudaErrorInvalidValue ||
-                                err == cudaErrorInvalidDeviceFunction || err == cudaErrorNotSupported;
-            diag("%s:%d: kernel '%s': %s%s%s", site.file, site.line, site.kernel, cudaGetErrorString(err),
-                 detail && *detail ? ": " : "", detail ? detail : "");
+            const bool config =
+                err == cudaErrorInvalidConfiguration || err == cudaErrorInvalidValue ||
+                err == cudaErrorInvalidDeviceFunction || err == cudaErrorNotSupported;
+            diag("%s:%d: kernel '%s': %s%s%s", site.file, site.line, site.kernel,
+                 cudaGetErrorString(err), detail && *detail ? ": " : "", detail ? detail : "");
             if (config) how.path = "";   // refused: the kernel did not run
             if (!config) {   // an error of the kernel's execution: at the next synchronising call
                 s.pending = err == cudaErrorMemoryAllocation ? err : cudaErrorLaunchFailure;
@@ -1127,36 +1174,41 @@ struct Launcher {
                 cudaGetLastError();
             }
         }
-        record_launch(site, grid, block, shared, ms, (int)err, started, err == cudaSuccess ? counts : "",
-                      &how);
+        record_launch(site, grid, block, shared, ms, (int)err, started,
+                      err == cudaSuccess ? counts : "", &how);
     }
 };
 
 template <typename... P>
-inline Launcher<P...> config(const char *kernel_name, const char *params, const char *file, int line,
-                             void (*kernel)(P...), dim3 grid, dim3 block, size_t shared = 0,
-                             cudaStream_t stream = 0)
+inline Launcher<P...> config(const char *kernel_name, const char *params, const char *file,
+                             int line, void (*kernel)(P...), dim3 grid, dim3 block,
+                             size_t shared = 0, cudaStream_t stream = 0)
 {
-    return Launcher<P...>{kernel, LaunchSite{kernel_name, params, file, line}, grid, block, shared, stream};
+    return Launcher<P...>{kernel, LaunchSite{kernel_name, params, file, line}, grid, block, shared,
+                          stream};
 }
 
 // The launch of a kernel split at its barriers: the pair programs/build.py passes for it
 // (emu/cuda_emu.h's tm_emu_split_kernel), run as thread loops where tm_emu_launch_pair says so.
 template <typename... P>
-inline Launcher<P...> config(const char *kernel_name, const char *params, const char *file, int line,
-                             const tm_emu_split_kernel<void (*)(P...)> &kernel, dim3 grid, dim3 block,
-                             size_t shared = 0, cudaStream_t stream = 0)
+inline Launcher<P...> config(const char *kernel_name, const char *params, const char *file,
+                             int line, const tm_emu_split_kernel<void (*)(P...)> &kernel, dim3 grid,
+                             dim3 block, size_t shared = 0, cudaStream_t stream = 0)
 {
-    Launcher<P...> l{kernel.kernel, LaunchSite{kernel_name, params, file, line}, grid, block, shared, stream};
+    Launcher<P...> l{
+        kernel.kernel, LaunchSite{kernel_name, params, file, line}, grid, block, shared, stream};
     l.split = kernel.split;
     l.frame = kernel.frame;
     return l;
 }
 
 template <typename T>
-inline void **as_void(T **p) { return reinterpret_cast<void **>(p); }
+inline void **as_void(T **p)
+{
+    return reinterpret_cast<void **>(p);
+}
 
-}  // namespace tm_prog
+}   // namespace tm_prog
 
 // ---- what tiledmm's program runner calls (tiledmm/programs/main.py) ----
 // once per program: a program of several files (tm.run of a group) defines them in its first
@@ -1175,7 +1227,8 @@ extern "C" __attribute__((visibility("default"), used)) int tm_prog_setup(int re
     sigaction(SIGSEGV, &sa, &s.prev_segv);
     sa.sa_sigaction = tm_prog::kernel_signal;
     sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
-    for (int sig : {SIGABRT, SIGFPE, SIGILL, SIGTRAP, SIGBUS}) sigaction(sig, &sa, nullptr);
+    for (int sig : {SIGABRT, SIGFPE, SIGILL, SIGTRAP, SIGBUS})
+        sigaction(sig, &sa, nullptr);
     void *warm[4];
     backtrace(warm, 4);   // loads the unwinder now, not first inside the fault handler
     atexit(tm_prog::flush_printf);   // exit() without a synchronising call still shows it
@@ -1191,13 +1244,17 @@ extern "C" __attribute__((visibility("default"), used)) void tm_prog_exit(int co
 #endif
 
 // ---- the program's calls, routed to the functions above (file and line for allocations) ----
-#define cudaMalloc(p, size) tm_prog::device_malloc(tm_prog::as_void(p), (size), __FILE__, __LINE__, #p)
-#define cudaMallocManaged(p, size, ...) \
-    tm_prog::host_side_malloc(tm_prog::as_void(p), (size), tm_prog::MANAGED, "cudaMallocManaged", __FILE__, __LINE__)
-#define cudaMallocHost(p, size) \
-    tm_prog::host_side_malloc(tm_prog::as_void(p), (size), tm_prog::PINNED, "cudaMallocHost", __FILE__, __LINE__)
-#define cudaHostAlloc(p, size, flags) \
-    tm_prog::host_side_malloc(tm_prog::as_void(p), (size), tm_prog::PINNED, "cudaHostAlloc", __FILE__, __LINE__)
+#define cudaMalloc(p, size) \
+    tm_prog::device_malloc(tm_prog::as_void(p), (size), __FILE__, __LINE__, #p)
+#define cudaMallocManaged(p, size, ...)                                                           \
+    tm_prog::host_side_malloc(tm_prog::as_void(p), (size), tm_prog::MANAGED, "cudaMallocManaged", \
+                              __FILE__, __LINE__)
+#define cudaMallocHost(p, size)                                                               \
+    tm_prog::host_side_malloc(tm_prog::as_void(p), (size), tm_prog::PINNED, "cudaMallocHost", \
+                              __FILE__, __LINE__)
+#define cudaHostAlloc(p, size, flags)                                                        \
+    tm_prog::host_side_malloc(tm_prog::as_void(p), (size), tm_prog::PINNED, "cudaHostAlloc", \
+                              __FILE__, __LINE__)
 #define cudaFree(p) tm_prog::device_free((void *)(p))
 #define cudaFreeHost(p) tm_prog::free_host((void *)(p))
 
@@ -1208,18 +1265,24 @@ static inline cudaError_t tm_prog_cudaMemcpy(void *d, const void *s, size_t n, c
     if (e != cudaSuccess) return e;
     return tm_prog::copy(d, s, n, k, "cudaMemcpy", dexpr, sexpr);
 }
-static inline cudaError_t tm_prog_cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k,
-                                                  cudaStream_t st = 0)
+static inline cudaError_t tm_prog_cudaMemcpyAsync(void *d, const void *s, size_t n,
+                                                  cudaMemcpyKind k, cudaStream_t st = 0)
 {
     if (!tm_prog::stream_valid(st)) return tm_emu::set_error(cudaErrorInvalidResourceHandle);
     return tm_prog::copy(d, s, n, k, "cudaMemcpyAsync");
 }
-static inline cudaError_t tm_prog_cudaMemset(void *p, int v, size_t n) { return tm_prog::set(p, v, n); }
+static inline cudaError_t tm_prog_cudaMemset(void *p, int v, size_t n)
+{
+    return tm_prog::set(p, v, n);
+}
 static inline cudaError_t tm_prog_cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t = 0)
 {
     return tm_prog::set(p, v, n);
 }
-static inline cudaError_t tm_prog_cudaDeviceSynchronize(void) { return tm_prog::sync_point(); }
+static inline cudaError_t tm_prog_cudaDeviceSynchronize(void)
+{
+    return tm_prog::sync_point();
+}
 static inline cudaError_t tm_prog_cudaStreamSynchronize(cudaStream_t s)
 {
     if (!tm_prog::stream_valid(s)) return tm_emu::set_error(cudaErrorInvalidResourceHandle);
@@ -1254,36 +1317,58 @@ static inline cudaError_t tm_prog_cudaPeekAtLastError(void)
     if (s.sticky != cudaSuccess) return s.sticky;
     return cudaPeekAtLastError();
 }
-static inline cudaError_t tm_prog_cudaStreamCreate(cudaStream_t *s) { return tm_prog::stream_create(s); }
-static inline cudaError_t tm_prog_cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) { return tm_prog::stream_create(s); }
-static inline cudaError_t tm_prog_cudaStreamDestroy(cudaStream_t s) { return tm_prog::stream_destroy(s); }
+static inline cudaError_t tm_prog_cudaStreamCreate(cudaStream_t *s)
+{
+    return tm_prog::stream_create(s);
+}
+static inline cudaError_t tm_prog_cudaStreamCreateWithFlags(cudaStream_t *s, unsigned)
+{
+    return tm_prog::stream_create(s);
+}
+static inline cudaError_t tm_prog_cudaStreamDestroy(cudaStream_t s)
+{
+    return tm_prog::stream_destroy(s);
+}
 static inline cudaError_t tm_prog_cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0)
 {
     if (!tm_prog::stream_valid(s)) return tm_emu::set_error(cudaErrorInvalidResourceHandle);
     return cudaEventRecord(e, s);
 }
-static inline cudaError_t tm_prog_cudaGetDeviceProperties(cudaDeviceProp *p, int d) { return tm_prog::properties(p, d); }
-static inline cudaError_t tm_prog_cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int d) { return tm_prog::attribute(v, a, d); }
-static inline cudaError_t tm_prog_cudaMemGetInfo(size_t *f, size_t *t) { return tm_prog::mem_info(f, t); }
+static inline cudaError_t tm_prog_cudaGetDeviceProperties(cudaDeviceProp *p, int d)
+{
+    return tm_prog::properties(p, d);
+}
+static inline cudaError_t tm_prog_cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int d)
+{
+    return tm_prog::attribute(v, a, d);
+}
+static inline cudaError_t tm_prog_cudaMemGetInfo(size_t *f, size_t *t)
+{
+    return tm_prog::mem_info(f, t);
+}
 template <typename T>
-static inline cudaError_t tm_prog_cudaMemcpyToSymbol(T &symbol, const void *src, size_t count, size_t offset = 0,
+static inline cudaError_t tm_prog_cudaMemcpyToSymbol(T &symbol, const void *src, size_t count,
+                                                     size_t offset = 0,
                                                      cudaMemcpyKind kind = cudaMemcpyHostToDevice)
 {
     cudaError_t e = tm_prog::sync_point();
     if (e != cudaSuccess) return e;
-    if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
+    if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToDevice &&
+        kind != cudaMemcpyDefault)
         return tm_emu::set_error(cudaErrorInvalidMemcpyDirection);
     if (offset + count > sizeof(T)) return tm_emu::set_error(cudaErrorInvalidValue);
     std::memcpy(reinterpret_cast<char *>(&symbol) + offset, tm_prog::rt_view(src), count);
     return cudaSuccess;
 }
 template <typename T>
-static inline cudaError_t tm_prog_cudaMemcpyFromSymbol(void *dst, const T &symbol, size_t count, size_t offset = 0,
+static inline cudaError_t tm_prog_cudaMemcpyFromSymbol(void *dst, const T &symbol, size_t count,
+                                                       size_t offset = 0,
                                                        cudaMemcpyKind kind = cudaMemcpyDeviceToHost)
 {
     cudaError_t e = tm_prog::sync_point();
     if (e != cudaSuccess) return e;
-    if (kind != cudaMemcpyDeviceToHost && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
+    if (kind != cudaMemcpyDeviceToHost && kind != cudaMemcpyDeviceToDevice &&
+        kind != cudaMemcpyDefault)
         return tm_emu::set_error(cudaErrorInvalidMemcpyDirection);
     if (offset + count > sizeof(T)) return tm_emu::set_error(cudaErrorInvalidValue);
     std::memcpy(tm_prog::rt_view(dst), reinterpret_cast<const char *>(&symbol) + offset, count);
@@ -1291,15 +1376,16 @@ static inline cudaError_t tm_prog_cudaMemcpyFromSymbol(void *dst, const T &symbo
 }
 
 // pitched memory: rows of `width` bytes, each starting at a multiple of 512 bytes
-static inline cudaError_t tm_prog_cudaMallocPitch(void **p, size_t *pitch, size_t width, size_t height,
-                                                  const char *file, int line)
+static inline cudaError_t tm_prog_cudaMallocPitch(void **p, size_t *pitch, size_t width,
+                                                  size_t height, const char *file, int line)
 {
     if (!pitch) return tm_emu::set_error(cudaErrorInvalidValue);
     *pitch = (width + 511) / 512 * 512;
     return tm_prog::device_malloc(p, *pitch * height, file, line);
 }
-static inline cudaError_t tm_prog_cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch,
-                                               size_t width, size_t height, cudaMemcpyKind kind)
+static inline cudaError_t tm_prog_cudaMemcpy2D(void *dst, size_t dpitch, const void *src,
+                                               size_t spitch, size_t width, size_t height,
+                                               cudaMemcpyKind kind)
 {
     cudaError_t e = tm_prog::sync_point();
     if (e != cudaSuccess) return e;
@@ -1308,9 +1394,11 @@ static inline cudaError_t tm_prog_cudaMemcpy2D(void *dst, size_t dpitch, const v
     // the whole copy is checked before any row moves: nothing is copied if a row is out of bounds
     const size_t dspan = dpitch * (height - 1) + width, sspan = spitch * (height - 1) + width;
     if (tm_prog::range_kind(dst, dspan) < 0 || tm_prog::range_kind(src, sspan) < 0)
-        return tm_emu::set_error(cudaErrorInvalidValue, "cudaMemcpy2D runs past the end of a device allocation");
+        return tm_emu::set_error(cudaErrorInvalidValue,
+                                 "cudaMemcpy2D runs past the end of a device allocation");
     for (size_t r = 0; r < height; ++r) {
-        e = tm_prog::copy((char *)dst + r * dpitch, (const char *)src + r * spitch, width, kind, "cudaMemcpy2D");
+        e = tm_prog::copy((char *)dst + r * dpitch, (const char *)src + r * spitch, width, kind,
+                          "cudaMemcpy2D");
         if (e != cudaSuccess) return e;
     }
     return cudaSuccess;
@@ -1318,7 +1406,8 @@ static inline cudaError_t tm_prog_cudaMemcpy2D(void *dst, size_t dpitch, const v
 static inline cudaError_t tm_prog_cudaStreamQuery(cudaStream_t s)
 {
     TM_PROG_STICKY();
-    return tm_prog::stream_valid(s) ? cudaSuccess : tm_emu::set_error(cudaErrorInvalidResourceHandle);
+    return tm_prog::stream_valid(s) ? cudaSuccess
+                                    : tm_emu::set_error(cudaErrorInvalidResourceHandle);
 }
 static inline cudaError_t tm_prog_cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t, unsigned = 0)
 {
@@ -1364,8 +1453,9 @@ extern "C" inline void __assert_fail(const char *expr, const char *file, unsigne
     if (s.launching.load(std::memory_order_relaxed) && tm_emu_tls.linear_tid >= 0) {
         char buf[1024];
         const uint3 b = tm_emu_tls.block_idx, t = tm_emu_tls.thread_idx;
-        snprintf(buf, sizeof buf, "%s:%u: %s: block: [%u,%u,%u], thread: [%u,%u,%u] Assertion `%s` failed.\n",
-                 file, line, function, b.x, b.y, b.z, t.x, t.y, t.z, expr);
+        snprintf(buf, sizeof buf,
+                 "%s:%u: %s: block: [%u,%u,%u], thread: [%u,%u,%u] Assertion `%s` failed.\n", file,
+                 line, function, b.x, b.y, b.z, t.x, t.y, t.z, expr);
         {
             std::lock_guard<std::mutex> g(s.printf_mu);
             s.printf_buf += buf;
@@ -1383,7 +1473,8 @@ extern "C" inline void __assert_fail(const char *expr, const char *file, unsigne
 namespace tm_prog {
 struct Extra {
     unsigned device_flags = 0;
-    size_t limits[8] = {1024, 1 << 20, 8 << 20, 2, 2048, 0, 0, 0};   // cudaLimit's defaults on an H100
+    size_t limits[8] = {1024, 1 << 20, 8 << 20, 2,
+                        2048, 0,       0,       0};   // cudaLimit's defaults on an H100
     unsigned long long pool_attrs[16] = {};
 };
 inline Extra &extra()
@@ -1396,12 +1487,13 @@ inline char *default_pool()
     static char pool[1];
     return pool;
 }
-}  // namespace tm_prog
+}   // namespace tm_prog
 
 inline cudaError_t cudaSetDeviceFlags(unsigned int flags)
 {
     TM_PROG_STICKY();
-    if (flags & ~0x1fu) return tm_emu::set_error(cudaErrorInvalidValue, "cudaSetDeviceFlags: unknown flags");
+    if (flags & ~0x1fu)
+        return tm_emu::set_error(cudaErrorInvalidValue, "cudaSetDeviceFlags: unknown flags");
     tm_prog::extra().device_flags = flags;
     return cudaSuccess;
 }
@@ -1425,17 +1517,29 @@ inline cudaError_t cudaDeviceGetLimit(size_t *value, enum cudaLimit limit)
     *value = tm_prog::extra().limits[(int)limit];
     return cudaSuccess;
 }
-inline cudaError_t cudaDeviceSetCacheConfig(enum cudaFuncCache) { return cudaSuccess; }
+inline cudaError_t cudaDeviceSetCacheConfig(enum cudaFuncCache)
+{
+    return cudaSuccess;
+}
 inline cudaError_t cudaDeviceGetCacheConfig(enum cudaFuncCache *c)
 {
     if (c) *c = cudaFuncCachePreferNone;
     return cudaSuccess;
 }
-inline cudaError_t cudaDeviceSetSharedMemConfig(enum cudaSharedMemConfig) { return cudaSuccess; }
+inline cudaError_t cudaDeviceSetSharedMemConfig(enum cudaSharedMemConfig)
+{
+    return cudaSuccess;
+}
 template <typename F>
-inline cudaError_t cudaFuncSetCacheConfig(F *, enum cudaFuncCache) { return cudaSuccess; }
+inline cudaError_t cudaFuncSetCacheConfig(F *, enum cudaFuncCache)
+{
+    return cudaSuccess;
+}
 template <typename F>
-inline cudaError_t cudaFuncSetSharedMemConfig(F *, enum cudaSharedMemConfig) { return cudaSuccess; }
+inline cudaError_t cudaFuncSetSharedMemConfig(F *, enum cudaSharedMemConfig)
+{
+    return cudaSuccess;
+}
 inline cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest)
 {
     if (least) *least = 0;
@@ -1458,19 +1562,25 @@ inline cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer)
     if (!can) return tm_emu::set_error(cudaErrorInvalidValue);
     int n = 0;
     cudaGetDeviceCount(&n);
-    if (device < 0 || device >= n || peer < 0 || peer >= n) return tm_emu::set_error(cudaErrorInvalidDevice);
+    if (device < 0 || device >= n || peer < 0 || peer >= n)
+        return tm_emu::set_error(cudaErrorInvalidDevice);
     *can = 0;
     return cudaSuccess;
 }
 inline cudaError_t cudaDeviceEnablePeerAccess(int, unsigned int)
 {
-    return tm_emu::set_error(cudaErrorInvalidDevice, "the emulator has one device: no peer to reach");
+    return tm_emu::set_error(cudaErrorInvalidDevice,
+                             "the emulator has one device: no peer to reach");
 }
-inline cudaError_t cudaDeviceDisablePeerAccess(int) { return tm_emu::set_error(cudaErrorPeerAccessNotEnabled); }
+inline cudaError_t cudaDeviceDisablePeerAccess(int)
+{
+    return tm_emu::set_error(cudaErrorPeerAccessNotEnabled);
+}
 
 // ---- host memory registered or mapped for kernels (zero copy) ----
 inline cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags,
-                                    const char *file = __builtin_FILE(), int line = __builtin_LINE())
+                                    const char *file = __builtin_FILE(),
+                                    int line = __builtin_LINE())
 {
     TM_PROG_STICKY();
     if (!ptr || !size || (flags & ~0x0fu)) return tm_emu::set_error(cudaErrorInvalidValue);
@@ -1503,7 +1613,7 @@ inline cudaError_t cudaHostGetDevicePointer(void **dev, void *host, unsigned int
     const tm_prog::Kind k = tm_prog::classify(host, &start, &rec);
     if (k != tm_prog::PINNED && k != tm_prog::MANAGED)
         return tm_emu::set_error(cudaErrorInvalidValue, "cudaHostGetDevicePointer: not memory from "
-                                 "cudaHostAlloc or cudaHostRegister");
+                                                        "cudaHostAlloc or cudaHostRegister");
     *dev = host;   // one address space: the device sees the host's address
     return cudaSuccess;
 }
@@ -1517,14 +1627,16 @@ inline cudaError_t cudaHostGetFlags(unsigned int *flags, void *host)
     if (!flags) return tm_emu::set_error(cudaErrorInvalidValue);
     uintptr_t start;
     const tm_prog::Alloc *rec;
-    if (tm_prog::classify(host, &start, &rec) != tm_prog::PINNED) return tm_emu::set_error(cudaErrorInvalidValue);
+    if (tm_prog::classify(host, &start, &rec) != tm_prog::PINNED)
+        return tm_emu::set_error(cudaErrorInvalidValue);
     *flags = cudaHostAllocMapped;
     return cudaSuccess;
 }
 
 // ---- stream callbacks and host functions: every launch is done when they are queued, so
 // they run at once, in order, on the calling thread ----
-inline cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t cb, void *data, unsigned int flags)
+inline cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t cb, void *data,
+                                         unsigned int flags)
 {
     if (!cb || flags) return tm_emu::set_error(cudaErrorInvalidValue);
     if (!tm_prog::stream_valid(stream)) return tm_emu::set_error(cudaErrorInvalidResourceHandle);
@@ -1544,15 +1656,17 @@ inline cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void
 
 // ---- stream-ordered allocation and memory pools (one pool: the device's) ----
 template <typename T>
-inline cudaError_t cudaMallocAsync(T **p, size_t size, cudaStream_t stream, const char *file = __builtin_FILE(),
-                                   int line = __builtin_LINE())
+inline cudaError_t cudaMallocAsync(T **p, size_t size, cudaStream_t stream,
+                                   const char *file = __builtin_FILE(), int line = __builtin_LINE())
 {
     if (!tm_prog::stream_valid(stream)) return tm_emu::set_error(cudaErrorInvalidResourceHandle);
-    return tm_prog::device_malloc(reinterpret_cast<void **>(p), size, file, line, "cudaMallocAsync");
+    return tm_prog::device_malloc(reinterpret_cast<void **>(p), size, file, line,
+                                  "cudaMallocAsync");
 }
 template <typename T>
-inline cudaError_t cudaMallocFromPoolAsync(T **p, size_t size, cudaMemPool_t pool, cudaStream_t stream,
-                                           const char *file = __builtin_FILE(), int line = __builtin_LINE())
+inline cudaError_t cudaMallocFromPoolAsync(T **p, size_t size, cudaMemPool_t pool,
+                                           cudaStream_t stream, const char *file = __builtin_FILE(),
+                                           int line = __builtin_LINE())
 {
     if (!pool) return tm_emu::set_error(cudaErrorInvalidValue);
     return cudaMallocAsync(p, size, stream, file, line);
@@ -1569,15 +1683,20 @@ inline cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int device)
     *pool = reinterpret_cast<cudaMemPool_t>(tm_prog::default_pool());
     return cudaSuccess;
 }
-inline cudaError_t cudaDeviceGetMemPool(cudaMemPool_t *pool, int device) { return cudaDeviceGetDefaultMemPool(pool, device); }
+inline cudaError_t cudaDeviceGetMemPool(cudaMemPool_t *pool, int device)
+{
+    return cudaDeviceGetDefaultMemPool(pool, device);
+}
 inline cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t pool)
 {
     if (device != 0) return tm_emu::set_error(cudaErrorInvalidDevice);
     return pool ? cudaSuccess : tm_emu::set_error(cudaErrorInvalidValue);
 }
-inline cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr, void *value)
+inline cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr,
+                                           void *value)
 {
-    if (!pool || !value || (int)attr <= 0 || (int)attr >= 16) return tm_emu::set_error(cudaErrorInvalidValue);
+    if (!pool || !value || (int)attr <= 0 || (int)attr >= 16)
+        return tm_emu::set_error(cudaErrorInvalidValue);
     unsigned long long &slot = tm_prog::extra().pool_attrs[(int)attr];
     if (attr == cudaMemPoolAttrReleaseThreshold || attr == cudaMemPoolAttrReservedMemHigh ||
         attr == cudaMemPoolAttrUsedMemHigh)
@@ -1586,9 +1705,11 @@ inline cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, enum cudaMemPoolA
         slot = (unsigned long long)*static_cast<int *>(value);
     return cudaSuccess;
 }
-inline cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr, void *value)
+inline cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr,
+                                           void *value)
 {
-    if (!pool || !value || (int)attr <= 0 || (int)attr >= 16) return tm_emu::set_error(cudaErrorInvalidValue);
+    if (!pool || !value || (int)attr <= 0 || (int)attr >= 16)
+        return tm_emu::set_error(cudaErrorInvalidValue);
     const unsigned long long v = tm_prog::extra().pool_attrs[(int)attr];
     if (attr >= cudaMemPoolAttrReleaseThreshold)
         *static_cast<unsigned long long *>(value) = v;
@@ -1596,7 +1717,10 @@ inline cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, enum cudaMemPoolA
         *static_cast<int *>(value) = (int)v;
     return cudaSuccess;
 }
-inline cudaError_t cudaMemPoolTrimTo(cudaMemPool_t pool, size_t) { return pool ? cudaSuccess : tm_emu::set_error(cudaErrorInvalidValue); }
+inline cudaError_t cudaMemPoolTrimTo(cudaMemPool_t pool, size_t)
+{
+    return pool ? cudaSuccess : tm_emu::set_error(cudaErrorInvalidValue);
+}
 
 // ---- unified memory hints: CUDA 13's cudaMemLocation forms, and CUDA 12's device number ----
 inline cudaError_t tm_prog_check_range(const void *p, size_t count, const char *what)
@@ -1614,15 +1738,17 @@ inline cudaError_t tm_prog_check_range(const void *p, size_t count, const char *
     }
     return cudaSuccess;
 }
-inline cudaError_t cudaMemPrefetchAsync(const void *p, size_t count, struct cudaMemLocation location,
-                                        unsigned int flags, cudaStream_t stream = 0)
+inline cudaError_t cudaMemPrefetchAsync(const void *p, size_t count,
+                                        struct cudaMemLocation location, unsigned int flags,
+                                        cudaStream_t stream = 0)
 {
     if (flags || (location.type == cudaMemLocationTypeDevice && location.id != 0))
         return tm_emu::set_error(cudaErrorInvalidValue);
     if (!tm_prog::stream_valid(stream)) return tm_emu::set_error(cudaErrorInvalidResourceHandle);
     return tm_prog_check_range(p, count, "cudaMemPrefetchAsync");
 }
-inline cudaError_t cudaMemPrefetchAsync(const void *p, size_t count, int device, cudaStream_t stream = 0)
+inline cudaError_t cudaMemPrefetchAsync(const void *p, size_t count, int device,
+                                        cudaStream_t stream = 0)
 {
     cudaMemLocation loc;
     loc.type = device == cudaCpuDeviceId ? cudaMemLocationTypeHost : cudaMemLocationTypeDevice;
@@ -1632,11 +1758,13 @@ inline cudaError_t cudaMemPrefetchAsync(const void *p, size_t count, int device,
 inline cudaError_t cudaMemAdvise(const void *p, size_t count, enum cudaMemoryAdvise advice,
                                  struct cudaMemLocation location)
 {
-    if ((int)advice < 1 || (int)advice > 6 || (location.type == cudaMemLocationTypeDevice && location.id != 0))
+    if ((int)advice < 1 || (int)advice > 6 ||
+        (location.type == cudaMemLocationTypeDevice && location.id != 0))
         return tm_emu::set_error(cudaErrorInvalidValue);
     return tm_prog_check_range(p, count, "cudaMemAdvise");
 }
-inline cudaError_t cudaMemAdvise(const void *p, size_t count, enum cudaMemoryAdvise advice, int device)
+inline cudaError_t cudaMemAdvise(const void *p, size_t count, enum cudaMemoryAdvise advice,
+                                 int device)
 {
     cudaMemLocation loc;
     loc.type = device == cudaCpuDeviceId ? cudaMemLocationTypeHost : cudaMemLocationTypeDevice;
@@ -1646,7 +1774,8 @@ inline cudaError_t cudaMemAdvise(const void *p, size_t count, enum cudaMemoryAdv
 
 // ---- occupancy ----
 template <typename F, typename S>
-inline cudaError_t tm_prog_best_block(int *minGridSize, int *blockSize, F *func, S smem_of, int limit)
+inline cudaError_t tm_prog_best_block(int *minGridSize, int *blockSize, F *func, S smem_of,
+                                      int limit)
 {
     if (!minGridSize || !blockSize) return tm_emu::set_error(cudaErrorInvalidValue);
     if (!func) return tm_emu::set_error(cudaErrorInvalidDeviceFunction);
@@ -1655,8 +1784,8 @@ inline cudaError_t tm_prog_best_block(int *minGridSize, int *blockSize, F *func,
     int best_threads = 0, best_block = 0, best_blocks = 0;
     for (int b = most; b > 0; b -= (b % 32 ? b % 32 : 32)) {   // down to warp multiples
         int n = 0;
-        cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, reinterpret_cast<const void *>(func), b,
-                                                                      (size_t)smem_of(b));
+        cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &n, reinterpret_cast<const void *>(func), b, (size_t)smem_of(b));
         if (e != cudaSuccess) return e;
         if (n * b > best_threads) {
             best_threads = n * b;
@@ -1670,27 +1799,35 @@ inline cudaError_t tm_prog_best_block(int *minGridSize, int *blockSize, F *func,
 }
 template <typename F>
 inline cudaError_t cudaOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockSize, F *func,
-                                                      size_t dynamicSMemSize = 0, int blockSizeLimit = 0)
+                                                      size_t dynamicSMemSize = 0,
+                                                      int blockSizeLimit = 0)
 {
-    return tm_prog_best_block(minGridSize, blockSize, func, [=](int) { return dynamicSMemSize; }, blockSizeLimit);
+    return tm_prog_best_block(minGridSize, blockSize, func, [=](int) { return dynamicSMemSize; },
+                              blockSizeLimit);
 }
 template <typename S, typename F>
-inline cudaError_t cudaOccupancyMaxPotentialBlockSizeVariableSMem(int *minGridSize, int *blockSize, F *func,
-                                                                  S blockSizeToDynamicSMemSize, int blockSizeLimit = 0)
+inline cudaError_t cudaOccupancyMaxPotentialBlockSizeVariableSMem(int *minGridSize, int *blockSize,
+                                                                  F *func,
+                                                                  S blockSizeToDynamicSMemSize,
+                                                                  int blockSizeLimit = 0)
 {
-    return tm_prog_best_block(minGridSize, blockSize, func, blockSizeToDynamicSMemSize, blockSizeLimit);
+    return tm_prog_best_block(minGridSize, blockSize, func, blockSizeToDynamicSMemSize,
+                              blockSizeLimit);
 }
 template <typename F>
-inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *n, F *func, int blockSize,
-                                                                          size_t dyn, unsigned int)
+inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *n, F *func,
+                                                                          int blockSize, size_t dyn,
+                                                                          unsigned int)
 {
-    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(n, reinterpret_cast<const void *>(func), blockSize, dyn);
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(n, reinterpret_cast<const void *>(func),
+                                                         blockSize, dyn);
 }
 
 // device printf (host printf passes straight through); std::printf too
-namespace std { namespace tm_prog = ::tm_prog; }
+namespace std {
+namespace tm_prog = ::tm_prog;
+}
 #define printf(...) tm_prog::printf_(__VA_ARGS__)
-
 
 // ---- check mode: the errors a program never checked, device memory it never freed ----
 #ifdef TM_PROG_CHECK
@@ -1704,7 +1841,7 @@ struct Result {
     cudaError_t err;
     const char *what, *file;
     int line;
-    bool clears;            // cudaGetLastError / cudaPeekAtLastError: looking at it checks earlier errors
+    bool clears;   // cudaGetLastError / cudaPeekAtLastError: looking at it checks earlier errors
     mutable bool seen = false;
 
     Result(cudaError_t e, const char *w, const char *f, int l, bool c = false)
@@ -1762,14 +1899,18 @@ inline void check_at_exit()
     for (const auto &u : s.unchecked) {
         const std::pair<std::string, int> where(u.file ? u.file : "", u.line);
         bool again = false;
-        for (const auto &t : told) again |= t == where;
+        for (const auto &t : told)
+            again |= t == where;
         if (again) continue;
         told.push_back(where);
-        check_event("unchecked", u.file, u.line,
-                    u.what + " failed with " + cudaGetErrorName(u.err) + " and the program never checked "
-                    "the error" + (u.what.compare(0, 10, "the launch") == 0
-                                       ? " (call cudaGetLastError() after the launch and compare it with cudaSuccess)"
-                                       : " (compare what it returns with cudaSuccess)"));
+        check_event(
+            "unchecked", u.file, u.line,
+            u.what + " failed with " + cudaGetErrorName(u.err) +
+                " and the program never checked "
+                "the error" +
+                (u.what.compare(0, 10, "the launch") == 0
+                     ? " (call cudaGetLastError() after the launch and compare it with cudaSuccess)"
+                     : " (compare what it returns with cudaSuccess)"));
     }
     s.unchecked.clear();
     for (const auto &kv : s.device) {
@@ -1777,20 +1918,22 @@ inline void check_at_exit()
         const std::string name = alloc_name(a.expr);
         check_event("leak", a.file, a.line,
                     std::to_string(a.size) + " bytes of device memory from cudaMalloc" +
-                    (name.empty() ? "" : " (" + name + ")") + " were never freed; call cudaFree(" +
-                    (name.empty() ? "..." : name) + ") when the program is done with it");
+                        (name.empty() ? "" : " (" + name + ")") +
+                        " were never freed; call cudaFree(" + (name.empty() ? "..." : name) +
+                        ") when the program is done with it");
     }
     for (const auto &kv : s.host) {
         if (s.host_kind[kv.first] != MANAGED) continue;
         const Alloc &a = kv.second;
         const std::string name = alloc_name(a.expr);
         check_event("leak", a.file, a.line,
-                    std::to_string(a.size) + " bytes of managed memory from cudaMallocManaged were never freed; "
-                    "call cudaFree when the program is done with it");
+                    std::to_string(a.size) +
+                        " bytes of managed memory from cudaMallocManaged were never freed; "
+                        "call cudaFree when the program is done with it");
     }
 }
 
-}  // namespace tm_prog
+}   // namespace tm_prog
 
 #ifndef TM_PROG_NOT_FIRST_FILE   // a program of several files: defined once, in the first
 extern "C" __attribute__((visibility("default"), used)) int tm_prog_check_setup(void)
@@ -1802,21 +1945,25 @@ extern "C" __attribute__((visibility("default"), used)) int tm_prog_check_setup(
 #define TM_PROG_R(what, ...) tm_prog::Result((__VA_ARGS__), what, __FILE__, __LINE__)
 #undef cudaMalloc
 #define cudaMalloc(p, size) \
-    TM_PROG_R("cudaMalloc", tm_prog::device_malloc(tm_prog::as_void(p), (size), __FILE__, __LINE__, #p))
+    TM_PROG_R("cudaMalloc", \
+              tm_prog::device_malloc(tm_prog::as_void(p), (size), __FILE__, __LINE__, #p))
 #undef cudaMallocManaged
-#define cudaMallocManaged(p, size, ...)                                                                 \
-    TM_PROG_R("cudaMallocManaged", tm_prog::host_side_malloc(tm_prog::as_void(p), (size), tm_prog::MANAGED, \
-                                                             "cudaMallocManaged", __FILE__, __LINE__))
+#define cudaMallocManaged(p, size, ...)                                                \
+    TM_PROG_R("cudaMallocManaged",                                                     \
+              tm_prog::host_side_malloc(tm_prog::as_void(p), (size), tm_prog::MANAGED, \
+                                        "cudaMallocManaged", __FILE__, __LINE__))
 #undef cudaMallocHost
-#define cudaMallocHost(p, size)                                                                     \
-    TM_PROG_R("cudaMallocHost", tm_prog::host_side_malloc(tm_prog::as_void(p), (size), tm_prog::PINNED, \
-                                                          "cudaMallocHost", __FILE__, __LINE__))
+#define cudaMallocHost(p, size)                                                       \
+    TM_PROG_R("cudaMallocHost",                                                       \
+              tm_prog::host_side_malloc(tm_prog::as_void(p), (size), tm_prog::PINNED, \
+                                        "cudaMallocHost", __FILE__, __LINE__))
 #undef cudaFree
 #define cudaFree(p) TM_PROG_R("cudaFree", tm_prog::device_free((void *)(p)))
 #undef cudaFreeHost
 #define cudaFreeHost(p) TM_PROG_R("cudaFreeHost", tm_prog::free_host((void *)(p)))
 #undef cudaMemcpy
-#define cudaMemcpy(d, s, n, k) TM_PROG_R("cudaMemcpy", tm_prog_cudaMemcpy((d), (s), (n), (k), #d, #s))
+#define cudaMemcpy(d, s, n, k) \
+    TM_PROG_R("cudaMemcpy", tm_prog_cudaMemcpy((d), (s), (n), (k), #d, #s))
 #undef cudaMemcpyAsync
 #define cudaMemcpyAsync(...) TM_PROG_R("cudaMemcpyAsync", tm_prog_cudaMemcpyAsync(__VA_ARGS__))
 #undef cudaMemset
@@ -1824,28 +1971,44 @@ extern "C" __attribute__((visibility("default"), used)) int tm_prog_check_setup(
 #undef cudaDeviceSynchronize
 #define cudaDeviceSynchronize() TM_PROG_R("cudaDeviceSynchronize", tm_prog_cudaDeviceSynchronize())
 #undef cudaGetLastError
-#define cudaGetLastError() tm_prog::Result(tm_prog_cudaGetLastError(), "cudaGetLastError", __FILE__, __LINE__, true)
+#define cudaGetLastError() \
+    tm_prog::Result(tm_prog_cudaGetLastError(), "cudaGetLastError", __FILE__, __LINE__, true)
 #undef cudaPeekAtLastError
 #define cudaPeekAtLastError() \
     tm_prog::Result(tm_prog_cudaPeekAtLastError(), "cudaPeekAtLastError", __FILE__, __LINE__, true)
 #undef cudaMemcpyToSymbol
-#define cudaMemcpyToSymbol(...) TM_PROG_R("cudaMemcpyToSymbol", tm_prog_cudaMemcpyToSymbol(__VA_ARGS__))
+#define cudaMemcpyToSymbol(...) \
+    TM_PROG_R("cudaMemcpyToSymbol", tm_prog_cudaMemcpyToSymbol(__VA_ARGS__))
 #undef cudaMemcpyFromSymbol
-#define cudaMemcpyFromSymbol(...) TM_PROG_R("cudaMemcpyFromSymbol", tm_prog_cudaMemcpyFromSymbol(__VA_ARGS__))
+#define cudaMemcpyFromSymbol(...) \
+    TM_PROG_R("cudaMemcpyFromSymbol", tm_prog_cudaMemcpyFromSymbol(__VA_ARGS__))
 #define cudaEventCreate(...) TM_PROG_R("cudaEventCreate", ::cudaEventCreate(__VA_ARGS__))
-#define cudaEventElapsedTime(...) TM_PROG_R("cudaEventElapsedTime", ::cudaEventElapsedTime(__VA_ARGS__))
+#define cudaEventElapsedTime(...) \
+    TM_PROG_R("cudaEventElapsedTime", ::cudaEventElapsedTime(__VA_ARGS__))
 #define cudaSetDevice(...) TM_PROG_R("cudaSetDevice", ::cudaSetDevice(__VA_ARGS__))
 
 // device printf of a checked element (printf("%f", C[i])): its value
 namespace tm_prog {
 template <typename X>
-inline decltype(auto) plain_arg(const X &x) { return tm_sh_value(x); }
-template <typename T>
-inline T *plain_arg(const tm_checked_ptr<T> &p) { return static_cast<T *>(p); }
-inline cudaError_t plain_arg(const Result &r) { return r; }   // printf("%d", cudaGetLastError())
-template <typename... A>
-inline int printf_checked(const char *fmt, const A &...a) { return printf_(fmt, plain_arg(a)...); }
+inline decltype(auto) plain_arg(const X &x)
+{
+    return tm_sh_value(x);
 }
+template <typename T>
+inline T *plain_arg(const tm_checked_ptr<T> &p)
+{
+    return static_cast<T *>(p);
+}
+inline cudaError_t plain_arg(const Result &r)
+{
+    return r;
+}   // printf("%d", cudaGetLastError())
+template <typename... A>
+inline int printf_checked(const char *fmt, const A &...a)
+{
+    return printf_(fmt, plain_arg(a)...);
+}
+}   // namespace tm_prog
 #undef printf
 #define printf(...) tm_prog::printf_checked(__VA_ARGS__)
 #endif

@@ -80,7 +80,7 @@ std::string cpu_model()
     return "unknown CPU";
 }
 
-}  // namespace
+}   // namespace
 
 cudaError_t set_error(cudaError_t err, const std::string &detail)
 {
@@ -98,13 +98,16 @@ size_t max_dynamic_shared(const void *func)
     return it == g_func_max_dyn.end() ? kSharedPerBlock : it->second;
 }
 
-}  // namespace tm_emu
+}   // namespace tm_emu
 
 using namespace tm_emu;
 
 extern "C" {
 
-const char *tm_emu_last_error_detail(void) { return tl_detail.c_str(); }
+const char *tm_emu_last_error_detail(void)
+{
+    return tl_detail.c_str();
+}
 
 size_t tm_emu_memory_limit(void)
 {
@@ -132,7 +135,8 @@ cudaError_t cudaMalloc(void **devPtr, size_t size)
             char buf[TM_HM_PATH + 400];
             snprintf(buf, sizeof buf,
                      "cudaMalloc: %zu bytes requested, but the emulated device's memory is host "
-                     "memory and only %llu bytes are available now (%s)", size, available, why);
+                     "memory and only %llu bytes are available now (%s)",
+                     size, available, why);
             return set_error(cudaErrorMemoryAllocation, buf);
         }
     }
@@ -141,10 +145,11 @@ cudaError_t cudaMalloc(void **devPtr, size_t size)
         size_t limit = mem_limit_locked();
         if (size > limit - g_mem_used) {
             char buf[256];
-            snprintf(buf, sizeof buf,
-                     "cudaMalloc: %zu bytes requested, %zu of the emulated device's %zu bytes are free "
-                     "(TILEDMM_EMU_MEMORY_MB sets the limit)",
-                     size, limit - g_mem_used, limit);
+            snprintf(
+                buf, sizeof buf,
+                "cudaMalloc: %zu bytes requested, %zu of the emulated device's %zu bytes are free "
+                "(TILEDMM_EMU_MEMORY_MB sets the limit)",
+                size, limit - g_mem_used, limit);
             return set_error(cudaErrorMemoryAllocation, buf);
         }
         g_mem_used += size;   // reserve before allocating
@@ -170,7 +175,8 @@ cudaError_t cudaFree(void *devPtr)
         std::lock_guard<std::mutex> g(g_mem_mu);
         auto it = g_allocs.find(devPtr);
         if (it == g_allocs.end())
-            return set_error(cudaErrorInvalidValue, "cudaFree: pointer was not returned by cudaMalloc (or freed twice)");
+            return set_error(cudaErrorInvalidValue,
+                             "cudaFree: pointer was not returned by cudaMalloc (or freed twice)");
         g_mem_used -= it->second;
         g_allocs.erase(it);
     }
@@ -187,7 +193,8 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpy
     return cudaSuccess;
 }
 
-cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t)
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                            cudaStream_t)
 {
     return cudaMemcpy(dst, src, count, kind);
 }
@@ -214,9 +221,18 @@ cudaError_t cudaMemGetInfo(size_t *freeb, size_t *total)
     return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
-cudaError_t cudaDeviceReset(void) { return cudaSuccess; }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void)
+{
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceReset(void)
+{
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t)
+{
+    return cudaSuccess;
+}
 
 cudaError_t cudaGetLastError(void)
 {
@@ -225,12 +241,17 @@ cudaError_t cudaGetLastError(void)
     return e;
 }
 
-cudaError_t cudaPeekAtLastError(void) { return tl_last_error; }
+cudaError_t cudaPeekAtLastError(void)
+{
+    return tl_last_error;
+}
 
 const char *cudaGetErrorName(cudaError_t e)
 {
     switch (e) {
-#define TM_E(n) case n: return #n;
+#define TM_E(n) \
+    case n: return #n;
+        // clang-format off
     TM_E(cudaSuccess) TM_E(cudaErrorInvalidValue) TM_E(cudaErrorMemoryAllocation)
     TM_E(cudaErrorInitializationError) TM_E(cudaErrorCudartUnloading) TM_E(cudaErrorProfilerDisabled)
     TM_E(cudaErrorProfilerNotInitialized) TM_E(cudaErrorProfilerAlreadyStarted)
@@ -281,6 +302,7 @@ const char *cudaGetErrorName(cudaError_t e)
     TM_E(cudaErrorTimeout) TM_E(cudaErrorGraphExecUpdateFailure) TM_E(cudaErrorExternalDevice)
     TM_E(cudaErrorInvalidClusterSize) TM_E(cudaErrorFunctionNotLoaded) TM_E(cudaErrorInvalidResourceType)
     TM_E(cudaErrorInvalidResourceConfiguration) TM_E(cudaErrorUnknown)
+        // clang-format on
 #undef TM_E
     }
     return "unrecognized error code";
@@ -291,8 +313,10 @@ const char *cudaGetErrorString(cudaError_t e)
     switch (e) {
     case cudaSuccess: return "no error";
     case cudaErrorInvalidValue: return "invalid argument";
-    case cudaErrorHostMemoryAlreadyRegistered: return "part or all of the requested memory range is already mapped";
-    case cudaErrorHostMemoryNotRegistered: return "pointer does not correspond to a registered memory region";
+    case cudaErrorHostMemoryAlreadyRegistered:
+        return "part or all of the requested memory range is already mapped";
+    case cudaErrorHostMemoryNotRegistered:
+        return "pointer does not correspond to a registered memory region";
     case cudaErrorPeerAccessNotEnabled: return "peer access has not been enabled";
     case cudaErrorUnsupportedLimit: return "limit is not supported on this architecture";
     case cudaErrorMemoryAllocation: return "out of memory";
@@ -303,12 +327,14 @@ const char *cudaGetErrorString(cudaError_t e)
     case cudaErrorInvalidSymbol: return "invalid device symbol";
     case cudaErrorInvalidDevicePointer: return "invalid device pointer";
     case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
-    case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient for CUDA runtime version";
+    case cudaErrorInsufficientDriver:
+        return "CUDA driver version is insufficient for CUDA runtime version";
     case cudaErrorInvalidDeviceFunction: return "invalid device function";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorInvalidKernelImage: return "device kernel image is invalid";
-    case cudaErrorNoKernelImageForDevice: return "no kernel image is available for execution on the device";
+    case cudaErrorNoKernelImageForDevice:
+        return "no kernel image is available for execution on the device";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
@@ -370,9 +396,9 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device)
     p->multiProcessorCount = tm_emu_threads();
     p->maxThreadsPerMultiProcessor = kMaxThreadsPerSM;
     p->maxBlocksPerMultiProcessor = kMaxBlocksPerSM;
-    p->l2CacheSize = 0;          // unknown
-    p->memoryBusWidth = 0;       // unknown
-    p->integrated = 1;           // shares host memory
+    p->l2CacheSize = 0;   // unknown
+    p->memoryBusWidth = 0;   // unknown
+    p->integrated = 1;   // shares host memory
     p->canMapHostMemory = 1;
     p->unifiedAddressing = 1;
     p->concurrentKernels = 0;
@@ -382,10 +408,13 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device)
     p->texturePitchAlignment = 32;
     p->surfaceAlignment = 512;
     p->maxTexture1D = 131072;
-    p->maxTexture2D[0] = 131072; p->maxTexture2D[1] = 65536;
+    p->maxTexture2D[0] = 131072;
+    p->maxTexture2D[1] = 65536;
     p->maxTexture3D[0] = p->maxTexture3D[1] = p->maxTexture3D[2] = 16384;
-    p->maxTexture1DLayered[0] = 32768; p->maxTexture1DLayered[1] = 2048;
-    p->maxTexture2DLayered[0] = p->maxTexture2DLayered[1] = 32768; p->maxTexture2DLayered[2] = 2048;
+    p->maxTexture1DLayered[0] = 32768;
+    p->maxTexture1DLayered[1] = 2048;
+    p->maxTexture2DLayered[0] = p->maxTexture2DLayered[1] = 32768;
+    p->maxTexture2DLayered[2] = 2048;
     p->computePreemptionSupported = 1;
     p->hostRegisterSupported = 1;
     p->memoryPoolsSupported = 1;
@@ -410,9 +439,9 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
     case cudaDevAttrTotalConstantMemory: *value = (int)kConstMem; break;
     case cudaDevAttrWarpSize: *value = 32; break;
     case cudaDevAttrMaxRegistersPerBlock: *value = kRegsPerBlock; break;
-    case cudaDevAttrClockRate: *value = 0; break;           // unknown
+    case cudaDevAttrClockRate: *value = 0; break;   // unknown
     case cudaDevAttrMultiProcessorCount: *value = tm_emu_threads(); break;
-    case cudaDevAttrMemoryClockRate: *value = 0; break;     // unknown
+    case cudaDevAttrMemoryClockRate: *value = 0; break;   // unknown
     case cudaDevAttrGlobalMemoryBusWidth: *value = 0; break;
     case cudaDevAttrL2CacheSize: *value = 0; break;
     case cudaDevAttrMaxThreadsPerMultiProcessor: *value = kMaxThreadsPerSM; break;
@@ -426,7 +455,8 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
         // every other attribute CUDA 13 names: as the properties give it, 0 for a feature the
         // emulator does not have; only a value no CUDA version names is invalid
         if ((int)attr <= 0 || attr >= cudaDevAttrMax)
-            return set_error(cudaErrorInvalidValue, "cudaDeviceGetAttribute: not a device attribute");
+            return set_error(cudaErrorInvalidValue,
+                             "cudaDeviceGetAttribute: not a device attribute");
         struct cudaDeviceProp p;
         cudaGetDeviceProperties(&p, 0);
         int known;
@@ -454,7 +484,8 @@ cudaError_t cudaRuntimeGetVersion(int *v)
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
 {
     if (!event) return set_error(cudaErrorInvalidValue);
-    cudaEvent_t e = new (std::nothrow) CUevent_st{std::chrono::steady_clock::time_point(), false, flags};
+    cudaEvent_t e =
+        new (std::nothrow) CUevent_st{std::chrono::steady_clock::time_point(), false, flags};
     if (!e) return set_error(cudaErrorMemoryAllocation);
     std::lock_guard<std::mutex> g(g_event_mu);
     g_events.insert(e);
@@ -462,7 +493,10 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
     return cudaSuccess;
 }
 
-cudaError_t cudaEventCreate(cudaEvent_t *event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
+cudaError_t cudaEventCreate(cudaEvent_t *event)
+{
+    return cudaEventCreateWithFlags(event, cudaEventDefault);
+}
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t)
 {
@@ -488,7 +522,8 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
 {
     if (!ms) return set_error(cudaErrorInvalidValue);
     if (!event_valid(start) || !event_valid(end)) return set_error(cudaErrorInvalidResourceHandle);
-    if ((start->flags | end->flags) & cudaEventDisableTiming) return set_error(cudaErrorInvalidResourceHandle);
+    if ((start->flags | end->flags) & cudaEventDisableTiming)
+        return set_error(cudaErrorInvalidResourceHandle);
     if (!start->recorded || !end->recorded) return set_error(cudaErrorInvalidResourceHandle);
     *ms = std::chrono::duration<float, std::milli>(end->t - start->t).count();
     return cudaSuccess;
@@ -511,7 +546,7 @@ cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *f
     memset(attr, 0, sizeof *attr);
     attr->sharedSizeBytes = 0;   // static shared memory is not known to the emulator
     attr->maxThreadsPerBlock = kMaxThreadsPerBlock;
-    attr->numRegs = 0;           // unknown
+    attr->numRegs = 0;   // unknown
     attr->maxDynamicSharedSizeBytes = (int)max_dynamic_shared(func);
     attr->preferredShmemCarveout = -1;
     return cudaSuccess;
@@ -522,8 +557,9 @@ cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, 
     if (!func) return set_error(cudaErrorInvalidDeviceFunction);
     if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
         if (value < 0 || (size_t)value > kSharedPerBlockOptin)
-            return set_error(cudaErrorInvalidValue, "cudaFuncSetAttribute: dynamic shared memory above the opt-in "
-                                                    "limit of the emulated device (227 KiB)");
+            return set_error(cudaErrorInvalidValue,
+                             "cudaFuncSetAttribute: dynamic shared memory above the opt-in "
+                             "limit of the emulated device (227 KiB)");
         std::lock_guard<std::mutex> g(g_func_mu);
         g_func_max_dyn[func] = (size_t)value;
         return cudaSuccess;
@@ -535,8 +571,8 @@ cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, 
     return set_error(cudaErrorInvalidValue, "cudaFuncSetAttribute: attribute not emulated");
 }
 
-cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, const void *func, int blockSize,
-                                                          size_t dyn)
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, const void *func,
+                                                          int blockSize, size_t dyn)
 {
     if (!numBlocks) return set_error(cudaErrorInvalidValue);
     if (!func) return set_error(cudaErrorInvalidDeviceFunction);
@@ -553,4 +589,4 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, const 
     return cudaSuccess;
 }
 
-}  // extern "C"
+}   // extern "C"

@@ -439,14 +439,8 @@ enum cudaTextureAddressMode {
     cudaAddressModeMirror = 2,
     cudaAddressModeBorder = 3
 };
-enum cudaTextureFilterMode {
-    cudaFilterModePoint = 0,
-    cudaFilterModeLinear = 1
-};
-enum cudaTextureReadMode {
-    cudaReadModeElementType = 0,
-    cudaReadModeNormalizedFloat = 1
-};
+enum cudaTextureFilterMode { cudaFilterModePoint = 0, cudaFilterModeLinear = 1 };
+enum cudaTextureReadMode { cudaReadModeElementType = 0, cudaReadModeNormalizedFloat = 1 };
 enum cudaGraphNodeType {
     cudaGraphNodeTypeKernel = 0x00,
     cudaGraphNodeTypeMemcpy = 0x01,
@@ -509,25 +503,63 @@ typedef void (*cudaHostFn_t)(void *userData);
 #define cudaCooperativeLaunchMultiDeviceNoPostSync 0x02
 
 /* ---- vector types (vector_types.h); C structs, constructors only in C++ ---- */
-struct uint3 { unsigned int x, y, z; };
+struct uint3 {
+    unsigned int x, y, z;
+};
 typedef struct uint3 uint3;
 
 struct dim3 {
     unsigned int x, y, z;
 #ifdef __cplusplus
-    constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1) : x(vx), y(vy), z(vz) {}
+    constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1)
+        : x(vx), y(vy), z(vz)
+    {
+    }
     constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
     constexpr operator uint3() const { return uint3{x, y, z}; }
 #endif
 };
 typedef struct dim3 dim3;
 
-#define TM_EMU_VEC2(T, N, A) struct __attribute__((aligned(A))) N { T x, y; }; typedef struct N N; \
-    static inline N make_##N(T x, T y) { N v; v.x = x; v.y = y; return v; }
-#define TM_EMU_VEC3(T, N) struct N { T x, y, z; }; typedef struct N N; \
-    static inline N make_##N(T x, T y, T z) { N v; v.x = x; v.y = y; v.z = z; return v; }
-#define TM_EMU_VEC4(T, N, A) struct __attribute__((aligned(A))) N { T x, y, z, w; }; typedef struct N N; \
-    static inline N make_##N(T x, T y, T z, T w) { N v; v.x = x; v.y = y; v.z = z; v.w = w; return v; }
+#define TM_EMU_VEC2(T, N, A)               \
+    struct __attribute__((aligned(A))) N { \
+        T x, y;                            \
+    };                                     \
+    typedef struct N N;                    \
+    static inline N make_##N(T x, T y)     \
+    {                                      \
+        N v;                               \
+        v.x = x;                           \
+        v.y = y;                           \
+        return v;                          \
+    }
+#define TM_EMU_VEC3(T, N)                   \
+    struct N {                              \
+        T x, y, z;                          \
+    };                                      \
+    typedef struct N N;                     \
+    static inline N make_##N(T x, T y, T z) \
+    {                                       \
+        N v;                                \
+        v.x = x;                            \
+        v.y = y;                            \
+        v.z = z;                            \
+        return v;                           \
+    }
+#define TM_EMU_VEC4(T, N, A)                     \
+    struct __attribute__((aligned(A))) N {       \
+        T x, y, z, w;                            \
+    };                                           \
+    typedef struct N N;                          \
+    static inline N make_##N(T x, T y, T z, T w) \
+    {                                            \
+        N v;                                     \
+        v.x = x;                                 \
+        v.y = y;                                 \
+        v.z = z;                                 \
+        v.w = w;                                 \
+        return v;                                \
+    }
 
 TM_EMU_VEC2(float, float2, 8)
 TM_EMU_VEC3(float, float3)
@@ -544,12 +576,21 @@ TM_EMU_VEC2(long long, longlong2, 16)
 TM_EMU_VEC2(unsigned long long, ulonglong2, 16)
 TM_EMU_VEC4(signed char, char4, 4)
 TM_EMU_VEC4(unsigned char, uchar4, 4)
-static inline uint3 make_uint3(unsigned int x, unsigned int y, unsigned int z) { uint3 v; v.x = x; v.y = y; v.z = z; return v; }
+static inline uint3 make_uint3(unsigned int x, unsigned int y, unsigned int z)
+{
+    uint3 v;
+    v.x = x;
+    v.y = y;
+    v.z = z;
+    return v;
+}
 
 /* ---- device and function properties ---- */
 /* The device's properties: CUDA 13's fields, in its order (driver_types.h), so that code compiled
  * against the real header reads the same bytes. */
-struct CUuuid_st { char bytes[16]; };
+struct CUuuid_st {
+    char bytes[16];
+};
 typedef struct CUuuid_st cudaUUID_t;
 struct cudaDeviceProp {
     char name[256];
@@ -663,7 +704,8 @@ struct cudaFuncAttributes {
 
 /* An attribute as the device's properties give it: *known 0 for an attribute no field holds
  * (the emulator answers 0 for those: a feature it does not have). */
-static inline int tm_emu_attr_from_prop(const struct cudaDeviceProp *p, enum cudaDeviceAttr a, int *known)
+static inline int tm_emu_attr_from_prop(const struct cudaDeviceProp *p, enum cudaDeviceAttr a,
+                                        int *known)
 {
     *known = 1;
     switch (a) {
@@ -728,7 +770,8 @@ static inline int tm_emu_attr_from_prop(const struct cudaDeviceProp *p, enum cud
     case cudaDevAttrCooperativeLaunch: return p->cooperativeLaunch;
     case cudaDevAttrMaxSharedMemoryPerBlockOptin: return (int)p->sharedMemPerBlockOptin;
     case cudaDevAttrHostRegisterSupported: return p->hostRegisterSupported;
-    case cudaDevAttrPageableMemoryAccessUsesHostPageTables: return p->pageableMemoryAccessUsesHostPageTables;
+    case cudaDevAttrPageableMemoryAccessUsesHostPageTables:
+        return p->pageableMemoryAccessUsesHostPageTables;
     case cudaDevAttrDirectManagedMemAccessFromHost: return p->directManagedMemAccessFromHost;
     case cudaDevAttrMaxBlocksPerMultiprocessor: return p->maxBlocksPerMultiProcessor;
     case cudaDevAttrMaxPersistingL2CacheSize: return p->persistingL2CacheMaxSize;

@@ -66,7 +66,8 @@
 
 #include "fiber_switch.h"   // FiberContext, context_make, context_switch: one file per architecture
 
-__thread tm_emu_tls_t tm_emu_tls = {uint3{0, 0, 0}, uint3{0, 0, 0}, dim3(1, 1, 1), dim3(1, 1, 1), 0, nullptr};
+__thread tm_emu_tls_t tm_emu_tls = {uint3{0, 0, 0}, uint3{0, 0, 0}, dim3(1, 1, 1), dim3(1, 1, 1), 0,
+                                    nullptr};
 
 // Barrier epoch for check mode's shared-memory race detection (tiledmm_kernel.h): per OS
 // thread, bumped when a block starts and whenever its __syncthreads() opens, never reset, so
@@ -82,10 +83,10 @@ struct Fiber {
     FiberContext ctx;
     char *map = nullptr;
     size_t map_size = 0;
-    char *lo = nullptr;     // usable stack [lo, lo + size)
+    char *lo = nullptr;   // usable stack [lo, lo + size)
     size_t size = 0;
-    int thread = -1;        // the CUDA thread (linear id) it runs, -1 when free
-    size_t color = 0;       // bytes left unused at the top of the stack (under a page)
+    int thread = -1;   // the CUDA thread (linear id) it runs, -1 when free
+    size_t color = 0;   // bytes left unused at the top of the stack (under a page)
 #ifdef TM_EMU_TSAN
     void *tsan = nullptr;   // ThreadSanitizer's fiber
 #endif
@@ -127,7 +128,8 @@ struct Launch {
     size_t shared_bytes;
     int nthreads;
     bool strict;
-    bool whole_block;   // invoke runs a whole block as thread loops (tiledmm/toolchain/split/transform.py)
+    bool
+        whole_block;   // invoke runs a whole block as thread loops (tiledmm/toolchain/split/transform.py)
     std::atomic<bool> failed{false};
     std::mutex mu;
     cudaError_t err = cudaSuccess;
@@ -154,14 +156,14 @@ struct Block {
     Launch *L;
     int n;
     Thr *t;
-    int next_new;       // next thread never started
-    int done;           // threads that returned
-    int bar_wait;       // threads waiting at the block barrier
-    int bar_need;       // arrivals that open it (INT_MAX: it cannot open); see update_bar_need
+    int next_new;   // next thread never started
+    int done;   // threads that returned
+    int bar_wait;   // threads waiting at the block barrier
+    int bar_need;   // arrivals that open it (INT_MAX: it cannot open); see update_bar_need
     int bar_line;
     const char *bar_file;
     bool bar_mismatch;
-    bool abort;         // e.g. no stack could be allocated
+    bool abort;   // e.g. no stack could be allocated
     // __syncthreads_count/and/or: the predicates of the threads waiting now, folded as they
     // arrive, and the results of the barrier that opened last. A thread released by that
     // barrier reads them when it resumes, before the next barrier can open (which needs it).
@@ -172,16 +174,20 @@ struct Block {
     // except sweep_self, which kept running), then the ring rq (released warp lanes). An open
     // barrier costs O(1): it starts a sweep instead of queueing each waiter.
     int sweep_pos, sweep_self;
-    int *rq;            // ring of runnable thread ids (each at most once)
+    int *rq;   // ring of runnable thread ids (each at most once)
     int rq_head, rq_count;
     unsigned *warp_arrived;
     int coalesce_waiting;   // threads in cg::coalesced_threads() (OP_COALESCE), not yet grouped
-    long long index;    // linear block index
-    bool overflow;      // a thread overflowed its fiber stack
+    long long index;   // linear block index
+    bool overflow;   // a thread overflowed its fiber stack
     int overflow_thread;
 };
 
-size_t page_size() { static size_t p = (size_t)sysconf(_SC_PAGESIZE); return p; }
+size_t page_size()
+{
+    static size_t p = (size_t)sysconf(_SC_PAGESIZE);
+    return p;
+}
 
 // Inaccessible bytes below each fiber stack: an overflow faults there, and a frame that is
 // larger than a page is less likely to jump over the guard into a neighbouring stack.
@@ -195,9 +201,9 @@ constexpr size_t kGuardBytes = 64 * 1024;
 constexpr size_t kColorBytes = 64 * 1024;
 
 struct Worker {
-    FiberContext sched;             // the scheduler's own context while a fiber runs
-    Fiber *cur = nullptr;           // the running fiber, nullptr on the scheduler's stack
-    Block *b = nullptr;             // the block being run
+    FiberContext sched;   // the scheduler's own context while a fiber runs
+    Fiber *cur = nullptr;   // the running fiber, nullptr on the scheduler's stack
+    Block *b = nullptr;   // the block being run
     std::vector<Fiber *> fibers, free_fibers;
     size_t fiber_stack = 0;
     void *dyn = nullptr;
@@ -235,7 +241,8 @@ struct Worker {
     ~Worker()
     {
         tm_emu_tls.worker = nullptr;
-        for (Fiber *f : fibers) fiber_free(f);
+        for (Fiber *f : fibers)
+            fiber_free(f);
         free(dyn);
         if (altstack) {
             stack_t st;
@@ -290,8 +297,8 @@ Fiber *fiber_new(Worker &w)
     size_t color = (k * 65 * 64) % kColorBytes + (k / 1024 % 4) * 16;
     size_t color_pages = color / pg * pg;
     size_t map_size = guard + kColorBytes + size;
-    void *m = mmap(nullptr, map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK,
-                   -1, 0);
+    void *m = mmap(nullptr, map_size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
     if (m == MAP_FAILED) return nullptr;
     char *lo = (char *)m + map_size - color_pages - size;
     if (mprotect(m, (size_t)(lo - (char *)m), PROT_NONE) != 0) {   // guard region below the stack
@@ -321,7 +328,8 @@ inline void jump(Worker &w, Fiber *from, Fiber *to)
 {
 #ifdef TM_EMU_ASAN
     void *fake = nullptr;
-    __sanitizer_start_switch_fiber(&fake, to ? (const void *)to->lo : w.sched_bottom, to ? to->size : w.sched_size);
+    __sanitizer_start_switch_fiber(&fake, to ? (const void *)to->lo : w.sched_bottom,
+                                   to ? to->size : w.sched_size);
 #endif
     w.cur = to;
 #ifdef TM_EMU_TSAN
@@ -438,10 +446,15 @@ inline void block_wait(Worker &w, Block *b, tm_emu_tls_t *tls)
 // good (the stuck report names the sites). Kept as one number so an arrival compares once.
 inline void update_bar_need(Block *b)
 {
-    b->bar_need = b->bar_mismatch ? INT_MAX : b->L->strict ? (b->done ? INT_MAX : b->n) : b->n - b->done;
+    b->bar_need = b->bar_mismatch ? INT_MAX
+                  : b->L->strict  ? (b->done ? INT_MAX : b->n)
+                                  : b->n - b->done;
 }
 
-inline bool barrier_ready(Block *b) { return b->bar_wait != 0 && b->bar_wait == b->bar_need; }
+inline bool barrier_ready(Block *b)
+{
+    return b->bar_wait != 0 && b->bar_wait == b->bar_need;
+}
 
 // Opens the block barrier: every waiting thread except `self` becomes runnable, in index order,
 // through the sweep. No thread is runnable when a barrier opens (every live thread waits at
@@ -461,7 +474,10 @@ inline void barrier_release(Block *b, int self)
     ++tm_emu_epoch;   // a barrier interval ends
 }
 
-inline bool has_runnable(Block *b) { return b->sweep_pos < b->n || b->rq_count; }
+inline bool has_runnable(Block *b)
+{
+    return b->sweep_pos < b->n || b->rq_count;
+}
 
 void thread_exit(Worker &w, Block *b, Fiber *f, int t)
 {
@@ -553,7 +569,8 @@ void install_overflow_handler(Worker &w)
         if (sigaction(SIGSEGV, &sa, &g_prev_segv) == 0) g_segv_installed = true;
     });
     stack_t cur;
-    if (sigaltstack(nullptr, &cur) == 0 && !(cur.ss_flags & SS_DISABLE)) return;   // the thread has one
+    if (sigaltstack(nullptr, &cur) == 0 && !(cur.ss_flags & SS_DISABLE))
+        return;   // the thread has one
     size_t sz = 64 * 1024;
     void *m = mmap(nullptr, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) return;
@@ -586,7 +603,8 @@ std::string kernel_name(const void *func)
     snprintf(buf, sizeof buf, "%p", func);
     std::string s = std::string("kernel at ") + buf;
     if (dladdr(func, &info) && info.dli_fname) {
-        snprintf(buf, sizeof buf, "+0x%lx", (unsigned long)((const char *)func - (const char *)info.dli_fbase));
+        snprintf(buf, sizeof buf, "+0x%lx",
+                 (unsigned long)((const char *)func - (const char *)info.dli_fbase));
         s += std::string(" (") + info.dli_fname + buf + ")";
     }
     return s;
@@ -660,41 +678,52 @@ std::string stuck_report(Block *b, uint3 bid)
                 Thr &y = b->t[base + l];
                 if (y.st == S_WARP) continue;
                 missing |= 1u << l;
-                if (y.st == S_DONE) exited++;
-                else if (y.st == S_BAR) at_bar++;
-                else elsewhere++;
+                if (y.st == S_DONE)
+                    exited++;
+                else if (y.st == S_BAR)
+                    at_bar++;
+                else
+                    elsewhere++;
             }
         if (!missing) continue;
         char buf[256];
-        snprintf(buf, sizeof buf,
-                 "\n  warp %d: lane %d waits at %s (%s:%d) with mask 0x%08x, but lanes 0x%08x never "
-                 "arrive (%d exited, %d wait at __syncthreads(), %d elsewhere)",
-                 i / 32, i - base, op_name(x.wop), x.file, x.line, x.wmask, missing, exited, at_bar, elsewhere);
+        snprintf(
+            buf, sizeof buf,
+            "\n  warp %d: lane %d waits at %s (%s:%d) with mask 0x%08x, but lanes 0x%08x never "
+            "arrive (%d exited, %d wait at __syncthreads(), %d elsewhere)",
+            i / 32, i - base, op_name(x.wop), x.file, x.line, x.wmask, missing, exited, at_bar,
+            elsewhere);
         warp_missing += buf;
         ++reported;
         i = base + 31;   // one report per warp
     }
-    std::string s = "tiledmm emulator: kernel " + kernel_name(L->func) + ", block " + dim_str(tm_emu_tls.block_idx) +
-                    " of grid " + dim_str(L->grid) + ", blockDim " + dim_str(L->block) +
-                    ": no thread can proceed (a __syncthreads() or warp operation that not every thread reaches).";
+    std::string s = "tiledmm emulator: kernel " + kernel_name(L->func) + ", block " +
+                    dim_str(tm_emu_tls.block_idx) + " of grid " + dim_str(L->grid) + ", blockDim " +
+                    dim_str(L->block) +
+                    ": no thread can proceed (a __syncthreads() or warp operation that not every "
+                    "thread reaches).";
     for (auto &kv : sites) {
         char buf[512];
         if (kv.first.kind == 0)
-            snprintf(buf, sizeof buf, "\n  %d thread%s wait%s at __syncthreads() at %s:%d", kv.second,
-                     kv.second == 1 ? "" : "s", kv.second == 1 ? "s" : "", kv.first.file, kv.first.line);
+            snprintf(buf, sizeof buf, "\n  %d thread%s wait%s at __syncthreads() at %s:%d",
+                     kv.second, kv.second == 1 ? "" : "s", kv.second == 1 ? "s" : "", kv.first.file,
+                     kv.first.line);
         else
-            snprintf(buf, sizeof buf, "\n  %d thread%s wait%s at %s at %s:%d", kv.second, kv.second == 1 ? "" : "s",
-                     kv.second == 1 ? "s" : "", op_name(kv.first.op), kv.first.file, kv.first.line);
+            snprintf(buf, sizeof buf, "\n  %d thread%s wait%s at %s at %s:%d", kv.second,
+                     kv.second == 1 ? "" : "s", kv.second == 1 ? "s" : "", op_name(kv.first.op),
+                     kv.first.file, kv.first.line);
         s += buf;
     }
-    s += "\n  " + std::to_string(b->done) + " thread" + (b->done == 1 ? " has" : "s have") + " exited (returned)";
+    s += "\n  " + std::to_string(b->done) + " thread" + (b->done == 1 ? " has" : "s have") +
+         " exited (returned)";
     if (not_started) s += "; " + std::to_string(not_started) + " never started";
     s += warp_missing;
     if (waiting_bar && sites.size() > 1 && !waiting_warp)
         s += "\n  every thread of a block must reach the same __syncthreads() call";
     else if (waiting_bar && b->done && L->strict)
         s += "\n  threads returned while others wait at a barrier (undefined in CUDA; set "
-             "TILEDMM_EMU_STRICT_EXIT=0 to let exited threads leave the barrier count as current GPUs do)";
+             "TILEDMM_EMU_STRICT_EXIT=0 to let exited threads leave the barrier count as current "
+             "GPUs do)";
     (void)bid;
     return s;
 }
@@ -735,10 +764,12 @@ bool run_block(Worker &w, Launch *L, uint3 bid, long long index)
         tm_emu_tls.linear_tid = 0;
         if (!w.split_stuck.empty()) {   // a divergent full-mask __syncwarp (split_warp_stuck)
             L->fail(cudaErrorLaunchFailure,
-                    "tiledmm emulator: kernel " + kernel_name(L->func) + ", block " + dim_str(bid) + " of grid " +
-                        dim_str(L->grid) + ", blockDim " + dim_str(L->block) +
-                        ": no thread can proceed (a __syncthreads() or warp operation that not every thread "
-                        "reaches)." + w.split_stuck,
+                    "tiledmm emulator: kernel " + kernel_name(L->func) + ", block " + dim_str(bid) +
+                        " of grid " + dim_str(L->grid) + ", blockDim " + dim_str(L->block) +
+                        ": no thread can proceed (a __syncthreads() or warp operation that not "
+                        "every thread "
+                        "reaches)." +
+                        w.split_stuck,
                     index);
             w.split_stuck.clear();
             return false;
@@ -791,22 +822,25 @@ bool run_block(Worker &w, Launch *L, uint3 bid, long long index)
     tm_emu_tls.block_dim = L->block;
     tm_emu_tls.grid_dim = L->grid;
     w.b = b;
-    for (Fiber *nx; (nx = pick_next(w, b, &tm_emu_tls));) jump(w, nullptr, nx);
+    for (Fiber *nx; (nx = pick_next(w, b, &tm_emu_tls));)
+        jump(w, nullptr, nx);
     bool ok = b->done == n;
     if (!ok) {
         if (b->overflow) {
             unsigned t = (unsigned)b->overflow_thread;
             uint3 tid = b->t[t].tid;
             L->fail(cudaErrorLaunchFailure,
-                    "tiledmm emulator: kernel " + kernel_name(L->func) + ", block " + dim_str(bid) + ", thread " +
-                        dim_str(tid) + ": stack overflow (each CUDA thread has a " +
+                    "tiledmm emulator: kernel " + kernel_name(L->func) + ", block " + dim_str(bid) +
+                        ", thread " + dim_str(tid) + ": stack overflow (each CUDA thread has a " +
                         std::to_string(w.fiber_stack / 1024) +
-                        " KiB stack on the emulator; large local arrays need more: set TILEDMM_EMU_STACK_KB)",
+                        " KiB stack on the emulator; large local arrays need more: set "
+                        "TILEDMM_EMU_STACK_KB)",
                     b->index);
         } else if (!b->abort) {
             L->fail(cudaErrorLaunchFailure, stuck_report(b, bid), b->index);
         }
-        for (int i = 0; i < n; ++i) {   // abandon the suspended fibers: fresh stacks, back to the pool
+        for (int i = 0; i < n;
+             ++i) {   // abandon the suspended fibers: fresh stacks, back to the pool
             Thr &x = b->t[i];
             if ((x.st == S_BAR || x.st == S_WARP || x.st == S_RUN) && x.fiber) {
                 x.fiber->thread = -1;
@@ -846,17 +880,19 @@ int default_threads()
     return n > 0 ? n : 1;
 }
 
-}  // namespace
+}   // namespace
 
 // ---- entry points used by kernels (through cuda_emu.h) ----
 
-void split_warp_stuck(const char *file, int line, int warp, unsigned waiting, unsigned missing, const char *op)
+void split_warp_stuck(const char *file, int line, int warp, unsigned waiting, unsigned missing,
+                      const char *op)
 {
     Worker &w = worker();
     const int n = __builtin_popcount(waiting);
     char buf[512];
     if (w.split_stuck.empty()) {
-        snprintf(buf, sizeof buf, "\n  lanes of warps that enter it wait at %s at %s:%d", op, file, line);
+        snprintf(buf, sizeof buf, "\n  lanes of warps that enter it wait at %s at %s:%d", op, file,
+                 line);
         w.split_stuck = buf;
     }
     snprintf(buf, sizeof buf,
@@ -866,8 +902,8 @@ void split_warp_stuck(const char *file, int line, int warp, unsigned waiting, un
     w.split_stuck += buf;
 }
 
-unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int arg, int width, const char *file,
-                           int line)
+unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int arg, int width,
+                           const char *file, int line)
 {
     Worker &w = worker();
     Block *b = w.b;
@@ -896,7 +932,8 @@ unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int 
         unsigned long long r = value;
         switch (op) {
         case OP_BALLOT: r = value ? (1u << lane) : 0u; break;
-        case OP_ALL: case OP_ANY: r = value != 0; break;
+        case OP_ALL:
+        case OP_ANY: r = value != 0; break;
         case OP_SYNCWARP: r = 0; break;
         case OP_MATCH_ANY: r = 1u << lane; break;
         default: break;
@@ -910,7 +947,8 @@ unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int 
     unsigned g = eff, prev = 0;
     while (g != prev && (arrived & g) == g) {
         prev = g;
-        for (unsigned m = g; m; m &= m - 1) g |= b->t[base + __builtin_ctz(m)].wmask;
+        for (unsigned m = g; m; m &= m - 1)
+            g |= b->t[base + __builtin_ctz(m)].wmask;
     }
     if ((arrived & g) != g) {
         block_wait(w, b, &tm_emu_tls);
@@ -925,7 +963,9 @@ unsigned long long warp_op(int op, unsigned mask, unsigned long long value, int 
         const int src = shfl_source(x.wop, l, x.warg, x.wwidth);
         switch (x.wop) {
         case OP_SYNCWARP: r = 0; break;
-        case OP_BALLOT: case OP_ALL: case OP_ANY: {
+        case OP_BALLOT:
+        case OP_ALL:
+        case OP_ANY: {
             unsigned bal = 0;
             for (unsigned k = xm; k; k &= k - 1) {
                 int q = __builtin_ctz(k);
@@ -988,7 +1028,7 @@ bool coalesce_release(Block *b)
     }
     return any;
 }
-}  // namespace
+}   // namespace
 
 unsigned activemask()
 {
@@ -1007,7 +1047,10 @@ unsigned activemask()
 // are visible to a block that sees a later atomic (reduce_shuffle's last-block ticket). Every
 // other ordering the emulator needs is either one OS thread's program order (a block's threads
 // are fibers of one OS thread), a mutex (runtime.cpp) or the OpenMP join.
-void threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+void threadfence()
+{
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+}
 
 long long clock64()
 {
@@ -1017,7 +1060,7 @@ long long clock64()
 }
 
 static thread_local const char *tl_launch_path = "";   // tm_emu_last_launch_path
-static thread_local char tl_launch_reason[160];          // tm_emu_last_launch_reason
+static thread_local char tl_launch_reason[160];   // tm_emu_last_launch_reason
 
 static cudaError_t launch_impl(const void *func, void (*invoke)(void *), void *pack, dim3 grid,
                                dim3 block, size_t shared_bytes, bool whole_block)
@@ -1026,13 +1069,15 @@ static cudaError_t launch_impl(const void *func, void (*invoke)(void *), void *p
     tl_launch_reason[0] = '\0';
     char buf[512];
     unsigned long long nthreads = (unsigned long long)block.x * block.y * block.z;
-    if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z || block.x > (unsigned)kMaxBlockDim[0] ||
-        block.y > (unsigned)kMaxBlockDim[1] || block.z > (unsigned)kMaxBlockDim[2] ||
-        nthreads > (unsigned long long)kMaxThreadsPerBlock || grid.x > kMaxGrid[0] || grid.y > kMaxGrid[1] ||
-        grid.z > kMaxGrid[2]) {
+    if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z ||
+        block.x > (unsigned)kMaxBlockDim[0] || block.y > (unsigned)kMaxBlockDim[1] ||
+        block.z > (unsigned)kMaxBlockDim[2] || nthreads > (unsigned long long)kMaxThreadsPerBlock ||
+        grid.x > kMaxGrid[0] || grid.y > kMaxGrid[1] || grid.z > kMaxGrid[2]) {
         snprintf(buf, sizeof buf,
-                 "tiledmm emulator: invalid launch configuration grid (%u,%u,%u) block (%u,%u,%u): blocks allow at "
-                 "most 1024 threads and (1024,1024,64) per dimension, grids (2^31-1,65535,65535), no zero dimension",
+                 "tiledmm emulator: invalid launch configuration grid (%u,%u,%u) block (%u,%u,%u): "
+                 "blocks allow at "
+                 "most 1024 threads and (1024,1024,64) per dimension, grids (2^31-1,65535,65535), "
+                 "no zero dimension",
                  grid.x, grid.y, grid.z, block.x, block.y, block.z);
         return set_error(cudaErrorInvalidConfiguration, buf);
     }
@@ -1040,14 +1085,17 @@ static cudaError_t launch_impl(const void *func, void (*invoke)(void *), void *p
     size_t max_dyn = max_dynamic_shared(func);
     if (shared_bytes > max_dyn) {
         snprintf(buf, sizeof buf,
-                 "tiledmm emulator: %zu bytes of dynamic shared memory requested, the kernel allows %zu (raise it with "
-                 "cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, n), n <= %zu)",
+                 "tiledmm emulator: %zu bytes of dynamic shared memory requested, the kernel "
+                 "allows %zu (raise it with "
+                 "cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, n), n "
+                 "<= %zu)",
                  shared_bytes, max_dyn, kSharedPerBlockOptin);
         return set_error(cudaErrorInvalidValue, buf);
     }
     Worker &self = worker();
     if (self.b)
-        return set_error(cudaErrorNotSupported, "tiledmm emulator: launching a kernel from a kernel is not emulated");
+        return set_error(cudaErrorNotSupported,
+                         "tiledmm emulator: launching a kernel from a kernel is not emulated");
 
     Launch L;
     L.func = func;
@@ -1069,7 +1117,8 @@ static cudaError_t launch_impl(const void *func, void (*invoke)(void *), void *p
         if (L.failed.load(std::memory_order_relaxed)) return;
         if (w.fiber_stack != stack) {   // stack size changed: drop the old (free) fibers
             if (w.free_fibers.size() == w.fibers.size()) {
-                for (Fiber *f : w.fibers) fiber_free(f);
+                for (Fiber *f : w.fibers)
+                    fiber_free(f);
                 w.fibers.clear();
                 w.free_fibers.clear();
                 w.fiber_stack = stack;
@@ -1085,7 +1134,9 @@ static cudaError_t launch_impl(const void *func, void (*invoke)(void *), void *p
         }
         if (w.fiber_stack == 0) w.fiber_stack = stack;
         dyn_reserve(w, shared_bytes);
-        if (!w.dyn) L.fail(cudaErrorMemoryAllocation, "tiledmm emulator: cannot allocate dynamic shared memory", 0);
+        if (!w.dyn)
+            L.fail(cudaErrorMemoryAllocation,
+                   "tiledmm emulator: cannot allocate dynamic shared memory", 0);
     };
 
 #ifdef _OPENMP
@@ -1095,7 +1146,8 @@ static cudaError_t launch_impl(const void *func, void (*invoke)(void *), void *p
 #endif
     if (serial) {
         prepare(self);
-        for (long long i = 0; i < nblocks && !L.failed.load(std::memory_order_relaxed); ++i) body(self, i);
+        for (long long i = 0; i < nblocks && !L.failed.load(std::memory_order_relaxed); ++i)
+            body(self, i);
     } else {
         // ThreadSanitizer cannot see libgomp's fork and join (it is not instrumented): say
         // that the launch's set-up happens before its blocks and its blocks before the return.
@@ -1106,7 +1158,8 @@ static cudaError_t launch_impl(const void *func, void (*invoke)(void *), void *p
             Worker &w = worker();
             prepare(w);
 #pragma omp for schedule(dynamic, 1)
-            for (long long i = 0; i < nblocks; ++i) body(w, i);
+            for (long long i = 0; i < nblocks; ++i)
+                body(w, i);
             TM_TSAN_RELEASE(&L);
         }
         TM_TSAN_ACQUIRE(&L);
@@ -1129,7 +1182,7 @@ cudaError_t launch_whole_blocks(const void *func, void (*invoke)(void *), void *
     return launch_impl(func, invoke, pack, grid, block, shared_bytes, true);
 }
 
-}  // namespace tm_emu
+}   // namespace tm_emu
 
 // ---- C entry points ----
 
@@ -1138,7 +1191,10 @@ extern "C" void *tm_emu_dynamic_shared(void)
     return tm_emu::worker().dyn;
 }
 
-extern "C" unsigned long long tm_emu_barrier_epoch(void) { return tm_emu_epoch; }
+extern "C" unsigned long long tm_emu_barrier_epoch(void)
+{
+    return tm_emu_epoch;
+}
 
 // A CUDA thread that ends where it stands (a failed device assert: emu/program_runtime.h's
 // __assert_fail): it counts as returned, its fiber is never resumed nor reused (its stack is
@@ -1224,9 +1280,15 @@ extern "C" int tm_emu_syncthreads_op(int op, int pred, const char *file, int lin
     return syncthreads_fold(b, op, pred, file, line);
 }
 
-extern "C" const char *tm_emu_last_launch_path(void) { return tm_emu::tl_launch_path; }
+extern "C" const char *tm_emu_last_launch_path(void)
+{
+    return tm_emu::tl_launch_path;
+}
 
-extern "C" const char *tm_emu_last_launch_reason(void) { return tm_emu::tl_launch_reason; }
+extern "C" const char *tm_emu_last_launch_reason(void)
+{
+    return tm_emu::tl_launch_reason;
+}
 
 extern "C" void tm_emu_note_launch_reason(const char *why)
 {
@@ -1243,7 +1305,10 @@ extern "C" int tm_emu_threads(void)
     return n;
 }
 
-extern "C" void tm_emu_set_threads(int n) { tm_emu::g_threads.store(n > 0 ? n : tm_emu::default_threads()); }
+extern "C" void tm_emu_set_threads(int n)
+{
+    tm_emu::g_threads.store(n > 0 ? n : tm_emu::default_threads());
+}
 
 extern "C" size_t tm_emu_stack_bytes(void)
 {
@@ -1267,7 +1332,10 @@ extern "C" int tm_emu_strict_exit(void)
     return s;
 }
 
-extern "C" void tm_emu_set_strict_exit(int strict) { tm_emu::g_strict.store(strict < 0 ? -1 : strict != 0); }
+extern "C" void tm_emu_set_strict_exit(int strict)
+{
+    tm_emu::g_strict.store(strict < 0 ? -1 : strict != 0);
+}
 
 extern "C" const char *tm_emu_switch_kind(void)
 {

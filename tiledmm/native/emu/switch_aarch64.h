@@ -100,7 +100,8 @@ inline void context_make(FiberContext &c, char *lo, size_t size, void (*fn)(void
     uint64_t *s = top - kFrameWords;
     uint64_t fpcr;
     __asm__ volatile("mrs %0, fpcr" : "=r"(fpcr));
-    for (int i = 0; i < kFrameWords; ++i) s[i] = 0;
+    for (int i = 0; i < kFrameWords; ++i)
+        s[i] = 0;
     s[kX19] = (uint64_t)(uintptr_t)fn;
     s[kX20] = (uint64_t)(uintptr_t)arg;
     s[kX29] = 0;   // the end of the frame chain
@@ -109,7 +110,10 @@ inline void context_make(FiberContext &c, char *lo, size_t size, void (*fn)(void
     c.sp = s;
 }
 
-inline void context_switch(FiberContext &from, FiberContext &to) { tm_emu_ctx_switch(&from.sp, to.sp); }
+inline void context_switch(FiberContext &from, FiberContext &to)
+{
+    tm_emu_ctx_switch(&from.sp, to.sp);
+}
 
 // Starts loading, into the cache, what the next switch to c will read (its saved frame of
 // kFrameWords words and the caller's frames above it); see switch_x86_64.h.
@@ -117,7 +121,8 @@ inline void context_prefetch(const FiberContext &c)
 {
     const char *sp = static_cast<const char *>(c.sp);
     if (!sp) return;
-    for (int i = 0; i < 8; ++i) __builtin_prefetch(sp + 64 * i);
+    for (int i = 0; i < 8; ++i)
+        __builtin_prefetch(sp + 64 * i);
 }
 
 }  // namespace tm_emu

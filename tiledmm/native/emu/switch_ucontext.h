@@ -33,7 +33,10 @@ inline void context_make(FiberContext &c, char *lo, size_t size, void (*fn)(void
                 (unsigned)(a >> 32), (unsigned)a);
 }
 
-inline void context_switch(FiberContext &from, FiberContext &to) { swapcontext(&from.uc, &to.uc); }
+inline void context_switch(FiberContext &from, FiberContext &to)
+{
+    swapcontext(&from.uc, &to.uc);
+}
 
 // No prefetch: swapcontext's system call dwarfs what it would save.
 inline void context_prefetch(const FiberContext &) {}

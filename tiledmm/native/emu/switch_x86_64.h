@@ -91,7 +91,10 @@ inline void context_make(FiberContext &c, char *lo, size_t size, void (*fn)(void
     c.sp = &s[-8];
 }
 
-inline void context_switch(FiberContext &from, FiberContext &to) { tm_emu_ctx_switch(&from.sp, to.sp); }
+inline void context_switch(FiberContext &from, FiberContext &to)
+{
+    tm_emu_ctx_switch(&from.sp, to.sp);
+}
 
 // Starts loading, into the cache, what the next switch to c will read: the saved frame and the
 // caller's frames just above it (a fiber waiting at a barrier resumes in them). The scheduler
@@ -100,7 +103,8 @@ inline void context_prefetch(const FiberContext &c)
 {
     const char *sp = static_cast<const char *>(c.sp);
     if (!sp) return;
-    for (int i = 0; i < 6; ++i) __builtin_prefetch(sp + 64 * i);
+    for (int i = 0; i < 6; ++i)
+        __builtin_prefetch(sp + 64 * i);
 }
 
 }  // namespace tm_emu

@@ -16,7 +16,10 @@
 namespace cooperative_groups {
 
 namespace tm_detail {
-inline unsigned lane() { return (unsigned)tm_emu_tls.linear_tid % 32u; }
+inline unsigned lane()
+{
+    return (unsigned)tm_emu_tls.linear_tid % 32u;
+}
 // the lane of a warp that holds the group's rank r (the r-th set bit of mask), or -1
 inline int nth_lane(unsigned mask, unsigned r)
 {
@@ -37,23 +40,34 @@ inline int nth_lane(unsigned mask, unsigned r)
 // block, or lanes of one warp (`mask`: a tile, a coalesced group, a partition of one), or the
 // grid.
 class thread_group {
-public:
+  public:
     enum Kind : unsigned { BLOCK = 0, WARP_LANES = 1, GRID = 2 };
-    thread_group(Kind kind, unsigned mask = 0, unsigned tile = 0) : kind_(kind), mask_(mask), tile_(tile) {}
+    thread_group(Kind kind, unsigned mask = 0, unsigned tile = 0)
+        : kind_(kind), mask_(mask), tile_(tile)
+    {
+    }
     void sync(const char *file = __builtin_FILE(), int line = __builtin_LINE()) const
     {
-        if (kind_ == BLOCK) tm_emu_syncthreads(file, line);
-        else if (kind_ == WARP_LANES) __syncwarp(mask_, file, line);
-        else tm_detail::refuse("grid.sync(): a grid-wide barrier needs every block resident at once (a "
-                               "cooperative launch), which the emulator does not run yet", file, line);
+        if (kind_ == BLOCK)
+            tm_emu_syncthreads(file, line);
+        else if (kind_ == WARP_LANES)
+            __syncwarp(mask_, file, line);
+        else
+            tm_detail::refuse(
+                "grid.sync(): a grid-wide barrier needs every block resident at once (a "
+                "cooperative launch), which the emulator does not run yet",
+                file, line);
     }
     unsigned long long thread_rank() const
     {
         if (kind_ == BLOCK) return (unsigned)tm_emu_tls.linear_tid;
-        if (kind_ == WARP_LANES) return (unsigned)__builtin_popcount(mask_ & ((1u << tm_detail::lane()) - 1u));
-        const unsigned long long block = blockIdx.x + (unsigned long long)gridDim.x *
-                                         (blockIdx.y + (unsigned long long)gridDim.y * blockIdx.z);
-        return block * ((unsigned long long)blockDim.x * blockDim.y * blockDim.z) + (unsigned)tm_emu_tls.linear_tid;
+        if (kind_ == WARP_LANES)
+            return (unsigned)__builtin_popcount(mask_ & ((1u << tm_detail::lane()) - 1u));
+        const unsigned long long block =
+            blockIdx.x + (unsigned long long)gridDim.x *
+                             (blockIdx.y + (unsigned long long)gridDim.y * blockIdx.z);
+        return block * ((unsigned long long)blockDim.x * blockDim.y * blockDim.z) +
+               (unsigned)tm_emu_tls.linear_tid;
     }
     unsigned long long size() const
     {
@@ -67,18 +81,19 @@ public:
     unsigned tm_mask() const { return mask_; }
     unsigned tm_tile() const { return tile_; }
 
-protected:
+  protected:
     Kind kind_;
     unsigned mask_, tile_;   // WARP_LANES: the lanes; tile_: a tile's width (0: not a tile)
 };
 
-static inline void sync(const thread_group &g, const char *file = __builtin_FILE(), int line = __builtin_LINE())
+static inline void sync(const thread_group &g, const char *file = __builtin_FILE(),
+                        int line = __builtin_LINE())
 {
     g.sync(file, line);
 }
 
 class thread_block : public thread_group {
-public:
+  public:
     thread_block() : thread_group(BLOCK) {}
     static void sync(const char *file = __builtin_FILE(), int line = __builtin_LINE())
     {
@@ -93,7 +108,10 @@ public:
     static dim3 dim_threads() { return blockDim; }
 };
 
-static inline thread_block this_thread_block() { return thread_block(); }
+static inline thread_block this_thread_block()
+{
+    return thread_block();
+}
 static inline void sync(const thread_block &, const char *file = __builtin_FILE(),
                         int line = __builtin_LINE())
 {
@@ -105,12 +123,14 @@ class thread_block_tile : public thread_group {
     static_assert(N >= 1 && N <= 32 && (N & (N - 1)) == 0,
                   "tiled_partition<N>: N is a power of two from 1 to 32");
 
-public:
+  public:
     thread_block_tile() : thread_group(WARP_LANES, mask(), N) {}
     // tiled_partition<32>(block) is a thread_block_tile<32, thread_block>, which converts to
     // the thread_block_tile<32> that programs declare
     template <typename Q>
-    thread_block_tile(const thread_block_tile<N, Q> &) : thread_group(WARP_LANES, mask(), N) {}
+    thread_block_tile(const thread_block_tile<N, Q> &) : thread_group(WARP_LANES, mask(), N)
+    {
+    }
     static unsigned lane() { return (unsigned)tm_emu_tls.linear_tid % 32u; }
     static unsigned mask()
     {
@@ -132,17 +152,20 @@ public:
         return __shfl_sync(mask(), var, src, (int)N, file, line);
     }
     template <typename T>
-    static T shfl_down(T var, unsigned delta, const char *file = __builtin_FILE(), int line = __builtin_LINE())
+    static T shfl_down(T var, unsigned delta, const char *file = __builtin_FILE(),
+                       int line = __builtin_LINE())
     {
         return __shfl_down_sync(mask(), var, delta, (int)N, file, line);
     }
     template <typename T>
-    static T shfl_up(T var, unsigned delta, const char *file = __builtin_FILE(), int line = __builtin_LINE())
+    static T shfl_up(T var, unsigned delta, const char *file = __builtin_FILE(),
+                     int line = __builtin_LINE())
     {
         return __shfl_up_sync(mask(), var, delta, (int)N, file, line);
     }
     template <typename T>
-    static T shfl_xor(T var, unsigned lane_mask, const char *file = __builtin_FILE(), int line = __builtin_LINE())
+    static T shfl_xor(T var, unsigned lane_mask, const char *file = __builtin_FILE(),
+                      int line = __builtin_LINE())
     {
         return __shfl_xor_sync(mask(), var, (int)lane_mask, (int)N, file, line);
     }
@@ -154,7 +177,8 @@ public:
     {
         return __all_sync(mask(), pred, file, line);
     }
-    static unsigned ballot(int pred, const char *file = __builtin_FILE(), int line = __builtin_LINE())
+    static unsigned ballot(int pred, const char *file = __builtin_FILE(),
+                           int line = __builtin_LINE())
     {
         return __ballot_sync(mask(), pred, file, line) >> (lane() / N * N);
     }
@@ -166,40 +190,56 @@ static inline thread_block_tile<N, Parent> tiled_partition(const Parent &)
     return thread_block_tile<N, Parent>();
 }
 template <unsigned N, typename P>
-static inline void sync(const thread_block_tile<N, P> &t) { t.sync(); }
+static inline void sync(const thread_block_tile<N, P> &t)
+{
+    t.sync();
+}
 
 // ---- groups made at run time: tiled_partition(parent, n), coalesced_threads(), partitions ----
 // A group of lanes of one warp, as a thread_group (a dynamic tile, a coalesced group, a labeled
 // or binary partition): its shuffles and votes by rank within the group.
 class coalesced_group : public thread_group {
-public:
-    explicit coalesced_group(unsigned mask, unsigned tile = 0) : thread_group(WARP_LANES, mask, tile) {}
+  public:
+    explicit coalesced_group(unsigned mask, unsigned tile = 0)
+        : thread_group(WARP_LANES, mask, tile)
+    {
+    }
     unsigned thread_rank() const { return (unsigned)thread_group::thread_rank(); }
     unsigned size() const { return (unsigned)__builtin_popcount(mask_); }
     unsigned num_threads() const { return size(); }
     unsigned meta_group_rank() const { return tile_ ? tm_detail::lane() / tile_ : 0; }
-    unsigned meta_group_size() const { return tile_ ? (thread_block::size() + tile_ - 1) / tile_ : 1; }
-    void sync(const char *file = __builtin_FILE(), int line = __builtin_LINE()) const { __syncwarp(mask_, file, line); }
+    unsigned meta_group_size() const
+    {
+        return tile_ ? (thread_block::size() + tile_ - 1) / tile_ : 1;
+    }
+    void sync(const char *file = __builtin_FILE(), int line = __builtin_LINE()) const
+    {
+        __syncwarp(mask_, file, line);
+    }
     template <typename T>
-    T shfl(T var, unsigned rank, const char *file = __builtin_FILE(), int line = __builtin_LINE()) const
+    T shfl(T var, unsigned rank, const char *file = __builtin_FILE(),
+           int line = __builtin_LINE()) const
     {
         const int src = tm_detail::nth_lane(mask_, rank);
         return __shfl_sync(mask_, var, src < 0 ? (int)tm_detail::lane() : src, 32, file, line);
     }
     template <typename T>
-    T shfl_down(T var, unsigned delta, const char *file = __builtin_FILE(), int line = __builtin_LINE()) const
+    T shfl_down(T var, unsigned delta, const char *file = __builtin_FILE(),
+                int line = __builtin_LINE()) const
     {
         const unsigned r = thread_rank() + delta;
         return shfl(var, r < size() ? r : thread_rank(), file, line);
     }
     template <typename T>
-    T shfl_up(T var, unsigned delta, const char *file = __builtin_FILE(), int line = __builtin_LINE()) const
+    T shfl_up(T var, unsigned delta, const char *file = __builtin_FILE(),
+              int line = __builtin_LINE()) const
     {
         const unsigned r = thread_rank();
         return shfl(var, r >= delta ? r - delta : r, file, line);
     }
     template <typename T>
-    T shfl_xor(T var, unsigned m, const char *file = __builtin_FILE(), int line = __builtin_LINE()) const
+    T shfl_xor(T var, unsigned m, const char *file = __builtin_FILE(),
+               int line = __builtin_LINE()) const
     {
         const unsigned r = thread_rank() ^ m;
         return shfl(var, r < size() ? r : thread_rank(), file, line);
@@ -213,7 +253,8 @@ public:
         return __all_sync(mask_, pred, file, line);
     }
     // the group's lanes whose pred is true, as bits in rank order
-    unsigned ballot(int pred, const char *file = __builtin_FILE(), int line = __builtin_LINE()) const
+    unsigned ballot(int pred, const char *file = __builtin_FILE(),
+                    int line = __builtin_LINE()) const
     {
         const unsigned b = __ballot_sync(mask_, pred, file, line);
         unsigned out = 0, r = 0;
@@ -223,18 +264,22 @@ public:
     }
 };
 
-static inline coalesced_group coalesced_threads(const char *file = __builtin_FILE(), int line = __builtin_LINE())
+static inline coalesced_group coalesced_threads(const char *file = __builtin_FILE(),
+                                                int line = __builtin_LINE())
 {
-    return coalesced_group((unsigned)tm_emu::warp_op(tm_emu::OP_COALESCE, 0xffffffffu, 0, 0, 32, file, line));
+    return coalesced_group(
+        (unsigned)tm_emu::warp_op(tm_emu::OP_COALESCE, 0xffffffffu, 0, 0, 32, file, line));
 }
 
 // tiled_partition(parent, n): tiles of n threads (a power of two up to 32) of a block or a tile.
 static inline coalesced_group tiled_partition(const thread_group &parent, unsigned n,
-                                              const char *file = __builtin_FILE(), int line = __builtin_LINE())
+                                              const char *file = __builtin_FILE(),
+                                              int line = __builtin_LINE())
 {
     if (n == 0 || n > 32 || (n & (n - 1)))
-        tm_detail::refuse("tiled_partition(parent, n): the emulator takes n a power of two from 1 to 32",
-                          file, line);
+        tm_detail::refuse(
+            "tiled_partition(parent, n): the emulator takes n a power of two from 1 to 32", file,
+            line);
     (void)parent;
     const unsigned base = tm_detail::lane() / n * n;
     return coalesced_group(n == 32 ? 0xffffffffu : (((1u << n) - 1u) << base), n);
@@ -242,7 +287,8 @@ static inline coalesced_group tiled_partition(const thread_group &parent, unsign
 
 // labeled_partition(g, label): the lanes of g with the same label.
 template <typename G>
-static inline coalesced_group labeled_partition(const G &g, int label, const char *file = __builtin_FILE(),
+static inline coalesced_group labeled_partition(const G &g, int label,
+                                                const char *file = __builtin_FILE(),
                                                 int line = __builtin_LINE())
 {
     return coalesced_group(__match_any_sync(g.tm_mask(), label, file, line));
@@ -250,7 +296,8 @@ static inline coalesced_group labeled_partition(const G &g, int label, const cha
 
 // binary_partition(g, pred): the lanes of g whose pred is the same as this lane's.
 template <typename G>
-static inline coalesced_group binary_partition(const G &g, bool pred, const char *file = __builtin_FILE(),
+static inline coalesced_group binary_partition(const G &g, bool pred,
+                                               const char *file = __builtin_FILE(),
                                                int line = __builtin_LINE())
 {
     const unsigned gm = g.tm_mask();
@@ -260,41 +307,58 @@ static inline coalesced_group binary_partition(const G &g, bool pred, const char
 
 // The grid: thread_rank() and size() as on a GPU; sync() needs a cooperative launch (refused).
 class grid_group : public thread_group {
-public:
+  public:
     grid_group() : thread_group(GRID) {}
     bool is_valid() const { return true; }
     unsigned long long block_rank() const
     {
-        return blockIdx.x + (unsigned long long)gridDim.x * (blockIdx.y + (unsigned long long)gridDim.y * blockIdx.z);
+        return blockIdx.x + (unsigned long long)gridDim.x *
+                                (blockIdx.y + (unsigned long long)gridDim.y * blockIdx.z);
     }
-    unsigned long long num_blocks() const { return (unsigned long long)gridDim.x * gridDim.y * gridDim.z; }
+    unsigned long long num_blocks() const
+    {
+        return (unsigned long long)gridDim.x * gridDim.y * gridDim.z;
+    }
     dim3 group_dim() const { return gridDim; }
     dim3 dim_blocks() const { return gridDim; }
     dim3 block_index() const { return dim3(blockIdx); }
 };
-static inline grid_group this_grid() { return grid_group(); }
+static inline grid_group this_grid()
+{
+    return grid_group();
+}
 
 template <typename T, typename Op>
 static inline T reduce(const coalesced_group &g, T value, Op op)
 {
     // every member folds the members' values in rank order (the same result in every lane)
     T acc = g.shfl(value, 0);
-    for (unsigned r = 1; r < g.size(); ++r) acc = op(acc, g.shfl(value, r));
+    for (unsigned r = 1; r < g.size(); ++r)
+        acc = op(acc, g.shfl(value, r));
     return acc;
 }
 
 // ---- cg::reduce (cooperative_groups/reduce.h): every lane of the tile gets the result ----
-#define TM_CG_OP(NAME, EXPR)                                                                   \
-    template <typename T = void> struct NAME {                                                 \
-        T operator()(const T &a, const T &b) const { return EXPR; }                           \
-    };                                                                                         \
-    template <> struct NAME<void> {                                                            \
-        template <typename T> T operator()(const T &a, const T &b) const { return EXPR; }     \
+#define TM_CG_OP(NAME, EXPR)                       \
+    template <typename T = void>                   \
+    struct NAME {                                  \
+        T operator()(const T &a, const T &b) const \
+        {                                          \
+            return EXPR;                           \
+        }                                          \
+    };                                             \
+    template <>                                    \
+    struct NAME<void> {                            \
+        template <typename T>                      \
+        T operator()(const T &a, const T &b) const \
+        {                                          \
+            return EXPR;                           \
+        }                                          \
     };
 TM_CG_OP(plus, a + b)
 TM_CG_OP(less, b < a ? b : a)
 TM_CG_OP(greater, a < b ? b : a)
-TM_CG_OP(bit_and, a & b)
+TM_CG_OP(bit_and, a &b)
 TM_CG_OP(bit_or, a | b)
 TM_CG_OP(bit_xor, a ^ b)
 #undef TM_CG_OP
@@ -302,7 +366,8 @@ TM_CG_OP(bit_xor, a ^ b)
 template <unsigned N, typename P, typename T, typename Op>
 static inline T reduce(const thread_block_tile<N, P> &tile, T value, Op op)
 {
-    for (unsigned d = N / 2; d > 0; d /= 2) value = op(value, tile.shfl_xor(value, d));
+    for (unsigned d = N / 2; d > 0; d /= 2)
+        value = op(value, tile.shfl_xor(value, d));
     return value;
 }
 

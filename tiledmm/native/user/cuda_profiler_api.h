@@ -7,5 +7,11 @@
 #endif
 #include "tiledmm_kernel.h"
 
-static inline cudaError_t cudaProfilerStart(void) { return cudaSuccess; }
-static inline cudaError_t cudaProfilerStop(void) { return cudaSuccess; }
+static inline cudaError_t cudaProfilerStart(void)
+{
+    return cudaSuccess;
+}
+static inline cudaError_t cudaProfilerStop(void)
+{
+    return cudaSuccess;
+}

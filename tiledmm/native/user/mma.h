@@ -53,37 +53,81 @@ struct tf32 {};
 namespace tm_wmma {
 using namespace nvcuda::wmma;
 
-template <typename TmT_> struct storage { typedef TmT_ type; };
-template <> struct storage<precision::tf32> { typedef float type; };
+template <typename TmT_>
+struct storage {
+    typedef TmT_ type;
+};
+template <>
+struct storage<precision::tf32> {
+    typedef float type;
+};
 
 // The kind of an input element type: 0 16-bit float, 1 TF32, 2 double, 3 8-bit integer.
-template <typename TmT_> struct kind { static constexpr int value = -1; };
-template <> struct kind<__half> { static constexpr int value = 0; };
-template <> struct kind<__nv_bfloat16> { static constexpr int value = 0; };
-template <> struct kind<precision::tf32> { static constexpr int value = 1; };
-template <> struct kind<double> { static constexpr int value = 2; };
-template <> struct kind<signed char> { static constexpr int value = 3; };
-template <> struct kind<unsigned char> { static constexpr int value = 3; };
+template <typename TmT_>
+struct kind {
+    static constexpr int value = -1;
+};
+template <>
+struct kind<__half> {
+    static constexpr int value = 0;
+};
+template <>
+struct kind<__nv_bfloat16> {
+    static constexpr int value = 0;
+};
+template <>
+struct kind<precision::tf32> {
+    static constexpr int value = 1;
+};
+template <>
+struct kind<double> {
+    static constexpr int value = 2;
+};
+template <>
+struct kind<signed char> {
+    static constexpr int value = 3;
+};
+template <>
+struct kind<unsigned char> {
+    static constexpr int value = 3;
+};
 
 // Rows and columns of the matrix a fragment of `Use` holds.
-template <typename TmUse_, int TmM_, int TmN_, int TmK_> struct dims;
-template <int TmM_, int TmN_, int TmK_> struct dims<matrix_a, TmM_, TmN_, TmK_> { static constexpr int rows = TmM_, cols = TmK_; };
-template <int TmM_, int TmN_, int TmK_> struct dims<matrix_b, TmM_, TmN_, TmK_> { static constexpr int rows = TmK_, cols = TmN_; };
-template <int TmM_, int TmN_, int TmK_> struct dims<accumulator, TmM_, TmN_, TmK_> { static constexpr int rows = TmM_, cols = TmN_; };
+template <typename TmUse_, int TmM_, int TmN_, int TmK_>
+struct dims;
+template <int TmM_, int TmN_, int TmK_>
+struct dims<matrix_a, TmM_, TmN_, TmK_> {
+    static constexpr int rows = TmM_, cols = TmK_;
+};
+template <int TmM_, int TmN_, int TmK_>
+struct dims<matrix_b, TmM_, TmN_, TmK_> {
+    static constexpr int rows = TmK_, cols = TmN_;
+};
+template <int TmM_, int TmN_, int TmK_>
+struct dims<accumulator, TmM_, TmN_, TmK_> {
+    static constexpr int rows = TmM_, cols = TmN_;
+};
 
-template <int TmM_, int TmN_, int TmK_, typename TmT_> struct valid_shape {
+template <int TmM_, int TmN_, int TmK_, typename TmT_>
+struct valid_shape {
     static constexpr int k = kind<TmT_>::value;
     static constexpr bool value =
-        ((k == 0 || k == 3) && TmK_ == 16 && ((TmM_ == 16 && TmN_ == 16) || (TmM_ == 32 && TmN_ == 8) || (TmM_ == 8 && TmN_ == 32))) ||
-        (k == 1 && TmM_ == 16 && TmN_ == 16 && TmK_ == 8) || (k == 2 && TmM_ == 8 && TmN_ == 8 && TmK_ == 4) ||
+        ((k == 0 || k == 3) && TmK_ == 16 &&
+         ((TmM_ == 16 && TmN_ == 16) || (TmM_ == 32 && TmN_ == 8) || (TmM_ == 8 && TmN_ == 32))) ||
+        (k == 1 && TmM_ == 16 && TmN_ == 16 && TmK_ == 8) ||
+        (k == 2 && TmM_ == 8 && TmN_ == 8 && TmK_ == 4) ||
         (k == -1);   // accumulators: checked by mma_sync against the inputs
 };
 
 // Elements per lane: the matrix's elements over 32 lanes; __half's matrix_a and matrix_b
 // fragments have 16 whatever the shape (nvcc's mma.h).
-template <typename TmUse_, int TmM_, int TmN_, int TmK_, typename TmT_> struct count {
-    static constexpr int unique = dims<TmUse_, TmM_, TmN_, TmK_>::rows * dims<TmUse_, TmM_, TmN_, TmK_>::cols / 32;
-    static constexpr int value = std::is_same<TmUse_, accumulator>::value || !std::is_same<TmT_, __half>::value ? unique : 16;
+template <typename TmUse_, int TmM_, int TmN_, int TmK_, typename TmT_>
+struct count {
+    static constexpr int unique =
+        dims<TmUse_, TmM_, TmN_, TmK_>::rows * dims<TmUse_, TmM_, TmN_, TmK_>::cols / 32;
+    static constexpr int value =
+        std::is_same<TmUse_, accumulator>::value || !std::is_same<TmT_, __half>::value ? unique
+                                                                                       : 16;
 };
 
 // The (row, col) in its matrix of element j (0 <= j < M*K/32...) of lane `l`'s fragment: the
@@ -96,12 +140,20 @@ static inline void coord(int use, int k, int TmM_, int TmN_, int TmK_, int l, in
     (void)TmK_;
     if (use == 0) {
         if (k == 0) {
-            if (TmM_ == 8) { *r = g; *c = t * 2 + (j & 1) + 8 * (j >> 1); return; }
+            if (TmM_ == 8) {
+                *r = g;
+                *c = t * 2 + (j & 1) + 8 * (j >> 1);
+                return;
+            }
             const int tile = j / 8, q = j % 8;
             *r = tile * 16 + g + 8 * ((q >> 1) & 1);
             *c = t * 2 + (q & 1) + 8 * (q >> 2);
         } else if (k == 3) {
-            if (TmM_ == 8) { *r = g; *c = t * 4 + j; return; }
+            if (TmM_ == 8) {
+                *r = g;
+                *c = t * 4 + j;
+                return;
+            }
             const int tile = j / 8, q = j % 8;
             *r = tile * 16 + g + 8 * (q >> 2);
             *c = t * 4 + (q & 3);
@@ -142,23 +194,64 @@ static inline void coord(int use, int k, int TmM_, int TmN_, int TmK_, int l, in
     }
 }
 
-template <typename TmUse_> struct use_index;
-template <> struct use_index<matrix_a> { static constexpr int value = 0; };
-template <> struct use_index<matrix_b> { static constexpr int value = 1; };
-template <> struct use_index<accumulator> { static constexpr int value = 2; };
+template <typename TmUse_>
+struct use_index;
+template <>
+struct use_index<matrix_a> {
+    static constexpr int value = 0;
+};
+template <>
+struct use_index<matrix_b> {
+    static constexpr int value = 1;
+};
+template <>
+struct use_index<accumulator> {
+    static constexpr int value = 2;
+};
 
 // A lane's element as a double, exactly (TF32 fragments hold floats; their truncation is
 // mma_sync's).
-template <typename TmS_> static inline double value(const TmS_ &v) { return (double)(float)v; }
-static inline double value(const float &v) { return v; }
-static inline double value(const double &v) { return v; }
-static inline double value(const int &v) { return v; }
-static inline double value(const signed char &v) { return v; }
-static inline double value(const unsigned char &v) { return v; }
+template <typename TmS_>
+static inline double value(const TmS_ &v)
+{
+    return (double)(float)v;
+}
+static inline double value(const float &v)
+{
+    return v;
+}
+static inline double value(const double &v)
+{
+    return v;
+}
+static inline double value(const int &v)
+{
+    return v;
+}
+static inline double value(const signed char &v)
+{
+    return v;
+}
+static inline double value(const unsigned char &v)
+{
+    return v;
+}
 
-template <typename TmS_> static inline TmS_ from_double(double v) { return TmS_(v); }
-template <> inline float from_double<float>(double v) { return (float)v; }
-template <> inline int from_double<int>(double v) { return (int)(long long)v; }
+template <typename TmS_>
+static inline TmS_ from_double(double v)
+{
+    return TmS_(v);
+}
+template <>
+inline float from_double<float>(double v)
+{
+    return (float)v;
+}
+template <>
+inline int from_double<int>(double v)
+{
+    return (int)(long long)v;
+}
 
 // FP32 input to the TF32 datapath: the low 13 bits dropped.
 static inline double tf32_truncate(float f)
@@ -197,12 +290,15 @@ static inline double block_sum(double c, const double *prod, int n)
         const double v = i == 0 ? c : prod[i - 1];
         std::memcpy(&bits[i], &v, 8);
         const int be = (int)((bits[i] >> 52) & 0x7ff);
-        if (be == 0x7ff) special = true;
-        else if (be != 0 && be - 1023 > emax) emax = be - 1023;
+        if (be == 0x7ff)
+            special = true;
+        else if (be != 0 && be - 1023 > emax)
+            emax = be - 1023;
     }
     if (special) {
         double s = c;
-        for (int i = 0; i < n; ++i) s += prod[i];
+        for (int i = 0; i < n; ++i)
+            s += prod[i];
         return s;
     }
     if (emax == INT_MIN) return c + 0.0;   // all zero
@@ -223,7 +319,8 @@ static inline double block_sum(double c, const double *prod, int n)
 struct warp_scratch {
     const void *a[1024], *b[1024], *c[1024];
     double d[32][256];
-    double TmA_[32 * 16], TmB_[16 * 32], TmC_[32 * 32];   // lane 0's gathered operands (fibers do not
+    double TmA_[32 * 16], TmB_[16 * 32],
+        TmC_[32 * 32];   // lane 0's gathered operands (fibers do not
                                                  // switch while it computes)
 };
 static inline warp_scratch &scratch()
@@ -257,12 +354,13 @@ namespace wmma {
 
 template <typename TmUse_, int TmM_, int TmN_, int TmK_, typename TmT_, typename Layout = void>
 class fragment {
-    static_assert(tm_wmma::valid_shape<TmM_, TmN_, TmK_, TmT_>::value || std::is_same<TmUse_, accumulator>::value,
+    static_assert(tm_wmma::valid_shape<TmM_, TmN_, TmK_, TmT_>::value ||
+                      std::is_same<TmUse_, accumulator>::value,
                   "nvcuda::wmma::fragment: this shape and element type are not a documented "
                   "combination (half/bf16/char at m16n16k16, m32n8k16, m8n32k16; tf32 at "
                   "m16n16k8; double at m8n8k4)");
 
-public:
+  public:
     typedef TmT_ element_type;
     typedef typename tm_wmma::storage<TmT_>::type storage_element_type;
     enum { num_elements = tm_wmma::count<TmUse_, TmM_, TmN_, TmK_, TmT_>::value };
@@ -270,10 +368,12 @@ public:
 };
 
 template <typename TmUse_, int TmM_, int TmN_, int TmK_, typename TmT_, typename TmL_>
-static inline void fill_fragment(fragment<TmUse_, TmM_, TmN_, TmK_, TmT_, TmL_> &f,
-                                 const typename fragment<TmUse_, TmM_, TmN_, TmK_, TmT_, TmL_>::storage_element_type &v)
+static inline void fill_fragment(
+    fragment<TmUse_, TmM_, TmN_, TmK_, TmT_, TmL_> &f,
+    const typename fragment<TmUse_, TmM_, TmN_, TmK_, TmT_, TmL_>::storage_element_type &v)
 {
-    for (int i = 0; i < fragment<TmUse_, TmM_, TmN_, TmK_, TmT_, TmL_>::num_elements; ++i) f.x[i] = v;
+    for (int i = 0; i < fragment<TmUse_, TmM_, TmN_, TmK_, TmT_, TmL_>::num_elements; ++i)
+        f.x[i] = v;
 }
 
 // __float_to_tf32: f rounded to TF32 (10 fraction bits), ties away from zero (cvt.rna.tf32.f32),
@@ -293,12 +393,15 @@ static inline float __float_to_tf32(float f)
 
 // matrix_a / matrix_b: element (r, c) of the fragment's matrix is p[r * ldm + c] (row_major)
 // or p[c * ldm + r] (col_major). `P`: a pointer, or check mode's bounds-checked pointer.
-template <typename TmUse_, int TmM_, int TmN_, int TmK_, typename TmT_, typename TmL_, typename TmP_>
-static inline void load_matrix_sync(fragment<TmUse_, TmM_, TmN_, TmK_, TmT_, TmL_> &f, TmP_ p, unsigned ldm,
-                                    const char *file = __builtin_FILE(), int line = __builtin_LINE())
+template <typename TmUse_, int TmM_, int TmN_, int TmK_, typename TmT_, typename TmL_,
+          typename TmP_>
+static inline void load_matrix_sync(fragment<TmUse_, TmM_, TmN_, TmK_, TmT_, TmL_> &f, TmP_ p,
+                                    unsigned ldm, const char *file = __builtin_FILE(),
+                                    int line = __builtin_LINE())
 {
-    static_assert(!std::is_same<TmUse_, accumulator>::value,
-                  "load_matrix_sync of an accumulator takes a layout_t (mem_row_major or mem_col_major)");
+    static_assert(
+        !std::is_same<TmUse_, accumulator>::value,
+        "load_matrix_sync of an accumulator takes a layout_t (mem_row_major or mem_col_major)");
     static_assert(std::is_same<TmL_, row_major>::value || std::is_same<TmL_, col_major>::value,
                   "matrix_a and matrix_b fragments take row_major or col_major");
     const int t = tm_wmma::lane_index(), l = t & 31;
@@ -307,15 +410,18 @@ static inline void load_matrix_sync(fragment<TmUse_, TmM_, TmN_, TmK_, TmT_, TmL
     const int u = tm_wmma::count<TmUse_, TmM_, TmN_, TmK_, TmT_>::unique;
     for (int i = 0; i < TmF_::num_elements; ++i) {
         int r, c;
-        tm_wmma::coord(tm_wmma::use_index<TmUse_>::value, tm_wmma::kind<TmT_>::value, TmM_, TmN_, TmK_, l, i % u, &r, &c);
-        const size_t off = std::is_same<TmL_, row_major>::value ? (size_t)r * ldm + c : (size_t)c * ldm + r;
+        tm_wmma::coord(tm_wmma::use_index<TmUse_>::value, tm_wmma::kind<TmT_>::value, TmM_, TmN_,
+                       TmK_, l, i % u, &r, &c);
+        const size_t off =
+            std::is_same<TmL_, row_major>::value ? (size_t)r * ldm + c : (size_t)c * ldm + r;
         f.x[i] = p[off];
     }
 }
 
 template <int TmM_, int TmN_, int TmK_, typename TmT_, typename TmP_>
-static inline void load_matrix_sync(fragment<accumulator, TmM_, TmN_, TmK_, TmT_> &f, TmP_ p, unsigned ldm,
-                                    layout_t layout, const char *file = __builtin_FILE(),
+static inline void load_matrix_sync(fragment<accumulator, TmM_, TmN_, TmK_, TmT_> &f, TmP_ p,
+                                    unsigned ldm, layout_t layout,
+                                    const char *file = __builtin_FILE(),
                                     int line = __builtin_LINE())
 {
     const int t = tm_wmma::lane_index(), l = t & 31;
@@ -330,7 +436,8 @@ static inline void load_matrix_sync(fragment<accumulator, TmM_, TmN_, TmK_, TmT_
 template <int TmM_, int TmN_, int TmK_, typename TmT_, typename TmP_>
 static inline void store_matrix_sync(TmP_ p, const fragment<accumulator, TmM_, TmN_, TmK_, TmT_> &f,
                                      unsigned ldm, layout_t layout,
-                                     const char *file = __builtin_FILE(), int line = __builtin_LINE())
+                                     const char *file = __builtin_FILE(),
+                                     int line = __builtin_LINE())
 {
     const int t = tm_wmma::lane_index(), l = t & 31;
     __syncwarp(0xffffffffu, file, line);
@@ -342,23 +449,29 @@ static inline void store_matrix_sync(TmP_ p, const fragment<accumulator, TmM_, T
 }
 
 // d = a * b + c for the warp. d and c may be the same fragment.
-template <int TmM_, int TmN_, int TmK_, typename TmTA_, typename TmLA_, typename TmTB_, typename TmLB_, typename TmTC_,
-          typename TmTD_>
+template <int TmM_, int TmN_, int TmK_, typename TmTA_, typename TmLA_, typename TmTB_,
+          typename TmLB_, typename TmTC_, typename TmTD_>
 static inline void mma_sync(fragment<accumulator, TmM_, TmN_, TmK_, TmTD_> &d,
                             const fragment<matrix_a, TmM_, TmN_, TmK_, TmTA_, TmLA_> &a,
                             const fragment<matrix_b, TmM_, TmN_, TmK_, TmTB_, TmLB_> &b,
-                            const fragment<accumulator, TmM_, TmN_, TmK_, TmTC_> &c, bool satf = false,
-                            const char *file = __builtin_FILE(), int line = __builtin_LINE())
+                            const fragment<accumulator, TmM_, TmN_, TmK_, TmTC_> &c,
+                            bool satf = false, const char *file = __builtin_FILE(),
+                            int line = __builtin_LINE())
 {
-    static_assert(std::is_same<TmTA_, TmTB_>::value, "mma_sync: matrix_a and matrix_b hold the same type");
+    static_assert(std::is_same<TmTA_, TmTB_>::value,
+                  "mma_sync: matrix_a and matrix_b hold the same type");
     constexpr int kd = tm_wmma::kind<TmTA_>::value;
-    static_assert(kd != 0 || ((std::is_same<TmTC_, float>::value || std::is_same<TmTC_, __half>::value) &&
-                              (std::is_same<TmTD_, float>::value || std::is_same<TmTD_, __half>::value) &&
-                              (std::is_same<TmTA_, __half>::value || (std::is_same<TmTC_, float>::value && std::is_same<TmTD_, float>::value))),
+    static_assert(kd != 0 ||
+                      ((std::is_same<TmTC_, float>::value || std::is_same<TmTC_, __half>::value) &&
+                       (std::is_same<TmTD_, float>::value || std::is_same<TmTD_, __half>::value) &&
+                       (std::is_same<TmTA_, __half>::value ||
+                        (std::is_same<TmTC_, float>::value && std::is_same<TmTD_, float>::value))),
                   "mma_sync: half inputs accumulate in float or __half, bf16 inputs in float");
-    static_assert(kd != 1 || (std::is_same<TmTC_, float>::value && std::is_same<TmTD_, float>::value),
+    static_assert(kd != 1 ||
+                      (std::is_same<TmTC_, float>::value && std::is_same<TmTD_, float>::value),
                   "mma_sync: tf32 inputs accumulate in float");
-    static_assert(kd != 2 || (std::is_same<TmTC_, double>::value && std::is_same<TmTD_, double>::value),
+    static_assert(kd != 2 ||
+                      (std::is_same<TmTC_, double>::value && std::is_same<TmTD_, double>::value),
                   "mma_sync: double inputs accumulate in double");
     static_assert(kd != 3 || (std::is_same<TmTC_, int>::value && std::is_same<TmTD_, int>::value),
                   "mma_sync: char inputs accumulate in int");
@@ -386,11 +499,13 @@ static inline void mma_sync(fragment<accumulator, TmM_, TmN_, TmK_, TmTD_> &d,
             int r, cc;
             for (int j = 0; j < tm_wmma::count<matrix_a, TmM_, TmN_, TmK_, TmTA_>::unique; ++j) {
                 tm_wmma::coord(0, kd, TmM_, TmN_, TmK_, q, j, &r, &cc);
-                TmA_[r][cc] = kd == 1 ? tm_wmma::tf32_truncate((float)fa.x[j]) : tm_wmma::value(fa.x[j]);
+                TmA_[r][cc] =
+                    kd == 1 ? tm_wmma::tf32_truncate((float)fa.x[j]) : tm_wmma::value(fa.x[j]);
             }
             for (int j = 0; j < tm_wmma::count<matrix_b, TmM_, TmN_, TmK_, TmTB_>::unique; ++j) {
                 tm_wmma::coord(1, kd, TmM_, TmN_, TmK_, q, j, &r, &cc);
-                TmB_[r][cc] = kd == 1 ? tm_wmma::tf32_truncate((float)fb.x[j]) : tm_wmma::value(fb.x[j]);
+                TmB_[r][cc] =
+                    kd == 1 ? tm_wmma::tf32_truncate((float)fb.x[j]) : tm_wmma::value(fb.x[j]);
             }
             for (int j = 0; j < TmFC_::num_elements; ++j) {
                 tm_wmma::coord(2, kd, TmM_, TmN_, TmK_, q, j, &r, &cc);
@@ -402,17 +517,20 @@ static inline void mma_sync(fragment<accumulator, TmM_, TmN_, TmK_, TmTD_> &d,
                 double v;
                 if (kd == 2) {   // FP64: IEEE fused multiply-adds along k
                     v = TmC_[r][cc];
-                    for (int k = 0; k < TmK_; ++k) v = std::fma(TmA_[r][k], TmB_[k][cc], v);
+                    for (int k = 0; k < TmK_; ++k)
+                        v = std::fma(TmA_[r][k], TmB_[k][cc], v);
                 } else if (kd == 3) {   // integers: exact, wrapping to int32
                     long long acc = (long long)TmC_[r][cc];
-                    for (int k = 0; k < TmK_; ++k) acc += (long long)TmA_[r][k] * (long long)TmB_[k][cc];
+                    for (int k = 0; k < TmK_; ++k)
+                        acc += (long long)TmA_[r][k] * (long long)TmB_[k][cc];
                     v = (double)(int)(unsigned)(unsigned long long)acc;
                 } else {   // FP16/BF16 (k-group 16) and TF32 (k-group 8): the block FMA model
                     const int group = kd == 1 ? 8 : 16;
                     v = TmC_[r][cc];
                     double prod[16];
                     for (int k0 = 0; k0 < TmK_; k0 += group) {
-                        for (int k = 0; k < group; ++k) prod[k] = TmA_[r][k0 + k] * TmB_[k0 + k][cc];
+                        for (int k = 0; k < group; ++k)
+                            prod[k] = TmA_[r][k0 + k] * TmB_[k0 + k][cc];
                         const double sum = tm_wmma::block_sum(v, prod, group);
                         if (std::is_same<TmTD_, __half>::value && k0 + group >= TmK_) {
                             v = (float)__half(sum);   // round to nearest even to FP16

@@ -29,7 +29,10 @@ static inline unsigned short half_bits(double x)
         return (unsigned short)(sign | (unsigned short)m);   // m == 1024 is the least normal's bits
     }
     double m = std::nearbyint(std::ldexp(a, 10 - e));   // in [1024, 2048]
-    if (m >= 2048.0) { m = 1024.0; ++e; }
+    if (m >= 2048.0) {
+        m = 1024.0;
+        ++e;
+    }
     if (e > 15) return (unsigned short)(sign | 0x7c00u);
     return (unsigned short)(sign | ((unsigned)(e + 15) << 10) | ((unsigned)m - 1024u));
 }
@@ -93,9 +96,11 @@ static inline float bf16_to_float(unsigned short h)
     return f;
 }
 
-}  // namespace tm_half
+}   // namespace tm_half
 
-struct __nv_bfloat16_raw { unsigned short x; };
+struct __nv_bfloat16_raw {
+    unsigned short x;
+};
 
 struct __nv_bfloat16 {
     unsigned short __x;
@@ -106,15 +111,34 @@ struct __nv_bfloat16 {
     __nv_bfloat16(int i) : __x(tm_half::bf16_bits((double)i)) {}
     operator float() const { return tm_half::bf16_to_float(__x); }
     operator __nv_bfloat16_raw() const { return __nv_bfloat16_raw{__x}; }
-    __nv_bfloat16 &operator=(float f) { __x = tm_half::bf16_bits(f); return *this; }
+    __nv_bfloat16 &operator=(float f)
+    {
+        __x = tm_half::bf16_bits(f);
+        return *this;
+    }
 };
 
 typedef __nv_bfloat16 nv_bfloat16;
 
-static inline __nv_bfloat16 __float2bfloat16(float f) { return __nv_bfloat16(f); }
-static inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __nv_bfloat16(f); }
-static inline float __bfloat162float(__nv_bfloat16 h) { return (float)h; }
-static inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short u) { return __nv_bfloat16(__nv_bfloat16_raw{u}); }
-static inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.__x; }
+static inline __nv_bfloat16 __float2bfloat16(float f)
+{
+    return __nv_bfloat16(f);
+}
+static inline __nv_bfloat16 __float2bfloat16_rn(float f)
+{
+    return __nv_bfloat16(f);
+}
+static inline float __bfloat162float(__nv_bfloat16 h)
+{
+    return (float)h;
+}
+static inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short u)
+{
+    return __nv_bfloat16(__nv_bfloat16_raw{u});
+}
+static inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h)
+{
+    return h.__x;
+}
 
-#endif  // TM_HALF_TYPES_H
+#endif   // TM_HALF_TYPES_H

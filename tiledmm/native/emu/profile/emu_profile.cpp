@@ -66,6 +66,7 @@ namespace {
 enum Cls { GLD, GST, SLD, SST, LDGSTS, GATOM, SATOM, NCLS };
 
 // The counters, in this order (tm_profile_fields names them).
+// clang-format off
 #define TM_PROFILE_FIELDS(X)                                                                   \
     X(launches) X(blocks) X(blocks_profiled) X(threads_profiled) X(warps_profiled)             \
     X(global_load_requests) X(global_load_sectors) X(global_load_bytes)                        \
@@ -76,16 +77,21 @@ enum Cls { GLD, GST, SLD, SST, LDGSTS, GATOM, SATOM, NCLS };
     X(global_atomic_requests) X(global_atomics) X(global_atomic_max_same_address)              \
     X(shared_atomic_requests) X(shared_atomics) X(barriers) X(warp_ops)                      \
     X(global_ldgsts_requests) X(global_ldgsts_sectors) X(divergent_branches)
+// clang-format on
 
 enum Field {
 #define TM_ENUM(name) F_##name,
+    // clang-format off
     TM_PROFILE_FIELDS(TM_ENUM)
+    // clang-format on
 #undef TM_ENUM
-    NFIELDS
+        NFIELDS
 };
 const char kFieldNames[] =
 #define TM_NAME(name) #name ","
+    // clang-format off
     TM_PROFILE_FIELDS(TM_NAME)
+    // clang-format on
 #undef TM_NAME
     ;
 
@@ -93,7 +99,10 @@ const char kFieldNames[] =
 // bytes: zero fill).
 constexpr uint64_t kAddrMask = (1ull << 56) - 1;
 constexpr uint64_t kNoBytes = 1ull << 63;
-inline unsigned entry_lg(uint64_t e) { return (unsigned)(e >> 56) & 15u; }
+inline unsigned entry_lg(uint64_t e)
+{
+    return (unsigned)(e >> 56) & 15u;
+}
 
 // A growable array of integers whose append is a compare and a store (the hooks' hot path);
 // growing is out of line.
@@ -124,7 +133,8 @@ struct Buf {
     __attribute__((noinline)) void grow()
     {
         size_t c = cap ? 2 * cap : 16;   // small: a block's 256+ logs stay in cache
-        T *p = static_cast<T *>(owned ? std::realloc(d, c * sizeof(T)) : std::malloc(c * sizeof(T)));
+        T *p =
+            static_cast<T *>(owned ? std::realloc(d, c * sizeof(T)) : std::malloc(c * sizeof(T)));
         if (!p) std::abort();
         if (!owned && n) std::memcpy(p, d, n * sizeof(T));
         d = p;
@@ -315,11 +325,13 @@ struct DivergenceWalk {
             size_t end = std::min(n[r], c[r] + kWindow);
             if (budget < end - c[r]) return 0;
             budget -= end - c[r];
-            for (size_t i = c[r]; i < end; ++i) f.emplace_back(t[r][i], (uint32_t)(i - c[r]));
+            for (size_t i = c[r]; i < end; ++i)
+                f.emplace_back(t[r][i], (uint32_t)(i - c[r]));
             std::sort(f.begin(), f.end());
-            f.erase(std::unique(f.begin(), f.end(),
-                                [](const std::pair<uintptr_t, uint32_t> &a,
-                                   const std::pair<uintptr_t, uint32_t> &b) { return a.first == b.first; }),
+            f.erase(std::unique(
+                        f.begin(), f.end(),
+                        [](const std::pair<uintptr_t, uint32_t> &a,
+                           const std::pair<uintptr_t, uint32_t> &b) { return a.first == b.first; }),
                     f.end());
         }
         uintptr_t best = 0;
@@ -329,7 +341,8 @@ struct DivergenceWalk {
             bool everywhere = true;
             for (int j = 1; j < np && everywhere; ++j) {
                 const auto &f = firsts[j];
-                auto it = std::lower_bound(f.begin(), f.end(), std::make_pair(cand.first, (uint32_t)0));
+                auto it =
+                    std::lower_bound(f.begin(), f.end(), std::make_pair(cand.first, (uint32_t)0));
                 if (it == f.end() || it->first != cand.first) {
                     everywhere = false;
                 } else {
@@ -373,7 +386,8 @@ struct DivergenceWalk {
                 continue;
             }
             if (f.state == CHILDREN) {   // parts running until they meet at f.r
-                while (f.j < f.np && f.target[f.j] == f.r) ++f.j;
+                while (f.j < f.np && f.target[f.j] == f.r)
+                    ++f.j;
                 if (f.j < f.np) {
                     uint32_t part = f.parts[f.j++];
                     push(part);
@@ -408,7 +422,8 @@ struct DivergenceWalk {
                 }
                 uintptr_t next = t[l][++c[l]];
                 int j = 0;
-                while (j < np && f.target[j] != next) ++j;
+                while (j < np && f.target[j] != next)
+                    ++j;
                 if (j == np) {
                     f.target[np] = next;
                     f.parts[np++] = 0;
@@ -439,7 +454,8 @@ struct DivergenceWalk {
             stops.push_back(r);
             f.r = r;
             f.all = 0;
-            for (int j = 0; j < np; ++j) f.all |= f.parts[j];
+            for (int j = 0; j < np; ++j)
+                f.all |= f.parts[j];
             f.state = CHILDREN;
         }
     }
@@ -454,7 +470,7 @@ struct TState {
     // stores without touching the Log. bb_load at enter(), bb_store at every point where the
     // fiber may be switched out (barriers, warp operations, its end) and before a flush.
     uintptr_t *bb_at = nullptr, *bb_end = nullptr;
-    Log *cur = nullptr;               // the running CUDA thread's log (enter())
+    Log *cur = nullptr;   // the running CUDA thread's log (enter())
     void bb_load()
     {
         bb_at = cur->bb.d + cur->bb.n;
@@ -473,25 +489,25 @@ struct TState {
         bb_load();
     }
     unsigned long long epoch = 0;
-    int nthreads = 0;                 // of the block whose logs are pending
+    int nthreads = 0;   // of the block whose logs are pending
     // Barriers every thread of the block reached in this interval (a split kernel's former
     // __syncthreads(): counted once here, not in each thread's log)
     uint32_t block_bar = 0;
     uintptr_t tls_lo = 0, tls_size = 0;
     uintptr_t emu_tls_lo = 0;
     uintptr_t dyn_lo = 0;
-    std::unique_ptr<Log[]> logs;      // nlogs of them: an array, never moved (their traces
-    size_t nlogs = 0;                 // start inside them)
+    std::unique_ptr<Log[]> logs;   // nlogs of them: an array, never moved (their traces
+    size_t nlogs = 0;   // start inside them)
     // Split kernels (issue 34): what runs outside a CUDA thread's turn in a thread
     // loop (the loops' own blocks, the block-uniform code between regions) logs here, unread.
     Log discard;
     bool pending = false;
-    uint64_t c[NFIELDS] = {};         // this launch's counts (folded by the launching thread)
+    uint64_t c[NFIELDS] = {};   // this launch's counts (folded by the launching thread)
     std::unordered_map<uintptr_t, uint64_t> atom;   // global atomics per address
     std::vector<uint64_t> merge_buf;
     std::vector<uint32_t> warp_used, warp_bar, warp_wop;   // flush's per-warp summary ...
-    std::vector<Trace> warp_traces;                        // ... its distinct block traces
-    std::vector<int> warp_ntraces;                         //     (32 places a warp), how many
+    std::vector<Trace> warp_traces;   // ... its distinct block traces
+    std::vector<int> warp_ntraces;   //     (32 places a warp), how many
     // scratch of the divergent (PC-keyed) grouping and of the divergence walk
     struct Ent {
         uintptr_t pc;
@@ -540,8 +556,14 @@ constexpr uintptr_t kTpGone = 1;
 constexpr size_t kTpSlots = 1024;
 TpSlot g_tp[kTpSlots];
 
-inline uintptr_t thread_pointer() { return (uintptr_t)__builtin_thread_pointer(); }
-inline size_t tp_slot(uintptr_t tp) { return (size_t)((tp >> 12) ^ (tp >> 22)) & (kTpSlots - 1); }
+inline uintptr_t thread_pointer()
+{
+    return (uintptr_t)__builtin_thread_pointer();
+}
+inline size_t tp_slot(uintptr_t tp)
+{
+    return (size_t)((tp >> 12) ^ (tp >> 22)) & (kTpSlots - 1);
+}
 
 // Adds (s) or takes out (nullptr) the calling thread's entry; under g_mu.
 void tp_table_set(TState *s)
@@ -635,7 +657,10 @@ inline void enter(int tid)
     s->bb_load();
 }
 
-inline Log &cur_log(TState *s) { return *s->cur; }
+inline Log &cur_log(TState *s)
+{
+    return *s->cur;
+}
 
 // Logs one access of the calling CUDA thread at program counter pc. lg: log2 of its size in
 // bytes.
@@ -665,7 +690,8 @@ inline void record_ldgsts(const void *src, unsigned lg, bool no_bytes, uintptr_t
 {
     if (!g_active.load(std::memory_order_relaxed)) return;
     Log &l = cur_log(running());
-    l.acc[LDGSTS].push_back((uint64_t)(uintptr_t)src | (uint64_t)lg << 56 | (no_bytes ? kNoBytes : 0), pc);
+    l.acc[LDGSTS].push_back(
+        (uint64_t)(uintptr_t)src | (uint64_t)lg << 56 | (no_bytes ? kNoBytes : 0), pc);
     l.used |= 1u << LDGSTS;
 }
 
@@ -853,7 +879,8 @@ void for_each_instruction(TState *s, int base, int n, int cls, F &&f)
         // Every active thread logged the same sequence, so each has maxlen entries and takes
         // part in every k-th instruction.
         for (size_t k = 0; k < maxlen; ++k) {
-            for (int i = 0; i < active; ++i) e[i] = vals[i][k];
+            for (int i = 0; i < active; ++i)
+                e[i] = vals[i][k];
             f(e.data(), lane.data(), active);
         }
         return;
@@ -866,7 +893,8 @@ void for_each_instruction(TState *s, int base, int n, int cls, F &&f)
     ents.clear();
     for (int t = 0; t < n; ++t) {
         const AccessLog &p = s->logs[base + t].acc[cls];
-        for (size_t i = 0; i < p.size(); ++i) ents.push_back(TState::Ent{p.pc[i], (uint32_t)t, (uint32_t)i});
+        for (size_t i = 0; i < p.size(); ++i)
+            ents.push_back(TState::Ent{p.pc[i], (uint32_t)t, (uint32_t)i});
     }
     std::sort(ents.begin(), ents.end(), [](const TState::Ent &a, const TState::Ent &b) {
         return a.pc != b.pc ? a.pc < b.pc : a.lane != b.lane ? a.lane < b.lane : a.seq < b.seq;
@@ -874,12 +902,14 @@ void for_each_instruction(TState *s, int base, int n, int cls, F &&f)
     std::vector<std::pair<size_t, size_t>> runs;   // [start, end) of each thread's run
     for (size_t a = 0; a < ents.size();) {
         size_t b = a;
-        while (b < ents.size() && ents[b].pc == ents[a].pc) ++b;
+        while (b < ents.size() && ents[b].pc == ents[a].pc)
+            ++b;
         runs.clear();
         size_t most = 0;
         for (size_t i = a; i < b;) {
             size_t j = i;
-            while (j < b && ents[j].lane == ents[i].lane) ++j;
+            while (j < b && ents[j].lane == ents[i].lane)
+                ++j;
             runs.emplace_back(i, j);
             most = std::max(most, j - i);
             i = j;
@@ -918,11 +948,13 @@ uint64_t divergent_branches(DivergenceWalk &w, const Trace *trace, int k)
         w.n[l] = trace[l].n;
         w.c[l] = 0;
         int j = 0;
-        while (j < ng && first[j] != trace[l].d[0]) ++j;
+        while (j < ng && first[j] != trace[l].d[0])
+            ++j;
         if (j == ng) first[ng++] = trace[l].d[0];
         groups[j] |= 1u << l;
     }
-    for (int j = 0; j < ng; ++j) w.run(groups[j]);
+    for (int j = 0; j < ng; ++j)
+        w.run(groups[j]);
     return w.divergent;
 }
 
@@ -964,7 +996,8 @@ void TState::flush()
             const Trace t{g.bb.data(), g.bb.size()};
             g.bb.clear();
             int j = 0;
-            while (j < k && !(t == trace[j])) ++j;
+            while (j < k && !(t == trace[j]))
+                ++j;
             if (j == k) trace[k++] = t;
         }
         warp_used[w] = used, warp_bar[w] = std::max(bar, block_bar), warp_wop[w] = wop;
@@ -974,17 +1007,19 @@ void TState::flush()
     // The model's L1 estimate: the sectors of each global load instruction (PC, k-th execution)
     // merged over the warps of the block.
     if (block_used & (1u << GLD))
-    for_each_instruction(this, 0, n, GLD, [&](const uint64_t *e, const int *, int m) {
-        merge_buf.clear();
-        for (int i = 0; i < m; ++i) {
-            uint64_t a = e[i] & kAddrMask, size = 1ull << entry_lg(e[i]);
-            for (uint64_t x = a >> 5; x <= (a + size - 1) >> 5; ++x) merge_buf.push_back(x);
-        }
-        // lanes in order mostly load in address order: the sort is then skipped
-        if (!std::is_sorted(merge_buf.begin(), merge_buf.end())) std::sort(merge_buf.begin(), merge_buf.end());
-        c[F_global_load_sectors_block_merged] +=
-            std::unique(merge_buf.begin(), merge_buf.end()) - merge_buf.begin();
-    });
+        for_each_instruction(this, 0, n, GLD, [&](const uint64_t *e, const int *, int m) {
+            merge_buf.clear();
+            for (int i = 0; i < m; ++i) {
+                uint64_t a = e[i] & kAddrMask, size = 1ull << entry_lg(e[i]);
+                for (uint64_t x = a >> 5; x <= (a + size - 1) >> 5; ++x)
+                    merge_buf.push_back(x);
+            }
+            // lanes in order mostly load in address order: the sort is then skipped
+            if (!std::is_sorted(merge_buf.begin(), merge_buf.end()))
+                std::sort(merge_buf.begin(), merge_buf.end());
+            c[F_global_load_sectors_block_merged] +=
+                std::unique(merge_buf.begin(), merge_buf.end()) - merge_buf.begin();
+        });
     for (int base = 0; base < n; base += 32) {
         int lanes = std::min(32, n - base);
         uint32_t used = warp_used[base / 32];
@@ -993,10 +1028,12 @@ void TState::flush()
             switch (cls) {
             case GLD:
             case GST:
-                for_each_instruction(this, base, lanes, cls, [&](const uint64_t *e, const int *, int m) {
+                for_each_instruction(this, base, lanes, cls,
+                                     [&](const uint64_t *e, const int *, int m) {
                     bool ld = cls == GLD;
                     uint64_t bytes = 0, lines = 0;
-                    for (int i = 0; i < m; ++i) bytes += 1ull << entry_lg(e[i]);
+                    for (int i = 0; i < m; ++i)
+                        bytes += 1ull << entry_lg(e[i]);
                     c[ld ? F_global_load_requests : F_global_store_requests]++;
                     c[ld ? F_global_load_sectors : F_global_store_sectors] += sectors(e, m, &lines);
                     c[ld ? F_global_load_lines : F_global_store_lines] += lines;
@@ -1005,23 +1042,27 @@ void TState::flush()
                 break;
             case SLD:
             case SST:
-                for_each_instruction(this, base, lanes, cls, [&](const uint64_t *e, const int *lane, int m) {
+                for_each_instruction(this, base, lanes, cls,
+                                     [&](const uint64_t *e, const int *lane, int m) {
                     bool ld = cls == SLD;
                     uint64_t groups = 0, wf = wavefronts(e, lane, m, &groups);
                     c[ld ? F_shared_load_requests : F_shared_store_requests]++;
                     c[ld ? F_shared_load_wavefronts : F_shared_store_wavefronts] += wf;
-                    c[ld ? F_shared_load_bank_conflicts : F_shared_store_bank_conflicts] += wf - groups;
+                    c[ld ? F_shared_load_bank_conflicts : F_shared_store_bank_conflicts] +=
+                        wf - groups;
                 });
                 break;
             case LDGSTS:
-                for_each_instruction(this, base, lanes, cls, [&](const uint64_t *e, const int *, int m) {
+                for_each_instruction(this, base, lanes, cls,
+                                     [&](const uint64_t *e, const int *, int m) {
                     uint64_t lines = 0;
                     c[F_global_ldgsts_requests]++;
                     c[F_global_ldgsts_sectors] += sectors(e, m, &lines);
                 });
                 break;
             default:   // atomics: instructions only
-                for_each_instruction(this, base, lanes, cls, [&](const uint64_t *, const int *, int) {
+                for_each_instruction(this, base, lanes, cls,
+                                     [&](const uint64_t *, const int *, int) {
                     c[cls == GATOM ? F_global_atomic_requests : F_shared_atomic_requests]++;
                 });
             }
@@ -1029,13 +1070,14 @@ void TState::flush()
         c[F_barriers] += warp_bar[base / 32];
         c[F_warp_ops] += warp_wop[base / 32];
         if (warp_ntraces[base / 32] > 1)
-            c[F_divergent_branches] += divergent_branches(walk, &warp_traces[(size_t)base], warp_ntraces[base / 32]);
+            c[F_divergent_branches] +=
+                divergent_branches(walk, &warp_traces[(size_t)base], warp_ntraces[base / 32]);
         if (used)
-            for (int t = base; t < base + lanes; ++t) clear_accesses(logs[t]);   // while they are hot
+            for (int t = base; t < base + lanes; ++t)
+                clear_accesses(logs[t]);   // while they are hot
     }
     block_bar = 0;
 }
-
 
 // ---- sampling: the launch's invoke is wrapped ----
 struct InvokeCtx {
@@ -1065,7 +1107,8 @@ void drop_discard(TState *s)
 {
     Log &d = s->discard;
     if (d.used) g_split_uncounted.fetch_add(1, std::memory_order_relaxed);
-    for (uint32_t m = d.used; m; m &= m - 1) d.acc[__builtin_ctz(m)].clear();
+    for (uint32_t m = d.used; m; m &= m - 1)
+        d.acc[__builtin_ctz(m)].clear();
     d.used = 0;
     d.bb.clear();
 }
@@ -1124,12 +1167,12 @@ void profiled_invoke(void *p)
     running()->bb_store();   // the thread ends: its blocks go back to its log before the next
 }
 
-}  // namespace
+}   // namespace
 
 // ---- link-time wraps of the emulator's entry points (setup.py passes -Wl,--wrap=...) ----
 extern "C" {
-cudaError_t __real__ZN6tm_emu6launchEPKvPFvPvES2_4dim3S5_m(const void *, void (*)(void *), void *, dim3,
-                                                           dim3, size_t);
+cudaError_t __real__ZN6tm_emu6launchEPKvPFvPvES2_4dim3S5_m(const void *, void (*)(void *), void *,
+                                                           dim3, dim3, size_t);
 unsigned long long __real__ZN6tm_emu7warp_opEijyiiPKci(int, unsigned, unsigned long long, int, int,
                                                        const char *, int);
 void __real_tm_emu_syncthreads(const char *, int);
@@ -1148,22 +1191,32 @@ cudaError_t __wrap_cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int d
     return err;
 }
 
-cudaError_t __real__ZN6tm_emu19launch_whole_blocksEPKvPFvPvES2_4dim3S5_m(const void *, void (*)(void *), void *,
-                                                                        dim3, dim3, size_t);
+cudaError_t __real__ZN6tm_emu19launch_whole_blocksEPKvPFvPvES2_4dim3S5_m(const void *,
+                                                                         void (*)(void *), void *,
+                                                                         dim3, dim3, size_t);
 }   // extern "C"
 
 // Profiled launches of kernels split at their barriers (tests: whether the build has them).
 static std::atomic<long long> g_split_launches{0};
-TM_EXPORT long long tm_profile_split_launches(void) { return g_split_launches.load(); }
-TM_EXPORT long long tm_profile_split_uncounted(void) { return g_split_uncounted.load(); }
-TM_EXPORT long long tm_profile_split_misplaced(void) { return g_split_misplaced.load(); }
+TM_EXPORT long long tm_profile_split_launches(void)
+{
+    return g_split_launches.load();
+}
+TM_EXPORT long long tm_profile_split_uncounted(void)
+{
+    return g_split_uncounted.load();
+}
+TM_EXPORT long long tm_profile_split_misplaced(void)
+{
+    return g_split_misplaced.load();
+}
 
 typedef cudaError_t (*LaunchFn)(const void *, void (*)(void *), void *, dim3, dim3, size_t);
 
 // A profiled launch through `real` (fibers: tm_emu::launch; a split kernel's thread loops:
 // tm_emu::launch_whole_blocks).
-static cudaError_t profiled_launch(LaunchFn real, const void *func, void (*invoke)(void *), void *pack,
-                                   dim3 grid, dim3 block, size_t shared_bytes)
+static cudaError_t profiled_launch(LaunchFn real, const void *func, void (*invoke)(void *),
+                                   void *pack, dim3 grid, dim3 block, size_t shared_bytes)
 {
     if (!g_enabled) return real(func, invoke, pack, grid, block, shared_bytes);
     InvokeCtx ctx;
@@ -1172,7 +1225,8 @@ static cudaError_t profiled_launch(LaunchFn real, const void *func, void (*invok
     {
         std::lock_guard<std::mutex> g(g_mu);
         g_ranges.clear();
-        for (auto &kv : g_allocs) g_ranges.push_back(Range{kv.first, kv.second});
+        for (auto &kv : g_allocs)
+            g_ranges.push_back(Range{kv.first, kv.second});
         g_dyn_bytes = shared_bytes;
         g_seed += 0x632be59bd9b4e019ull;
         for (TState *s : g_states) {
@@ -1191,12 +1245,15 @@ static cudaError_t profiled_launch(LaunchFn real, const void *func, void (*invok
     for (TState *s : g_states) {
         if (s->pending) s->flush();
         s->epoch = 0;
-        for (int i = 0; i < NFIELDS; ++i) sum[i] += s->c[i];
-        for (auto &kv : s->atom) atom[kv.first] += kv.second;
+        for (int i = 0; i < NFIELDS; ++i)
+            sum[i] += s->c[i];
+        for (auto &kv : s->atom)
+            atom[kv.first] += kv.second;
         s->atom.clear();
     }
     uint64_t most = 0;
-    for (auto &kv : atom) most = std::max(most, kv.second);
+    for (auto &kv : atom)
+        most = std::max(most, kv.second);
     sum[F_global_atomic_max_same_address] = most;
     long long nblocks = (long long)grid.x * grid.y * grid.z;
     long long run = ctx.blocks_run.load();
@@ -1225,13 +1282,14 @@ cudaError_t __wrap__ZN6tm_emu6launchEPKvPFvPvES2_4dim3S5_m(const void *func, voi
 }
 
 cudaError_t __wrap__ZN6tm_emu19launch_whole_blocksEPKvPFvPvES2_4dim3S5_m(const void *func,
-                                                                        void (*invoke)(void *), void *pack,
-                                                                        dim3 grid, dim3 block,
-                                                                        size_t shared_bytes)
+                                                                         void (*invoke)(void *),
+                                                                         void *pack, dim3 grid,
+                                                                         dim3 block,
+                                                                         size_t shared_bytes)
 {
     if (g_enabled) g_split_launches.fetch_add(1, std::memory_order_relaxed);
-    return profiled_launch(__real__ZN6tm_emu19launch_whole_blocksEPKvPFvPvES2_4dim3S5_m, func, invoke,
-                           pack, grid, block, shared_bytes);
+    return profiled_launch(__real__ZN6tm_emu19launch_whole_blocksEPKvPFvPvES2_4dim3S5_m, func,
+                           invoke, pack, grid, block, shared_bytes);
 }
 
 // ---- a kernel split at its barriers: emu/profile/split_hooks.h's macros call these ----
@@ -1240,7 +1298,6 @@ void *tm_profile_split_state(void) noexcept
 {
     return g_active.load(std::memory_order_relaxed) ? running() : nullptr;
 }
-
 
 // CUDA thread `tid` (linear) starts its turn in a thread loop, after the turn before it in the
 // row (if any) ends: the hooks log into its log.
@@ -1299,14 +1356,17 @@ void tm_profile_split_warp_sync(void *st, const unsigned *lane_masks, int) noexc
     if (!st) return;
     TState *s = static_cast<TState *>(st);
     for (int base = 0; base < s->nthreads; base += 32)
-        for (unsigned m = lane_masks[base / 32]; m; m &= m - 1) ++s->logs[base + __builtin_ctz(m)].wop;
+        for (unsigned m = lane_masks[base / 32]; m; m &= m - 1)
+            ++s->logs[base + __builtin_ctz(m)].wop;
 }
 
-unsigned long long __wrap__ZN6tm_emu7warp_opEijyiiPKci(int op, unsigned mask, unsigned long long value, int arg,
-                                                       int width, const char *file, int line)
+unsigned long long __wrap__ZN6tm_emu7warp_opEijyiiPKci(int op, unsigned mask,
+                                                       unsigned long long value, int arg, int width,
+                                                       const char *file, int line)
 {
     int tid = record_event(false);
-    unsigned long long r = __real__ZN6tm_emu7warp_opEijyiiPKci(op, mask, value, arg, width, file, line);
+    unsigned long long r =
+        __real__ZN6tm_emu7warp_opEijyiiPKci(op, mask, value, arg, width, file, line);
     if (tid >= 0) enter(tid);
     return r;
 }
@@ -1344,7 +1404,7 @@ cudaError_t __wrap_cudaFree(void *p)
     }
     return __real_cudaFree(p);
 }
-}  // extern "C"
+}   // extern "C"
 
 // ---- the API tiledmm/profile.py calls (ctypes) ----
 
@@ -1364,12 +1424,16 @@ TM_EXPORT int tm_profile_end(double *out, int n)
 {
     std::lock_guard<std::mutex> g(g_mu);
     g_enabled = false;
-    for (int i = 0; i < n && i < NFIELDS; ++i) out[i] = g_totals[i];
+    for (int i = 0; i < n && i < NFIELDS; ++i)
+        out[i] = g_totals[i];
     return NFIELDS;
 }
 
 // The counters' names, comma-separated, in tm_profile_end's order.
-TM_EXPORT const char *tm_profile_fields(void) { return kFieldNames; }
+TM_EXPORT const char *tm_profile_fields(void)
+{
+    return kFieldNames;
+}
 
 // Device memory that this module did not allocate (a DeviceArray of another module).
 TM_EXPORT void tm_profile_add_range(uintptr_t p, size_t size)
@@ -1388,20 +1452,46 @@ TM_EXPORT void tm_profile_remove_range(uintptr_t p)
 // TM_PC: the hook's return address, the access's place in the kernel's machine code (its PC).
 #define TM_PC ((uintptr_t)__builtin_return_address(0))
 extern "C" {
-#define TM_RW(n, lg)                                                                             \
-    TM_EXPORT void __tsan_read##n(void *p) { record(p, lg, 0, TM_PC); }                                \
-    TM_EXPORT void __tsan_write##n(void *p) { record(p, lg, 1, TM_PC); }                               \
-    TM_EXPORT void __tsan_unaligned_read##n(void *p) { record(p, lg, 0, TM_PC); }                      \
-    TM_EXPORT void __tsan_unaligned_write##n(void *p) { record(p, lg, 1, TM_PC); }                     \
-    TM_EXPORT void __tsan_volatile_read##n(void *p) { record(p, lg, 0, TM_PC); }                       \
-    TM_EXPORT void __tsan_volatile_write##n(void *p) { record(p, lg, 1, TM_PC); }                      \
-    TM_EXPORT void __tsan_unaligned_volatile_read##n(void *p) { record(p, lg, 0, TM_PC); }             \
-    TM_EXPORT void __tsan_unaligned_volatile_write##n(void *p) { record(p, lg, 1, TM_PC); }
+#define TM_RW(n, lg)                                           \
+    TM_EXPORT void __tsan_read##n(void *p)                     \
+    {                                                          \
+        record(p, lg, 0, TM_PC);                               \
+    }                                                          \
+    TM_EXPORT void __tsan_write##n(void *p)                    \
+    {                                                          \
+        record(p, lg, 1, TM_PC);                               \
+    }                                                          \
+    TM_EXPORT void __tsan_unaligned_read##n(void *p)           \
+    {                                                          \
+        record(p, lg, 0, TM_PC);                               \
+    }                                                          \
+    TM_EXPORT void __tsan_unaligned_write##n(void *p)          \
+    {                                                          \
+        record(p, lg, 1, TM_PC);                               \
+    }                                                          \
+    TM_EXPORT void __tsan_volatile_read##n(void *p)            \
+    {                                                          \
+        record(p, lg, 0, TM_PC);                               \
+    }                                                          \
+    TM_EXPORT void __tsan_volatile_write##n(void *p)           \
+    {                                                          \
+        record(p, lg, 1, TM_PC);                               \
+    }                                                          \
+    TM_EXPORT void __tsan_unaligned_volatile_read##n(void *p)  \
+    {                                                          \
+        record(p, lg, 0, TM_PC);                               \
+    }                                                          \
+    TM_EXPORT void __tsan_unaligned_volatile_write##n(void *p) \
+    {                                                          \
+        record(p, lg, 1, TM_PC);                               \
+    }
+// clang-format off
 TM_RW(1, 0)
 TM_RW(2, 1)
 TM_RW(4, 2)
 TM_RW(8, 3)
 TM_RW(16, 4)
+// clang-format on
 #undef TM_RW
 
 // A range (GCC does not emit these for plain code; counted as one access per 16 bytes or less).
@@ -1409,14 +1499,26 @@ TM_EXPORT void __tsan_read_range(void *p, unsigned long size)
 {
     for (unsigned long off = 0; off < size; off += 16) {
         unsigned long left = size - off;
-        record((char *)p + off, left >= 16 ? 4 : left >= 8 ? 3 : left >= 4 ? 2 : left >= 2 ? 1 : 0, 0, TM_PC);
+        record((char *)p + off,
+               left >= 16  ? 4
+               : left >= 8 ? 3
+               : left >= 4 ? 2
+               : left >= 2 ? 1
+                           : 0,
+               0, TM_PC);
     }
 }
 TM_EXPORT void __tsan_write_range(void *p, unsigned long size)
 {
     for (unsigned long off = 0; off < size; off += 16) {
         unsigned long left = size - off;
-        record((char *)p + off, left >= 16 ? 4 : left >= 8 ? 3 : left >= 4 ? 2 : left >= 2 ? 1 : 0, 1, TM_PC);
+        record((char *)p + off,
+               left >= 16  ? 4
+               : left >= 8 ? 3
+               : left >= 4 ? 2
+               : left >= 2 ? 1
+                           : 0,
+               1, TM_PC);
     }
 }
 
@@ -1449,7 +1551,10 @@ static inline void cas_end(bool ok)
 
 // -fsanitize-coverage=trace-pc: called at the start of every basic block of the kernel
 // objects; the return address names the block (divergence).
-TM_EXPORT void __sanitizer_cov_trace_pc(void) { record_bb(TM_PC); }
+TM_EXPORT void __sanitizer_cov_trace_pc(void)
+{
+    record_bb(TM_PC);
+}
 
 // cp.async on the emulator (cuda/matmul_fast.cu's cp_async16/cp_async4 in the profile build):
 // copies src_bytes (0 or size) bytes and zero-fills the rest of size, and counts one LDGSTS
@@ -1459,9 +1564,15 @@ TM_EXPORT void __sanitizer_cov_trace_pc(void) { record_bb(TM_PC); }
 TM_EXPORT void tm_profile_cp_async(void *dst, const void *src, int size, int src_bytes)
 {
     if (src_bytes > 0) std::memcpy(dst, src, (size_t)src_bytes);
-    if (src_bytes < size) std::memset((char *)dst + (src_bytes > 0 ? src_bytes : 0), 0,
-                                      (size_t)(size - (src_bytes > 0 ? src_bytes : 0)));
-    record_ldgsts(src, size >= 16 ? 4 : size >= 8 ? 3 : size >= 4 ? 2 : size >= 2 ? 1 : 0,
+    if (src_bytes < size)
+        std::memset((char *)dst + (src_bytes > 0 ? src_bytes : 0), 0,
+                    (size_t)(size - (src_bytes > 0 ? src_bytes : 0)));
+    record_ldgsts(src,
+                  size >= 16  ? 4
+                  : size >= 8 ? 3
+                  : size >= 4 ? 2
+                  : size >= 2 ? 1
+                              : 0,
                   src_bytes <= 0, TM_PC);
 }
 
@@ -1475,49 +1586,88 @@ TM_EXPORT void __tsan_ignore_thread_end(void) {}
 
 // Atomics: GCC routes every __atomic builtin of instrumented code here. They stay real
 // (sequentially consistent) atomics; a read-modify-write that takes effect is counted.
-#define TM_ATOMICS(n, T, lg)                                                                      \
-    TM_EXPORT T __tsan_atomic##n##_load(const volatile T *a, int) { return __atomic_load_n(a, __ATOMIC_SEQ_CST); } \
-    TM_EXPORT void __tsan_atomic##n##_store(volatile T *a, T v, int) { __atomic_store_n(a, v, __ATOMIC_SEQ_CST); } \
-    TM_EXPORT T __tsan_atomic##n##_exchange(volatile T *a, T v, int)                              \
-    {                                                                                             \
-        record_atomic(a, lg, TM_PC);                                                                     \
-        return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST);                                       \
-    }                                                                                             \
-    TM_EXPORT T __tsan_atomic##n##_fetch_add(volatile T *a, T v, int) { record_atomic(a, lg, TM_PC); return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST); } \
-    TM_EXPORT T __tsan_atomic##n##_fetch_sub(volatile T *a, T v, int) { record_atomic(a, lg, TM_PC); return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST); } \
-    TM_EXPORT T __tsan_atomic##n##_fetch_and(volatile T *a, T v, int) { record_atomic(a, lg, TM_PC); return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST); } \
-    TM_EXPORT T __tsan_atomic##n##_fetch_or(volatile T *a, T v, int) { record_atomic(a, lg, TM_PC); return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST); } \
-    TM_EXPORT T __tsan_atomic##n##_fetch_xor(volatile T *a, T v, int) { record_atomic(a, lg, TM_PC); return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST); } \
-    TM_EXPORT T __tsan_atomic##n##_fetch_nand(volatile T *a, T v, int) { record_atomic(a, lg, TM_PC); return __atomic_fetch_nand(a, v, __ATOMIC_SEQ_CST); } \
-    TM_EXPORT int __tsan_atomic##n##_compare_exchange_strong(volatile T *a, T *c, T v, int, int)  \
-    {                                                                                             \
-        cas_begin();                                                                              \
+#define TM_ATOMICS(n, T, lg)                                                                       \
+    TM_EXPORT T __tsan_atomic##n##_load(const volatile T *a, int)                                  \
+    {                                                                                              \
+        return __atomic_load_n(a, __ATOMIC_SEQ_CST);                                               \
+    }                                                                                              \
+    TM_EXPORT void __tsan_atomic##n##_store(volatile T *a, T v, int)                               \
+    {                                                                                              \
+        __atomic_store_n(a, v, __ATOMIC_SEQ_CST);                                                  \
+    }                                                                                              \
+    TM_EXPORT T __tsan_atomic##n##_exchange(volatile T *a, T v, int)                               \
+    {                                                                                              \
+        record_atomic(a, lg, TM_PC);                                                               \
+        return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST);                                        \
+    }                                                                                              \
+    TM_EXPORT T __tsan_atomic##n##_fetch_add(volatile T *a, T v, int)                              \
+    {                                                                                              \
+        record_atomic(a, lg, TM_PC);                                                               \
+        return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST);                                         \
+    }                                                                                              \
+    TM_EXPORT T __tsan_atomic##n##_fetch_sub(volatile T *a, T v, int)                              \
+    {                                                                                              \
+        record_atomic(a, lg, TM_PC);                                                               \
+        return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST);                                         \
+    }                                                                                              \
+    TM_EXPORT T __tsan_atomic##n##_fetch_and(volatile T *a, T v, int)                              \
+    {                                                                                              \
+        record_atomic(a, lg, TM_PC);                                                               \
+        return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST);                                         \
+    }                                                                                              \
+    TM_EXPORT T __tsan_atomic##n##_fetch_or(volatile T *a, T v, int)                               \
+    {                                                                                              \
+        record_atomic(a, lg, TM_PC);                                                               \
+        return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST);                                          \
+    }                                                                                              \
+    TM_EXPORT T __tsan_atomic##n##_fetch_xor(volatile T *a, T v, int)                              \
+    {                                                                                              \
+        record_atomic(a, lg, TM_PC);                                                               \
+        return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST);                                         \
+    }                                                                                              \
+    TM_EXPORT T __tsan_atomic##n##_fetch_nand(volatile T *a, T v, int)                             \
+    {                                                                                              \
+        record_atomic(a, lg, TM_PC);                                                               \
+        return __atomic_fetch_nand(a, v, __ATOMIC_SEQ_CST);                                        \
+    }                                                                                              \
+    TM_EXPORT int __tsan_atomic##n##_compare_exchange_strong(volatile T *a, T *c, T v, int, int)   \
+    {                                                                                              \
+        cas_begin();                                                                               \
         bool ok = __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
-        if (ok) record_atomic(a, lg, TM_PC);                                                      \
-        cas_end(ok);                                                                              \
-        return ok;                                                                                \
-    }                                                                                             \
-    TM_EXPORT int __tsan_atomic##n##_compare_exchange_weak(volatile T *a, T *c, T v, int, int)    \
-    {                                                                                             \
-        cas_begin();                                                                              \
+        if (ok) record_atomic(a, lg, TM_PC);                                                       \
+        cas_end(ok);                                                                               \
+        return ok;                                                                                 \
+    }                                                                                              \
+    TM_EXPORT int __tsan_atomic##n##_compare_exchange_weak(volatile T *a, T *c, T v, int, int)     \
+    {                                                                                              \
+        cas_begin();                                                                               \
         bool ok = __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
-        if (ok) record_atomic(a, lg, TM_PC);                                                      \
-        cas_end(ok);                                                                              \
-        return ok;                                                                                \
-    }                                                                                             \
-    TM_EXPORT T __tsan_atomic##n##_compare_exchange_val(volatile T *a, T c, T v, int, int)        \
-    {                                                                                             \
-        cas_begin();                                                                              \
-        bool ok = __atomic_compare_exchange_n(a, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
-        if (ok) record_atomic(a, lg, TM_PC);                                                      \
-        cas_end(ok);                                                                              \
-        return c;                                                                                 \
+        if (ok) record_atomic(a, lg, TM_PC);                                                       \
+        cas_end(ok);                                                                               \
+        return ok;                                                                                 \
+    }                                                                                              \
+    TM_EXPORT T __tsan_atomic##n##_compare_exchange_val(volatile T *a, T c, T v, int, int)         \
+    {                                                                                              \
+        cas_begin();                                                                               \
+        bool ok =                                                                                  \
+            __atomic_compare_exchange_n(a, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);      \
+        if (ok) record_atomic(a, lg, TM_PC);                                                       \
+        cas_end(ok);                                                                               \
+        return c;                                                                                  \
     }
+// clang-format off
 TM_ATOMICS(8, unsigned char, 0)
 TM_ATOMICS(16, unsigned short, 1)
 TM_ATOMICS(32, unsigned int, 2)
 TM_ATOMICS(64, unsigned long long, 3)
+// clang-format on
 #undef TM_ATOMICS
-TM_EXPORT void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-TM_EXPORT void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
-}  // extern "C"
+TM_EXPORT void __tsan_atomic_thread_fence(int)
+{
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+TM_EXPORT void __tsan_atomic_signal_fence(int)
+{
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
+}   // extern "C"
