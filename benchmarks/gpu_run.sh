@@ -25,7 +25,8 @@
 #          tests/test_program_check.py (its cuda tests need the GPU and compute-sanitizer)
 #   tensor: tensor cores (issue 47): tests/test_wmma.py on both backends (emu against cuda bit
 #          for bit, printing the fraction identical), compute-sanitizer over wmma and tf32x3,
-#          tf32x3's accuracy against cuBLAS (benchmarks/tf32x3_accuracy.py), and bench of wmma,
+#          tf32x3's accuracy against cuBLAS (benchmarks/tf32x3_accuracy.py), its tuning variants
+#          (benchmarks/tf32x3_probe.cu), and bench of wmma,
 #          tf32x3 and cublas at 4096 and 8192
 #   magics: the %%cuda magics on cuda through IPython's InteractiveShell, ncu/nsys included
 #          (benchmarks/magics_gpu.py; needs IPython, and ncu/nsys on PATH for --profile)
@@ -186,6 +187,11 @@ if [ "$stage" = tensor ]; then
     echo "== tensor cores: tf32x3 accuracy"
     PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} python3 benchmarks/tf32x3_accuracy.py \
         --csv "$OUT/tf32x3_accuracy.csv" | tee "$OUT/tf32x3_accuracy.txt"
+    echo "== tensor cores: tf32x3's tuning variants beside cuBLAS (benchmarks/tf32x3_probe.cu)"
+    nvcc -std=c++17 -O3 -arch=sm_$arch -Icuda -Itiledmm/native -Icsrc benchmarks/tf32x3_probe.cu \
+        -lcublas -o "$OUT/tf32x3_probe" >"$OUT/tf32x3_probe_build.log" 2>&1 \
+        && "$OUT/tf32x3_probe" 8192 | tee "$OUT/tf32x3_probe.txt"
+    rm -f "$OUT/tf32x3_probe"
     echo "== tensor cores: bench"
     python3 -m tiledmm bench --family matmul --kernels cublas fast wmma tf32x3 --sizes 4096 8192 \
         --csv "$OUT/tensor_bench.csv" "$@" | tee "$OUT/tensor_bench.txt"

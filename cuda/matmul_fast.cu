@@ -30,6 +30,7 @@
 // one with bounds checks, 0 outside. The choice is per load, never around a barrier.
 // float32 only (float64 would need half the tile per register budget; use `regtile`).
 #include "common.h"
+#include "cp_async.h"
 #include <stdint.h>
 
 namespace {
@@ -171,70 +172,6 @@ __device__ __forceinline__ void store_results(float *__restrict__ C,
                               make_float4(acc[r][c], acc[r][c + 1], acc[r][c + 2], acc[r][c + 3]));
             }
 }
-
-// ---- cp.async (sm_80+): global -> shared without passing through registers. ----
-// cp_async16 copies `bytes` (0 or 16) bytes and zero-fills the rest of the 16; cp_async4 the
-// same for one float (0 or 4 bytes). commit closes a group of copies; wait<N> returns once at
-// most N of the committed groups are still in flight. On the emulator the copy happens at once
-// (the destination stage is not being read: the kernel's barriers ensure that), so commit and
-// wait have nothing to do; the same plain copies serve GPUs older than sm_80 (Turing), which
-// have no cp.async, in the default multi-architecture build.
-// The emulator's profile build (TM_EMU_PROFILE, docs/profile.md) counts what an sm_80+ GPU runs:
-// one cp.async per call, which tm_profile_cp_async (emu/profile/emu_profile.cpp) copies and
-// counts as Nsight Compute does (ldgsts requests and sectors, not a global load and a shared store).
-#if defined(TM_EMU_PROFILE)
-extern "C" void tm_profile_cp_async(void *dst, const void *src, int size, int src_bytes);
-__device__ __forceinline__ void cp_async16(float *dst, const float *src, int bytes)
-{
-    tm_profile_cp_async(dst, src, 16, bytes);
-}
-__device__ __forceinline__ void cp_async4(float *dst, const float *src, int bytes)
-{
-    tm_profile_cp_async(dst, src, 4, bytes);
-}
-__device__ __forceinline__ void cp_async_commit() {}
-template <int N>
-__device__ __forceinline__ void cp_async_wait()
-{
-}
-#elif defined(TM_EMU) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800)
-__device__ __forceinline__ void cp_async16(float *dst, const float *src, int bytes)
-{
-    for (int i = 0; i < 4; ++i)
-        dst[i] = 4 * i < bytes ? src[i] : 0.0f;
-}
-__device__ __forceinline__ void cp_async4(float *dst, const float *src, int bytes)
-{
-    dst[0] = bytes > 0 ? src[0] : 0.0f;
-}
-__device__ __forceinline__ void cp_async_commit() {}
-template <int N>
-__device__ __forceinline__ void cp_async_wait()
-{
-}
-#else
-__device__ __forceinline__ void cp_async16(float *dst, const float *src, int bytes)
-{
-    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(bytes)
-                 : "memory");
-}
-__device__ __forceinline__ void cp_async4(float *dst, const float *src, int bytes)
-{
-    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(src), "r"(bytes)
-                 : "memory");
-}
-__device__ __forceinline__ void cp_async_commit()
-{
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait()
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-#endif
 
 // One K step's B tile, global -> a shared stage (Bs[k * BN + n]) by cp.async, in the same
 // thread-to-float4 split as load_tiles. Out-of-range elements are zero-filled (0 source bytes,
@@ -661,11 +598,6 @@ typedef FastConfig<64, 64, 16, 2, 2, 4> FastSmall;   // 3: 128 threads, 4 x 8 pe
 typedef FastConfig<128, 256, 32, 2, 4, 1> FastWide;   // 4: 256 threads, 8 x 16 per thread
 typedef FastConfig<128, 256, 16, 2, 4, 1> FastWideK16;   // 5: the same with half the K step
 // 6, 7: FastWide with B copied by cp.async, 2 or 3 shared stages of B (matmul_fast_async_kernel)
-
-static bool aligned16(const void *p)
-{
-    return ((uintptr_t)p & 15u) == 0;
-}
 
 // S_B = 0: matmul_fast_kernel; S_B >= 2: matmul_fast_async_kernel with S_B stages of B.
 template <typename Cfg, int S_B, typename Index>

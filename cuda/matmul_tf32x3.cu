@@ -8,25 +8,38 @@
 //     a * b ~ a_big * b_big + a_big * b_small + a_small * b_big
 // (a_small * b_small is below FP32's precision and dropped): three tensor-core products per
 // FP32 product, the two small ones first. The tensor core accumulates with truncation (DESIGN.md,
-// "Tensor cores"), which biases long sums of positive terms; here each 16-deep k-tile is
-// accumulated by the tensor core into a zeroed fragment and then added to the running sum in
-// FP32 with round-to-nearest, so truncation acts on 16-term sums only.
+// "Tensor cores"), which biases long sums of positive terms; so each k-step of 8 is summed by the
+// tensor core into a zeroed fragment and then added to the running sum in FP32 with
+// round-to-nearest: truncation acts on 8-term sums only, and the FP32 additions cost the FMA
+// pipe, which the tensor cores leave idle.
 //
-// Structure (correct first; speed is measured on the H200): a block of 4 warps computes a
-// 64 x 64 tile of C from 64 x 16 and 16 x 64 shared-memory tiles of A and B (FP32, loaded with
-// guards, 0 outside the matrices); each warp computes a 32 x 32 piece as 2 x 4 tiles of
-// mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32, splitting its fragments from shared
-// memory at each k-step of 8. The padded shared rows make the fragment reads conflict-free.
+// Structure, as a tuned FFMA kernel's (fast): a block of 8 warps computes a 128 x 128 tile of C,
+// each warp a 64 x 32 piece as 4 x 4 tiles of mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32.
+// A and B reach shared memory by cp.async, 3 stages of 128 x 32 and 32 x 128 FP32 tiles, so the
+// next tiles' global loads overlap this tile's products; out-of-range elements are zero-filled.
+// Each warp splits its own fragments from shared memory (the split costs the ALU pipe, idle
+// too). The padded shared rows (36 and 136 floats) make the fragment reads conflict-free.
+// Global traffic: A is read N / 128 times and B M / 128 times, as for any 128 x 128 blocking.
 #include "common.h"
 
-#define X3_BM 64
-#define X3_BN 64
-#define X3_BK 16
-#define X3_THREADS 128
+#include "cp_async.h"
+
+#define X3_BM 128
+#define X3_BN 128
+#define X3_BK 32
+#define X3_STAGES 3
+#define X3_THREADS 256
+#define X3_A_ROW (X3_BK + 4)   // floats in a shared row of A: conflict-free fragment reads
+#define X3_B_ROW (X3_BN + 8)   // the same for B
+#define X3_A_STAGE (X3_BM * X3_A_ROW)
+#define X3_B_STAGE (X3_BK * X3_B_ROW)
+#define X3_SHARED_BYTES (X3_STAGES * (X3_A_STAGE + X3_B_STAGE) * sizeof(float))
 
 #ifndef TM_EMU
 
-// x rounded to TF32 (cvt.rna.tf32.f32), as the .b32 an mma.sync tf32 operand takes.
+// x rounded to TF32 (cvt.rna.tf32.f32: to nearest, ties away from zero), as the .b32 an mma.sync
+// tf32 operand takes. (Rounding with two integer instructions instead measured slower on the
+// H200: benchmarks/tf32x3_probe.cu.)
 static __device__ __forceinline__ unsigned tf32_rna(float x)
 {
     unsigned r;
@@ -34,10 +47,13 @@ static __device__ __forceinline__ unsigned tf32_rna(float x)
     return r;
 }
 
+// x = big + small, both TF32. An infinite x is its own big part with small 0 (x - big is NaN);
+// a NaN stays a NaN.
 static __device__ __forceinline__ void tf32_split(float x, unsigned &big, unsigned &small)
 {
     big = tf32_rna(x);
-    small = tf32_rna(x - __uint_as_float(big));
+    const float rest = x - __uint_as_float(big);
+    small = tf32_rna(rest != rest ? 0.0f : rest);
 }
 
 // d += a * b for one m16n8k8 tile (PTX ISA fragment layouts for .tf32: a0 (g, t), a1 (g+8, t),
@@ -52,120 +68,205 @@ static __device__ __forceinline__ void mma_tf32(float d[4], const unsigned a[4],
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-template <typename Index>
+// One k-tile of A (X3_BM x X3_BK) and B (X3_BK x X3_BN), global -> a shared stage by cp.async,
+// zero-filled outside the matrices. VEC: 16-byte copies (K and N multiples of 4, aligned bases);
+// otherwise one float per copy.
+template <bool VEC, typename Index>
+static __device__ __forceinline__ void x3_load_tile(float *As, float *Bs, const float *A,
+                                                    const float *B, Index M, Index N, Index K,
+                                                    Index row0, Index col0, Index tile_k)
+{
+    const int tid = threadIdx.x;
+    if (VEC) {
+#pragma unroll
+        for (int i = 0; i < X3_BM * X3_BK / 4 / X3_THREADS; ++i) {
+            const int chunk = tid + i * X3_THREADS, r = chunk / (X3_BK / 4),
+                      c = chunk % (X3_BK / 4) * 4;
+            const Index ar = row0 + r, ac = tile_k + c;
+            const bool in = ar < M && ac < K;
+            cp_async16(&As[r * X3_A_ROW + c], in ? &A[ar * K + ac] : A, in ? 16 : 0);
+        }
+#pragma unroll
+        for (int i = 0; i < X3_BK * X3_BN / 4 / X3_THREADS; ++i) {
+            const int chunk = tid + i * X3_THREADS, r = chunk / (X3_BN / 4),
+                      c = chunk % (X3_BN / 4) * 4;
+            const Index br = tile_k + r, bc = col0 + c;
+            const bool in = br < K && bc < N;
+            cp_async16(&Bs[r * X3_B_ROW + c], in ? &B[br * N + bc] : B, in ? 16 : 0);
+        }
+    } else {
+#pragma unroll 4
+        for (int i = tid; i < X3_BM * X3_BK; i += X3_THREADS) {
+            const int r = i / X3_BK, c = i % X3_BK;
+            const Index ar = row0 + r, ac = tile_k + c;
+            const bool in = ar < M && ac < K;
+            cp_async4(&As[r * X3_A_ROW + c], in ? &A[ar * K + ac] : A, in ? 4 : 0);
+        }
+#pragma unroll 4
+        for (int i = tid; i < X3_BK * X3_BN; i += X3_THREADS) {
+            const int r = i / X3_BN, c = i % X3_BN;
+            const Index br = tile_k + r, bc = col0 + c;
+            const bool in = br < K && bc < N;
+            cp_async4(&Bs[r * X3_B_ROW + c], in ? &B[br * N + bc] : B, in ? 4 : 0);
+        }
+    }
+}
+
+// Tuning (benchmarks/tf32x3_probe.cu measures each on a GPU): PROMOTE, k-steps of 8 summed by the
+// tensor cores (from zero) before each FP32 addition; KAHAN, those additions compensated (the
+// running sum's rounding errors kept and added back: K / (8 PROMOTE) plain additions of positive
+// terms lose up to sqrt of that many roundings, which is most of a plain kernel's error).
+template <bool VEC, typename Index, int PROMOTE, bool KAHAN>
 __global__ void __launch_bounds__(X3_THREADS)
     matmul_tf32x3_kernel(const float *__restrict__ A, const float *__restrict__ B,
                          float *__restrict__ C, Index M, Index N, Index K, unsigned first_block_y)
 {
-    __shared__ float As[X3_BM][X3_BK + 4];
-    __shared__ float Bs[X3_BK][X3_BN + 8];
+    extern __shared__ __align__(16) float x3_shared[];
+    float *const As0 = x3_shared, *const Bs0 = x3_shared + X3_STAGES * X3_A_STAGE;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    const int g = lane >> 2, t = lane & 3;
-    const int warp_m = (warp / 2) * 32, warp_n = (warp % 2) * 32;
+    const int g = lane >> 2, t = lane & 3;   // the fragment's row group and thread in group
+    const int warp_m = (warp / 4) * 64, warp_n = (warp % 4) * 32;
     const Index row0 = (Index)(blockIdx.y + first_block_y) * X3_BM;
     const Index col0 = (Index)blockIdx.x * X3_BN;
+    const Index tiles = (K + X3_BK - 1) / X3_BK;
 
-    float acc[2][4][4];
+    float acc[4][4][4], comp[4][4][4], part[4][4][4];   // comp: KAHAN's lost low parts
 #pragma unroll
-    for (int mi = 0; mi < 2; ++mi)
+    for (int mi = 0; mi < 4; ++mi)
 #pragma unroll
         for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
             for (int q = 0; q < 4; ++q)
-                acc[mi][ni][q] = 0.0f;
+                acc[mi][ni][q] = comp[mi][ni][q] = 0.0f;
 
-    for (Index tile_k = 0; tile_k < K; tile_k += X3_BK) {
+                // The pipeline: stages 0 .. STAGES-2 in flight before the loop; one group committed per
+                // k-tile (empty past the end) so that wait<STAGES-2> always means "tile kt has landed".
 #pragma unroll
-        for (int i = tid; i < X3_BM * X3_BK; i += X3_THREADS) {
-            const int r = i / X3_BK, c = i % X3_BK;
-            const Index ar = row0 + r, ac = tile_k + c;
-            As[r][c] = (ar < M && ac < K) ? A[ar * K + ac] : 0.0f;
+    for (int s = 0; s < X3_STAGES - 1; ++s) {
+        if (s < tiles)
+            x3_load_tile<VEC>(As0 + s * X3_A_STAGE, Bs0 + s * X3_B_STAGE, A, B, M, N, K, row0, col0,
+                              (Index)s * X3_BK);
+        cp_async_commit();
+    }
+    for (Index kt = 0; kt < tiles; ++kt) {
+        cp_async_wait<X3_STAGES - 2>();
+        __syncthreads();   // tile kt is in shared memory; stage (kt - 1) % STAGES is free
+        const Index next = kt + X3_STAGES - 1;
+        if (next < tiles) {
+            const int ns = (int)(next % X3_STAGES);
+            x3_load_tile<VEC>(As0 + ns * X3_A_STAGE, Bs0 + ns * X3_B_STAGE, A, B, M, N, K, row0,
+                              col0, next * X3_BK);
         }
+        cp_async_commit();
+        const int stage = (int)(kt % X3_STAGES);
+        const float *As = As0 + stage * X3_A_STAGE, *Bs = Bs0 + stage * X3_B_STAGE;
 #pragma unroll
-        for (int i = tid; i < X3_BK * X3_BN; i += X3_THREADS) {
-            const int r = i / X3_BN, c = i % X3_BN;
-            const Index br = tile_k + r, bc = col0 + c;
-            Bs[r][c] = (br < K && bc < N) ? B[br * N + bc] : 0.0f;
-        }
-        __syncthreads();
-
-        float part[2][4][4];   // this k-tile's sums, on the tensor cores from zero
+        for (int step = 0; step < X3_BK / 8; ++step) {
+            const int kk = step * 8;
+            if (step % PROMOTE == 0) {
 #pragma unroll
-        for (int mi = 0; mi < 2; ++mi)
+                for (int mi = 0; mi < 4; ++mi)
 #pragma unroll
-            for (int ni = 0; ni < 4; ++ni)
+                    for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
-                for (int q = 0; q < 4; ++q)
-                    part[mi][ni][q] = 0.0f;
+                        for (int q = 0; q < 4; ++q)
+                            part[mi][ni][q] = 0.0f;   // the tensor cores sum from zero
+            }
+            unsigned a_big[4][4], a_small[4][4], b_big[4][2], b_small[4][2];
 #pragma unroll
-        for (int kk = 0; kk < X3_BK; kk += 8) {
-            unsigned a_big[2][4], a_small[2][4], b_big[4][2], b_small[4][2];
-#pragma unroll
-            for (int mi = 0; mi < 2; ++mi) {
-                const int m = warp_m + mi * 16 + g;
-                tf32_split(As[m][kk + t], a_big[mi][0], a_small[mi][0]);
-                tf32_split(As[m + 8][kk + t], a_big[mi][1], a_small[mi][1]);
-                tf32_split(As[m][kk + t + 4], a_big[mi][2], a_small[mi][2]);
-                tf32_split(As[m + 8][kk + t + 4], a_big[mi][3], a_small[mi][3]);
+            for (int mi = 0; mi < 4; ++mi) {
+                const float *a = As + (warp_m + mi * 16 + g) * X3_A_ROW + kk + t;
+                tf32_split(a[0], a_big[mi][0], a_small[mi][0]);
+                tf32_split(a[8 * X3_A_ROW], a_big[mi][1], a_small[mi][1]);
+                tf32_split(a[4], a_big[mi][2], a_small[mi][2]);
+                tf32_split(a[8 * X3_A_ROW + 4], a_big[mi][3], a_small[mi][3]);
             }
 #pragma unroll
             for (int ni = 0; ni < 4; ++ni) {
-                const int n = warp_n + ni * 8 + g;
-                tf32_split(Bs[kk + t][n], b_big[ni][0], b_small[ni][0]);
-                tf32_split(Bs[kk + t + 4][n], b_big[ni][1], b_small[ni][1]);
+                const float *b = Bs + (kk + t) * X3_B_ROW + warp_n + ni * 8 + g;
+                tf32_split(b[0], b_big[ni][0], b_small[ni][0]);
+                tf32_split(b[4 * X3_B_ROW], b_big[ni][1], b_small[ni][1]);
             }
 #pragma unroll
-            for (int mi = 0; mi < 2; ++mi)
+            for (int mi = 0; mi < 4; ++mi)
 #pragma unroll
                 for (int ni = 0; ni < 4; ++ni) {
                     mma_tf32(part[mi][ni], a_small[mi], b_big[ni]);
                     mma_tf32(part[mi][ni], a_big[mi], b_small[ni]);
                     mma_tf32(part[mi][ni], a_big[mi], b_big[ni]);
+                    if (step % PROMOTE == PROMOTE - 1) {
+#pragma unroll
+                        for (int q = 0; q < 4; ++q) {   // FP32, rounded to nearest
+                            if (KAHAN) {
+                                const float y = part[mi][ni][q] - comp[mi][ni][q];
+                                const float sum = acc[mi][ni][q] + y;
+                                const float lost = (sum - acc[mi][ni][q]) - y;
+                                comp[mi][ni][q] = lost != lost ? 0.0f : lost;   // sum infinite
+                                acc[mi][ni][q] = sum;
+                            } else {
+                                acc[mi][ni][q] += part[mi][ni][q];
+                            }
+                        }
+                    }
                 }
         }
-#pragma unroll
-        for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-            for (int ni = 0; ni < 4; ++ni)
-#pragma unroll
-                for (int q = 0; q < 4; ++q)
-                    acc[mi][ni][q] += part[mi][ni][q];   // FP32, rounded
-        __syncthreads();
     }
+    cp_async_wait<0>();
 
 #pragma unroll
-    for (int mi = 0; mi < 2; ++mi)
+    for (int mi = 0; mi < 4; ++mi)
 #pragma unroll
         for (int ni = 0; ni < 4; ++ni) {
             const Index r = row0 + warp_m + mi * 16 + g;
             const Index c = col0 + warp_n + ni * 8 + 2 * t;
 #pragma unroll
-            for (int q = 0; q < 4; ++q) {
-                const Index rr = r + (q >= 2 ? 8 : 0), cc = c + (q & 1);
-                if (rr < M && cc < N) C[rr * N + cc] = acc[mi][ni][q];
+            for (int h = 0; h < 2; ++h) {   // rows r and r + 8
+                const Index rr = r + 8 * h;
+                if (rr >= M) continue;
+                if (VEC && c + 1 < N) {
+                    *(float2 *)&C[rr * N + c] =
+                        make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
+                } else {
+                    if (c < N) C[rr * N + c] = acc[mi][ni][2 * h];
+                    if (c + 1 < N) C[rr * N + c + 1] = acc[mi][ni][2 * h + 1];
+                }
             }
         }
 }
 
-template <typename Index>
+// The variant the registry runs: on the H200, the fastest that meets issue 47's accuracy targets
+// (benchmarks/tf32x3_probe.cu; docs/measured.md).
+#define X3_PROMOTE 4
+#define X3_KAHAN true
+
+template <bool VEC, typename Index>
 static int launch_tf32x3(const tm_problem *p, tm_launch_facts *facts)
 {
-    auto kernel = matmul_tf32x3_kernel<Index>;
+    auto kernel = matmul_tf32x3_kernel<VEC, Index, X3_PROMOTE, X3_KAHAN>;
     const dim3 block(X3_THREADS);
     const dim3 grid(tm_ceil_div(p->N, X3_BN), tm_ceil_div(p->M, X3_BM));
-    const size_t shared = sizeof(float) * (X3_BM * (X3_BK + 4) + X3_BK * (X3_BN + 8));
-    return tm_launch_row_chunks((const void *)kernel, grid, block, shared, facts,
-                                [&](dim3 chunk, unsigned first_block_y) {
-        return tm_launch(kernel, chunk, block, 0, (const float *)p->in0, (const float *)p->in1,
+    const size_t shared = X3_SHARED_BYTES;
+    cudaError_t err =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared);
+    if (err != cudaSuccess) return err;
+    int status = tm_launch_row_chunks((const void *)kernel, grid, block, shared, facts,
+                                      [&](dim3 chunk, unsigned first_block_y) {
+        return tm_launch(kernel, chunk, block, shared, (const float *)p->in0, (const float *)p->in1,
                          (float *)p->out, (Index)p->M, (Index)p->N, (Index)p->K, first_block_y);
     });
+    facts->dynamic_shared_bytes = shared;
+    return status;
 }
 
 int tm_matmul_tf32x3_launch(const tm_problem *p, tm_launch_facts *facts)
 {
     if (p->dtype != TM_F32) return cudaErrorInvalidValue;
-    return tm_int_indices_suffice(p) ? launch_tf32x3<int>(p, facts)
-                                     : launch_tf32x3<long long>(p, facts);
+    const bool vec = p->K % 4 == 0 && p->N % 4 == 0 && aligned16(p->in0) && aligned16(p->in1) &&
+                     aligned16(p->out);
+    if (tm_int_indices_suffice(p))
+        return vec ? launch_tf32x3<true, int>(p, facts) : launch_tf32x3<false, int>(p, facts);
+    return vec ? launch_tf32x3<true, long long>(p, facts)
+               : launch_tf32x3<false, long long>(p, facts);
 }
 
 #else
