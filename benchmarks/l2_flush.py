@@ -8,12 +8,12 @@ warm; large ones should not change. The figure for README's small-size rows.
     python benchmarks/l2_flush.py --backend emu       # tiny sizes: checks the script runs
 """
 import argparse
-import csv
 import sys
 
 import numpy as np
 
 import tiledmm as tm
+from tiledmm.bench import save
 
 GPU_CASES = {
     "reduce": ([1 << p for p in (16, 18, 20, 22, 24, 26, 28)],
@@ -70,10 +70,7 @@ def main(argv=None):
                       f"{row['data_mib']:>9.1f} MiB  {f_ms:>9.4f} / {w_ms:>9.4f} ms  "
                       f"({row['ratio']:.2f}x)", flush=True)
     if args.csv:
-        with open(args.csv, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+        save(rows, csv_path=args.csv)
     return 0
 
 

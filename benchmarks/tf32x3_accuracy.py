@@ -6,12 +6,12 @@ that near-zero sums of [-1, 1] inputs do not dominate).
     python3 benchmarks/tf32x3_accuracy.py [--mn 512] [--ks 256 1024 4096 8192] [--csv out.csv]
 """
 import argparse
-import csv
 import sys
 
 import numpy as np
 
 import tiledmm as tm
+from tiledmm.bench import save
 
 
 def main(argv=None):
@@ -54,10 +54,7 @@ def main(argv=None):
                                                    in zip(runs, errs)},
                              **({"cublas_tf32": errs[-1]} if torch_ok else {})))
     if args.csv:
-        with open(args.csv, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+        save(rows, csv_path=args.csv)
     return 0
 
 
