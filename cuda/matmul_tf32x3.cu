@@ -23,8 +23,9 @@
 // Measured on the H200 and not kept (no faster, within the runs' 4% noise): splitting each k-tile
 // once per block into big and small shared tiles behind a second barrier, and rounding to TF32
 // with integer instructions instead of cvt. With acc, comp and part at 64 registers each, one
-// block of 8 warps fills an SM's registers; more speed needs fewer live accumulators (WGMMA keeps
-// them in the tensor cores' own registers; sm_90a), not fewer instructions.
+// block of 8 warps fills an SM's registers; more speed needs fewer registers per product and
+// asynchronous products (WGMMA, sm_90a: operands read from shared memory by a warpgroup), not
+// fewer instructions.
 #include "common.h"
 
 #include "cp_async.h"
