@@ -3,6 +3,7 @@ a sandbox refusal, the runtime's error, a worker that breaks its reply schema), 
 worker's reply; the grader's runner decides by kind, never by the message's words; tm.grade and
 tm.grade_matmul / tm.grade_reduce share one argument matcher, one row layout and one report;
 check_matmul / check_reduce are the same functions under their first names."""
+import ctypes
 import pickle
 
 import numpy as np
@@ -78,7 +79,20 @@ def test_kind_of_a_fault_is_signal():
 def test_kind_of_a_sandbox_refusal():
     err = _launch_error(SOCKET)
     assert err.kind == tm.KernelError.SANDBOX, (err.kind, str(err))
-    assert "sandbox: " in str(err)
+    # the worker's report gives the call's number; the caller names it from the sandbox's list
+    assert "sandbox: the kernel tried to open a network socket (socket, system call" in str(err), \
+        str(err)
+
+
+@pytest.mark.skipif(not _sandbox.status()["confined"], reason="no sandbox here")
+def test_every_refused_call_is_named_from_its_number():
+    resolve = ctypes.CDLL("libseccomp.so.2").seccomp_syscall_resolve_name
+    resolve.argtypes = [ctypes.c_char_p]
+    for name, what in _sandbox.REFUSED_CALLS.items():
+        number = resolve(name.encode())
+        if number < 0:   # not a call on this architecture (fork, vfork on 64-bit Arm)
+            continue
+        assert _sandbox.describe_refused_call(number) == f"{what} ({name}, system call {number})"
 
 
 def test_kind_of_the_runtime_error_crosses_the_worker_reply():

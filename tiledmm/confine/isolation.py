@@ -38,6 +38,7 @@ import json
 import mmap
 import os
 import queue
+import re
 import shutil
 import signal
 import socket
@@ -688,7 +689,9 @@ class Worker:
         kind = KernelError.SANDBOX if code == -signal.SIGSYS else \
             KernelError.SIGNAL if code is not None and code < 0 else KernelError.WORKER
         if reports:
-            text = reports[0]
+            text = re.sub(r"made system call (\d+), which the sandbox refuses",
+                          lambda m: "tried to " + sandbox.describe_refused_call(int(m[1])),
+                          reports[0])
         elif code == -signal.SIGSYS:   # the seccomp trap, with signals blocked (posix_spawn)
             text = (f"sandbox: {what} made a system call the sandbox refuses (SIGSYS: a "
                     "program, a process, a network socket or another process's memory); "

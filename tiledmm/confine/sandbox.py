@@ -385,6 +385,8 @@ def _libseccomp():
         lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int,
                                                ctypes.c_uint, ctypes.POINTER(_ArgCmp)]
         lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+        lib.seccomp_syscall_resolve_num_arch.restype = ctypes.c_void_p
+        lib.seccomp_syscall_resolve_num_arch.argtypes = [ctypes.c_uint32, ctypes.c_int]
         lib.seccomp_attr_set.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32]
         lib.seccomp_load.argtypes = [ctypes.c_void_p]
         lib.seccomp_release.argtypes = [ctypes.c_void_p]
@@ -422,11 +424,25 @@ inotify_init inotify_init1 inotify_add_watch inotify_rm_watch
 _SIGNALS = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
 # A compile child runs the compiler's passes.
 _ALLOW_EXEC = ("execve", "execveat", "fork", "vfork", "wait4", "waitid", "clone")
-# Refused with SIGSYS (RET_TRAP): the worker's tiledmm_fault.h names the call in its report.
-_TRAP = ("execve", "execveat", "fork", "vfork", "ptrace", "process_vm_readv",
-         "process_vm_writev", "connect", "io_uring_setup", "io_uring_enter",
-         "io_uring_register", "mount", "umount2", "unshare", "setns", "pidfd_getfd",
-         "pidfd_open", "open_by_handle_at", "bpf", "userfaultfd", "perf_event_open")
+# Refused with SIGSYS (RET_TRAP), each with what it would have done, in words: the one list of
+# them. The worker's fault report (tiledmm_fault.h) gives the call's number and the caller names
+# it from here (describe_refused_call). clone, socket and ioctl are trapped for some arguments
+# only (rules below); the rest always.
+REFUSED_CALLS = {
+    "execve": "start a program", "execveat": "start a program", "fork": "start a process",
+    "vfork": "start a process", "clone": "start a process", "ptrace": "trace another process",
+    "process_vm_readv": "read another process's memory",
+    "process_vm_writev": "write another process's memory", "socket": "open a network socket",
+    "connect": "connect to a socket", "io_uring_setup": "use io_uring",
+    "io_uring_enter": "use io_uring", "io_uring_register": "use io_uring",
+    "mount": "mount a file system", "umount2": "unmount a file system",
+    "unshare": "leave its namespaces", "setns": "enter another namespace",
+    "pidfd_getfd": "take another process's file", "pidfd_open": "take hold of another process",
+    "open_by_handle_at": "open a file by its handle", "bpf": "load a BPF program",
+    "userfaultfd": "handle its own page faults", "perf_event_open": "read performance counters",
+    "ioctl": "type into a terminal (TIOCSTI)",
+}
+_TRAP = tuple(name for name in REFUSED_CALLS if name not in ("clone", "socket", "ioctl"))
 # Harmless TTY ioctls (isatty's TCGETS, the window size, FIONREAD, FIONBIO, FIOCLEX): every other
 # ioctl in the terminal range 0x54xx is refused (TIOCSTI types into the terminal, TIOCLINUX too)
 _TTY_IOCTLS = (0x5401, 0x5413, 0x541B, 0x5421, 0x5450, 0x5451)
@@ -570,6 +586,21 @@ def _seccomp(policy, lib, scoped_signals, export=False):
             raise OSError(-rc, "seccomp_load")
     finally:
         lib.seccomp_release(ctx)
+
+
+def describe_refused_call(number):
+    """The words for a call the sandbox trapped, from its number on this machine (the worker's
+    fault report gives the number: tiledmm_fault.h): 'start a program (execve, system call
+    59)'."""
+    lib = _libseccomp()
+    name = None
+    if lib is not None:
+        found = lib.seccomp_syscall_resolve_num_arch(0, number)   # 0: SCMP_ARCH_NATIVE
+        if found:
+            name = ctypes.string_at(found).decode()
+            ctypes.CDLL(None).free(ctypes.c_void_p(found))
+    what = REFUSED_CALLS.get(name, "do what student code may not do")
+    return f"{what} ({name or 'a system call'}, system call {number})"
 
 
 class _SockFprog(ctypes.Structure):
