@@ -102,16 +102,24 @@ def round_toward_zero_f32(x):
     return float(f)
 
 
-def block_sum(c, products):
-    """c plus the products, aligned to the largest exponent (c included), each truncated toward
-    zero to a multiple of 2^(E-25), summed exactly (a float64 holds it: < 2^31 quanta)."""
-    terms = [c] + list(products)
-    nz = [t for t in terms if t != 0.0]
-    if not nz:
+def input_exponent(x, emin):
+    """The exponent an input enters the alignment with: floor(log2 |x|), emin for a subnormal."""
+    return max(math.frexp(x)[1] - 1, emin)
+
+
+def block_sum(c, factors, emin=-126):
+    """c plus the products of the (a, b) factors, aligned to the largest exponent (c's; a
+    product's is its inputs' exponents summed, its significand in [1, 4) not renormalised),
+    each truncated toward zero to a multiple of 2^(E-25), summed exactly (a float64 holds it:
+    < 2^31 quanta)."""
+    products = [a * b for a, b in factors]
+    exponents = [math.frexp(c)[1] - 1] if c != 0.0 else []
+    exponents += [input_exponent(a, emin) + input_exponent(b, emin)
+                  for (a, b), p in zip(factors, products) if p != 0.0]
+    if not exponents:
         return c + 0.0
-    e = max(math.frexp(t)[1] - 1 for t in nz)
-    q = 25 - e
-    return math.ldexp(sum(math.trunc(math.ldexp(t, q)) for t in terms), -q)
+    q = 25 - max(exponents)
+    return math.ldexp(sum(math.trunc(math.ldexp(t, q)) for t in [c] + products), -q)
 
 
 def tf32_trunc(x):
@@ -125,20 +133,25 @@ def tf32_rna(x):
     return float(u.view(np.float32))
 
 
-def model(kind, A, B, C):
+def model(kind, A, B, C, emin=-126):
     """The H200's D = A B + C for one fragment shape: kind 'f32' (FP16/BF16 in, FP32 out),
-    'f16' (FP16 out), 'tf32'."""
+    'f16' (FP16 out), 'tf32' (k-groups of 4, each rounded toward zero before the next); emin,
+    the inputs' smallest normal exponent (-14 for FP16)."""
     M, K = A.shape
     N = B.shape[1]
+    group = 4 if kind == "tf32" else K
     D = np.empty((M, N))
     for r in range(M):
         for c in range(N):
             if kind == "tf32":
-                prods = [tf32_trunc(A[r, k]) * tf32_trunc(B[k, c]) for k in range(K)]
+                factors = [(tf32_trunc(A[r, k]), tf32_trunc(B[k, c])) for k in range(K)]
             else:
-                prods = [float(A[r, k]) * float(B[k, c]) for k in range(K)]
-            s = block_sum(float(C[r, c]), prods)
-            D[r, c] = float(np.float16(s)) if kind == "f16" else round_toward_zero_f32(s)
+                factors = [(float(A[r, k]), float(B[k, c])) for k in range(K)]
+            v = float(C[r, c])
+            for k0 in range(0, K, group):
+                s = block_sum(v, factors[k0:k0 + group], emin)
+                v = float(np.float16(s)) if kind == "f16" else round_toward_zero_f32(s)
+            D[r, c] = v
     return D
 
 
@@ -186,7 +199,8 @@ def test_mma_matches_model_and_numpy(cfg, shape, layouts, rng):
         np.testing.assert_allclose(D, exact, rtol=1e-15, atol=1e-15)
     else:
         kind = {"f16_f16": "f16", "tf32_f32": "tf32"}.get(name, "f32")
-        np.testing.assert_array_equal(D, model(kind, A, B, C))   # bit for bit
+        emin = -14 if name.startswith("f16") else -126
+        np.testing.assert_array_equal(D, model(kind, A, B, C, emin))   # bit for bit
         tol = 2e-3 if kind in ("f16", "tf32") else 1e-5
         np.testing.assert_allclose(D, exact, rtol=0, atol=tol * (1 + np.abs(exact).max()))
 
@@ -230,7 +244,42 @@ def test_design_crafted_cases(f16_kernel, c, products, expected):
             B[k, 0] = 2.0**-12
     D = run_mma(f16_kernel, A, B, C)
     assert D[0, 0] == expected
-    assert D[0, 0] == model("f32", A, B, C)[0, 0]
+    assert D[0, 0] == model("f32", A, B, C, -14)[0, 0]
+
+
+def f32(bits):
+    return float(np.uint32(bits).view(np.float32))
+
+
+# Measured on the H200 (benchmarks/mma_numerics_probe.cu, 2026-11-28): a product's alignment
+# exponent is its inputs' exponents summed; TF32 sums k-groups of 4, C joining the first.
+@pytest.mark.parametrize("config,c,factors,expected", [
+    (0, 0.0, {0: (1.5, 1.5), 1: (-2.0**-12, 2.0**-13)}, f32(0x400FFFFF)),   # 2.25 - 2^-25
+    (0, 0.0, {0: (1.0, 1.0), 1: (-2.0**-13, 2.0**-13)}, 1.0),                # 1 - 2^-26
+    (0, 0.0, {0: (3.0, 3.0), 1: (-2.0**-11, 2.0**-11)}, f32(0x410FFFFF)),    # 9 - 2^-22
+    (2, 0.0, {0: (1.5, 1.5), 1: (-2.0**-12, 2.0**-13)}, f32(0x400FFFFF)),   # BF16 alike
+    (3, 0.0, {0: (2.0**5, 2.0**5), 1: (-2.0**5, 2.0**5), **{k: (2.0**-8, 2.0**-8) for k in range(4, 8)}},
+     2.0**-14),                                                              # groups of 4
+    (3, 0.0, {0: (2.0**5, 2.0**5), 1: (-2.0**5, 2.0**5), 2: (2.0**-8, 2.0**-8),
+              3: (2.0**-8, 2.0**-8)}, 0.0),                                  # not of 2
+    (3, 2.0**10, {0: (-2.0**5, 2.0**5), 4: (2.0**-8, 2.0**-8), 5: (2.0**-8, 2.0**-8)},
+     2.0**-15),                                                              # C in the first
+    (0, 0.0, {0: (2.0**5, 2.0**5), 1: (-2.0**5, 2.0**5), **{k: (2.0**-8, 2.0**-8) for k in range(8, 16)}},
+     0.0),                                                                   # FP16: one group
+], ids=["f16_unnormalised", "f16_below", "f16_9", "bf16_unnormalised", "tf32_groups_of_4",
+        "tf32_not_2", "tf32_c_first", "f16_one_group"])
+def test_h200_crafted_cases(config, c, factors, expected):
+    cfg = CONFIGS[config]
+    k = 8 if cfg[0].startswith("tf32") else 16
+    kernel = compile_mma(cfg, (16, 16, k), (1, 1, 1))
+    A, B, C = np.zeros((16, k)), np.zeros((k, 16)), np.zeros((16, 16))
+    for i, (a, b) in factors.items():
+        A[0, i], B[i, 0] = a, b
+    C[0, 0] = c
+    D = run_mma(kernel, A, B, C)
+    assert D[0, 0] == expected
+    kind = "tf32" if cfg[0].startswith("tf32") else "f32"
+    assert D[0, 0] == model(kind, A, B, C, -14 if cfg[0].startswith("f16") else -126)[0, 0]
 
 
 def test_tf32_unconverted_inputs_are_truncated_and_float_to_tf32_rounds():
@@ -291,6 +340,47 @@ def test_fragment_element_order_is_ptx_mma_m16n8k16():
         assert list(out[lane, :8]) == want_c
         assert list(out[lane, 8:16]) == want_a and list(out[lane, 16:24]) == want_a
         assert list(out[lane, 24:32]) == want_b
+
+
+ORDER_M8N32 = r"""
+#include <mma.h>
+using namespace nvcuda;
+__global__ void order(float *out)
+{
+    __shared__ __align__(32) __half As[8 * 16], Bs[16 * 32];
+    __shared__ __align__(32) float Cs[8 * 32];
+    for (int i = threadIdx.x; i < 8 * 16; i += 32) As[i] = __float2half((float)i);
+    for (int i = threadIdx.x; i < 16 * 32; i += 32) Bs[i] = __float2half((float)i);
+    for (int i = threadIdx.x; i < 8 * 32; i += 32) Cs[i] = (float)i;
+    __syncwarp();
+    wmma::fragment<wmma::matrix_a, 8, 32, 16, __half, wmma::row_major> a;
+    wmma::fragment<wmma::matrix_b, 8, 32, 16, __half, wmma::row_major> b;
+    wmma::fragment<wmma::accumulator, 8, 32, 16, float> c;
+    wmma::load_matrix_sync(a, As, 16);
+    wmma::load_matrix_sync(b, Bs, 32);
+    wmma::load_matrix_sync(c, Cs, 32, wmma::mem_row_major);
+    for (int i = 0; i < 16; ++i) out[threadIdx.x * 40 + i] = __half2float(a.x[i]);
+    for (int i = 0; i < 16; ++i) out[threadIdx.x * 40 + 16 + i] = __half2float(b.x[i]);
+    for (int i = 0; i < 8; ++i) out[threadIdx.x * 40 + 32 + i] = c.x[i];
+}
+"""
+
+
+def test_m8n32k16_fragments_are_the_transposed_m32n8k16s():
+    # As the H200 lays them out (benchmarks/mma_numerics_probe.cu): B is the mma's A operand and
+    # A its B, each element at its transposed place; every element's value is its row-major index
+    out = np.zeros(32 * 40, np.float32)
+    tm.compile(ORDER_M8N32, backend="emu")((1,), (32,), out, backend="emu")
+    out = out.reshape(32, 40)
+    for lane in range(32):
+        g, t = lane >> 2, lane & 3
+        want_a = [16 * g + 2 * t + (i & 1) + 8 * (i >> 1) for i in range(4)] * 4
+        want_b = [32 * (2 * t + (q & 1) + 8 * (q >> 2)) + 16 * h + g + 8 * ((q >> 1) & 1)
+                  for h in (0, 1) for q in range(8)]
+        want_c = [32 * (2 * t + (q & 1)) + 16 * h + g + 8 * (q >> 1) for h in (0, 1) for q in range(4)]
+        assert list(out[lane, :16]) == want_a, lane
+        assert list(out[lane, 16:32]) == want_b, lane
+        assert list(out[lane, 32:40]) == want_c, lane
 
 
 DIVERGENT = r"""

@@ -23,8 +23,9 @@
 // extra elements repeat the first ones (x[i] is element i mod M*K/32).
 //
 // Numerics (DESIGN.md, "Tensor cores: what the H200 does"; Khattak & Mikaitis's Hopper model):
-// products exact; the products of one k-group (16 for FP16/BF16, 8 for TF32) and C aligned to
-// the largest exponent among them, each truncated toward zero to 2 bits below FP32's 24-bit
+// products exact; the products of one k-group (16 for FP16/BF16, 4 for TF32) and C aligned to
+// the largest exponent among them (a product's: its inputs' exponents summed, the significand
+// product in [1, 4) not renormalised), each truncated toward zero to 2 bits below FP32's 24-bit
 // significand at that exponent, summed exactly, the sum rounded toward zero (FP32 output) or to
 // nearest even (FP16 output). TF32 inputs not converted by __float_to_tf32 lose their low 13
 // bits (truncation); __float_to_tf32 rounds to nearest, ties away (cvt.rna). Subnormal inputs
@@ -32,6 +33,8 @@
 #pragma once
 #include "tiledmm_kernel.h"
 #include "tm_half_types.h"
+
+#include <algorithm>
 
 #ifdef TM_EMU
 namespace nvcuda {
@@ -137,23 +140,19 @@ struct count {
 static inline void coord(int use, int k, int TmM_, int TmN_, int TmK_, int l, int j, int *r, int *c)
 {
     const int g = l >> 2, t = l & 3;
-    (void)TmK_;
+    if (TmM_ == 8 && TmN_ == 32) {
+        // m8n32k16 is computed as the transposed m32n8k16 product, D^T = B^T A^T: B is the mma's
+        // A operand and A its B, each element at its transposed place (measured on the H200:
+        // benchmarks/mma_numerics_probe.cu).
+        coord(use == 2 ? 2 : 1 - use, k, 32, 8, TmK_, l, j, c, r);
+        return;
+    }
     if (use == 0) {
         if (k == 0) {
-            if (TmM_ == 8) {
-                *r = g;
-                *c = t * 2 + (j & 1) + 8 * (j >> 1);
-                return;
-            }
             const int tile = j / 8, q = j % 8;
             *r = tile * 16 + g + 8 * ((q >> 1) & 1);
             *c = t * 2 + (q & 1) + 8 * (q >> 2);
         } else if (k == 3) {
-            if (TmM_ == 8) {
-                *r = g;
-                *c = t * 4 + j;
-                return;
-            }
             const int tile = j / 8, q = j % 8;
             *r = tile * 16 + g + 8 * (q >> 2);
             *c = t * 4 + (q & 3);
@@ -182,10 +181,9 @@ static inline void coord(int use, int k, int TmM_, int TmN_, int TmK_, int l, in
             *c = g;
         }
     } else {
-        if (TmM_ == 8) {   // m8n32k16, m8n8k4: 8x8 tiles along n, two elements each
-            const int tile = j / 2;
+        if (TmM_ == 8) {   // m8n8k4 (FP64): two elements each
             *r = g;
-            *c = tile * 8 + t * 2 + (j & 1);
+            *c = t * 2 + (j & 1);
             return;
         }
         const int tiles_n = TmN_ / 8, tile = j / 4, q = j % 4;
@@ -274,10 +272,22 @@ static inline float round_toward_zero(double x)
     return f;
 }
 
+// The exponent an input enters the tensor core's alignment with: floor(log2 |x|), or the type's
+// smallest normal exponent `emin` for a subnormal (its significand below 1).
+static inline int input_exponent(double x, int emin)
+{
+    int e;
+    std::frexp(x, &e);
+    return std::max(e - 1, emin);
+}
+
 // One k-group of the tensor core: c + sum of n exact products, aligned to the largest exponent
 // among them (c included), each truncated toward zero 2 bits below FP32's significand (a
-// multiple of 2^(E-25)), summed exactly. The result before the output's rounding.
-static inline double block_sum(double c, const double *prod, int n)
+// multiple of 2^(E-25)), summed exactly. The result before the output's rounding. A product's
+// exponent is its inputs' exponents summed (pexp): its significand, in [1, 4), is not
+// renormalised before the alignment (measured on the H200: 1.5 * 1.5 - 2^-25 gives
+// 2.25 - 2^-22, where a renormalised 2.25 would align the -2^-25 away).
+static inline double block_sum(double c, const double *prod, const int *pexp, int n)
 {
     // On the bits of the doubles (every term is a normal double or zero: FP16, BF16 and TF32
     // products and FP32 or FP16 C are far inside double's range): exponent, 53-bit
@@ -292,8 +302,8 @@ static inline double block_sum(double c, const double *prod, int n)
         const int be = (int)((bits[i] >> 52) & 0x7ff);
         if (be == 0x7ff)
             special = true;
-        else if (be != 0 && be - 1023 > emax)
-            emax = be - 1023;
+        else if (be != 0)
+            emax = std::max(emax, i == 0 ? be - 1023 : pexp[i - 1]);
     }
     if (special) {
         double s = c;
@@ -308,6 +318,7 @@ static inline double block_sum(double c, const double *prod, int n)
         if (be == 0) continue;
         const int sh = emax - (be - 1023) + 27;
         if (sh >= 64) continue;
+        // sh >= 26: no term's exponent exceeds emax + 1 (a product's significand is below 4)
         const int64_t q = (int64_t)(((bits[i] & 0xfffffffffffffull) | (1ull << 52)) >> sh);
         sum += (bits[i] >> 63) ? -q : q;
     }
@@ -321,7 +332,7 @@ struct warp_scratch {
     double d[32][256];
     double TmA_[32 * 16], TmB_[16 * 32],
         TmC_[32 * 32];   // lane 0's gathered operands (fibers do not
-                                                 // switch while it computes)
+        // switch while it computes)
 };
 static inline warp_scratch &scratch()
 {
@@ -347,7 +358,7 @@ static inline int lanes_in_warp(int t)
     return n - base >= 32 ? 32 : n - base;
 }
 
-}  // namespace tm_wmma
+}   // namespace tm_wmma
 
 namespace nvcuda {
 namespace wmma {
@@ -524,14 +535,21 @@ static inline void mma_sync(fragment<accumulator, TmM_, TmN_, TmK_, TmTD_> &d,
                     for (int k = 0; k < TmK_; ++k)
                         acc += (long long)TmA_[r][k] * (long long)TmB_[k][cc];
                     v = (double)(int)(unsigned)(unsigned long long)acc;
-                } else {   // FP16/BF16 (k-group 16) and TF32 (k-group 8): the block FMA model
-                    const int group = kd == 1 ? 8 : 16;
+                } else {   // FP16/BF16 (k-group 16) and TF32 (k-groups of 4, measured on the
+                    // H200): the block FMA model
+                    const int group = kd == 1 ? 4 : 16;
+                    const int emin = std::is_same<TmTA_, __half>::value ? -14 : -126;
                     v = TmC_[r][cc];
                     double prod[16];
+                    int pexp[16];
                     for (int k0 = 0; k0 < TmK_; k0 += group) {
-                        for (int k = 0; k < group; ++k)
-                            prod[k] = TmA_[r][k0 + k] * TmB_[k0 + k][cc];
-                        const double sum = tm_wmma::block_sum(v, prod, group);
+                        for (int k = 0; k < group; ++k) {
+                            const double x = TmA_[r][k0 + k], y = TmB_[k0 + k][cc];
+                            prod[k] = x * y;
+                            pexp[k] =
+                                tm_wmma::input_exponent(x, emin) + tm_wmma::input_exponent(y, emin);
+                        }
+                        const double sum = tm_wmma::block_sum(v, prod, pexp, group);
                         if (std::is_same<TmTD_, __half>::value && k0 + group >= TmK_) {
                             v = (float)__half(sum);   // round to nearest even to FP16
                         } else {
@@ -552,7 +570,7 @@ static inline void mma_sync(fragment<accumulator, TmM_, TmN_, TmK_, TmTD_> &d,
     }
 }
 
-}  // namespace wmma
-}  // namespace nvcuda
+}   // namespace wmma
+}   // namespace nvcuda
 
-#endif  // TM_EMU
+#endif   // TM_EMU
