@@ -468,8 +468,6 @@ def test_whole_program_with_wmma(backend, request):
 # ---- emu against cuda, element for element (the H200) ------------------------------------------
 
 @pytest.mark.gpu
-@pytest.mark.xfail(reason="issue 47 open: f16/bf16->f32 outputs 95-99% bit-identical with the "
-                          f"H200, tf32 76% {MEASURED}; f16->f16, f64 and int 100%", strict=False)
 @pytest.mark.parametrize("cfg,shape", [(c, s) for c in CONFIGS for s in c[6]],
                          ids=[f"{c[0]}-m{s[0]}n{s[1]}k{s[2]}" for c in CONFIGS for s in c[6]])
 def test_emu_matches_cuda_bit_for_bit(cfg, shape, rng, backend):
@@ -569,8 +567,6 @@ def test_tf32x3_keeps_bits_tf32_drops(backend):
 
 
 @pytest.mark.gpu
-@pytest.mark.xfail(reason="issue 47 open: the rung's outputs 96% bit-identical (fp16), 3% (tf32) "
-                          f"{MEASURED}", strict=False)
 @pytest.mark.parametrize("precision", [0, 1], ids=["tf32", "fp16"])
 def test_wmma_rung_emu_matches_cuda_bit_for_bit(backend, rng, precision):
     if backend != "cuda":
@@ -662,8 +658,6 @@ def test_fragment_dump_runs_on_emu():
 
 
 @pytest.mark.gpu
-@pytest.mark.xfail(reason="issue 47 open: x[]'s order differs from the H200's for 15 of the "
-                          f"cases {MEASURED}", strict=False)
 @pytest.mark.parametrize("cfg,shape,layouts", CASES,
                          ids=[f"{c[0]}-m{s[0]}n{s[1]}k{s[2]}-{''.join('rc'[1 - x] for x in lay)}"
                               for c, s, lay in CASES])
