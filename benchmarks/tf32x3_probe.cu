@@ -1,8 +1,10 @@
 // tf32x3_probe.cu: the tf32x3 rung's tuning variants (cuda/matmul_tf32x3.cu's template
 // parameters: k-steps per FP32 promotion, compensated or plain addition)
-// side by side with cuBLAS SGEMM, in one run: TFLOP/s at n^3 (median of CUDA-event timings after
-// warm-up) and the normwise error max|C - AB| / max(|A||B|) against float64 on uniform [-1,1] and
-// [0,1] inputs at K = 256 and 8192 (64 rows checked). The registry's choice is X3_* in the .cu.
+// side by side with cuBLAS in one run: SGEMM, TF32 (CUBLAS_COMPUTE_32F_FAST_TF32) and FP16 inputs
+// with FP32 accumulation (the wmma rung's reference; inputs converted before timing): TFLOP/s at
+// n^3 (median of CUDA-event timings after warm-up) and the normwise error max|C - AB| / max(|A||B|)
+// against float64 on uniform [-1,1] and [0,1] inputs at K = 256 and 8192 (64 rows checked). The
+// registry's choice is X3_* in the .cu.
 //
 //   nvcc -std=c++17 -O3 -arch=sm_90 -Icuda -Itiledmm/native -Icsrc \
 //        benchmarks/tf32x3_probe.cu -lcublas -o /tmp/tf32x3_probe && /tmp/tf32x3_probe 8192
@@ -10,6 +12,7 @@
 #include "probe_common.h"
 
 #include <cublas_v2.h>
+#include <cuda_fp16.h>
 
 #include <cmath>
 #include <random>
@@ -28,20 +31,82 @@ static const Variant VARIANTS[] = {
     X3_VARIANT(1, false), X3_VARIANT(1, true), X3_VARIANT(2, true),
     X3_VARIANT(4, false), X3_VARIANT(4, true),
 };
+static const int N_VARIANTS = sizeof VARIANTS / sizeof VARIANTS[0];
+static const char *CUBLAS_ROWS[] = {"cuBLAS SGEMM", "cuBLAS TF32", "cuBLAS FP16 in, FP32 acc."};
+static const int N_ROWS = N_VARIANTS + 3;
 
-static void run_variant(Kernel k, const float *A, const float *B, float *C, int M, int N, int K)
+// A problem's device operands: A and B in FP32 and in FP16 (for the FP16 row), C.
+struct Operands {
+    float *A, *B, *C;
+    half *Ah, *Bh;
+    int M, N, K;
+};
+
+__global__ void to_half(const float *x, half *y, size_t n)
 {
-    CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)X3_SHARED_BYTES));
-    dim3 grid((N + X3_BN - 1) / X3_BN, (M + X3_BM - 1) / X3_BM);
-    k<<<grid, X3_THREADS, X3_SHARED_BYTES>>>(A, B, C, M, N, K, 0);
-    CK(cudaGetLastError());
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        y[i] = __float2half(x[i]);
 }
 
-static void run_sgemm(cublasHandle_t h, const float *A, const float *B, float *C, int M, int N,
-                      int K)
+static Operands make_operands(const std::vector<float> &A, const std::vector<float> &B, int M,
+                              int N, int K)
 {
-    const float one = 1.0f, zero = 0.0f;   // row-major C = A B as column-major C^T = B^T A^T
-    cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, B, N, A, K, &zero, C, N);
+    Operands o{nullptr, nullptr, nullptr, nullptr, nullptr, M, N, K};
+    CK(cudaMalloc(&o.A, A.size() * 4));
+    CK(cudaMalloc(&o.B, B.size() * 4));
+    CK(cudaMalloc(&o.C, (size_t)M * N * 4));
+    CK(cudaMalloc(&o.Ah, A.size() * 2));
+    CK(cudaMalloc(&o.Bh, B.size() * 2));
+    CK(cudaMemcpy(o.A, A.data(), A.size() * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(o.B, B.data(), B.size() * 4, cudaMemcpyHostToDevice));
+    to_half<<<1024, 256>>>(o.A, o.Ah, A.size());
+    to_half<<<1024, 256>>>(o.B, o.Bh, B.size());
+    CK(cudaDeviceSynchronize());
+    return o;
+}
+
+static void free_operands(Operands &o)
+{
+    CK(cudaFree(o.A));
+    CK(cudaFree(o.B));
+    CK(cudaFree(o.C));
+    CK(cudaFree(o.Ah));
+    CK(cudaFree(o.Bh));
+}
+
+// Row `row`: a tf32x3 variant, then cuBLAS SGEMM, TF32, FP16 (row-major C = A B as column-major
+// C^T = B^T A^T).
+static void run_row(int row, cublasHandle_t h, const Operands &o)
+{
+    if (row < N_VARIANTS) {
+        const Kernel k = VARIANTS[row].kernel;
+        CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)X3_SHARED_BYTES));
+        dim3 grid((o.N + X3_BN - 1) / X3_BN, (o.M + X3_BM - 1) / X3_BM);
+        k<<<grid, X3_THREADS, X3_SHARED_BYTES>>>(o.A, o.B, o.C, o.M, o.N, o.K, 0);
+        CK(cudaGetLastError());
+        return;
+    }
+    const float one = 1.0f, zero = 0.0f;
+    const int which = row - N_VARIANTS;
+    const bool fp16 = which == 2;
+    const cublasComputeType_t compute =
+        which == 1 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    const cudaDataType_t in = fp16 ? CUDA_R_16F : CUDA_R_32F;
+    const cublasStatus_t st =
+        cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, o.N, o.M, o.K, &one,
+                     fp16 ? (const void *)o.Bh : o.B, in, o.N, fp16 ? (const void *)o.Ah : o.A, in,
+                     o.K, &zero, o.C, CUDA_R_32F, o.N, compute, CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        std::fprintf(stderr, "cublasGemmEx (%s): status %d\n", CUBLAS_ROWS[which], (int)st);
+        std::exit(1);
+    }
+}
+
+static const char *row_name(int row)
+{
+    return row < N_VARIANTS ? VARIANTS[row].name : CUBLAS_ROWS[row - N_VARIANTS];
 }
 
 template <typename Launch>
@@ -90,80 +155,61 @@ static double normwise_error(const std::vector<float> &A, const std::vector<floa
     return worst / scale;
 }
 
+static std::vector<float> uniform(std::mt19937 &gen, float low, size_t n)
+{
+    std::uniform_real_distribution<float> dist(low, 1.0f);
+    std::vector<float> v(n);
+    for (float &x : v)
+        x = dist(gen);
+    return v;
+}
+
 int main(int argc, char **argv)
 {
     const int n = argc > 1 ? std::atoi(argv[1]) : 8192;
-    const int variants = sizeof VARIANTS / sizeof VARIANTS[0];
     cublasHandle_t handle;
     cublasCreate(&handle);
     std::mt19937 gen(47);
 
     // Errors: M = N = 512, K = 256 and 8192, inputs in [-1,1] and [0,1].
     std::printf("%-38s", "error (normwise)");
-    const double lows[] = {-1.0, 0.0};
+    const float lows[] = {-1.0f, 0.0f};
     const int ks[] = {256, 8192};
-    for (double low : lows)
+    for (float low : lows)
         for (int K : ks)
             std::printf(" [%g,1] K=%-5d", low, K);
     std::printf("\n");
-    std::vector<std::vector<double>> errors(variants + 1);
-    for (double low : lows)
+    std::vector<std::vector<double>> errors(N_ROWS);
+    for (float low : lows)
         for (int K : ks) {
             const int M = 512, N = 512;
-            std::uniform_real_distribution<float> dist((float)low, 1.0f);
-            std::vector<float> A((size_t)M * K), B((size_t)K * N), C((size_t)M * N);
-            for (float &x : A)
-                x = dist(gen);
-            for (float &x : B)
-                x = dist(gen);
-            float *dA, *dB, *dC;
-            CK(cudaMalloc(&dA, A.size() * 4));
-            CK(cudaMalloc(&dB, B.size() * 4));
-            CK(cudaMalloc(&dC, C.size() * 4));
-            CK(cudaMemcpy(dA, A.data(), A.size() * 4, cudaMemcpyHostToDevice));
-            CK(cudaMemcpy(dB, B.data(), B.size() * 4, cudaMemcpyHostToDevice));
-            for (int v = 0; v <= variants; ++v) {
-                if (v < variants)
-                    run_variant(VARIANTS[v].kernel, dA, dB, dC, M, N, K);
-                else
-                    run_sgemm(handle, dA, dB, dC, M, N, K);
-                CK(cudaMemcpy(C.data(), dC, C.size() * 4, cudaMemcpyDeviceToHost));
-                errors[v].push_back(normwise_error(A, B, C, N, K, 64));
+            const std::vector<float> A = uniform(gen, low, (size_t)M * K),
+                                     B = uniform(gen, low, (size_t)K * N);
+            std::vector<float> C((size_t)M * N);
+            Operands o = make_operands(A, B, M, N, K);
+            for (int row = 0; row < N_ROWS; ++row) {
+                run_row(row, handle, o);
+                CK(cudaMemcpy(C.data(), o.C, C.size() * 4, cudaMemcpyDeviceToHost));
+                errors[row].push_back(normwise_error(A, B, C, N, K, 64));
             }
-            CK(cudaFree(dA));
-            CK(cudaFree(dB));
-            CK(cudaFree(dC));
+            free_operands(o);
         }
 
-    // Speed at n^3.
-    float *dA, *dB, *dC;
-    const size_t bytes = (size_t)n * n * 4;
-    CK(cudaMalloc(&dA, bytes));
-    CK(cudaMalloc(&dB, bytes));
-    CK(cudaMalloc(&dC, bytes));
-    {
-        std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-        std::vector<float> h((size_t)n * n);
-        for (float &x : h)
-            x = dist(gen);
-        CK(cudaMemcpy(dA, h.data(), bytes, cudaMemcpyHostToDevice));
-        CK(cudaMemcpy(dB, h.data(), bytes, cudaMemcpyHostToDevice));
-    }
+    // Speed at n^3, each row against SGEMM (row N_VARIANTS).
+    const std::vector<float> h = uniform(gen, -1.0f, (size_t)n * n);
+    Operands o = make_operands(h, h, n, n, n);
     const double flop = 2.0 * n * (double)n * n;
-    const double sgemm_ms = median_ms([&] { run_sgemm(handle, dA, dB, dC, n, n, n); });
-    for (int v = 0; v <= variants; ++v) {
-        const double ms =
-            v < variants ? median_ms([&] { run_variant(VARIANTS[v].kernel, dA, dB, dC, n, n, n); })
-                         : sgemm_ms;
-        std::printf("%-38s", v < variants ? VARIANTS[v].name : "cuBLAS SGEMM");
-        for (double e : errors[v])
+    std::vector<double> ms(N_ROWS);
+    for (int row = 0; row < N_ROWS; ++row)
+        ms[row] = median_ms([&] { run_row(row, handle, o); });
+    for (int row = 0; row < N_ROWS; ++row) {
+        std::printf("%-38s", row_name(row));
+        for (double e : errors[row])
             std::printf(" %14.2e", e);
-        std::printf("   %d^3 %8.3f ms %6.1f TFLOP/s %4.0f%% cuBLAS\n", n, ms, flop / ms / 1e9,
-                    100.0 * sgemm_ms / ms);
+        std::printf("   %d^3 %8.3f ms %6.1f TFLOP/s %4.0f%% cuBLAS SGEMM\n", n, ms[row],
+                    flop / ms[row] / 1e9, 100.0 * ms[N_VARIANTS] / ms[row]);
     }
-    CK(cudaFree(dA));
-    CK(cudaFree(dB));
-    CK(cudaFree(dC));
+    free_operands(o);
     cublasDestroy(handle);
     return 0;
 }
