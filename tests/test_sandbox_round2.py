@@ -346,3 +346,37 @@ def test_threads_are_bounded_for_root_too(tmp_path):
     made = [int(m) for m in re.findall(r"THREADS:(\d+)", proc.stdout)]
     assert made and made[0] < sandbox.threads_most(), made
     assert out["small_stack_threads"]["correct"], out
+
+
+# -- 2 (issue 45, round 2). between calls: no thread a kernel left behind runs ---------------
+
+def _cpu_seconds(pid):
+    """utime + stime of process `pid` (all its threads), in clock ticks."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def test_a_thread_left_running_after_a_launch_burns_no_cpu_and_the_next_call_works():
+    import sys as _sys
+    _sys.path.insert(0, str(HERE / "attacks"))
+    import attacks
+    k = tm.compile(attacks.source("spinning_thread", {}), backend="emu")
+    A, B = np.arange(1000, dtype=np.float32), np.ones(1000, np.float32)
+    C = np.zeros_like(A)
+    k(4, 256, A, B, C, 1000, backend="emu", timeout=60)
+    assert np.array_equal(C, A + B)
+    pid = isolation.worker("emu").pid
+    if pid is not None:   # still there: stopped, and burning nothing
+        before = _cpu_seconds(pid)
+        time.sleep(0.5)
+        assert _cpu_seconds(pid) - before <= 1, "the worker burnt CPU between calls"
+    C[:] = 0
+    plain = tm.compile(attacks.source("environment", {}), backend="emu")
+    plain(4, 256, A, B, C, 1000, backend="emu", timeout=60)
+    assert np.array_equal(C, A + B)
+    # the worker that served the spinning kernel is gone; the new one is stopped between calls
+    assert isolation.worker("emu").pid != pid
+    now = isolation.worker("emu").pid
+    with open(f"/proc/{now}/stat") as f:
+        assert f.read().rsplit(")", 1)[1].split()[0] == "T"
