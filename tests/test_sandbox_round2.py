@@ -380,3 +380,24 @@ def test_a_thread_left_running_after_a_launch_burns_no_cpu_and_the_next_call_wor
     now = isolation.worker("emu").pid
     with open(f"/proc/{now}/stat") as f:
         assert f.read().rsplit(")", 1)[1].split()[0] == "T"
+
+
+# -- 9 (issue 45). NVRTC has a time limit ----------------------------------------------------
+
+def test_nvrtc_stops_at_its_time_limit():
+    from tiledmm.toolchain import compile_nvrtc
+    try:
+        lib = compile_nvrtc._load_nvrtc()
+    except RuntimeError:
+        pytest.skip("no NVRTC here")
+    if not hasattr(lib, "nvrtcSetFlowCallback"):
+        pytest.skip("this NVRTC has no flow callback (the caller's timeout on the worker holds)")
+    # a constant expression of 10^10 steps: far longer than the limit on any machine
+    text = ("constexpr long f(long n) { long s = 0; for (long i = 0; i < n; ++i) s += i % 7; "
+            "return s; }\nextern \"C\" __global__ void k(long *o) { constexpr long v = "
+            "f(10000000000L); o[0] = v; }\n")
+    start = time.monotonic()
+    with pytest.raises(compile_nvrtc.CompileTimeout, match="more than 1 s"):
+        compile_nvrtc._nvrtc_compile(lib, text, "k", (), ["--gpu-architecture=compute_90"],
+                                     False, seconds=1)
+    assert time.monotonic() - start < 30

@@ -90,7 +90,8 @@ class Server:
         if op == "ping":
             return {"ok": True, "pid": os.getpid(), "confined": CONFINED}
         if op == "compile_cuda":
-            a = compile_cuda(request["source"], request["name"], request["options"])
+            a = compile_cuda(request["source"], request["name"], request["options"],
+                             request.get("seconds"))
             return {"ok": True, "artifact": {"key": a.key, "name": a.name, "image": a.image,
                                              "lowered": a.lowered, "log": a.log,
                                              "origin": a.origin}}
