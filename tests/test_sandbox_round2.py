@@ -401,3 +401,40 @@ def test_nvrtc_stops_at_its_time_limit():
         compile_nvrtc._nvrtc_compile(lib, text, "k", (), ["--gpu-architecture=compute_90"],
                                      False, seconds=1)
     assert time.monotonic() - start < 30
+
+
+# -- 3 (issue 45, round 2). file metadata: nothing outside the grants exists ----------------
+
+_STAT_KERNEL = r"""
+#include <sys/stat.h>
+#include <cstdio>
+#if __has_include("@SECRET@")
+#define SEEN 1
+#else
+#define SEEN 0
+#endif
+__global__ void add(const float *A, const float *B, float *C, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i == 0) {
+        struct stat st;
+        printf("STAT:%d:%d:%d\n", stat("@SECRET@", &st), stat("@FOLDER@", &st), SEEN);
+    }
+    if (i < n) C[i] = A[i] + B[i];
+}
+"""
+
+
+def test_stat_and_has_include_see_nothing_outside_the_grants(tmp_path, capfd):
+    if sandbox.status().get("metadata"):   # this host allows no mount namespace: said so
+        pytest.skip(f"no private root here: {sandbox.status().get('metadata')}")
+    secret = tmp_path / "solution_notes.txt"
+    secret.write_text("the answer")
+    src = _STAT_KERNEL.replace("@SECRET@", str(secret)).replace("@FOLDER@", str(HERE))
+    k = tm.compile(src, backend="emu")
+    A, B = np.arange(300, dtype=np.float32), np.ones(300, np.float32)
+    C = np.zeros_like(A)
+    k(2, 256, A, B, C, 300, backend="emu", timeout=60)
+    assert np.array_equal(C, A + B)
+    assert "STAT:-1:-1:0" in capfd.readouterr().out
+    assert "private root" in sandbox.describe()
