@@ -438,3 +438,67 @@ def test_stat_and_has_include_see_nothing_outside_the_grants(tmp_path, capfd):
     assert np.array_equal(C, A + B)
     assert "STAT:-1:-1:0" in capfd.readouterr().out
     assert "private root" in sandbox.describe()
+
+
+# -- 9 (issue 45). a child with the GPU: RLIMIT_DATA and a /dev/shm of its own ---------------
+
+_GPU_CHILD = ("import os, resource\n"
+              "print(resource.getrlimit(resource.RLIMIT_DATA)[0], sorted(os.listdir('/dev/shm')),"
+              " os.path.exists(@PLANTED@))")
+
+
+def test_a_child_with_the_gpu_has_a_data_limit_and_sees_no_other_shared_memory(tmp_path):
+    planted = f"/dev/shm/tiledmm-test-{os.getpid()}"
+    Path(planted).write_text("another process's shared memory")
+    try:
+        argv = [sys.executable, "-I", "-c", sandbox._bootstrap(
+            sandbox.run_policy(str(tmp_path), devices=True),
+            _GPU_CHILD.replace("@PLANTED@", repr(planted)), True)]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                              env=sandbox.minimal_env())
+    finally:
+        os.unlink(planted)
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = int(done.stdout.split()[0])
+    assert 0 < data == sandbox._gpu_memory(), done.stdout
+    if not sandbox.status().get("metadata"):   # a private root: an empty /dev/shm of its own
+        assert done.stdout.split(None, 1)[1].strip() == "[] False", done.stdout
+
+
+_CUDA_PROGRAM = r"""
+#include <cstdio>
+#include <cstring>
+__global__ void twice(float *x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= 2; }
+int main() {
+    const int n = 1 << 26;   // 256 MiB of device memory, and as much pinned host memory
+    float *h, *d;
+    if (cudaMallocHost(&h, n * sizeof(float)) != cudaSuccess) { puts("no pinned memory"); return 1; }
+    for (int i = 0; i < n; ++i) h[i] = (float)(i % 1000);
+    cudaMalloc(&d, n * sizeof(float));
+    cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice);
+    twice<<<n / 256, 256>>>(d, n);
+    cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost);
+    int bad = 0;
+    for (int i = 0; i < n; ++i) bad += h[i] != 2.0f * (float)(i % 1000);
+    char line[256]; FILE *f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof line, f)) if (!strncmp(line, "VmData:", 7)) printf("%s", line);
+    printf("bad=%d err=%s\n", bad, cudaGetErrorString(cudaGetLastError()));
+    cudaFree(d); cudaFreeHost(h);
+    return bad != 0;
+}
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not __import__("tiledmm")._backend.cuda_device_count(),
+                    reason="needs a CUDA device")
+def test_a_cuda_program_runs_within_its_data_limit(tmp_path):
+    """The lead's GPU check of TILEDMM_SANDBOX_GPU_MEMORY's default: a program with 256 MiB of
+    pinned and device memory runs; its VmData (printed: the driver's need) is under the limit."""
+    src = tmp_path / "twice.cu"
+    src.write_text(_CUDA_PROGRAM)
+    r = tm.run(str(src), backend="cuda", timeout=300)
+    print(r.stdout)
+    assert r.returncode == 0 and "bad=0 err=no error" in r.stdout, (r.stdout, r.stderr[-2000:])
+    vm_data_kb = int(r.stdout.split("VmData:")[1].split()[0])
+    assert vm_data_kb * 1024 < sandbox._gpu_memory()

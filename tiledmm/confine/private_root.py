@@ -115,9 +115,10 @@ def _bind(fd, target):
     _mount(f"/proc/self/fd/{fd}", target, None, _MS_BIND | _MS_REC)
 
 
-def enter(paths, writable, cwd):
+def enter(paths, writable, cwd, own=None):
     """Make this process's root a tmpfs holding only `paths` (and `cwd`), bind-mounted at their
-    own paths; `writable` ones writable. Call before any thread exists and before Landlock.
+    own paths; `writable` ones writable; `own`: {path: bytes}, an empty tmpfs of that size at
+    each path (a /dev/shm of its own). Call before any thread exists and before Landlock.
     A path that cannot be bound is left out (not visible). Returns "" when done, else why not
     (the process keeps the root it had). Raises OSError when pivot_root fails (the caller then
     stops the child)."""
@@ -151,6 +152,10 @@ def enter(paths, writable, cwd):
     if any(os.path.realpath(w) in missed for w in writable):   # without its scratch folder it cannot work
         _libc.umount2(new.encode(), _MNT_DETACH)
         return f"cannot bind its scratch folder into a private root ({', '.join(missed)})"
+    for p, size in (own or {}).items():
+        os.makedirs(new + p, exist_ok=True)
+        _check(_libc.mount(b"tmpfs", (new + p).encode(), b"tmpfs", _MS_NOSUID,
+                           f"size={int(size)},mode=1777".encode()), f"mount {p}")
     for p, target in links:
         os.makedirs(os.path.dirname(new + p), exist_ok=True)
         if not os.path.lexists(new + p):

@@ -200,7 +200,11 @@ def _python_paths():
 
 # What the CUDA driver reads besides its device files.
 _DEVICE_READ = ("/proc/driver/nvidia", "/sys", "/proc/sys/vm", "/proc/devices", "/proc/modules",
-                "/dev/shm", "/etc/nvidia")
+                "/etc/nvidia")
+# A child with the GPU gets a /dev/shm of its own in its private root (an empty tmpfs of this
+# size, writable): the driver may keep its files there, and no other process's shared memory
+# is in sight. Without a private root /dev/shm is not granted at all.
+GPU_SHM_BYTES = 64 << 20
 
 # Read by every child: the shared libraries and the toolchain (/usr, /lib*), the loader's cache,
 # the time zone. /etc as a whole is not granted (/etc/shadow, an instructor's config); nor /tmp,
@@ -239,6 +243,18 @@ def _default_memory():
     except (ValueError, OSError):
         total = 8 * GiB
     return max(2 * GiB, total // 2)
+
+
+def _gpu_memory():
+    """RLIMIT_DATA of a child with the GPU (a cuda program, the cuda worker): the CUDA driver's
+    own private mappings count too. $TILEDMM_SANDBOX_GPU_MEMORY (bytes; 0: no limit), else as
+    for any child (_default_memory). The driver's reservations of address space are PROT_NONE
+    and device memory is a shared mapping of /dev/nvidia*, neither counted;
+    tests/test_sandbox_round2.py's gpu case measures what a program uses."""
+    given = _SETTINGS.get("TILEDMM_SANDBOX_GPU_MEMORY", "")
+    if given.isdigit():
+        return int(given) or None
+    return _default_memory()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -287,8 +303,9 @@ def _landlock_abi():
     return int(abi), ""
 
 
-def _landlock(policy, abi):
-    """Restrict this process (and what it execs) to the policy's paths."""
+def _landlock(policy, abi, own_shm=False):
+    """Restrict this process (and what it execs) to the policy's paths. own_shm: /dev/shm is
+    this process's own tmpfs (a child with the GPU in a private root): writable."""
     handled = 0
     for name, bit in _FS.items():   # the rights this ABI knows, all handled: denied by default
         if name == "REFER" and abi < 2 or name == "TRUNCATE" and abi < 3 or \
@@ -322,6 +339,8 @@ def _landlock(policy, abi):
         rules += [(os.path.join("/dev", n), dev) for n in sorted(os.listdir("/dev"))
                   if n.startswith("nvidia")]
         rules += [(p, read) for p in _DEVICE_READ]
+        if own_shm:
+            rules.append(("/dev/shm", write))
     try:
         for path, access in rules:
             _landlock_rule(fd, path, access & handled)
@@ -635,12 +654,14 @@ def _limits(policy):
     # no core files: a crash must not write the process's memory (the arguments) anywhere
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     memory = policy.memory_bytes or _default_memory()
-    # the CUDA driver's private mappings are its own to size; a sanitizer's runtime preloaded
-    # (tests/test_asan.py) reserves terabytes of shadow memory as private writable mappings
+    # a sanitizer's runtime preloaded (tests/test_asan.py) reserves terabytes of shadow memory
+    # as private writable mappings
     sanitized = any(t in os.path.basename(p) for p in
                     os.environ.get("LD_PRELOAD", "").replace(" ", ":").split(":")
                     for t in ("libasan", "libtsan", "libmsan", "libhwasan"))
-    if (not policy.devices or policy.memory_bytes) and not sanitized:
+    if policy.devices and not policy.memory_bytes:
+        memory = _gpu_memory()
+    if memory and not sanitized:
         resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
     size = policy.file_bytes or 2 * GiB
     resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
@@ -849,12 +870,13 @@ def confine(policy, bpf=None):
     if _SETTINGS.get("TILEDMM_SANDBOX") == "off":
         return False
     # first, while root may still mount: a root that holds only what the policy grants
-    _PRIVATE_ROOT.enter(_visible(policy), policy.write, os.getcwd())
+    private = not _PRIVATE_ROOT.enter(_visible(policy), policy.write, os.getcwd(),
+                                      {"/dev/shm": GPU_SHM_BYTES} if policy.devices else {})
     _limits(policy)
     abi, _ = _landlock_abi()
     lib = None if bpf else _libseccomp()
-    if abi is not None:
-        _landlock(policy, abi)   # first: the seccomp filter does not let landlock_* through
+    if abi is not None:   # first: the seccomp filter does not let landlock_* through
+        _landlock(policy, abi, own_shm=private and policy.devices)
     filtered = False
     if bpf or lib is not None:
         try:
