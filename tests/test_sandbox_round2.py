@@ -502,3 +502,25 @@ def test_a_cuda_program_runs_within_its_data_limit(tmp_path):
     assert r.returncode == 0 and "bad=0 err=no error" in r.stdout, (r.stdout, r.stderr[-2000:])
     vm_data_kb = int(r.stdout.split("VmData:")[1].split()[0])
     assert vm_data_kb * 1024 < sandbox._gpu_memory()
+
+
+# -- 4 (issue 45, round 2). a kernel's check state lives in its own process: feedback only ---
+
+_OOB_READ = ("__global__ void add(const float *A, const float *B, float *C, int n)\n"
+             "{ int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+             "@WIPE@"
+             "  float a = A[i];   /* read before the bounds test: past the end in the last block */\n"
+             "  if (i < n) C[i] = a + B[i]; }\n")
+# what a student who wants the marks adds: check mode's state is a variable in its own process
+_WIPE = "#ifdef TM_CHECK\n  tm_check_cur = nullptr;\n#endif\n"
+
+
+def test_check_findings_are_feedback_so_wiping_them_gains_nothing():
+    honest = tm.grade(_OOB_READ.replace("@WIPE@", ""), "vec_add", backend="emu", speed=False,
+                      seed=3, timeout=30)
+    wiped = tm.grade(_OOB_READ.replace("@WIPE@", _WIPE), "vec_add", backend="emu", speed=False,
+                     seed=3, timeout=30)
+    assert wiped.score == wiped.max_score, wiped.headline()   # the attack works on check mode
+    assert honest.score == wiped.score, (honest.headline(), wiped.headline())
+    shown = " ".join(c.get("message", "") for c in honest.cases)
+    assert "check mode (feedback, not scored)" in shown and "out-of-bounds" in shown, shown
