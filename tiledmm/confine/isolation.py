@@ -780,16 +780,19 @@ def _thread_count(pid):
 def _stopped(pid, seconds):
     """Whether every thread of child `pid` stopped within `seconds`: waitid reports a group stop
     once all have; WSTOPPED without WEXITED never reaps it (Popen keeps its exit status)."""
-    deadline = time.monotonic() + seconds
+    start = time.monotonic()
     while True:
         try:
             if os.waitid(os.P_PID, pid, os.WSTOPPED | os.WNOHANG) is not None:
                 return True
         except ChildProcessError:
             return False
-        if time.monotonic() > deadline:
+        waited = time.monotonic() - start
+        if waited > seconds:
             return False
-        time.sleep(0.0005)
+        # the worker's threads stop as soon as they run: let them (a sleep's timer slack is
+        # longer than a stop takes), then poll more slowly for one held up
+        os.sched_yield() if waited < 0.005 else time.sleep(0.0005)
 
 
 def _has_gpu_devices():
