@@ -116,9 +116,10 @@ def _bind(fd, target):
 
 
 def enter(paths, writable, cwd, own=None):
-    """Make this process's root a tmpfs holding only `paths` (and `cwd`), bind-mounted at their
-    own paths; `writable` ones writable; `own`: {path: bytes}, an empty tmpfs of that size at
-    each path (a /dev/shm of its own). Call before any thread exists and before Landlock.
+    """Make this process's root a tmpfs holding only `paths` and `writable` (writable),
+    bind-mounted at their own paths; `own`: {path: bytes}, an empty tmpfs of that size at each
+    path (a /dev/shm of its own). The working folder becomes `cwd` where it is visible, else
+    "/". Call before any thread exists and before Landlock.
     A path that cannot be bound is left out (not visible). Returns "" when done, else why not
     (the process keeps the root it had). Raises OSError when pivot_root fails (the caller then
     stops the child)."""
@@ -129,7 +130,7 @@ def enter(paths, writable, cwd, own=None):
     if why:
         return why
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
-    binds, links = _plan(list(paths) + list(writable) + [cwd])
+    binds, links = _plan(list(paths) + list(writable))
     sources, missed = [], []
     for b in binds:   # opened before the new root covers anything
         try:
