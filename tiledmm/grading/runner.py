@@ -265,14 +265,18 @@ def _run_case(assignment, case, kern, mapping, launch, backend, mode, limit, rng
                          _message(exc)), getattr(exc, "kind", None))
         # check mode's findings come from the kernel's own process, whose check state the
         # kernel can overwrite: feedback, never a mark; a plain run on the same inputs decides
+        # (the row keeps its mode: the case ran in check mode, and says what it found)
         feedback.append(f"check mode (feedback, not scored): {_message(exc)}")
-        mode = "plain"
         values.update({k: v.copy() for k, v in pristine.items()})
         try:
-            ms = _launch_all(kern, values, mapping, passes, backend, mode, limit)
-        except (KernelError, ValueError, TypeError, MemoryError, RuntimeError) as exc2:
+            ms = _launch_all(kern, values, mapping, passes, backend, "plain", limit)
+        except (KernelError, ValueError, TypeError, MemoryError, RuntimeError) as again:
+            # counted as the check-mode failure it follows (a crash here is the access check
+            # mode named), but a timeout as a timeout
+            kind = getattr(again, "kind", None)
             return (_row(assignment, case, mode, False, 0, np.nan, np.nan, np.nan,
-                         "; ".join(feedback + [_message(exc2)])), getattr(exc2, "kind", None))
+                         "; ".join(feedback + [_message(again)])),
+                    kind if kind == KernelError.TIMEOUT else exc.kind)
     expected = assignment.reference(**inputs64)
     outputs = assignment.outputs
     if not isinstance(expected, dict):
