@@ -584,8 +584,12 @@ class Worker:
         self.starts += 1
         self.pool, self.paused = 0, False
         if self.host_code:   # its own threads, counted once it serves and before any kernel ran
-            send_message(self.sock, {"op": "ping"})
-            check_reply(self._wait(_START_SECONDS, "tiledmm's worker", "ping"), "ping")
+            try:
+                send_message(self.sock, {"op": "ping"})
+                check_reply(self._wait(_START_SECONDS, "tiledmm's worker", "ping"), "ping")
+            except BaseException:   # Ctrl-C included: a reply left unread would answer the next
+                self._kill()         # request
+                raise
             self._show_output(0.5)
             self.baseline = _thread_count(self.proc.pid)
 
