@@ -346,3 +346,181 @@ def test_threads_are_bounded_for_root_too(tmp_path):
     made = [int(m) for m in re.findall(r"THREADS:(\d+)", proc.stdout)]
     assert made and made[0] < sandbox.threads_most(), made
     assert out["small_stack_threads"]["correct"], out
+
+
+# -- 2 (issue 45, round 2). between calls: no thread a kernel left behind runs ---------------
+
+def _cpu_seconds(pid):
+    """utime + stime of process `pid` (all its threads), in clock ticks."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def test_a_thread_left_running_after_a_launch_burns_no_cpu_and_the_next_call_works():
+    import sys as _sys
+    _sys.path.insert(0, str(HERE / "attacks"))
+    import attacks
+    k = tm.compile(attacks.source("spinning_thread", {}), backend="emu")
+    A, B = np.arange(1000, dtype=np.float32), np.ones(1000, np.float32)
+    C = np.zeros_like(A)
+    k(4, 256, A, B, C, 1000, backend="emu", timeout=60)
+    assert np.array_equal(C, A + B)
+    pid = isolation.worker("emu").pid
+    if pid is not None:   # still there: stopped, and burning nothing
+        before = _cpu_seconds(pid)
+        time.sleep(0.5)
+        assert _cpu_seconds(pid) - before <= 1, "the worker burnt CPU between calls"
+    C[:] = 0
+    plain = tm.compile(attacks.source("environment", {}), backend="emu")
+    plain(4, 256, A, B, C, 1000, backend="emu", timeout=60)
+    assert np.array_equal(C, A + B)
+    # the worker that served the spinning kernel is gone; the new one is stopped between calls
+    assert isolation.worker("emu").pid != pid
+    now = isolation.worker("emu").pid
+    with open(f"/proc/{now}/stat") as f:
+        assert f.read().rsplit(")", 1)[1].split()[0] == "T"
+
+
+# -- 9 (issue 45). NVRTC has a time limit ----------------------------------------------------
+
+def test_nvrtc_stops_at_its_time_limit():
+    from tiledmm.toolchain import compile_nvrtc
+    try:
+        lib = compile_nvrtc._load_nvrtc()
+    except RuntimeError:
+        pytest.skip("no NVRTC here")
+    if not hasattr(lib, "nvrtcSetFlowCallback"):
+        pytest.skip("this NVRTC has no flow callback (the caller's timeout on the worker holds)")
+    # a constant expression of 10^10 steps: far longer than the limit on any machine
+    text = ("constexpr long f(long n) { long s = 0; for (long i = 0; i < n; ++i) s += i % 7; "
+            "return s; }\nextern \"C\" __global__ void k(long *o) { constexpr long v = "
+            "f(10000000000L); o[0] = v; }\n")
+    start = time.monotonic()
+    with pytest.raises(compile_nvrtc.CompileTimeout, match="more than 1 s"):
+        compile_nvrtc._nvrtc_compile(lib, text, "k", (), ["--gpu-architecture=compute_90"],
+                                     False, seconds=1)
+    assert time.monotonic() - start < 30
+
+
+# -- 3 (issue 45, round 2). file metadata: nothing outside the grants exists ----------------
+
+_STAT_KERNEL = r"""
+#include <sys/stat.h>
+#include <cstdio>
+#if __has_include("@SECRET@")
+#define SEEN 1
+#else
+#define SEEN 0
+#endif
+__global__ void add(const float *A, const float *B, float *C, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i == 0) {
+        struct stat st;
+        printf("STAT:%d:%d:%d\n", stat("@SECRET@", &st), stat("@FOLDER@", &st), SEEN);
+    }
+    if (i < n) C[i] = A[i] + B[i];
+}
+"""
+
+
+def test_stat_and_has_include_see_nothing_outside_the_grants(tmp_path, capfd):
+    if sandbox.status().get("metadata"):   # this host allows no mount namespace: said so
+        pytest.skip(f"no private root here: {sandbox.status().get('metadata')}")
+    secret = tmp_path / "solution_notes.txt"
+    secret.write_text("the answer")
+    src = _STAT_KERNEL.replace("@SECRET@", str(secret)).replace("@FOLDER@", str(HERE))
+    k = tm.compile(src, backend="emu")
+    A, B = np.arange(300, dtype=np.float32), np.ones(300, np.float32)
+    C = np.zeros_like(A)
+    k(2, 256, A, B, C, 300, backend="emu", timeout=60)
+    assert np.array_equal(C, A + B)
+    assert "STAT:-1:-1:0" in capfd.readouterr().out
+    assert "private root" in sandbox.describe()
+
+
+# -- 9 (issue 45). a child with the GPU: RLIMIT_DATA and a /dev/shm of its own ---------------
+
+_GPU_CHILD = ("import os, resource\n"
+              "print(resource.getrlimit(resource.RLIMIT_DATA)[0], sorted(os.listdir('/dev/shm')),"
+              " os.path.exists(@PLANTED@))")
+
+
+def test_a_child_with_the_gpu_has_a_data_limit_and_sees_no_other_shared_memory(tmp_path):
+    planted = f"/dev/shm/tiledmm-test-{os.getpid()}"
+    Path(planted).write_text("another process's shared memory")
+    try:
+        argv = [sys.executable, "-I", "-c", sandbox._bootstrap(
+            sandbox.run_policy(str(tmp_path), devices=True),
+            _GPU_CHILD.replace("@PLANTED@", repr(planted)), True)]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                              env=sandbox.minimal_env())
+    finally:
+        os.unlink(planted)
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = int(done.stdout.split()[0])
+    assert 0 < data == sandbox._gpu_memory(), done.stdout
+    if not sandbox.status().get("metadata"):   # a private root: an empty /dev/shm of its own
+        assert done.stdout.split(None, 1)[1].strip() == "[] False", done.stdout
+
+
+_CUDA_PROGRAM = r"""
+#include <cstdio>
+#include <cstring>
+__global__ void twice(float *x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= 2; }
+int main() {
+    const int n = 1 << 26;   // 256 MiB of device memory, and as much pinned host memory
+    float *h, *d;
+    if (cudaMallocHost(&h, n * sizeof(float)) != cudaSuccess) { puts("no pinned memory"); return 1; }
+    for (int i = 0; i < n; ++i) h[i] = (float)(i % 1000);
+    cudaMalloc(&d, n * sizeof(float));
+    cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice);
+    twice<<<n / 256, 256>>>(d, n);
+    cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost);
+    int bad = 0;
+    for (int i = 0; i < n; ++i) bad += h[i] != 2.0f * (float)(i % 1000);
+    char line[256]; FILE *f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof line, f)) if (!strncmp(line, "VmData:", 7)) printf("%s", line);
+    printf("bad=%d err=%s\n", bad, cudaGetErrorString(cudaGetLastError()));
+    cudaFree(d); cudaFreeHost(h);
+    return bad != 0;
+}
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not __import__("tiledmm")._backend.cuda_device_count(),
+                    reason="needs a CUDA device")
+def test_a_cuda_program_runs_within_its_data_limit(tmp_path):
+    """The lead's GPU check of TILEDMM_SANDBOX_GPU_MEMORY's default: a program with 256 MiB of
+    pinned and device memory runs; its VmData (printed: the driver's need) is under the limit."""
+    src = tmp_path / "twice.cu"
+    src.write_text(_CUDA_PROGRAM)
+    r = tm.run(str(src), backend="cuda", timeout=300)
+    print(r.stdout)
+    assert r.returncode == 0 and "bad=0 err=no error" in r.stdout, (r.stdout, r.stderr[-2000:])
+    vm_data_kb = int(r.stdout.split("VmData:")[1].split()[0])
+    assert vm_data_kb * 1024 < sandbox._gpu_memory()
+
+
+# -- 4 (issue 45, round 2). a kernel's check state lives in its own process: feedback only ---
+
+_OOB_READ = ("__global__ void add(const float *A, const float *B, float *C, int n)\n"
+             "{ int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+             "@WIPE@"
+             "  float a = A[i];   /* read before the bounds test: past the end in the last block */\n"
+             "  if (i < n) C[i] = a + B[i]; }\n")
+# what a student who wants the marks adds: check mode's state is a variable in its own process
+_WIPE = "#ifdef TM_CHECK\n  tm_check_cur = nullptr;\n#endif\n"
+
+
+def test_check_findings_are_feedback_so_wiping_them_gains_nothing():
+    honest = tm.grade(_OOB_READ.replace("@WIPE@", ""), "vec_add", backend="emu", speed=False,
+                      seed=3, timeout=30)
+    wiped = tm.grade(_OOB_READ.replace("@WIPE@", _WIPE), "vec_add", backend="emu", speed=False,
+                     seed=3, timeout=30)
+    assert wiped.score == wiped.max_score, wiped.headline()   # the attack works on check mode
+    assert honest.score == wiped.score, (honest.headline(), wiped.headline())
+    shown = " ".join(c.get("message", "") for c in honest.cases)
+    assert "check mode (feedback, not scored)" in shown and "out-of-bounds" in shown, shown

@@ -44,6 +44,9 @@ SETTINGS = (
             "off: run student code unconfined (never on a grader)"),
     Setting("TILEDMM_SANDBOX_MEMORY", "run", "python", True,
             "bytes of address space a confined child may use"),
+    Setting("TILEDMM_SANDBOX_GPU_MEMORY", "run", "python", True,
+            "bytes of private memory (RLIMIT_DATA) a confined child with the GPU may use "
+            "(default: as TILEDMM_SANDBOX_MEMORY; 0: no limit)"),
     Setting("TILEDMM_SANDBOX_TRAP_ALL", "run", "python", True,
             "1: a refused system call ends the child with SIGSYS, naming the call (debugging)"),
     Setting("TILEDMM_NCU", "run", "python", False, "the Nsight Compute executable"),

@@ -112,6 +112,12 @@ ATTACKS = {
             if (pthread_create(&t, &a, [](void *) -> void * { sleep(3); return 0; }, 0) != 0) break;
             ++made; }
         printf("THREADS:%d\n", made);""",
+    # issue 45: a thread that outlives its launch and spins with no call in progress (detached:
+    # the launch returns at once); the caller must find it and end it
+    "spinning_thread": r"""
+        pthread_t t;
+        if (pthread_create(&t, 0, [](void *) -> void * { for (volatile long k = 0;; ++k) {} return 0; }, 0) == 0)
+            pthread_detach(t);""",
     "tiocsti": r"""
         char c = 'x'; if (ioctl(0, TIOCSTI, &c) == 0) printf("LEAK:typed\n");""",
     "crafted_reply": r"""

@@ -29,6 +29,15 @@ What crosses:
 
 Timeouts and Ctrl-C: the caller waits in short steps; on KeyboardInterrupt or when `timeout`
 seconds pass, it kills the worker (the next call starts a new one).
+
+Between calls (the emu worker, where a kernel is host code): a kernel may leave threads running
+after it returns. The caller stops the worker's process group (SIGSTOP, which no code in it can
+catch or undo) once a reply is in, before it copies any output out, and continues it (SIGCONT)
+with the next request: no CPU is burnt and no output changes with no call in progress. It also
+counts the worker's threads while it is stopped, against those it had before any kernel ran plus
+the emulator's OpenMP pool: a worker with more is killed (a spawned thread would wake in the next
+call, maybe another submission's), and the next call starts a fresh one. All of this runs in the
+caller: nothing in the worker can be trusted to police a kernel that shares its address space.
 """
 import atexit
 import base64
@@ -519,8 +528,14 @@ class Worker:
     """The worker process: started on first use, started again after a fault or a kill."""
     STDOUT_KEEP = 4 << 20       # bytes of the kernel's printf output kept for one call
 
-    def __init__(self, devices=False):
+    def __init__(self, devices=False, host_code=True):
         self.devices = devices    # the cuda worker: /dev/nvidia* in its sandbox policy
+        # kernels run as host code in it (emu): stopped between calls, its threads counted.
+        # On cuda only NVRTC's device code runs (on the GPU), and the driver keeps threads
+        self.host_code = host_code
+        self.baseline = 0         # the worker's threads before any kernel ran
+        self.pool = 0             # OpenMP pool threads its launches may have started
+        self.paused = False
         self.lock = threading.RLock()
         self.proc = self.sock = self.stdout = self.stderr = None
         self.scratch = None
@@ -568,6 +583,16 @@ class Worker:
         self.stdout, self.stderr = _Pipe(self.proc.stdout, self.STDOUT_KEEP), _Pipe(self.proc.stderr, 65536)
         self.loaded = set()
         self.starts += 1
+        self.pool, self.paused = 0, False
+        if self.host_code:   # its own threads, counted once it serves and before any kernel ran
+            try:
+                send_message(self.sock, {"op": "ping"})
+                check_reply(self._wait(_START_SECONDS, "tiledmm's worker", "ping"), "ping")
+            except BaseException:   # Ctrl-C included: a reply left unread would answer the next
+                self._kill()         # request
+                raise
+            self._show_output(0.5)
+            self.baseline = _thread_count(self.proc.pid)
 
     def stop(self):
         """End the worker (killed at once: it may be running a kernel that never ends)."""
@@ -596,7 +621,7 @@ class Worker:
             except (OSError, AttributeError):
                 pass
         self.proc = self.sock = None
-        self.loaded = set()
+        self.loaded, self.paused = set(), False
         if self.scratch:   # the worker's scratch folder lives as long as the worker
             shutil.rmtree(self.scratch, ignore_errors=True)
             self.scratch = None
@@ -614,6 +639,7 @@ class Worker:
                 if self.proc is not None:
                     self._forget()
                 self._start()
+            self._resume()
             try:
                 send_message(self.sock, request, fds)
                 reply = check_reply(self._wait(timeout, what, request["op"]), request["op"])
@@ -635,7 +661,34 @@ class Worker:
                     self._kill()
                 else:
                     self._forget()
+            elif self.host_code:
+                self._pause(request)
             return reply
+
+    def _pause(self, request):
+        """Stop the worker until the next request; kill it if a kernel left threads behind."""
+        if request.get("op") == "launch":
+            blocks = 1
+            for n in request.get("grid") or (1,):
+                blocks *= max(int(n), 1)
+            threads = request.get("emu_threads") or len(os.sched_getaffinity(0))
+            self.pool = max(self.pool, min(int(threads), blocks) - 1)
+        pid = self.proc.pid
+        try:
+            os.killpg(pid, signal.SIGSTOP)
+        except OSError:
+            return
+        self.paused = True
+        if not _stopped(pid, _STOP_SECONDS) or _thread_count(pid) > self.baseline + self.pool:
+            self._kill()
+
+    def _resume(self):
+        if self.paused and self.proc is not None:
+            self.paused = False
+            try:
+                os.killpg(self.proc.pid, signal.SIGCONT)
+            except OSError:
+                pass
 
     def _wait(self, timeout, what, op):
         start = time.monotonic()
@@ -720,6 +773,35 @@ class Worker:
         self.last_stderr = self.stderr.take_until(_END_OF_OUTPUT, wait).decode(errors="replace")
 
 
+_START_SECONDS = 120.0    # a worker's start-up (a fresh interpreter, NumPy, tiledmm): a loaded host
+_STOP_SECONDS = 5.0       # every thread of a stopped worker has stopped (one in the kernel may lag)
+
+
+def _thread_count(pid):
+    try:
+        return len(os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return 0
+
+
+def _stopped(pid, seconds):
+    """Whether every thread of child `pid` stopped within `seconds`: waitid reports a group stop
+    once all have; WSTOPPED without WEXITED never reaps it (Popen keeps its exit status)."""
+    start = time.monotonic()
+    while True:
+        try:
+            if os.waitid(os.P_PID, pid, os.WSTOPPED | os.WNOHANG) is not None:
+                return True
+        except ChildProcessError:
+            return False
+        waited = time.monotonic() - start
+        if waited > seconds:
+            return False
+        # the worker's threads stop as soon as they run: let them (a sleep's timer slack is
+        # longer than a stop takes), then poll more slowly for one held up
+        os.sched_yield() if waited < 0.005 else time.sleep(0.0005)
+
+
 def _has_gpu_devices():
     return os.path.exists("/dev/nvidiactl")
 
@@ -727,7 +809,8 @@ def _has_gpu_devices():
 # One worker per backend: the cuda worker's policy opens /dev/nvidia* and lets the driver make
 # shared memory and go without RLIMIT_DATA; an emu kernel never runs under that policy, so on a
 # GPU machine too it stays bounded and cannot map shared memory of its own.
-_WORKERS = {"emu": Worker(devices=False), "cuda": Worker(devices=_has_gpu_devices())}
+_WORKERS = {"emu": Worker(devices=False),
+            "cuda": Worker(devices=_has_gpu_devices(), host_code=False)}
 
 
 def worker(backend="emu"):

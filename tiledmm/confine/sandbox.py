@@ -48,6 +48,9 @@ def _load_by_path(name, path):
 # This file is also loaded on its own, by path, in a child before it confines itself (no package
 # around it: _bootstrap); the settings table (standard library only) comes in the same way.
 _SETTINGS = _load_by_path("_tiledmm_settings", os.path.join(PACKAGE_DIR, "_settings.py"))
+_PRIVATE_ROOT = _load_by_path("_tiledmm_private_root",
+                              os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                           "private_root.py"))
 GiB = 1 << 30
 
 
@@ -195,6 +198,14 @@ def _python_paths():
     return tuple(sorted(paths))
 
 
+# What the CUDA driver reads besides its device files.
+_DEVICE_READ = ("/proc/driver/nvidia", "/sys", "/proc/sys/vm", "/proc/devices", "/proc/modules",
+                "/etc/nvidia")
+# A child with the GPU gets a /dev/shm of its own in its private root (an empty tmpfs of this
+# size, writable): the driver may keep its files there, and no other process's shared memory
+# is in sight. Without a private root /dev/shm is not granted at all.
+GPU_SHM_BYTES = 64 << 20
+
 # Read by every child: the shared libraries and the toolchain (/usr, /lib*), the loader's cache,
 # the time zone. /etc as a whole is not granted (/etc/shadow, an instructor's config); nor /tmp,
 # /home, /root, /work or the caller's working folder.
@@ -232,6 +243,18 @@ def _default_memory():
     except (ValueError, OSError):
         total = 8 * GiB
     return max(2 * GiB, total // 2)
+
+
+def _gpu_memory():
+    """RLIMIT_DATA of a child with the GPU (a cuda program, the cuda worker): the CUDA driver's
+    own private mappings count too. $TILEDMM_SANDBOX_GPU_MEMORY (bytes; 0: no limit), else as
+    for any child (_default_memory). The driver's reservations of address space are PROT_NONE
+    and device memory is a shared mapping of /dev/nvidia*, neither counted;
+    tests/test_sandbox_round2.py's gpu case measures what a program uses."""
+    given = _SETTINGS.get("TILEDMM_SANDBOX_GPU_MEMORY", "")
+    if given.isdigit():
+        return int(given) or None
+    return _default_memory()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -280,8 +303,9 @@ def _landlock_abi():
     return int(abi), ""
 
 
-def _landlock(policy, abi):
-    """Restrict this process (and what it execs) to the policy's paths."""
+def _landlock(policy, abi, own_shm=False):
+    """Restrict this process (and what it execs) to the policy's paths. own_shm: /dev/shm is
+    this process's own tmpfs (a child with the GPU in a private root): writable."""
     handled = 0
     for name, bit in _FS.items():   # the rights this ABI knows, all handled: denied by default
         if name == "REFER" and abi < 2 or name == "TRUNCATE" and abi < 3 or \
@@ -314,9 +338,9 @@ def _landlock(policy, abi):
         dev = _FS["READ_FILE"] | _FS["WRITE_FILE"] | (handled & _FS["IOCTL_DEV"])
         rules += [(os.path.join("/dev", n), dev) for n in sorted(os.listdir("/dev"))
                   if n.startswith("nvidia")]
-        rules += [(p, read) for p in ("/proc/driver/nvidia", "/sys", "/proc/sys/vm",
-                                      "/proc/devices", "/proc/modules", "/dev/shm",
-                                      "/etc/nvidia")]
+        rules += [(p, read) for p in _DEVICE_READ]
+        if own_shm:
+            rules.append(("/dev/shm", write))
     try:
         for path, access in rules:
             _landlock_rule(fd, path, access & handled)
@@ -327,6 +351,15 @@ def _landlock(policy, abi):
             raise OSError(ctypes.get_errno(), "landlock_restrict_self")
     finally:
         os.close(fd)
+
+
+def _visible(policy):
+    """Every path a child of `policy` may see in its private root: what Landlock grants it."""
+    paths = [*policy.read, *policy.execute, *_SYSTEM_READ, "/proc"]
+    if policy.devices:
+        paths += [os.path.join("/dev", n) for n in os.listdir("/dev") if n.startswith("nvidia")]
+        paths += _DEVICE_READ
+    return paths
 
 
 def _landlock_rule(ruleset, path, access):
@@ -652,12 +685,14 @@ def _limits(policy):
     # no core files: a crash must not write the process's memory (the arguments) anywhere
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     memory = policy.memory_bytes or _default_memory()
-    # the CUDA driver's private mappings are its own to size; a sanitizer's runtime preloaded
-    # (tests/test_asan.py) reserves terabytes of shadow memory as private writable mappings
+    # a sanitizer's runtime preloaded (tests/test_asan.py) reserves terabytes of shadow memory
+    # as private writable mappings
     sanitized = any(t in os.path.basename(p) for p in
                     os.environ.get("LD_PRELOAD", "").replace(" ", ":").split(":")
                     for t in ("libasan", "libtsan", "libmsan", "libhwasan"))
-    if (not policy.devices or policy.memory_bytes) and not sanitized:
+    if policy.devices and not policy.memory_bytes:
+        memory = _gpu_memory()
+    if memory and not sanitized:
         resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
     size = policy.file_bytes or 2 * GiB
     resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
@@ -750,13 +785,15 @@ _STATUS = None
 
 def status():
     """What confinement is available here: {"landlock": ABI or None, "seccomp": bool,
-    "confined": both, "reason": text for what is missing}. Tried for real once per process in
+    "confined": both, "reason": text for what is missing, "private_root": bool (paths outside
+    the grants hidden), "metadata": why file metadata is exposed, or ""}. Tried for real once per process in
     a throw-away child (qemu-user answers PR_SET_SECCOMP with EINVAL only when a filter loads)."""
     global _STATUS
     if _STATUS is None:
         if _SETTINGS.get("TILEDMM_SANDBOX") == "off":
             _STATUS = {"landlock": None, "seccomp": False, "confined": False,
-                       "reason": "switched off by TILEDMM_SANDBOX=off"}
+                       "reason": "switched off by TILEDMM_SANDBOX=off", "private_root": False,
+                       "metadata": "no sandbox"}
             return dict(_STATUS)
         code = (f"import importlib.util as u, json, sys; s = u.spec_from_file_location("
                 f"'_tiledmm_sandbox_probe', {os.path.abspath(__file__)!r}); m = "
@@ -767,8 +804,28 @@ def status():
             _STATUS = json.loads(out.stdout.decode().strip().splitlines()[-1])
         except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as exc:
             _STATUS = {"landlock": None, "seccomp": False, "confined": False,
-                       "reason": f"the confinement probe failed ({exc})"}
+                       "reason": f"the confinement probe failed ({exc})",
+                       "private_root": False, "metadata": "no sandbox"}
     return dict(_STATUS)
+
+
+def _private_root_probe():
+    """"" where a child can enter a private root (tried in a forked child: its root is
+    replaced), else why not."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            why = _PRIVATE_ROOT.enter(("/usr",), (), "/usr")
+        except OSError as exc:
+            why = f"pivot_root failed ({exc})"
+        os.write(w, why.encode()[:4000])
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        why = f.read().decode(errors="replace")
+    os.waitpid(pid, 0)
+    return why
 
 
 def _probe():
@@ -789,8 +846,9 @@ def _probe():
             seccomp = True
         except OSError as exc:
             reasons.append(f"seccomp is unavailable ({exc})")
+    hidden = _private_root_probe()
     return {"landlock": abi, "seccomp": seccomp, "confined": bool(abi and seccomp),
-            "reason": "; ".join(reasons)}
+            "reason": "; ".join(reasons), "private_root": not hidden, "metadata": hidden}
 
 
 def describe():
@@ -798,8 +856,11 @@ def describe():
     s = status()
     if s["confined"]:
         scope = "files, TCP and signals" if s["landlock"] >= 6 else "files"
+        seen = ("a private root: paths outside the grants do not exist" if s["private_root"]
+                else f"file metadata (stat, __has_include) exposed: {s['metadata']}")
         return (f"sandbox: confined (Landlock ABI {s['landlock']}: {scope}; seccomp-bpf "
-                "allow-list: no exec, no processes, no sockets but AF_UNIX, no ptrace; rlimits)")
+                "allow-list: no exec, no processes, no sockets but AF_UNIX, no ptrace; rlimits; "
+                f"{seen})")
     have = [w for w, ok in (("Landlock", s["landlock"]), ("seccomp", s["seccomp"])) if ok]
     return (f"sandbox: NOT confined{' (only ' + ', '.join(have) + ')' if have else ''}: "
             f"{s['reason']}. Student code runs with this account's rights.")
@@ -839,11 +900,14 @@ def confine(policy, bpf=None):
     when a step that this system supports fails."""
     if _SETTINGS.get("TILEDMM_SANDBOX") == "off":
         return False
+    # first, while root may still mount: a root that holds only what the policy grants
+    private = not _PRIVATE_ROOT.enter(_visible(policy), policy.write, os.getcwd(),
+                                      {"/dev/shm": GPU_SHM_BYTES} if policy.devices else {})
     _limits(policy)
     abi, _ = _landlock_abi()
     lib = None if bpf else _libseccomp()
-    if abi is not None:
-        _landlock(policy, abi)   # first: the seccomp filter does not let landlock_* through
+    if abi is not None:   # first: the seccomp filter does not let landlock_* through
+        _landlock(policy, abi, own_shm=private and policy.devices)
     filtered = False
     if bpf or lib is not None:
         try:

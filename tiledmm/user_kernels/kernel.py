@@ -79,8 +79,8 @@ from .._device_array import DeviceArray, as_device_input, to_device
 from .._row_tables import row_table
 from ..profiling.counters import make_profile
 from ..toolchain import cache as kernel_cache
-from ..toolchain.compile_emu import compile_emu, kernel_signature_confined, split_wanted
-from ..toolchain.compile_nvrtc import compile_cuda, load_cuda
+from ..toolchain.compile_emu import CompileTimeout, compile_emu, kernel_signature_confined, split_wanted
+from ..toolchain.compile_nvrtc import NVRTC_SECONDS, compile_cuda, load_cuda
 from ..confine.isolation import Segment, default_timeout, worker
 from ..errors import CompileError, CompileWarning, KernelError
 from ..toolchain.diagnostics import emit_warnings, parse_warnings
@@ -189,11 +189,12 @@ class Kernel:
             return artifact
         if backend == "emu":
             artifact = compile_emu(self.source, self.name, list(self.options), check, profile)[2]
-        elif self.isolate:   # NVRTC runs in the worker, with a time limit
+        elif self.isolate:   # NVRTC runs in the worker, with a time limit; the caller's timeout
+            # ends a worker whose NVRTC never asks its flow callback (compile_nvrtc's docstring)
             reply = worker("cuda").call(
                 {"op": "compile_cuda", "source": self.source, "name": self.name,
-                 "options": list(self.options)}, timeout=600,
-                what=f"compiling kernel '{self.name}'")
+                 "options": list(self.options), "seconds": NVRTC_SECONDS},
+                timeout=NVRTC_SECONDS + 60, what=f"compiling kernel '{self.name}'")
             a = _reply_value(reply, "artifact")   # checked by _isolation.check_reply
             artifact = SimpleNamespace(backend="cuda", **a,
                                        warnings=parse_warnings(a["log"], "cuda"))
@@ -609,6 +610,8 @@ def _reply_value(reply, field):
         return reply[field]
     if reply.get("error") == "CompileError":
         raise CompileError(reply["message"], reply.get("log", ""))
+    if reply.get("error") == "CompileTimeout":
+        raise CompileTimeout(reply.get("message", ""))
     raise RuntimeError(f"{reply.get('error')}: {reply.get('message')}")
 
 
