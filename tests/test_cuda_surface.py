@@ -4,6 +4,7 @@ and tests/programs/cg_groups.cu are our own small programs, one per feature the 
 Every program runs with a timeout (RUN_S)."""
 import os
 
+import numpy as np
 import pytest
 
 import tiledmm as tm
@@ -193,3 +194,18 @@ int main()
     assert lines[:4] == [f"program.cu:6: void k(int): block: [1,0,0], thread: [{t},0,0] Assertion `i < n` failed."
                          for t in (28, 29, 30, 31)]
     assert lines[4:] == ["cudaErrorAssert", "sticky: cudaErrorAssert"]
+
+
+def test_tiles_wider_than_a_warp_reduce_and_scan():
+    """tiled_partition<64>/<128> with block_tile_memory (the reduction sample's multi-warp
+    tiles): cg::reduce, cg::inclusive_scan, ranks, and the tile as a thread_group."""
+    r = run(os.path.join(SURFACE, "wide_tiles.cu"))
+    assert r.returncode == 0, r.stderr
+    rows = np.array([ln.split() for ln in r.stdout.splitlines()], dtype=np.float64)
+    assert rows.shape == (512, 6)
+    h, d = rows[:, 0].reshape(-1, 64), rows[:, 4].reshape(-1, 128)
+    np.testing.assert_array_equal(rows[:, 1], np.repeat(h.sum(axis=1), 64))
+    np.testing.assert_array_equal(rows[:, 2], np.cumsum(h, axis=1).ravel())
+    t = np.arange(512) % 256
+    np.testing.assert_array_equal(rows[:, 3], t // 64 * 10000 + t % 64 * 10 + 1)
+    np.testing.assert_array_equal(rows[:, 5], np.repeat(d.max(axis=1), 128))
