@@ -209,3 +209,16 @@ def test_tiles_wider_than_a_warp_reduce_and_scan():
     t = np.arange(512) % 256
     np.testing.assert_array_equal(rows[:, 3], t // 64 * 10000 + t % 64 * 10 + 1)
     np.testing.assert_array_equal(rows[:, 5], np.repeat(d.max(axis=1), 128))
+
+
+def test_pipeline_and_barrier_memcpy_async():
+    """cuda::pipeline<thread_scope_thread> (copies land when their batch is waited for, so a
+    stage refilled ahead is not overwritten early), cuda::barrier<thread_scope_block>, and
+    pipeline_consumer_wait_prior<2> leaving the newest two batches uncopied."""
+    r = run(os.path.join(SURFACE, "async_copy.cu"))
+    assert r.returncode == 0, r.stderr
+    data, sums, prior = r.stdout.splitlines()
+    tiles = np.array(data.split(), dtype=np.float64).reshape(3, -1)
+    np.testing.assert_array_equal(np.array(sums.split(), dtype=np.float64),
+                                  np.tile(tiles.sum(axis=1), 2))
+    assert prior.split() == ["7", "-1", "-1"]
