@@ -222,3 +222,24 @@ def test_pipeline_and_barrier_memcpy_async():
     np.testing.assert_array_equal(np.array(sums.split(), dtype=np.float64),
                                   np.tile(tiles.sum(axis=1), 2))
     assert prior.split() == ["7", "-1", "-1"]
+
+
+def test_graphs_and_launches_through_a_kernels_address():
+    """A graph made node by node (memcpy, memset of 4-byte values, kernel nodes whose arguments
+    are copied when added, a host node, a clone), the same work captured from two streams
+    joined by events, and cudaLaunchKernel; a function the emulator does not know as a kernel
+    is cudaErrorInvalidDeviceFunction."""
+    r = run(os.path.join(SURFACE, "graphs.cu"))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    h = np.array(lines[-1].split(), dtype=np.float64)
+    rows = [np.array(ln.split(), dtype=np.float64) for ln in lines if ln[:1] in "-0123456789"]
+    built = 1 + 2 * h
+    np.testing.assert_array_equal(rows[0], built)
+    np.testing.assert_array_equal(rows[1], built)
+    np.testing.assert_array_equal(rows[2], 3 * h)
+    np.testing.assert_array_equal(rows[3], 2 * h)
+    assert lines[:2] == ["unknown: cudaErrorInvalidDeviceFunction", "nodes: 6"]
+    assert lines.count(f"host node: {built.sum():.1f}") == 2
+    assert "captured nodes: 6, none ran" in lines
+    assert f"host node: {3 * h.sum():.1f}" in lines

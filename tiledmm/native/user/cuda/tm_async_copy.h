@@ -18,6 +18,10 @@
 
 #include "tiledmm_kernel.h"
 
+// the block barrier (emu/cuda_emu.h), declared again for the libclang parse of a program
+// (tiledmm/programs/build.py), which reads this header as CUDA without the emulator's
+extern "C" __host__ __device__ void tm_emu_syncthreads(const char *file, int line);
+
 namespace cuda {
 
 enum thread_scope {
@@ -31,12 +35,12 @@ template <size_t Alignment>
 struct aligned_size_t {
     static constexpr size_t align = Alignment;
     size_t value;
-    explicit aligned_size_t(size_t size) : value(size) {}
-    operator size_t() const { return value; }
+    __host__ __device__ explicit aligned_size_t(size_t size) : value(size) {}
+    __host__ __device__ operator size_t() const { return value; }
 };
 
 namespace tm_detail {
-[[noreturn]] inline void refuse(const char *what, const char *file, int line)
+[[noreturn]] __host__ __device__ inline void refuse(const char *what, const char *file, int line)
 {
     fflush(stdout);
     fprintf(stderr, "tiledmm: %s:%d: %s\n", file, line, what);
@@ -66,7 +70,7 @@ class pipeline<thread_scope_thread> {
     unsigned batch_end_[BATCHES];      // copies counted from first_ up to each committed batch
     unsigned batches_ = 0;
 
-    void make(unsigned n)   // the oldest n pending copies
+    __host__ __device__ void make(unsigned n)   // the oldest n pending copies
     {
         for (unsigned i = 0; i < n; ++i) {
             const Copy &c = copies_[(first_ + i) % COPIES];
@@ -81,47 +85,47 @@ class pipeline<thread_scope_thread> {
     }
 
   public:
-    pipeline() = default;
-    pipeline(const pipeline &) = delete;
+    __host__ __device__ pipeline() = default;
+    __host__ __device__ pipeline(const pipeline &) = delete;
     pipeline &operator=(const pipeline &) = delete;
-    ~pipeline() { make(count_); }   // copies no one waited for still land
+    __host__ __device__ ~pipeline() { make(count_); }   // copies no one waited for still land
 
-    void tm_add(void *dst, const void *src, size_t n)
+    __host__ __device__ void tm_add(void *dst, const void *src, size_t n)
     {
         if (count_ == COPIES) make(batches_ ? batch_end_[0] : 1);
         if (count_ == COPIES) make(1);
         copies_[(first_ + count_++) % COPIES] = Copy{dst, src, n};
     }
     // every committed batch but the newest `prior`
-    void tm_wait_prior(unsigned prior)
+    __host__ __device__ void tm_wait_prior(unsigned prior)
     {
         if (batches_ > prior) make(batch_end_[batches_ - prior - 1]);
     }
 
-    void producer_acquire() {}
-    void producer_commit()
+    __host__ __device__ void producer_acquire() {}
+    __host__ __device__ void producer_commit()
     {
         if (batches_ == BATCHES) make(batch_end_[0]);
         batch_end_[batches_++] = count_;
     }
-    void consumer_wait()
+    __host__ __device__ void consumer_wait()
     {
         if (batches_) make(batch_end_[0]);
     }
     template <typename Duration>
-    bool consumer_wait_for(const Duration &)
+    __host__ __device__ bool consumer_wait_for(const Duration &)
     {
         consumer_wait();
         return true;
     }
     template <typename TimePoint>
-    bool consumer_wait_until(const TimePoint &)
+    __host__ __device__ bool consumer_wait_until(const TimePoint &)
     {
         consumer_wait();
         return true;
     }
-    void consumer_release() {}
-    bool quit()
+    __host__ __device__ void consumer_release() {}
+    __host__ __device__ bool quit()
     {
         make(count_);
         return true;
@@ -132,26 +136,27 @@ class pipeline<thread_scope_thread> {
 template <thread_scope Scope>
 class pipeline {
   public:
-    void producer_acquire() {}
-    void producer_commit() {}
-    void consumer_wait() {}
-    void consumer_release() {}
-    bool quit() { return true; }
-    void tm_add(void *, const void *, size_t) {}
+    __host__ __device__ void producer_acquire() {}
+    __host__ __device__ void producer_commit() {}
+    __host__ __device__ void consumer_wait() {}
+    __host__ __device__ void consumer_release() {}
+    __host__ __device__ bool quit() { return true; }
+    __host__ __device__ void tm_add(void *, const void *, size_t) {}
 };
 
 template <thread_scope Scope, unsigned char Stages = 2>
 struct pipeline_shared_state {};
 
-inline pipeline<thread_scope_thread> make_pipeline()
+__host__ __device__ inline pipeline<thread_scope_thread> make_pipeline()
 {
     return pipeline<thread_scope_thread>();
 }
 
 template <typename Group, thread_scope Scope, unsigned char Stages>
-inline pipeline<Scope> make_pipeline(const Group &, pipeline_shared_state<Scope, Stages> *,
-                                     const char *file = __builtin_FILE(),
-                                     int line = __builtin_LINE())
+__host__ __device__ inline pipeline<Scope> make_pipeline(const Group &,
+                                                         pipeline_shared_state<Scope, Stages> *,
+                                                         const char *file = __builtin_FILE(),
+                                                         int line = __builtin_LINE())
 {
     tm_detail::refuse(
         "cuda::make_pipeline(group, shared_state, ...): a block-scope pipeline (producer and "
@@ -160,34 +165,35 @@ inline pipeline<Scope> make_pipeline(const Group &, pipeline_shared_state<Scope,
 }
 // with a role (pipeline_role) or a producer count
 template <typename Group, thread_scope Scope, unsigned char Stages, typename Role>
-inline pipeline<Scope> make_pipeline(const Group &g, pipeline_shared_state<Scope, Stages> *state,
-                                     Role, const char *file = __builtin_FILE(),
-                                     int line = __builtin_LINE())
+__host__ __device__ inline pipeline<Scope> make_pipeline(
+    const Group &g, pipeline_shared_state<Scope, Stages> *state, Role,
+    const char *file = __builtin_FILE(), int line = __builtin_LINE())
 {
     return make_pipeline(g, state, file, line);
 }
 
 template <unsigned char Prior>
-inline void pipeline_consumer_wait_prior(pipeline<thread_scope_thread> &pipe)
+__host__ __device__ inline void pipeline_consumer_wait_prior(pipeline<thread_scope_thread> &pipe)
 {
     pipe.tm_wait_prior(Prior);
 }
 
 template <thread_scope Scope>
-inline void pipeline_producer_commit(pipeline<Scope> &pipe)
+__host__ __device__ inline void pipeline_producer_commit(pipeline<Scope> &pipe)
 {
     pipe.producer_commit();
 }
 
 template <typename Size, thread_scope Scope>
-inline void memcpy_async(void *dst, const void *src, Size size, pipeline<Scope> &pipe)
+__host__ __device__ inline void memcpy_async(void *dst, const void *src, Size size,
+                                             pipeline<Scope> &pipe)
 {
     pipe.tm_add(dst, src, (size_t)size);
 }
 
 // ---- barriers ----
 struct tm_default_completion {
-    void operator()() const {}
+    __host__ __device__ void operator()() const {}
 };
 
 template <thread_scope Scope, typename Completion = tm_default_completion>
@@ -196,30 +202,33 @@ class barrier {
 
   public:
     class arrival_token {};
-    barrier() = default;
-    barrier(ptrdiff_t expected, Completion = Completion()) : expected_(expected) {}
-    barrier(const barrier &) = delete;
+    __host__ __device__ barrier() = default;
+    __host__ __device__ barrier(ptrdiff_t expected, Completion = Completion()) : expected_(expected)
+    {
+    }
+    __host__ __device__ barrier(const barrier &) = delete;
     barrier &operator=(const barrier &) = delete;
-    static constexpr ptrdiff_t max() { return 1024; }
+    __host__ __device__ static constexpr ptrdiff_t max() { return 1024; }
 
-    friend void init(barrier *b, ptrdiff_t expected, Completion = Completion())
+    __host__ __device__ friend void init(barrier *b, ptrdiff_t expected, Completion = Completion())
     {
         b->expected_ = expected;
     }
 
-    arrival_token arrive(ptrdiff_t = 1) { return arrival_token(); }
-    void wait(arrival_token &&, const char *file = __builtin_FILE(),
-              int line = __builtin_LINE()) const
+    __host__ __device__ arrival_token arrive(ptrdiff_t = 1) { return arrival_token(); }
+    __host__ __device__ void wait(arrival_token &&, const char *file = __builtin_FILE(),
+                                  int line = __builtin_LINE()) const
     {
         block_wait(file, line);
     }
-    void arrive_and_wait(const char *file = __builtin_FILE(), int line = __builtin_LINE())
+    __host__ __device__ void arrive_and_wait(const char *file = __builtin_FILE(),
+                                             int line = __builtin_LINE())
     {
         block_wait(file, line);
     }
 
   private:
-    void block_wait(const char *file, int line) const
+    __host__ __device__ void block_wait(const char *file, int line) const
     {
         if (Scope == thread_scope_thread) return;
         if (expected_ != (ptrdiff_t)(blockDim.x * blockDim.y * blockDim.z))
@@ -233,7 +242,8 @@ class barrier {
 };
 
 template <typename Size, thread_scope Scope, typename Completion>
-inline void memcpy_async(void *dst, const void *src, Size size, barrier<Scope, Completion> &)
+__host__ __device__ inline void memcpy_async(void *dst, const void *src, Size size,
+                                             barrier<Scope, Completion> &)
 {
     memcpy(dst, src, (size_t)size);
 }
