@@ -1467,6 +1467,7 @@ static inline cudaError_t tm_prog_cudaStreamWaitEvent(cudaStream_t s, cudaEvent_
 #define cudaThreadSynchronize() tm_prog_cudaDeviceSynchronize()
 
 #include "program_graphs.h"
+#include "program_textures.h"
 
 // ---- device assert: the launch fails with cudaErrorAssert at the next synchronising call ----
 // glibc's <assert.h> declares __assert_fail (C linkage, noexcept, noreturn); the program's own
