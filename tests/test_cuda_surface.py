@@ -4,6 +4,7 @@ and tests/programs/cg_groups.cu are our own small programs, one per feature the 
 Every program runs with a timeout (RUN_S)."""
 import os
 
+import numpy as np
 import pytest
 
 import tiledmm as tm
@@ -193,3 +194,106 @@ int main()
     assert lines[:4] == [f"program.cu:6: void k(int): block: [1,0,0], thread: [{t},0,0] Assertion `i < n` failed."
                          for t in (28, 29, 30, 31)]
     assert lines[4:] == ["cudaErrorAssert", "sticky: cudaErrorAssert"]
+
+
+def test_tiles_wider_than_a_warp_reduce_and_scan():
+    """tiled_partition<64>/<128> with block_tile_memory (the reduction sample's multi-warp
+    tiles): cg::reduce, cg::inclusive_scan, ranks, and the tile as a thread_group."""
+    r = run(os.path.join(SURFACE, "wide_tiles.cu"))
+    assert r.returncode == 0, r.stderr
+    rows = np.array([ln.split() for ln in r.stdout.splitlines()], dtype=np.float64)
+    assert rows.shape == (512, 6)
+    h, d = rows[:, 0].reshape(-1, 64), rows[:, 4].reshape(-1, 128)
+    np.testing.assert_array_equal(rows[:, 1], np.repeat(h.sum(axis=1), 64))
+    np.testing.assert_array_equal(rows[:, 2], np.cumsum(h, axis=1).ravel())
+    t = np.arange(512) % 256
+    np.testing.assert_array_equal(rows[:, 3], t // 64 * 10000 + t % 64 * 10 + 1)
+    np.testing.assert_array_equal(rows[:, 5], np.repeat(d.max(axis=1), 128))
+
+
+def test_pipeline_and_barrier_memcpy_async():
+    """cuda::pipeline<thread_scope_thread> (copies land when their batch is waited for, so a
+    stage refilled ahead is not overwritten early), cuda::barrier<thread_scope_block>, and
+    pipeline_consumer_wait_prior<2> leaving the newest two batches uncopied."""
+    r = run(os.path.join(SURFACE, "async_copy.cu"))
+    assert r.returncode == 0, r.stderr
+    data, sums, prior = r.stdout.splitlines()
+    tiles = np.array(data.split(), dtype=np.float64).reshape(3, -1)
+    np.testing.assert_array_equal(np.array(sums.split(), dtype=np.float64),
+                                  np.tile(tiles.sum(axis=1), 2))
+    assert prior.split() == ["7", "-1", "-1"]
+
+
+def test_graphs_and_launches_through_a_kernels_address():
+    """A graph made node by node (memcpy, memset of 4-byte values, kernel nodes whose arguments
+    are copied when added, a host node, a clone), the same work captured from two streams
+    joined by events, and cudaLaunchKernel; a function the emulator does not know as a kernel
+    is cudaErrorInvalidDeviceFunction."""
+    r = run(os.path.join(SURFACE, "graphs.cu"))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    h = np.array(lines[-1].split(), dtype=np.float64)
+    rows = [np.array(ln.split(), dtype=np.float64) for ln in lines if ln[:1] in "-0123456789"]
+    built = 1 + 2 * h
+    np.testing.assert_array_equal(rows[0], built)
+    np.testing.assert_array_equal(rows[1], built)
+    np.testing.assert_array_equal(rows[2], 3 * h)
+    np.testing.assert_array_equal(rows[3], 2 * h)
+    assert lines[:2] == ["unknown: cudaErrorInvalidDeviceFunction", "nodes: 6"]
+    assert lines.count(f"host node: {built.sum():.1f}") == 2
+    assert "captured nodes: 6, none ran" in lines
+    assert f"host node: {3 * h.sum():.1f}" in lines
+
+
+def _texture_reference(tex, mode, u, v):
+    """What tex2D returns (texture unit semantics: 8 fraction bits in the linear weights)."""
+    h, w = tex.shape
+    linear, address = "linear" in mode, mode.split("-")[1]
+    if "norm" in mode:
+        u, v = u * w, v * h
+
+    def at(i, j):
+        if address == "border" and not (0 <= i < w and 0 <= j < h):
+            return -7.0
+        if address == "wrap":
+            i, j = i % w, j % h
+        elif address == "mirror":
+            i, j = i % (2 * w), j % (2 * h)
+            i, j = (i if i < w else 2 * w - 1 - i), (j if j < h else 2 * h - 1 - j)
+        elif address == "clamp":
+            i, j = min(max(i, 0), w - 1), min(max(j, 0), h - 1)
+        return tex[j, i]
+
+    if not linear:
+        return at(int(np.floor(u)), int(np.floor(v)))
+    ub, vb = u - 0.5, v - 0.5
+    i, j = int(np.floor(ub)), int(np.floor(vb))
+    a, b = np.floor((ub - i) * 256 + 0.5) / 256, np.floor((vb - j) * 256 + 0.5) / 256
+    return ((1 - a) * (1 - b) * at(i, j) + a * (1 - b) * at(i + 1, j) +
+            (1 - a) * b * at(i, j + 1) + a * b * at(i + 1, j + 1))
+
+
+def test_texture_objects_filter_and_address_as_a_gpu():
+    """tex2D over cudaArrays (float; unsigned char read as normalised float) with point and
+    linear filtering, normalised coordinates and the four address modes; tex1Dfetch over linear
+    memory (zero outside); tex2D over pitched memory. Against the texture unit's arithmetic in
+    float64 (linear weights in 1.8 fixed point)."""
+    r = run(os.path.join(SURFACE, "textures.cu"))
+    assert r.returncode == 0, r.stderr
+    rows = [ln.split() for ln in r.stdout.splitlines()]
+    texels = [x for x in rows if x[0] == "texel"]
+    img = np.zeros((4, 5))
+    raw = np.zeros((4, 5))
+    for _, i, j, f, b in texels:
+        img[int(j), int(i)], raw[int(j), int(i)] = float(f), float(b)
+    samples = [x for x in rows if x[0] not in ("texel", "fetch", "pitched")]
+    assert len(samples) == 8 * 12
+    for mode, u, v, got in samples:
+        u, v = float(np.float32(u)), float(np.float32(v))
+        tex = raw / 255 if mode.startswith("bytes") else img
+        want = _texture_reference(tex, mode.replace("bytes-", ""), u, v)
+        assert abs(float(got) - want) <= 1e-6 * max(1.0, abs(want)), (mode, u, v, got, want)
+    fetched = [float(x[3]) for x in rows if x[0] == "fetch"]
+    assert fetched == [0.0, *img.ravel(), 0.0]
+    for _, u, v, got in (x for x in rows if x[0] == "pitched"):
+        assert float(got) == _texture_reference(img, "point-clamp", float(u), float(v))

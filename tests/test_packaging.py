@@ -22,6 +22,12 @@ NATIVE = os.path.join(PACKAGE, "native")
 # What tiledmm/native may hold: the suffixes pyproject.toml's package-data ships
 # (test_native_holds_only_what_ships keeps a new kind of file from being left out silently).
 NATIVE_SUFFIXES = (".h", ".cpp")
+# ...and the folder shipped whole: libcu++'s stand-ins, named without a suffix (<cuda/pipeline>)
+NATIVE_WHOLE = os.path.join(NATIVE, "user", "cuda")
+
+
+def ships(dirpath, f):
+    return f.endswith(NATIVE_SUFFIXES) or dirpath == NATIVE_WHOLE
 
 
 def package_files():
@@ -33,7 +39,7 @@ def package_files():
         dirnames[:] = [d for d in dirnames if d != "__pycache__"]
         for f in filenames:
             native = os.path.commonpath([NATIVE, dirpath]) == NATIVE
-            if f.endswith(".py") or (native and f.endswith(NATIVE_SUFFIXES)):
+            if f.endswith(".py") or (native and ships(dirpath, f)):
                 out.add(os.path.relpath(os.path.join(dirpath, f), ROOT))
     return out
 
@@ -47,14 +53,14 @@ def shipped_runtime_sources():
         "emu/cuda_emu.h", "emu/runtime_api.h", "emu/program_runtime.h", "emu/runtime.cpp",
         "emu/scheduler.cpp", "emu/fiber_switch.h", "emu/profile/emu_profile.cpp",
         "emu/profile/split_hooks.h", "user/cuda_runtime.h", "user/cooperative_groups.h",
-        "user/cooperative_groups/reduce.h")}
+        "user/cooperative_groups/reduce.h", "user/cuda/pipeline", "user/cuda/barrier")}
 
 
 def test_native_holds_only_what_ships():
     """Every file of tiledmm/native is package data (its suffix is one pyproject.toml ships), and
     the source tree is the installed layout: no build step copies headers (no build_py)."""
     stray = [os.path.relpath(os.path.join(d, f), ROOT) for d, _, files in os.walk(NATIVE)
-             for f in files if not f.endswith(NATIVE_SUFFIXES)]
+             for f in files if not ships(d, f)]
     assert not stray, f"tiledmm/native holds files the wheel does not ship: {stray}"
     assert shipped_runtime_sources() <= package_files()
     with open(os.path.join(ROOT, "setup.py")) as f:

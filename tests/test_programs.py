@@ -117,15 +117,16 @@ def test_runtime_api_program_matches_expected_stdout(backend):
 
 
 def test_unsupported_runtime_call_is_a_compile_error_naming_it():
-    src = ("#include <cuda_runtime.h>\nint main() {\n  cudaGraph_t g;\n"
-           "  cudaGraphCreate(&g, 0);\n  return 0;\n}\n")
+    src = ("#include <cuda_runtime.h>\nint main() {\n  cudaSurfaceObject_t s;\n"
+           "  cudaCreateSurfaceObject(&s, 0);\n  return 0;\n}\n")
     with pytest.raises(tm.CompileError) as err:
         run(src)
     assert "program.cu:3" in str(err.value) or "program.cu:4" in str(err.value)
-    src = "#include <cuda_runtime.h>\nint main() {\n  cudaGraphLaunch(0, 0);\n  return 0;\n}\n"
+    src = ("#include <cuda_runtime.h>\nint main() {\n  cudaGraphExecUpdate(0, 0, 0);\n"
+           "  return 0;\n}\n")
     with pytest.raises(tm.CompileError) as err:
         run(src)
-    assert "cudaGraphLaunch is not part of the CUDA runtime API that the emulator supports" \
+    assert "cudaGraphExecUpdate is not part of the CUDA runtime API that the emulator supports" \
         in str(err.value)
     assert "program.cu:3" in str(err.value)
 

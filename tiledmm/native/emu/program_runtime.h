@@ -37,6 +37,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -1029,6 +1030,17 @@ struct arg_maker<tm_checked_ptr<T>> {
 };
 #endif
 
+// emu/program_graphs.h: what is queued on a capturing stream becomes a node of its graph (each
+// says whether it did), and kernels are known by their address for cudaLaunchKernel.
+inline bool capture_launch(cudaStream_t stream, std::function<void()> work);
+inline bool capture_work(cudaStream_t stream, cudaGraphNodeType type,
+                         std::function<cudaError_t()> run);
+inline bool capture_record(cudaEvent_t event, cudaStream_t stream);
+inline cudaGraph_t capturing(cudaStream_t stream);
+inline bool capture_wait(cudaStream_t stream, cudaEvent_t event);
+template <typename... P>
+inline bool register_kernel(void (*kernel)(P...), const char *name, const char *params);
+
 template <typename... P>
 struct Launcher {
     void (*kernel)(P...);
@@ -1089,6 +1101,8 @@ struct Launcher {
 
     void operator()(typename host_param<P>::type... args) const
     {
+        // a capturing stream's launch is its graph's, with the arguments as given now
+        if (capture_launch(stream, [self = *this, args...]() { self(args...); })) return;
         // One launch at a time, whichever host thread launches (an OpenMP loop of launches):
         // the device view's opening and closing, the running kernel's name and the last
         // launch's path, reason and error detail are the process's, not a launch's.
@@ -1184,6 +1198,7 @@ inline Launcher<P...> config(const char *kernel_name, const char *params, const 
                              int line, void (*kernel)(P...), dim3 grid, dim3 block,
                              size_t shared = 0, cudaStream_t stream = 0)
 {
+    register_kernel(kernel, kernel_name, params);
     return Launcher<P...>{kernel, LaunchSite{kernel_name, params, file, line}, grid, block, shared,
                           stream};
 }
@@ -1195,6 +1210,7 @@ inline Launcher<P...> config(const char *kernel_name, const char *params, const 
                              int line, const tm_emu_split_kernel<void (*)(P...)> &kernel, dim3 grid,
                              dim3 block, size_t shared = 0, cudaStream_t stream = 0)
 {
+    register_kernel(kernel.kernel, kernel_name, params);
     Launcher<P...> l{
         kernel.kernel, LaunchSite{kernel_name, params, file, line}, grid, block, shared, stream};
     l.split = kernel.split;
@@ -1269,14 +1285,19 @@ static inline cudaError_t tm_prog_cudaMemcpyAsync(void *d, const void *s, size_t
                                                   cudaMemcpyKind k, cudaStream_t st = 0)
 {
     if (!tm_prog::stream_valid(st)) return tm_emu::set_error(cudaErrorInvalidResourceHandle);
+    if (tm_prog::capture_work(st, cudaGraphNodeTypeMemcpy,
+                              [=]() { return tm_prog::copy(d, s, n, k, "cudaMemcpyAsync"); }))
+        return cudaSuccess;
     return tm_prog::copy(d, s, n, k, "cudaMemcpyAsync");
 }
 static inline cudaError_t tm_prog_cudaMemset(void *p, int v, size_t n)
 {
     return tm_prog::set(p, v, n);
 }
-static inline cudaError_t tm_prog_cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t = 0)
+static inline cudaError_t tm_prog_cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t st = 0)
 {
+    if (tm_prog::capture_work(st, cudaGraphNodeTypeMemset, [=]() { return tm_prog::set(p, v, n); }))
+        return cudaSuccess;
     return tm_prog::set(p, v, n);
 }
 static inline cudaError_t tm_prog_cudaDeviceSynchronize(void)
@@ -1286,6 +1307,8 @@ static inline cudaError_t tm_prog_cudaDeviceSynchronize(void)
 static inline cudaError_t tm_prog_cudaStreamSynchronize(cudaStream_t s)
 {
     if (!tm_prog::stream_valid(s)) return tm_emu::set_error(cudaErrorInvalidResourceHandle);
+    if (tm_prog::capturing(s))   // no waiting in a capture
+        return tm_emu::set_error(cudaErrorStreamCaptureUnsupported);
     return tm_prog::sync_point();
 }
 static inline cudaError_t tm_prog_cudaEventSynchronize(cudaEvent_t e)
@@ -1332,6 +1355,7 @@ static inline cudaError_t tm_prog_cudaStreamDestroy(cudaStream_t s)
 static inline cudaError_t tm_prog_cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0)
 {
     if (!tm_prog::stream_valid(s)) return tm_emu::set_error(cudaErrorInvalidResourceHandle);
+    if (tm_prog::capture_record(e, s)) return cudaSuccess;
     return cudaEventRecord(e, s);
 }
 static inline cudaError_t tm_prog_cudaGetDeviceProperties(cudaDeviceProp *p, int d)
@@ -1409,9 +1433,11 @@ static inline cudaError_t tm_prog_cudaStreamQuery(cudaStream_t s)
     return tm_prog::stream_valid(s) ? cudaSuccess
                                     : tm_emu::set_error(cudaErrorInvalidResourceHandle);
 }
-static inline cudaError_t tm_prog_cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t, unsigned = 0)
+static inline cudaError_t tm_prog_cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned = 0)
 {
-    return tm_prog_cudaStreamQuery(s);   // every stream is in order already
+    const cudaError_t r = tm_prog_cudaStreamQuery(s);   // every stream is in order already
+    if (r == cudaSuccess) tm_prog::capture_wait(s, e);   // ...and joins a capture e was in
+    return r;
 }
 
 #define cudaMallocPitch(p, pitch, w, h) \
@@ -1439,6 +1465,9 @@ static inline cudaError_t tm_prog_cudaStreamWaitEvent(cudaStream_t s, cudaEvent_
 #define cudaMemcpyToSymbol(...) tm_prog_cudaMemcpyToSymbol(__VA_ARGS__)
 #define cudaMemcpyFromSymbol(...) tm_prog_cudaMemcpyFromSymbol(__VA_ARGS__)
 #define cudaThreadSynchronize() tm_prog_cudaDeviceSynchronize()
+
+#include "program_graphs.h"
+#include "program_textures.h"
 
 // ---- device assert: the launch fails with cudaErrorAssert at the next synchronising call ----
 // glibc's <assert.h> declares __assert_fail (C linkage, noexcept, noreturn); the program's own
@@ -1649,6 +1678,11 @@ inline cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void
     if (!fn) return tm_emu::set_error(cudaErrorInvalidValue);
     if (!tm_prog::stream_valid(stream)) return tm_emu::set_error(cudaErrorInvalidResourceHandle);
     TM_PROG_STICKY();
+    if (tm_prog::capture_work(stream, cudaGraphNodeTypeHost, [fn, data]() {
+        fn(data);
+        return cudaSuccess;
+    }))
+        return cudaSuccess;
     tm_prog::sync_point();
     fn(data);
     return cudaSuccess;

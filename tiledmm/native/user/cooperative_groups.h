@@ -8,9 +8,12 @@
 // group by value), tiled_partition(parent, n) up to 32, coalesced_threads() (the lanes that reach
 // the call together: emu/scheduler.cpp, coalesce_release), labeled_partition, binary_partition,
 // and this_grid()'s thread_rank()/size(); grid.sync() is refused at its line (it needs a
-// cooperative launch, not emulated yet).
+// cooperative launch, not emulated yet). Tiles wider than 32 (tiled_partition<64..1024>, with
+// or without block_tile_memory): sync, ranks, cg::reduce and cg::inclusive_scan (wide_tile).
 #pragma once
 #include "tiledmm_kernel.h"
+
+#include <type_traits>
 
 #ifdef TM_EMU
 namespace cooperative_groups {
@@ -41,14 +44,15 @@ inline int nth_lane(unsigned mask, unsigned r)
 // grid.
 class thread_group {
   public:
-    enum Kind : unsigned { BLOCK = 0, WARP_LANES = 1, GRID = 2 };
+    // BLOCK_TILE: a tile wider than a warp (tm_detail::wide_tile), tile_ threads
+    enum Kind : unsigned { BLOCK = 0, WARP_LANES = 1, GRID = 2, BLOCK_TILE = 3 };
     thread_group(Kind kind, unsigned mask = 0, unsigned tile = 0)
         : kind_(kind), mask_(mask), tile_(tile)
     {
     }
     void sync(const char *file = __builtin_FILE(), int line = __builtin_LINE()) const
     {
-        if (kind_ == BLOCK)
+        if (kind_ == BLOCK || kind_ == BLOCK_TILE)
             tm_emu_syncthreads(file, line);
         else if (kind_ == WARP_LANES)
             __syncwarp(mask_, file, line);
@@ -61,6 +65,7 @@ class thread_group {
     unsigned long long thread_rank() const
     {
         if (kind_ == BLOCK) return (unsigned)tm_emu_tls.linear_tid;
+        if (kind_ == BLOCK_TILE) return (unsigned)tm_emu_tls.linear_tid % tile_;
         if (kind_ == WARP_LANES)
             return (unsigned)__builtin_popcount(mask_ & ((1u << tm_detail::lane()) - 1u));
         const unsigned long long block =
@@ -73,6 +78,7 @@ class thread_group {
     {
         const unsigned long long block = (unsigned long long)blockDim.x * blockDim.y * blockDim.z;
         if (kind_ == BLOCK) return block;
+        if (kind_ == BLOCK_TILE) return tile_;
         if (kind_ == WARP_LANES) return (unsigned)__builtin_popcount(mask_);
         return block * gridDim.x * gridDim.y * gridDim.z;
     }
@@ -118,19 +124,15 @@ static inline void sync(const thread_block &, const char *file = __builtin_FILE(
     thread_block::sync(file, line);
 }
 
-template <unsigned N, typename Parent = void>
-class thread_block_tile : public thread_group {
+namespace tm_detail {
+// A tile of up to 32 lanes: its operations are warp operations on its lanes.
+template <unsigned N>
+class warp_tile : public thread_group {
     static_assert(N >= 1 && N <= 32 && (N & (N - 1)) == 0,
                   "tiled_partition<N>: N is a power of two from 1 to 32");
 
   public:
-    thread_block_tile() : thread_group(WARP_LANES, mask(), N) {}
-    // tiled_partition<32>(block) is a thread_block_tile<32, thread_block>, which converts to
-    // the thread_block_tile<32> that programs declare
-    template <typename Q>
-    thread_block_tile(const thread_block_tile<N, Q> &) : thread_group(WARP_LANES, mask(), N)
-    {
-    }
+    warp_tile() : thread_group(WARP_LANES, mask(), N) {}
     static unsigned lane() { return (unsigned)tm_emu_tls.linear_tid % 32u; }
     static unsigned mask()
     {
@@ -183,6 +185,65 @@ class thread_block_tile : public thread_group {
         return __ballot_sync(mask(), pred, file, line) >> (lane() / N * N);
     }
 };
+
+// A tile wider than a warp (64 to 1024 threads, what block_tile_memory makes room for on a GPU).
+// Its sync and collective operations are the block's barrier here: stronger than the tile's own
+// (only the tile's threads) and the same where every thread of the block reaches them, as in a
+// block partitioned into tiles that all reduce; a tile that other threads of its block skip is
+// reported as a stuck __syncthreads at its line, not run with a different meaning.
+template <unsigned N>
+class wide_tile : public thread_group {
+    static_assert(N >= 64 && N <= 1024 && (N & (N - 1)) == 0,
+                  "tiled_partition<N> wider than 32: N is a power of two up to 1024");
+
+  public:
+    wide_tile() : thread_group(BLOCK_TILE, 0, N) {}
+    static unsigned thread_rank() { return (unsigned)tm_emu_tls.linear_tid % N; }
+    static constexpr unsigned size() { return N; }
+    static constexpr unsigned num_threads() { return N; }
+    static unsigned meta_group_rank() { return (unsigned)tm_emu_tls.linear_tid / N; }
+    static unsigned meta_group_size() { return (thread_block::size() + N - 1) / N; }
+    static void sync(const char *file = __builtin_FILE(), int line = __builtin_LINE())
+    {
+        tm_emu_syncthreads(file, line);
+    }
+};
+
+// Every thread's value, one slot per thread of the block: block_tile_memory's role. Per OS
+// thread like __shared__ (emu/cuda_emu.h: one block at a time per OS thread).
+template <typename T>
+inline T *wide_slots()
+{
+    alignas(T) static thread_local unsigned char slots[1024 * sizeof(T)];
+    return reinterpret_cast<T *>(slots);
+}
+}  // namespace tm_detail
+
+template <unsigned N, typename Parent = void>
+class thread_block_tile
+    : public std::conditional<(N <= 32), tm_detail::warp_tile<N>, tm_detail::wide_tile<N>>::type {
+  public:
+    thread_block_tile() = default;
+    // tiled_partition<32>(block) is a thread_block_tile<32, thread_block>, which converts to
+    // the thread_block_tile<32> that programs declare
+    template <typename Q>
+    thread_block_tile(const thread_block_tile<N, Q> &)
+    {
+    }
+};
+
+// cg::block_tile_memory<MaxBlockSize>: the room a GPU's tiles wider than 32 share, given to
+// this_thread_block(); the emulator's wide tiles keep their own (tm_detail::wide_slots).
+template <unsigned MaxBlockSize = 1024>
+struct block_tile_memory {
+    static_assert(MaxBlockSize >= 1 && MaxBlockSize <= 1024,
+                  "block_tile_memory<MaxBlockSize>: a block has at most 1024 threads");
+};
+template <unsigned M>
+static inline thread_block this_thread_block(block_tile_memory<M> &)
+{
+    return thread_block();
+}
 
 template <unsigned N, typename Parent>
 static inline thread_block_tile<N, Parent> tiled_partition(const Parent &)
@@ -363,22 +424,54 @@ TM_CG_OP(bit_or, a | b)
 TM_CG_OP(bit_xor, a ^ b)
 #undef TM_CG_OP
 
-template <unsigned N, typename P, typename T, typename Op>
-static inline T reduce(const thread_block_tile<N, P> &tile, T value, Op op)
+template <unsigned N, typename T, typename Op>
+static inline T reduce(const tm_detail::warp_tile<N> &tile, T value, Op op)
 {
     for (unsigned d = N / 2; d > 0; d /= 2)
         value = op(value, tile.shfl_xor(value, d));
     return value;
 }
 
-template <unsigned N, typename P, typename T, typename Op>
-static inline T inclusive_scan(const thread_block_tile<N, P> &tile, T value, Op op)
+template <unsigned N, typename T, typename Op>
+static inline T inclusive_scan(const tm_detail::warp_tile<N> &tile, T value, Op op)
 {
     for (unsigned d = 1; d < N; d *= 2) {
         T other = tile.shfl_up(value, d);
         if (tile.thread_rank() >= d) value = op(value, other);
     }
     return value;
+}
+
+// A wide tile's reduce and scans: every thread's value through the block's slots, folded in
+// rank order between two block barriers (the second keeps the slots until all have read them).
+template <unsigned N, typename T, typename Op>
+static inline T reduce(const tm_detail::wide_tile<N> &, T value, Op op,
+                       const char *file = __builtin_FILE(), int line = __builtin_LINE())
+{
+    T *slots = tm_detail::wide_slots<T>();
+    const unsigned tid = (unsigned)tm_emu_tls.linear_tid, base = tid / N * N;
+    slots[tid] = value;
+    tm_emu_syncthreads(file, line);
+    T acc = slots[base];
+    for (unsigned r = 1; r < N && base + r < thread_block::size(); ++r)
+        acc = op(acc, slots[base + r]);
+    tm_emu_syncthreads(file, line);
+    return acc;
+}
+
+template <unsigned N, typename T, typename Op>
+static inline T inclusive_scan(const tm_detail::wide_tile<N> &, T value, Op op,
+                               const char *file = __builtin_FILE(), int line = __builtin_LINE())
+{
+    T *slots = tm_detail::wide_slots<T>();
+    const unsigned tid = (unsigned)tm_emu_tls.linear_tid, base = tid / N * N;
+    slots[tid] = value;
+    tm_emu_syncthreads(file, line);
+    T acc = slots[base];
+    for (unsigned t = base + 1; t <= tid; ++t)
+        acc = op(acc, slots[t]);
+    tm_emu_syncthreads(file, line);
+    return acc;
 }
 
 }  // namespace cooperative_groups
