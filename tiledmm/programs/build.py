@@ -25,6 +25,7 @@ runs as thread loops when the block's per-thread arrays fit, else on fibers. A k
 refuses, or a build where the split text does not compile (built again without it), keeps the
 fibers; the answer says why per kernel ("paths").
 """
+import ctypes
 import json
 import os
 import re
@@ -37,44 +38,53 @@ from ..toolchain.diagnostics import SOURCE_NAME as SPLIT_SOURCE_NAME
 from ..toolchain.source import emu_dialect
 
 
-# What the parse needs in place of a CUDA installation: the qualifiers as clang's CUDA
-# attributes, the launch-configuration functions clang looks for, the built-in variables, and
-# the emulator's runtime API header (plain C declarations).
+# The parse sees the compile's own headers (tiledmm's prelude, the emulator's runtime and its
+# stand-ins for the toolkit's headers, the program's -I folders), as CUDA to clang: the
+# qualifiers become clang's CUDA attributes again after them, and the built-in variables
+# declarations (the emulator spells them as macros; a host variable may take their names). The
+# headers are declared __host__ __device__ (clang's pragma), so device code may call what they
+# declare; <new> and <exception> come first (their host-only declarations cannot be made so).
 PARSE_PRELUDE = """\
+#include <new>
+#include <exception>
+#pragma clang force_cuda_host_device begin
+#include "tiledmm_kernel.h"
+#include "emu/program_runtime.h"
+#include "cooperative_groups.h"
+#include "cooperative_groups/reduce.h"
+#include "cuda_fp16.h"
+#include "mma.h"
+#pragma clang force_cuda_host_device end
+#undef __global__
+#undef __device__
+#undef __host__
+#undef __shared__
+#undef __constant__
+#undef __managed__
+#undef threadIdx
+#undef blockIdx
+#undef blockDim
+#undef gridDim
 #define __global__ __attribute__((global))
 #define __device__ __attribute__((device))
 #define __host__ __attribute__((host))
 #define __shared__ __attribute__((shared))
 #define __constant__ __attribute__((constant))
 #define __managed__ __attribute__((managed))
-#define __launch_bounds__(...)
-#define __forceinline__ inline
-#define __noinline__
-#define __align__(n) __attribute__((aligned(n)))
-#define __CUDA_ARCH__ 900
-#include "emu/runtime_api.h"
-extern "C" int cudaConfigureCall(dim3 grid, dim3 block, size_t shared = 0, cudaStream_t stream = 0);
 extern "C" unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t shared = 0,
                                                 void *stream = 0);
 extern const __device__ uint3 threadIdx, blockIdx;
 extern const __device__ dim3 blockDim, gridDim;
-extern const __device__ int warpSize;
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 """
-# Headers a program includes that the parse finds empty (the prelude has what it needs).
-_PARSE_STAND_INS = ("cuda_runtime.h", "cuda_runtime_api.h", "cuda.h", "device_launch_parameters.h",
-                    "cooperative_groups.h", "cooperative_groups/reduce.h",
-                    "cooperative_groups/scan.h", "device_functions.h", "helper_cuda.h",
-                    "cuda_profiler_api.h", "builtin_types.h", "vector_types.h", "driver_types.h",
-                    "device_types.h", "vector_functions.h", "host_defines.h", "math_functions.h",
-                    "texture_types.h", "surface_types.h")
 
 
 class BuildError(Exception):
     """A program that cannot be built: the message is the compiler's (or the parse's) log."""
+
+
+class ParseError(BuildError):
+    """The parse could not read every launch (or a header it needs is missing): on cuda the
+    program is built as nvcc builds it, without per-launch timing (build)."""
 
 
 def _gcc_include():
@@ -87,117 +97,241 @@ def _gcc_include():
         return None
 
 
-def _parse_args(scratch, includes, defines, user_includes):
-    stand = os.path.join(scratch, "parse-include")
-    for name in _PARSE_STAND_INS:
-        path = os.path.join(stand, name)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w") as f:
-            f.write("#pragma once\nnamespace cooperative_groups {}\n"
-                    if name.startswith("cooperative") else "#pragma once\n")
+def _parse_args(scratch, includes, defines, user_includes, folder):
+    """clang's arguments: the compile's headers (`includes`: tiledmm/native and its user/
+    stand-ins, as -isystem, as g++ gets them), no error limit (past clang's default 20 errors
+    the parse turns fatal and stops instantiating templates, whose launches then vanish), the
+    file's own folder first for its quoted includes (as nvcc)."""
     prelude = os.path.join(scratch, "parse-prelude.h")
-    with open(prelude, "w") as f:
-        f.write(PARSE_PRELUDE)
+    if not os.path.exists(prelude):
+        with open(prelude, "w") as f:
+            f.write(PARSE_PRELUDE)
     args = ["-x", "cuda", "--cuda-host-only", "-nocudainc", "-nocudalib", "-std=c++17",
-            "-Wno-unknown-cuda-version", f"-I{stand}", *[f"-I{d}" for d in includes],
-            *user_includes, *defines]
+            "-ferror-limit=0", "-Wno-unknown-cuda-version", "-DTM_EMU",
+            *[f"-isystem{d}" for d in includes], "-iquote", folder, *user_includes, *defines]
     gcc = _gcc_include()
     if gcc:
         args += ["-isystem", gcc]
     return args + ["-include", prelude]
 
 
+_FILE_LOCATION = []
+
+
+def _file_location(ci, loc):
+    """(the file's real path or None, offset) where a location was written: for a token of a
+    macro's argument, where the argument was written (clang_getFileLocation; the Python
+    binding's location is the macro's expansion)."""
+    if not _FILE_LOCATION:
+        fn = ci.conf.lib.clang_getFileLocation
+        fn.argtypes = [ci.SourceLocation, ctypes.POINTER(ci.c_object_p),
+                       ctypes.POINTER(ctypes.c_uint), ctypes.POINTER(ctypes.c_uint),
+                       ctypes.POINTER(ctypes.c_uint)]
+        fn.restype = None
+        _FILE_LOCATION.append(fn)
+    f, line, col, offset = ci.c_object_p(), ctypes.c_uint(), ctypes.c_uint(), ctypes.c_uint()
+    _FILE_LOCATION[0](loc, ctypes.byref(f), ctypes.byref(line), ctypes.byref(col),
+                      ctypes.byref(offset))
+    if not f:
+        return None, offset.value
+    return os.path.realpath(ci.File(f).name), offset.value
+
+
+def _parse_problem(tu, source_name, path):
+    """A fatal problem of the parse (a header not found), said as what it is; None if none."""
+    for d in tu.diagnostics:
+        if d.severity < 4 or d.location.file is None:
+            continue
+        m = re.match(r"'(.+)' file not found", d.spelling)
+        where = (source_name if d.location.file.name == path else
+                 os.path.basename(d.location.file.name)) + f":{d.location.line}"
+        if m:
+            return (f"{where}: fatal error: {m.group(1)}: no such header where tiledmm looks "
+                    f"(the program's folder, its -I folders, and tiledmm's stand-ins for the "
+                    f"CUDA toolkit's headers, tiledmm/native/user: docs/programs.md lists "
+                    f"them)")
+        return f"{where}: fatal error: {d.spelling}"
+    return None
+
+
+def _default_arguments(ci, kernel):
+    """The source text of each parameter's default argument of a kernel's declaration (None
+    for a parameter without one)."""
+    out = []
+    for p in kernel.get_children():
+        if p.kind != ci.CursorKind.PARM_DECL:
+            continue
+        toks = [t.spelling for t in p.get_tokens()]
+        out.append(" ".join(toks[toks.index("=") + 1:]) if "=" in toks else None)
+    return out
+
+
+class _Edited:
+    """One file's text and the edits made to it (offset, length replaced, text)."""
+
+    def __init__(self, data):
+        self.data, self.edits, self.seen = data, [], set()
+
+    def apply(self):
+        out = self.data
+        # from the end; at one offset a replacement (`<<<`) before an insertion
+        for offset, length, text in sorted(self.edits, key=lambda e: (e[0], e[1]),
+                                           reverse=True):
+            out = out[:offset] + text + out[offset + length:]
+        return out
+
+
 def rewrite_launches(source, source_name, scratch, includes, defines=(), user_includes=(),
-                     check=False, split=None):
+                     check=False, split=None, folder=None, headers=None):
     """(the source with every launch rewritten on its own lines, the launches found: a list of
-    {"kernel", "params", "line"}). Raises BuildError for a `<<<` the parse could not read.
-    split (emu plain and profile builds): None, or {"define_lines": [...], "paths": {},
-    "profile": bool}: the file's kernels get their split twins (module docstring), "paths" is
-    filled with kernel -> why it keeps the fibers ("" for a kernel split; a template's
-    instances that keep them) and "split" with the kernels split."""
+    {"kernel", "params", "line"} and "file" for a launch in a header). Raises ParseError for a
+    `<<<` the parse could not read, or a header it could not find. folder: the program file's
+    own folder (its quoted includes, first). headers: {real path: _Edited} of the program's own
+    headers, whose launches are rewritten too (their edits added there; build writes the
+    copies). A launch inside a macro's argument is rewritten where it was written; a launch
+    that leaves out default arguments gets them written out (the launch's call operator takes
+    every parameter). split (emu plain and profile builds): None, or {"define_lines": [...],
+    "paths": {}, "profile": bool}: the file's kernels get their split twins (module docstring),
+    "paths" is filled with kernel -> why it keeps the fibers ("" for a kernel split; a
+    template's instances that keep them) and "split" with the kernels split."""
     import clang.cindex as ci
     data = source.encode()
     path = os.path.join(scratch, source_name)
     with open(path, "wb") as f:
         f.write(data)
+    headers = {} if headers is None else headers
+    files = {os.path.realpath(path): _Edited(data), **headers}
+    main = files[os.path.realpath(path)]
     # the detailed record (macro expansions) only where the kernels are split (_split_guard)
     options = ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD if split is not None else 0
-    tu = ci.Index.create().parse(path, args=_parse_args(scratch, includes, defines, user_includes),
+    tu = ci.Index.create().parse(path, args=_parse_args(scratch, includes, defines, user_includes,
+                                                        folder or scratch),
                                  options=options)
-    edits, launches, seen = [], [], set()
-    # the parameter names of every kernel (templates too), for launches in templates
-    kernel_params = {}
-    for c in tu.cursor.get_children():
+    problem = _parse_problem(tu, source_name, path)
+    if problem:
+        raise ParseError(problem)
+    launches = []
+    # the parameter names and default arguments of every kernel (templates too), for launches
+    # in templates
+    kernel_params, kernel_defaults = {}, {}
+    for c in _cursors_in(tu, files):
         if c.kind in (ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE) and \
                 any(k.kind == ci.CursorKind.CUDAGLOBAL_ATTR for k in c.get_children()):
-            kernel_params[c.spelling] = [k.spelling for k in c.get_children()
-                                         if k.kind == ci.CursorKind.PARM_DECL]
+            kernel_params.setdefault(c.spelling, [k.spelling for k in c.get_children()
+                                                  if k.kind == ci.CursorKind.PARM_DECL])
+            kernel_defaults.setdefault(c.spelling, _default_arguments(ci, c))
     template_splits = set()   # template kernels split here: their launches name the pair
     if split is not None:
         splits = _split_kernels(ci, tu, path, source, source_name, scratch, includes,
                                 split["define_lines"], split["paths"], split["profile"])
-        edits.extend((end, 0, text.encode()) for end, text, _template in splits.values())
+        main.edits.extend((end, 0, text.encode()) for end, text, _template in splits.values())
         template_splits = {k for k, (_e, _t, template) in splits.items() if template}
         split["split"] = sorted(splits)
 
     def visit(cursor):
         for child in cursor.get_children():
             loc = child.location
-            if loc.file is not None and loc.file.name != path:
+            if loc.file is not None and os.path.realpath(loc.file.name) not in files:
                 continue
             if child.kind == ci.CursorKind.CALL_EXPR:
                 kids = list(child.get_children())
                 if len(kids) >= 2 and kids[1].kind == ci.CursorKind.CALL_EXPR and \
                         kids[1].spelling in ("__cudaPushCallConfiguration", "cudaConfigureCall"):
-                    _launch(child, kids[1])
+                    _launch(child, kids[1], kids[2:])
             visit(child)
 
-    def _launch(call, cfg):
-        start = call.extent.start.offset
-        c0, c1 = cfg.extent.start.offset, cfg.extent.end.offset
-        if call.extent.start.file is None or call.extent.start.file.name != path or \
-                data[c0:c0 + 3] != b"<<<" or data[c1 - 3:c1] != b">>>" or c0 in seen:
-            return   # inside a macro: left for the check below
+    def _launch(call, cfg, args):
+        name, start = _file_location(ci, call.extent.start)
+        _, end = _file_location(ci, call.extent.end)
+        cname, c0 = _file_location(ci, cfg.extent.start)
+        _, c1 = _file_location(ci, cfg.extent.end)
+        target = files.get(name)
+        if target is None or cname != name:
+            return
+        text = target.data
+        if text[c0:c0 + 3] != b"<<<" or text[c1 - 3:c1] != b">>>" or c0 in target.seen or \
+                text[end - 1:end] != b")":
+            return   # inside a macro's own text: left for the check below
         ref = call.referenced
         kernel = ref.spelling if ref is not None else ""
         params = [a.spelling or f"#{i + 1}" for i, a in enumerate(ref.get_arguments())] \
             if ref is not None else []
+        defaults = _default_arguments(ci, ref) if ref is not None else []
         if not kernel:   # a launch in a template: the kernel named by the call's first token
             first = next(iter(call.get_tokens()), None)
             kernel = first.spelling if first is not None else "?"
             params = kernel_params.get(kernel, [])
-        seen.add(c0)
+            defaults = kernel_defaults.get(kernel, [])
+        target.seen.add(c0)
         head = f'tm_prog::config("{kernel}", "{",".join(params)}", __FILE__, __LINE__, '
-        edits.extend([(start, 0, head.encode()), (c0, 3, b", "), (c1 - 3, 3, b")")])
-        if kernel in template_splits:   # a template's instance and its split, as a pair
-            named = _split_callee(ci, ref, data[start:c0], kernel)
+        target.edits.extend([(start, 0, head.encode()), (c0, 3, b", "), (c1 - 3, 3, b")")])
+        # the arguments written (a default argument's expression lies outside the call)
+        written = sum(1 for a in args if start <= _file_location(ci, a.extent.start)[1] < end
+                      and _file_location(ci, a.extent.start)[0] == name)
+        missing = [d for d in defaults[written:]]
+        if missing and all(d is not None for d in missing):
+            target.edits.append((end - 1, 0, ("".join(
+                (", " if written or i else "") + d for i, d in enumerate(missing))).encode()))
+        if target is main and kernel in template_splits:   # an instance and its split, a pair
+            named = _split_callee(ci, ref, text[start:c0], kernel)
             if named is not None:
-                edits.append((start + named, len(kernel), f"tm_with_split_{kernel}".encode()))
-        deduced = _deduced_template_arguments(ci, call, ref, data, start, c0)
+                target.edits.append((start + named, len(kernel),
+                                     f"tm_with_split_{kernel}".encode()))
+        deduced = _deduced_template_arguments(ci, call, ref, text, start, c0)
         if deduced:   # kernel<<<...>>>(args) of a template: its arguments, as nvcc deduced them
-            edits.append(deduced)
-        launches.append({"kernel": kernel, "params": params, "line": call.extent.start.line})
+            target.edits.append(deduced)
+        found = {"kernel": kernel, "params": params, "line": text.count(b"\n", 0, start) + 1}
+        if target is not main:
+            found["file"] = os.path.basename(name)
+        launches.append(found)
 
     visit(tu.cursor)
-    edits.extend(_renamed_builtins(ci, tu, path, data))
+    main.edits.extend(_renamed_builtins(ci, tu, path, data))
     if check:
-        edits.extend(_checked_param_edits(ci, tu, path, data))
-    # every `<<<` of the file must have been a launch the parse read
-    for tok in tu.get_tokens(extent=tu.cursor.extent):
-        if tok.spelling == "<<<" and tok.location.file is not None and \
-                tok.location.file.name == path and tok.extent.start.offset not in seen:
+        main.edits.extend(_checked_param_edits(ci, tu, path, data))
+    # every `<<<` of the file (and of the headers it included) must have been a launch read
+    for real, edited in files.items():
+        f = tu.get_file(real) if edited is main or _included(tu, real) else None
+        if f is None:
+            continue
+        extent = ci.SourceRange.from_locations(ci.SourceLocation.from_offset(tu, f, 0),
+                                               ci.SourceLocation.from_offset(
+                                                   tu, f, len(edited.data)))
+        for tok in tu.get_tokens(extent=extent):
+            if tok.spelling != "<<<" or tok.extent.start.offset in edited.seen:
+                continue
             line = tok.location.line
+            shown = source_name if edited is main else os.path.basename(real)
             near = [d for d in tu.diagnostics if d.severity >= 3 and d.location.file is not None
-                    and d.location.file.name == path and abs(d.location.line - line) <= 1]
-            why = "\n".join(_clang_diag(d, source_name) for d in near) or \
-                "(a launch inside a macro, or in a template tiledmm cannot rewrite)"
-            raise BuildError(f"{source_name}:{line}: error: tiledmm could not read this kernel "
+                    and os.path.realpath(d.location.file.name) == real
+                    and abs(d.location.line - line) <= 1]
+            why = "\n".join(_clang_diag(d, shown) for d in near) or \
+                "(a launch written inside a macro's own definition: write it in the code, " \
+                "or pass it to the macro as an argument)"
+            raise ParseError(f"{shown}:{line}: error: tiledmm could not read this kernel "
                              f"launch; write it as kernel<<<grid, block>>>(arguments);\n{why}")
-    out = data
-    # from the end; at one offset a replacement (`<<<`) before an insertion (deduced arguments)
-    for offset, length, text in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
-        out = out[:offset] + text + out[offset + length:]
-    return out.decode(), launches
+    return main.apply().decode(), launches
+
+
+def _cursors_in(tu, files):
+    """The translation unit's cursors written in `files` (real paths), in preorder: the
+    subtrees of every other file (tiledmm's headers, the system's) are not walked."""
+    todo, real = list(reversed(list(tu.cursor.get_children()))), {}
+    while todo:
+        c = todo.pop()
+        f = c.location.file
+        if f is not None:
+            if f.name not in real:
+                real[f.name] = os.path.realpath(f.name) in files
+            if not real[f.name]:
+                continue
+        yield c
+        todo.extend(reversed(list(c.get_children())))
+
+
+def _included(tu, real):
+    """Whether the translation unit included the file at this real path."""
+    return any(os.path.realpath(inc.include.name) == real for inc in tu.get_includes())
 
 
 # ---- kernels split at their barriers (issue 34) ----
@@ -391,7 +525,7 @@ def _renamed_builtins(ci, tu, path, data):
         loc = cursor.location
         return loc.file is not None and loc.file.name == path
 
-    for c in tu.cursor.walk_preorder():
+    for c in _cursors_in(tu, {os.path.realpath(path)}):
         if c.kind not in kinds or c.spelling not in _BUILTIN_VARIABLES or not ours(c):
             continue
         decl = c if c.kind in decl_kinds else c.referenced
@@ -418,7 +552,7 @@ def _checked_param_edits(ci, tu, path, data):
     on the same lines (tiledmm_kernel.h): the launch (emu/program_runtime.h) gives it the
     allocation the program passed. Pointers to pointers, void and functions stay as they are."""
     edits = []
-    for c in tu.cursor.walk_preorder():
+    for c in _cursors_in(tu, {os.path.realpath(path)}):
         if c.kind not in (ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE) or \
                 c.location.file is None or c.location.file.name != path or \
                 not any(k.kind == ci.CursorKind.CUDAGLOBAL_ATTR for k in c.get_children()):
@@ -531,88 +665,75 @@ def build(req):
 
 _HEADER_ENDINGS = (".h", ".cuh", ".hpp", ".hh", ".inl")
 _EXTERN_SHARED_HINT = re.compile(r"\bextern\b[^;{}]*\b__shared__\b")
+_HEADER_MOST = 1 << 20   # the most of one header read
 
 
-def _dialect_headers(req):
-    """The program's own headers (in its folder and -I folders) that declare `extern __shared__`
-    arrays, in the emulator's dialect (emu_dialect, as the program's files get it): copies in a
-    folder the compiler searches first, each with a #line back to its own file. The flags that
-    put that folder first ([] where no header needs it)."""
+def _own_headers(req):
+    """{real path: _Edited} of the program's own headers: the header files beside it, as the
+    caller listed them (this child may read them, not list their folder)."""
+    out = {}
+    for path in req.get("program_files", ()):
+        if not path.endswith(_HEADER_ENDINGS):
+            continue
+        try:
+            with open(path, "rb") as f:
+                out[os.path.realpath(path)] = _Edited(f.read(_HEADER_MOST))
+        except OSError:
+            continue
+    return out
+
+
+def _iquote(backend, folder):
+    """The flags that search `folder` first for quoted includes (nvcc takes -iquote through to
+    its preprocessor, the host compiler)."""
+    if backend == "emu":
+        return ["-iquote", folder]
+    return ["-Xcompiler", "-iquote", "-Xcompiler", folder]
+
+
+def _mirrored_headers(req, headers):
+    """The program's own headers as the compile sees them: copies in a folder searched first,
+    each with a #line back to its own file, their launches rewritten (`headers`, filled by
+    rewrite_launches) and, on emu, in the emulator's dialect (emu_dialect, as the program's
+    files get it). Every own header is copied, so that each include of a rewritten one, from
+    the program or from another of its headers, resolves to the copy (include guards and
+    `#pragma once` differ by path). On emu, the -I folders' headers that declare `extern
+    __shared__` arrays are copied too, in the dialect. The flags that put the folder first ([]
+    where nothing is copied)."""
     out = os.path.join(req["scratch"], "tm-headers")
-    found = False
-    # the files beside the program, as the caller listed them (this child may read them, not
-    # list their folder), then the -I folders, which it may list
-    candidates = list(req.get("program_files", ()))
-    for flag in req.get("user_includes", ()):
+    emu = req["backend"] == "emu"
+    copies = {}
+    for real, edited in headers.items():
+        text = edited.apply().decode(errors="replace")
+        copies.setdefault(os.path.basename(real), (real, emu_dialect(text) if emu else text))
+    for flag in req.get("user_includes", ()) if emu else ():
         folder = flag[2:] if flag.startswith("-I") else flag
         try:
-            candidates += [os.path.join(folder, n) for n in sorted(os.listdir(folder))[:500]]
+            names = sorted(os.listdir(folder))[:500]
         except OSError:
             continue
-    for path in candidates:
-        n = os.path.basename(path)
-        if not n.endswith(_HEADER_ENDINGS) or not os.path.isfile(path) or \
-                os.path.exists(os.path.join(out, n)):
-            continue
-        try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                text = f.read(1 << 20)
-        except OSError:
-            continue
-        if not _EXTERN_SHARED_HINT.search(text):
-            continue
-        new = emu_dialect(text)
-        if new == text:
-            continue
-        os.makedirs(out, exist_ok=True)
+        for n in names:
+            path = os.path.join(folder, n)
+            if not n.endswith(_HEADER_ENDINGS) or n in copies or not os.path.isfile(path):
+                continue
+            try:
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    text = f.read(_HEADER_MOST)
+            except OSError:
+                continue
+            if _EXTERN_SHARED_HINT.search(text) and emu_dialect(text) != text:
+                copies[n] = (path, emu_dialect(text))
+    if not copies:
+        return []
+    os.makedirs(out, exist_ok=True)
+    for n, (path, text) in copies.items():
         with open(os.path.join(out, n), "w") as f:
-            f.write(f'#line 1 "{path}"\n{new}')
-        found = True
-    return ["-iquote", out, f"-I{out}"] if found else []
+            f.write(f'#line 1 "{path}"\n{text}')
+    return [*_iquote(req["backend"], out), f"-I{out}"]
 
 
-def _build(req, split):
-    scratch = req["scratch"]
-    if req["backend"] == "emu" and not req.get("_headers_done"):
-        req["compile"] = [req["compile"][0], *_dialect_headers(req), *req["compile"][1:]]
-        req["_headers_done"] = True
-    with open(req["source_path"], encoding="utf-8", errors="replace") as f:
-        source = f.read()
-    name = req["source_name"]
-    check = bool(req.get("check"))
-    text, launches = rewrite_launches(source, name, scratch, req["parse_includes"],
-                                      req["defines"], req["user_includes"],
-                                      check=check and req["backend"] == "emu", split=split)
-    backend = req["backend"]
-    define_lines = "".join(d + "\n" for d in req["define_lines"])
-    if backend == "emu":
-        if check:   # shared arrays race-checked, casts of checked pointers kept checked
-            text = checked_shared(checked_casts(text))
-        text = emu_dialect(text)
-        full = ('#include "tiledmm_kernel.h"\n#include "emu/program_runtime.h"\n' + define_lines +
-                f'#line 1 "{name}"\n{text}\n')
-        src = os.path.join(scratch, "program.cpp")
-    else:
-        full = ('#include "tiledmm_program_cuda.h"\n' + define_lines +
-                f'#line 1 "{name}"\n{text}\n')
-        src = os.path.join(scratch, "program_build.cu")
-    with open(src, "w") as f:
-        f.write(full)
-    out = os.path.join(scratch, "program.so")
-    if req.get("extra_sources"):   # a program of several files: each compiled, then linked
-        return _build_several(req, src, launches, out, split)
-    if req.get("link_cmd"):   # compiled, then linked apart (profile mode: see _compile_emu)
-        obj = os.path.join(scratch, "program.o")
-        returncode, log = _compile([*req["compile"], src, "-o", obj], scratch)
-        if returncode == 0:
-            returncode, link_log = _compile([*req["link_cmd"], "-o", out, obj, *req["link"]],
-                                            scratch)
-            log += link_log
-    else:
-        returncode, log = _compile([*req["compile"], src, "-o", out, *req["link"]], scratch)
-    if returncode != 0 or not os.path.exists(out):
-        raise BuildError(_unsupported_note(log) + log)
-    return {"ok": True, "log": log, "launches": launches, "so": out}
+_NOT_TIMED = ("tiledmm: the program is built as nvcc builds it, its launches not timed "
+              "(tiledmm's parse could not read them: {why})\n")
 
 
 def _translation_unit(text, name, backend, define_lines, first):
@@ -620,36 +741,99 @@ def _translation_unit(text, name, backend, define_lines, first):
     once = "" if first else "#define TM_PROG_NOT_FIRST_FILE 1\n"
     if backend == "emu":
         return (once + '#include "tiledmm_kernel.h"\n#include "emu/program_runtime.h"\n' +
-                define_lines + f'#line 1 "{name}"\n{emu_dialect(text)}\n')
+                define_lines + f'#line 1 "{name}"\n{text}\n')
     return (once + '#include "tiledmm_program_cuda.h"\n' + define_lines +
             f'#line 1 "{name}"\n{text}\n')
 
 
-def _build_several(req, first_src, launches, out, split):
-    """A program of several .cu files (tm.run of a list or a folder, %cuda_group_run): every
-    file's launches rewritten, each compiled to an object with the program's compile command,
-    and the objects linked into one shared object (the runner's entry points in the first)."""
-    scratch, backend = req["scratch"], req["backend"]
-    define_lines = "".join(d + "\n" for d in req["define_lines"])
-    sources = [first_src]
-    for i, (path, name) in enumerate(req["extra_sources"]):
-        with open(path, encoding="utf-8", errors="replace") as f:
-            checked = bool(req.get("check")) and backend == "emu"
-            text, found = rewrite_launches(f.read(), name, scratch, req["parse_includes"],
-                                           req["defines"], req["user_includes"], check=checked,
-                                           split=split)
-            if checked:   # as the first file's (build)
+def _read_units(req, split):
+    """[(text to compile, the name messages use, its original folder)] for every file of the
+    program (the first is the program's file), its launches, and the flags for its own headers'
+    copies. On cuda a program the parse cannot read is built as nvcc builds it (launches [],
+    a note in its log)."""
+    units = [(req["source_path"], req["source_name"], req["source_dir"])] + \
+        [tuple(u) for u in req.get("extra_sources", ())]
+    check = bool(req.get("check")) and req["backend"] == "emu"
+    headers = _own_headers(req)
+    out, launches = [], []
+    try:
+        for i, (path, name, folder) in enumerate(units):
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text, found = rewrite_launches(
+                    f.read(), name, req["scratch"], req["parse_includes"], req["defines"],
+                    req["user_includes"], check=check, split=split, folder=folder,
+                    headers=headers)
+            if check:   # shared arrays race-checked, casts of checked pointers kept checked
                 text = checked_shared(checked_casts(text))
-        launches += [dict(ln, file=name) for ln in found]
-        src = os.path.join(scratch, f"program_{i + 1}" + os.path.splitext(first_src)[1])
+            launches += [dict(ln, file=ln.get("file", name)) if i else ln for ln in found]
+            out.append((text, name, folder))
+    except ParseError as exc:
+        if req["backend"] != "cuda":
+            raise
+        note = _NOT_TIMED.format(why=str(exc).splitlines()[0])
+        units_read = []
+        for path, name, folder in units:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                units_read.append((f.read(), name, folder))
+        return units_read, [], [], note
+    return out, launches, _mirrored_headers(req, headers), ""
+
+
+def _build(req, split):
+    scratch, backend = req["scratch"], req["backend"]
+    units, launches, mirror, note = _read_units(req, split)
+    compile_cmd = [req["compile"][0], *mirror, *req["compile"][1:]]
+    define_lines = "".join(d + "\n" for d in req["define_lines"])
+    sources = []
+    for i, (text, name, folder) in enumerate(units):
+        if backend == "emu":
+            text = emu_dialect(text)
+        base = ("program" if backend == "emu" else "program_build") if i == 0 else f"program_{i}"
+        src = os.path.join(scratch, base + (".cpp" if backend == "emu" else ".cu"))
         with open(src, "w") as f:
-            f.write(_translation_unit(text, name, backend, define_lines, first=False))
-        sources.append(src)
+            f.write(_translation_unit(text, name, backend, define_lines, first=i == 0))
+        sources.append((src, folder))
+    out = os.path.join(scratch, "program.so")
+    if len(sources) > 1:   # a program of several files: each compiled, then linked
+        result = _build_several(req, compile_cmd, sources, out)
+    elif req.get("link_cmd"):   # compiled, then linked apart (profile mode: see _compile_emu)
+        src, folder = sources[0]
+        obj = os.path.join(scratch, "program.o")
+        returncode, log = _compile([*compile_cmd, *_iquote(backend, folder), src, "-o", obj],
+                                   scratch)
+        if returncode == 0:
+            returncode, link_log = _compile([*req["link_cmd"], "-o", out, obj, *req["link"]],
+                                            scratch)
+            log += link_log
+        if returncode != 0 or not os.path.exists(out):
+            raise BuildError(_unsupported_note(log) + log)
+        result = {"ok": True, "log": log, "so": out}
+    else:
+        src, folder = sources[0]
+        returncode, log = _compile([*compile_cmd, *_iquote(backend, folder), src, "-o", out,
+                                    *req["link"]], scratch)
+        if returncode != 0 or not os.path.exists(out):
+            raise BuildError(_unsupported_note(log) + log)
+        result = {"ok": True, "log": log, "so": out}
+    result["log"] = note + result["log"]
+    result["launches"] = launches
+    if note:
+        result["note"] = note.strip()
+    return result
+
+
+def _build_several(req, compile_cmd, sources, out):
+    """A program of several files (tm.run of a list or a folder, %cuda_group_run): each
+    compiled to an object with the program's compile command (its own folder first for its
+    quoted includes, as nvcc), and the objects linked into one shared object (the runner's
+    entry points in the first)."""
+    scratch, backend = req["scratch"], req["backend"]
     log, objects = "", []
-    compile_cmd = [a for a in req["compile"] if a != "-shared"]
-    for src in sources:
+    compile_cmd = [a for a in compile_cmd if a != "-shared"]
+    for src, folder in sources:
         obj = os.path.splitext(src)[0] + ".o"
-        returncode, step = _compile([*compile_cmd, "-c", src, "-o", obj], scratch)
+        returncode, step = _compile([*compile_cmd, *_iquote(backend, folder), "-c", src, "-o",
+                                     obj], scratch)
         log += step
         if returncode != 0:
             raise BuildError(_unsupported_note(log) + log)
@@ -664,7 +848,7 @@ def _build_several(req, first_src, launches, out, split):
     log += step
     if returncode != 0 or not os.path.exists(out):
         raise BuildError(_unsupported_note(log) + log)
-    return {"ok": True, "log": log, "launches": launches, "so": out}
+    return {"ok": True, "log": log, "so": out}
 
 
 def main(args):

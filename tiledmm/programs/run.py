@@ -244,7 +244,7 @@ _KEYED_ENDINGS = _HEADER_ENDINGS + (".cu", ".c", ".cc", ".cpp", ".cxx", ".inc", 
 
 
 def read_sources(program, compiler_args):
-    """(first file's text, its name, its folder, the other .cu files as (text, name) pairs, the
+    """(first file's text, its name, its folder, the other .cu files as (text, name, folder) triples, the
     compiler_args with -I for every folder the files are in) for tm.run's `program`: one file
     or source text as _read_program reads it, a list of paths (.cu files compiled, headers
     found by their folders), or a folder (its .cu files, in name order)."""
@@ -269,7 +269,7 @@ def read_sources(program, compiler_args):
                          "file of a program needs a name of its own")
     dirs = list(dict.fromkeys(os.path.dirname(os.path.abspath(p)) for p in paths))
     source, name, folder = _read_program(units[0])
-    others = [_read_program(p)[:2] for p in units[1:]]
+    others = [_read_program(p) for p in units[1:]]
     return source, name, folder, others, [*compiler_args, *[f"-I{d}" for d in dirs[1:]]]
 
 
@@ -319,19 +319,20 @@ def _group_key_parts(extra_sources, source_dir, compiler_args):
 
 
 def _write_extra_sources(extra_sources, scratch):
-    """The other files written into the compile child's scratch folder: [path, name] pairs."""
+    """The other files written into the compile child's scratch folder: [path, name, their
+    original folder] triples."""
     out = []
-    for i, (text, name) in enumerate(extra_sources):
+    for i, (text, name, folder) in enumerate(extra_sources):
         path = os.path.join(scratch, f"extra_{i + 1}.cu")
         with open(path, "w") as f:
             f.write(text)
-        out.append([path, name])
+        out.append([path, name, folder])
     return out
 
 
 def _built_names(extra_sources):
     return [f"program_{i + 1}{ext}" for i in range(len(extra_sources))
-            for ext in (".cpp", ".cu")] + [n for _t, n in extra_sources]
+            for ext in (".cpp", ".cu")] + [n for _t, n, _folder in extra_sources]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -426,7 +427,8 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
     """The program's shared object (bytes) and what the build found, from the cache or built
     in a confined compile child. Raises tm.CompileError with the compiler's messages.
     profile (emu): the kernels instrumented and linked with profile mode's counters.
-    extra_sources: the program's other files, (text, name) pairs, compiled apart and linked."""
+    extra_sources: the program's other files, (text, name, folder) triples, compiled apart and
+    linked."""
     source_dir = source_dir or os.getcwd()
     link_cmd = None
     if backend == "emu":
@@ -447,7 +449,7 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
         compile_cmd = [nvcc, "-x", "cu", "-std=c++17", "-O2", "-lineinfo", "-shared",
                        "-Xcompiler", "-fPIC", f"-I{compile_emu.NATIVE}", *_gpu_arch(),
                        *[str(a) for a in compiler_args]]
-        parse_includes = compile_emu.emu_headers()[0]
+        parse_includes = compile_emu.emu_headers()[0] + [compile_emu.stand_ins()]
     hooks = compile_emu.profile_file(includes, "emu_profile.cpp") if profile else None
     key = cache.key("program", backend, source, source_name, list(compiler_args), compile_cmd,
                     link_cmd, hooks and open(hooks, "rb").read(),
@@ -485,12 +487,12 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
         request = {"scratch": scratch, "source_path": src_path, "source_name": source_name,
                    "backend": backend, "parse_includes": parse_includes,
                    "defines": [d for d in defines], "define_lines": _define_lines(defines),
-                   "user_includes": user_inc,
+                   "user_includes": user_inc, "source_dir": source_dir,
                    "program_files": [os.path.join(source_dir, n)
                                      for n in _program_files(source_dir)],
-                   # the program's folder first for its quoted includes, as for nvcc
-                   "compile": [*compile_cmd, *(["-iquote", source_dir] if backend == "emu" else []),
-                               f"-I{source_dir}"], "link": link,
+                   # each file's own folder first for its quoted includes, as for nvcc
+                   # (programs/build.py adds it per file)
+                   "compile": [*compile_cmd, f"-I{source_dir}"], "link": link,
                    "link_cmd": link_cmd, "check": bool(check),
                    "no_split": _no_split_reason(backend, check), "profile": bool(profile),
                    "extra_sources": _write_extra_sources(extra_sources, scratch)}
