@@ -23,6 +23,7 @@ import sys
 from .. import _backend, _toolkit
 from ..toolchain import compile_emu
 from ..toolchain import cache
+from . import workdir
 from ..confine import sandbox
 from .._backend import get_backend
 from ..confine.isolation import default_timeout
@@ -83,6 +84,9 @@ class ProgramResult:
     # check=True: what check mode found (each also a `tiledmm:` line of stderr), as dicts with
     # kind ("kernel", "api_error", "unchecked", "leak", "sanitizer"), file, line and message
     problems: list = dataclasses.field(default_factory=list)
+    # the files the program wrote in its working folder, {relative path: bytes} (bounded:
+    # tiledmm/programs/workdir.py); the CLI writes them back beside the program
+    files: dict = dataclasses.field(default_factory=dict)
 
     @property
     def paths(self):
@@ -186,9 +190,20 @@ def _read_program(program):
     return program, SOURCE_TEXT_NAME, os.getcwd()
 
 
+# Libraries nvcc links that the emulator's runtime stands for
+_EMULATED_LIBRARIES = ("cudart", "cudart_static", "cuda", "cudadevrt")
+# Libraries of the system a program may link on emu
+_SYSTEM_LIBRARIES = ("m", "pthread", "rt", "dl", "stdc++")
+# Host-compiler options (-Xcompiler) taken on emu: warnings, -f options, optimisation, debug
+_HOST_OPTION_PREFIXES = ("-W", "-f", "-O", "-g", "-D", "-U", "-I", "-std=")
+
+
 def emu_options(compiler_args):
-    """(-D/-U defines, -I folders, other g++ options) of compiler_args on emu: -D, -U, -I, -O*,
-    -std= are taken, -arch/-gencode/--gpu-architecture ignored, anything else refused."""
+    """(-D/-U defines, -I folders, other g++ options) of compiler_args on emu (nvcc's command
+    line, as programs/nvcc_args.py writes it): -D, -U, -I, -O*, -std= are taken; -Xcompiler's
+    warnings, -f, -O and -g options; -l of the system's libraries (the CUDA runtime's are the
+    emulator's own); -arch/-gencode/-code, -g, -G and -lineinfo are ignored; anything else is
+    refused."""
     defines, includes, other = [], [], []
     args = list(compiler_args)
     i = 0
@@ -204,10 +219,31 @@ def emu_options(compiler_args):
         if a in ("-arch", "-gencode", "--gpu-architecture", "-code") and nxt is not None:
             i += 2
             continue
+        if a == "-Xcompiler" and nxt is not None:
+            for part in (p for p in nxt.split(",") if p):
+                if not part.startswith(_HOST_OPTION_PREFIXES):
+                    raise ValueError(f"compiler_args: -Xcompiler {part} is not taken on the "
+                                     "emulator (it takes the host compiler's -W, -f, -O, -g, "
+                                     "-D, -U, -I and -std= options)")
+                d, inc, o = emu_options([part]) if part.startswith(("-D", "-U", "-I")) else                     ([], [], [part])
+                defines, includes, other = defines + d, includes + inc, other + o
+            i += 2
+            continue
         if a.startswith(("-D", "-U")) and len(a) > 2:
             defines.append(a)
         elif a.startswith("-I") and len(a) > 2:
             includes.append(a)
+        elif a in ("-g", "-G", "-lineinfo"):
+            pass   # nvcc's debug information: the emulator's build has its own
+        elif a.startswith("-l") and a[2:] in _EMULATED_LIBRARIES:
+            pass   # the emulator is the CUDA runtime
+        elif a.startswith("-l") and a[2:] in _SYSTEM_LIBRARIES or a.startswith("-L") and len(a) > 2:
+            other.append(a)
+        elif a.startswith("-l") and len(a) > 2:
+            raise ValueError(f"compiler_args: {a} links a library the emulator does not have "
+                             f"(it takes the CUDA runtime's, emulated, and "
+                             f"{', '.join('-l' + n for n in _SYSTEM_LIBRARIES)}); run the "
+                             "program with backend='cuda' on a GPU")
         elif a.startswith("-O") or a.startswith("-std="):
             if a.startswith("-std=") and a[5:] in ("c++98", "c++03", "c++11", "c++14"):
                 pass   # the emulator's headers need C++17; the program compiles as C++17
@@ -217,8 +253,8 @@ def emu_options(compiler_args):
             pass
         else:
             raise ValueError(f"compiler_args: {a!r} is not taken on the emulator (emu takes -D, "
-                             "-U, -I, -O*, -std= and ignores -arch/-gencode); pass it with "
-                             "backend='cuda', or leave it out")
+                             "-U, -I, -O*, -std=, -Xcompiler, -l and ignores -arch/-gencode); "
+                             "pass it with backend='cuda', or leave it out")
         i += 1
     return defines, includes, other
 
@@ -712,13 +748,17 @@ def _device_memory_file():
 
 
 def execute(image, source_name, backend, args=(), stdin=None, timeout=None, capture=True,
-            cwd=None):
-    """Run a built program. Returns (Completed, report records, the tiledmm: lines to add).
-    The program works in its own scratch folder: the caller's working folder (a grader's, with
-    its hidden tests) is never granted; `cwd`, given, is granted and worked in."""
+            folder=None):
+    """Run a built program. Returns (Completed, report records, the tiledmm: lines to add, the
+    files it wrote: {relative path: bytes}). The program works in a scratch folder of its own
+    (the caller's working folder, a grader's with its hidden tests, is never granted): given
+    `folder` (the program's own), that folder's entries are linked there, read-only
+    (tiledmm/programs/workdir.py)."""
     with sandbox.scratch("program") as scratch:
-        read = (cwd,) if cwd else ()
-        cwd = cwd or scratch
+        work = os.path.join(scratch, "work")
+        os.mkdir(work, 0o700)
+        read, staged = workdir.stage(folder, work) if folder else ([], set())
+        cwd = work
         so = os.path.join(scratch, "program.so")
         with open(os.open(so, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o700), "wb") as f:
             f.write(image)
@@ -740,6 +780,8 @@ def execute(image, source_name, backend, args=(), stdin=None, timeout=None, capt
                 os.close(memory_fd)
         records = _read_report(report)
         extra = _diagnostics(records, so, scratch, source_name)
+        files, left_out = workdir.collect(work, staged)
+        extra += left_out
     if done.timed_out:
         extra.append(f"tiledmm: the program ran past its timeout of {timeout:g} s and was "
                      "stopped (returncode -9); raise timeout= (or --timeout) if it needs longer")
@@ -747,7 +789,7 @@ def execute(image, source_name, backend, args=(), stdin=None, timeout=None, capt
         line = _signal_line(done.returncode)
         if line:
             extra.append(line)
-    return done, records, extra
+    return done, records, extra, files
 
 
 def run(program, *, args=(), stdin=None, backend=None, check=False, profile=False,
@@ -782,7 +824,9 @@ def run(program, *, args=(), stdin=None, backend=None, check=False, profile=Fals
                                  extra_sources=others, check=check and backend == "emu")
     if check and backend == "cuda":
         return _run_sanitized(image, name, args, stdin, timeout)
-    done, records, extra = execute(image, name, backend, args, stdin, timeout)
+    # a program given as a file works among its folder's files (source text: in none)
+    done, records, extra, files = execute(image, name, backend, args, stdin, timeout,
+                                          folder=None if _is_text(program) else folder)
     stderr = (done.stderr or b"").decode(errors="replace")
     if extra:
         if stderr and not stderr.endswith("\n"):
@@ -790,7 +834,13 @@ def run(program, *, args=(), stdin=None, backend=None, check=False, profile=Fals
         stderr += "\n".join(extra) + "\n"
     return ProgramResult((done.stdout or b"").decode(errors="replace"), stderr, done.returncode,
                          done.timed_out, _launches(records, backend, meta.get("paths")),
-                         backend, _problems(records))
+                         backend, _problems(records), files)
+
+
+def _is_text(program):
+    """Whether tm.run's program is source text (not a file, a list of files or a folder)."""
+    return isinstance(program, str) and ("\n" in program or len(program) >= 4096 or
+                                         not os.path.exists(program))
 
 
 class _terminal_kept:
@@ -821,24 +871,34 @@ class _terminal_kept:
                 pass
 
 
-def run_cli(path, backend=None, timeout=None, args=(), compiler_args=(), profile=False,
-            check=False):
-    """`python -m tiledmm run`: the program on the terminal's stdin, stdout and stderr; returns
-    the exit code a shell would give (128 + the signal for a signal). With profile (emu), the
-    launches' counted traffic and predicted H100 times follow on stderr."""
+def run_cli(paths, backend=None, timeout=None, args=(), compiler_args=(), profile=False,
+            check=False, outdir=None):
+    """`python -m tiledmm run`: the program (one file, or several: a path or a list of paths)
+    on the terminal's stdin, stdout and stderr; returns the exit code a shell would give (128 +
+    the signal for a signal). The files the program writes in its working folder are written
+    back beside its first file, or into `outdir`. With profile (emu), the launches' counted
+    traffic and predicted H100 times follow on stderr."""
+    paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     backend = backend or get_backend()
     if profile and backend != "emu":
         print("tiledmm: run --profile counts traffic on the emulator only (--backend emu)",
               file=sys.stderr)
         return 2
-    if not os.path.isfile(path):
-        print(f"tiledmm: no program file {path!r}", file=sys.stderr)
+    for path in paths:
+        if not os.path.isfile(path):
+            print(f"tiledmm: no program file {path!r}", file=sys.stderr)
+            return 2
+    if outdir is not None and not os.path.isdir(outdir):
+        print(f"tiledmm: --outdir {outdir!r} is not a folder", file=sys.stderr)
         return 2
     try:
         _check_options(check, profile, backend)
-        source, name, folder = _read_program(os.path.abspath(path))
+        source, name, folder, others, compiler_args = read_sources(
+            [os.path.abspath(p) for p in paths] if len(paths) > 1 else os.path.abspath(paths[0]),
+            compiler_args)
         image, meta, _origin = build(source, name, backend, compiler_args, folder,
-                                     profile=profile, check=check and backend == "emu")
+                                     profile=profile, extra_sources=others,
+                                     check=check and backend == "emu")
     except CompileError as exc:
         print(exc.log or str(exc), file=sys.stderr)
         return 1
@@ -851,8 +911,13 @@ def run_cli(path, backend=None, timeout=None, args=(), compiler_args=(), profile
         sys.stderr.write(res.stderr)
         return res.returncode if res.returncode >= 0 else 128 - res.returncode
     with _terminal_kept():
-        done, records, extra = execute(image, name, backend, args, None, timeout, capture=False)
-    for line in extra:
+        done, records, extra, files = execute(image, name, backend, args, None, timeout,
+                                              capture=False, folder=folder)
+    # the program's sources are never overwritten: the files beside it that it may include
+    _written, refused = workdir.write_back(files, outdir or folder,
+                                           protected=set(_program_files(folder)) | {
+                                               os.path.basename(p) for p in paths})
+    for line in extra + refused:
         print(line, file=sys.stderr)
     if profile:
         table = ProgramResult("", "", done.returncode, done.timed_out,
