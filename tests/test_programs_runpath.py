@@ -11,7 +11,9 @@ import os
 import pytest
 
 import tiledmm as tm
+from conftest import HAVE_GPU
 from tiledmm.programs import build as program_build
+from tiledmm.programs import run as programs
 from tiledmm.toolchain import compile_emu
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -97,3 +99,39 @@ def test_program_with_launches_anywhere_runs_as_nvcc_would():
     want[0] = 1 * 10 + 3   # set_first's default argument: WHICH of the program's own which.h
     assert [int(v) for v in r.stdout.split()] == want
     assert [ln.kernel for ln in r.launches] == ["fill", "set_first", "add_each"]
+
+
+# ---- CUDA graphs: per-launch timing never breaks a stream capture (GPU) ----------------------
+
+GRAPH = os.path.join(HERE, "programs", "graph_capture.cu")
+
+
+def _graph_sums():
+    """The sums graph_capture.cu prints, computed here: x = 1; the graph (x + 2) * 0.5 three
+    times; + 1 at the end (1024 elements)."""
+    x, lines = 1.0, [f"before the graph: {1024 * 1.0:.1f}"]
+    for r in range(3):
+        x = (x + 2.0) * 0.5
+        lines.append(f"after graph launch {r + 1}: {1024 * x:.1f}")
+    lines.append(f"at the end: {1024 * (x + 1.0):.1f}")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.skipif(programs._nvcc() is None, reason="nvcc is not installed")
+def test_graph_capture_program_builds_with_nvcc():
+    with open(GRAPH) as f:
+        src = f.read()
+    image, meta, _origin = programs.build(src, "graph_capture.cu", "cuda")
+    assert image[:4] == b"\x7fELF"
+    assert [ln["kernel"] for ln in meta["launches"]] == ["add", "add", "scale", "add"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAVE_GPU, reason="needs a CUDA device")
+def test_graph_capture_runs_on_the_gpu_with_the_launches_outside_it_timed():
+    r = tm.run(GRAPH, backend="cuda", timeout=RUN_S)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout == _graph_sums()
+    # the two launches outside the capture are timed, the two captured ones are not
+    timed = [(ln.kernel, ln.ms is not None) for ln in r.launches]
+    assert timed == [("add", True), ("add", False), ("scale", False), ("add", True)], timed
