@@ -135,3 +135,14 @@ def test_graph_capture_runs_on_the_gpu_with_the_launches_outside_it_timed():
     # the two launches outside the capture are timed, the two captured ones are not
     timed = [(ln.kernel, ln.ms is not None) for ln in r.launches]
     assert timed == [("add", True), ("add", False), ("scale", False), ("add", True)], timed
+
+
+@pytest.mark.skipif(programs._nvcc() is None, reason="nvcc is not installed")
+def test_on_cuda_a_program_the_parse_cannot_read_builds_as_nvccs_and_says_so():
+    # <cuda/pipeline> is the toolkit's, not among the emulator's stand-ins the parse reads
+    src = ("#include <cuda/pipeline>\n#include <cstdio>\n__global__ void k(int *p) {}\n"
+           "int main() { k<<<1, 1>>>(nullptr); printf(\"ok\\n\"); return 0; }\n")
+    image, meta, _origin = programs.build(src, "p.cu", "cuda")
+    assert image[:4] == b"\x7fELF"
+    assert meta["launches"] == []
+    assert "launches not timed" in meta["note"] and "cuda/pipeline" in meta["note"]
