@@ -796,14 +796,17 @@ def execute(image, source_name, backend, args=(), stdin=None, timeout=None, capt
 
 
 def run(program, *, args=(), stdin=None, backend=None, check=False, profile=False,
-        timeout=_UNSET, compiler_args=()):
+        timeout=_UNSET, compiler_args=(), link_folder=True):
     """Build and run a whole CUDA C++ program; returns a ProgramResult.
 
     program: a path (os.PathLike, or a str naming an existing file) or the source text.
     args: the program's argv after its name. stdin: None (an empty stdin), str or bytes.
     backend: "emu" (g++ against tiledmm's emulator) or "cuda" (nvcc, the GPU); default as for
     kernels. timeout: seconds (default 60, $TILEDMM_KERNEL_TIMEOUT; None for no limit).
-    compiler_args: given to nvcc on cuda; on emu -D, -U, -I, -O*, -std= are taken.
+    compiler_args: nvcc's options (programs/nvcc_args.py), given to nvcc on cuda; on emu
+    emu_options says which are taken. link_folder: the program (a file) works among read-only
+    links to its folder's files (False: in an empty folder, as source text does); the files
+    it writes come back as ProgramResult.files.
 
     A program that exits non-zero, faults or times out returns its code (negative for a
     signal, -9 after the timeout) with stderr saying why; one that does not compile raises
@@ -828,8 +831,9 @@ def run(program, *, args=(), stdin=None, backend=None, check=False, profile=Fals
     if check and backend == "cuda":
         return _run_sanitized(image, name, args, stdin, timeout)
     # a program given as a file works among its folder's files (source text: in none)
-    done, records, extra, files = execute(image, name, backend, args, stdin, timeout,
-                                          folder=None if _is_text(program) else folder)
+    done, records, extra, files = execute(
+        image, name, backend, args, stdin, timeout,
+        folder=folder if link_folder and not _is_text(program) else None)
     extra = ([meta["note"]] if meta.get("note") else []) + extra
     stderr = (done.stderr or b"").decode(errors="replace")
     if extra:
