@@ -15,7 +15,7 @@ import sys
 import pytest
 
 import tiledmm as tm
-from tiledmm.programs import nvcc_args, workdir
+from tiledmm.programs import nvcc_args, nvcc_cli, workdir
 from tiledmm.programs import run as programs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -145,3 +145,29 @@ def test_cli_refuses_an_option_it_does_not_take(tmp_path):
                            "x.cu"], capture_output=True, timeout=60, env=env)
     assert done.returncode == 2
     assert b"--ptxas-options=-v is not an option tiledmm takes" in done.stderr
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_a_makefile_builds_and_runs_with_tiledmm_nvcc(tmp_path):
+    project = tmp_path / "project"
+    shutil.copytree(os.path.join(HERE, "programs", "makefile_project"), project)
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               TILEDMM_BACKEND="emu")
+    nvcc = f"{sys.executable} -m tiledmm.programs.nvcc_cli"   # the tiledmm-nvcc script's
+    done = subprocess.run(["make", f"NVCC={nvcc}"], cwd=project, capture_output=True,
+                          timeout=RUN_S, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (project / "main.o").read_text().startswith("tiledmm-nvcc object")
+    n = 50
+    done = subprocess.run([str(project / "app"), str(n)], cwd=project, capture_output=True,
+                          timeout=RUN_S * 2, env=env)
+    assert done.returncode == 0, done.stderr
+    scale = 3   # the Makefile's -DSCALE=3
+    assert done.stdout.decode() == f"sum {sum(scale * i + 1 for i in range(n)):.1f}\n"
+
+
+def test_tiledmm_nvcc_refuses_a_host_compilers_object(tmp_path):
+    obj = tmp_path / "host.o"
+    obj.write_bytes(b"\x7fELF not ours")
+    assert nvcc_cli.main([str(obj), "-o", str(tmp_path / "app")]) == 2
+    assert not (tmp_path / "app").exists()
