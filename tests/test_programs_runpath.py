@@ -3,7 +3,7 @@ no error limit and reports a missing header as such; launches inside macro argum
 program's own headers, relying on default arguments, of templates; quoted includes from the
 including file's folder first.
 
-The parse-only tests call programs/build.py's rewrite_launches directly (a libclang parse, no
+The parse-only tests call toolchain/launch_rewrite.py's rewrite_launches directly (a libclang parse, no
 compile); one program (tests/programs/runpath/) is built and run on emu.
 """
 import os
@@ -12,9 +12,8 @@ import pytest
 
 import tiledmm as tm
 from conftest import HAVE_GPU
-from tiledmm.programs import build as program_build
 from tiledmm.programs import run as programs
-from tiledmm.toolchain import compile_emu
+from tiledmm.toolchain import compile_emu, launch_rewrite
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNPATH = os.path.join(HERE, "programs", "runpath")
@@ -26,8 +25,8 @@ pytest.importorskip("clang.cindex")
 
 def rewrite(source, tmp_path, headers=None, folder=None):
     includes = compile_emu.emu_headers()[0] + [compile_emu.stand_ins()]
-    return program_build.rewrite_launches(source, "p.cu", str(tmp_path), includes,
-                                          folder=folder or str(tmp_path), headers=headers)
+    return launch_rewrite.rewrite_launches(source, "p.cu", str(tmp_path), includes,
+                                           folder=folder or str(tmp_path), headers=headers)
 
 
 def test_more_than_twenty_errors_still_find_template_launches(tmp_path):
@@ -55,7 +54,7 @@ def test_the_parse_sees_the_compiles_stand_ins(tmp_path):
 def test_a_missing_header_is_named_not_blamed_on_a_launch(tmp_path):
     src = ("#include <cuda/no_such_header>\n__global__ void k() {}\n"
            "int main() { k<<<1, 1>>>(); return 0; }\n")
-    with pytest.raises(program_build.ParseError) as exc:
+    with pytest.raises(launch_rewrite.ParseError) as exc:
         rewrite(src, tmp_path)
     assert "cuda/no_such_header" in str(exc.value)
     assert "could not read this kernel launch" not in str(exc.value)
@@ -80,7 +79,7 @@ def test_default_arguments_written_out(tmp_path):
 def test_launches_in_an_own_header_are_rewritten_there(tmp_path):
     header = os.path.join(RUNPATH, "launches.cuh")
     with open(header, "rb") as f:
-        headers = {os.path.realpath(header): program_build._Edited(f.read())}
+        headers = {os.path.realpath(header): launch_rewrite.EditedFile(f.read())}
     src = '#include "launches.cuh"\nint main() { launch_from_header(nullptr, 4); return 0; }\n'
     _text, launches = rewrite(src, tmp_path, headers=headers, folder=RUNPATH)
     assert sorted(ln["kernel"] for ln in launches) == ["add_each", "set_first"]
