@@ -900,6 +900,10 @@ def run_cli(paths, backend=None, timeout=None, args=(), compiler_args=(), profil
     if outdir is not None and not os.path.isdir(outdir):
         print(f"tiledmm: --outdir {outdir!r} is not a folder", file=sys.stderr)
         return 2
+    # the folders nvcc's host compiler searches after the -I ones, from the terminal's
+    # environment (the compile child gets none of it)
+    compiler_args = [*compiler_args, *(f"-I{d}" for v in ("CPATH", "CPLUS_INCLUDE_PATH")
+                                       for d in os.environ.get(v, "").split(os.pathsep) if d)]
     try:
         _check_options(check, profile, backend)
         source, name, folder, others, compiler_args = read_sources(
