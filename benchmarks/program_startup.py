@@ -36,7 +36,7 @@ def main():
     for _ in range(args.runs):
         t0 = time.time()
         image, _meta, origin = programs.build(PROGRAM, "startup.cu", "emu")
-        done, records, _extra = programs.execute(image, "startup.cu", "emu", timeout=60)
+        done, records, _extra, _files = programs.execute(image, "startup.cu", "emu", timeout=60)
         totals.append(time.time() - t0)
         launch = next(r for r in records if r.get("event") == "launch")
         delays.append(launch["started"] - t0)

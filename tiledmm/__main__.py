@@ -8,6 +8,7 @@ import tiledmm as tm
 from tiledmm import _registry, bench
 from tiledmm.grading.cli import add_grade_parser
 from tiledmm.confine import sandbox
+from tiledmm.programs import nvcc_args
 from tiledmm.programs.run import run_cli
 from tiledmm.testing import assert_matmul_close
 
@@ -97,8 +98,14 @@ def cmd_bench(args):
 
 def cmd_run(args):
     """A whole CUDA program on the terminal: its stdin and stdout, its exit code."""
-    return run_cli(args.file, backend=args.backend or args.run_backend, timeout=args.timeout,
-                   args=args.program_args, profile=args.profile, check=args.check)
+    return run_cli(args.files, backend=args.backend or args.run_backend, timeout=args.timeout,
+                   args=args.program_args, compiler_args=args.compiler_args,
+                   profile=args.profile, check=args.check, outdir=args.outdir)
+
+
+# run's own options (the rest of its options are nvcc's: programs/nvcc_args.py)
+RUN_VALUED = ("--backend", "--timeout", "--outdir")
+RUN_FLAGS = ("--check", "--profile", "-h", "--help")
 
 
 def _timeout(text):
@@ -147,9 +154,15 @@ def main(argv=None):
     add_grade_parser(sub)
     r = sub.add_parser("run", help="build and run a whole CUDA program (FILE.cu); the exit code "
                                    "is the program's",
-                       usage="python -m tiledmm run FILE.cu [--backend emu|cuda] [--check] "
-                             "[--profile] [--timeout S] [-- ARGS...]")
-    r.add_argument("file")
+                       usage="python -m tiledmm run [nvcc's -I DIR -D X[=Y] -U X -std=... -O... "
+                             "-arch/-gencode ... -Xcompiler X -l LIB] FILES... [--backend "
+                             "emu|cuda] [--check] [--profile] [--timeout S] [--outdir DIR] "
+                             "[-- ARGS...]")
+    r.add_argument("files", nargs="+", metavar="FILES",
+                   help="the program's .cu (and .cpp) files; headers are found as nvcc finds "
+                        "them")
+    r.add_argument("--outdir", default=None,
+                   help="where the files the program writes go (default: beside the program)")
     r.add_argument("--backend", dest="run_backend", choices=["cuda", "emu"], default=None)
     r.add_argument("--check", action="store_true",
                    help="check mode: every launch checked (out-of-bounds, races, uninitialised "
@@ -166,9 +179,18 @@ def main(argv=None):
         argv, program_args = argv[:cut], argv[cut + 1:]
     else:
         program_args = None
+    compiler_args = []
+    if "run" in argv:   # nvcc's options, apart from run's own and the files
+        at = argv.index("run") + 1
+        try:
+            compiler_args, rest = nvcc_args.split(argv[at:], RUN_VALUED, RUN_FLAGS)
+        except nvcc_args.OptionError as exc:
+            r.error(str(exc))
+        argv = argv[:at] + rest
     args = parser.parse_args(argv)
     if args.command == "run":
         args.program_args = program_args or []
+        args.compiler_args = compiler_args
     if args.command == "bench":
         check_bench_args(b, args)
     return args.fn(args) or 0

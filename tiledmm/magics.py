@@ -23,6 +23,7 @@ import tempfile
 import timeit as timeit_module
 import uuid
 
+from .programs import nvcc_args
 from .programs import run as programs
 from .confine import sandbox
 from . import _toolkit
@@ -360,8 +361,16 @@ def plugin_class():
             """Compile and run `files` as one program with the options of %%cuda."""
             backend = opts.backend or get_backend()
             self._announce(backend)
-            compiler_args = shlex.split(opts.compiler_args if opts.compiler_args is not None
-                                        else _defaults["compiler_args"])
+            try:   # nvcc's command line, as `python -m tiledmm run` takes it
+                compiler_args, others = nvcc_args.split(shlex.split(
+                    opts.compiler_args if opts.compiler_args is not None
+                    else _defaults["compiler_args"]))
+                if others:
+                    raise nvcc_args.OptionError(f"-c takes compiler options, not {others[0]!r} "
+                                                f"(nvcc's {nvcc_args.TAKEN})")
+            except nvcc_args.OptionError as exc:
+                _say(str(exc))
+                return None
             if backend == "emu":
                 compiler_args = _emu_compiler_args(compiler_args)
             shared = os.path.join(self.wd, SHARED_GROUP)

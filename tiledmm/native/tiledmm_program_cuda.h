@@ -5,7 +5,9 @@
 // is CUDA-event time (nvcc links cudart statically; CUPTI is not needed). The events' times are
 // read without waiting where they are done, and at the program's end; each launch is one JSON
 // line in the report file tiledmm reads after the run. Nothing else of the program changes:
-// its errors, printf and synchronisation are the real runtime's.
+// its errors, printf and synchronisation are the real runtime's. A launch captured into a CUDA
+// graph is not timed, and tiledmm's own event calls run in the relaxed capture mode and never
+// query a stream that captures, so a capture is never invalidated (issue 44).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -23,8 +25,34 @@ namespace tm_prog {
 
 struct Timed {
     cudaEvent_t start, stop;
-    std::string line;   // the JSON record less its "ms"
+    cudaStream_t stream;   // where they were recorded: never queried while it captures
+    std::string line;      // the JSON record less its "ms"
 };
+
+// tiledmm's own runtime calls (events, their queries) in the relaxed capture mode for the
+// scope: in a program that captures a graph in the global mode (the default), on any thread,
+// such a call would otherwise invalidate the capture (cudaErrorStreamCaptureInvalidated).
+struct RelaxedCapture {
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode); }
+    ~RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode); }
+    RelaxedCapture(const RelaxedCapture &) = delete;
+    RelaxedCapture &operator=(const RelaxedCapture &) = delete;
+};
+
+// Whether work on `stream` is being captured into a graph. The legacy stream answers
+// cudaErrorStreamCaptureImplicit while another stream captures in the global or thread-local
+// mode: capturing, for what tiledmm may do there. The error that query leaves is cleared when
+// the program had none pending (the program's own cudaGetLastError must not see tiledmm's).
+inline bool capturing(cudaStream_t stream)
+{
+    const cudaError_t pending = cudaPeekAtLastError();
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    const cudaError_t err = cudaStreamIsCapturing(stream, &status);
+    if (err != cudaSuccess && pending == cudaSuccess) (void)cudaGetLastError();
+    if (err == cudaErrorStreamCaptureImplicit) return true;
+    return err == cudaSuccess && status != cudaStreamCaptureStatusNone;
+}
 
 struct State {
     int report_fd = -1;
@@ -45,12 +73,19 @@ inline void report(const std::string &line)
 }
 
 // Writes the records of the launches whose stop event is done (all of them with wait).
+// Without wait, the events of a stream that is capturing now are left for later: a query
+// there would invalidate the capture.
 inline void drain(bool wait)
 {
     State &s = st();
+    RelaxedCapture relaxed;
     std::lock_guard<std::mutex> g(s.mu);
     std::vector<Timed> left;
     for (Timed &t : s.timed) {
+        if (!wait && capturing(t.stream)) {
+            left.push_back(t);
+            continue;
+        }
         cudaError_t q = wait ? cudaEventSynchronize(t.stop) : cudaEventQuery(t.stop);
         if (q == cudaErrorNotReady) {
             left.push_back(t);
@@ -95,25 +130,37 @@ struct Launcher {
     {
         State &s = st();
         cudaEvent_t a = nullptr, b = nullptr;
-        // events are made before the launch: a failed cudaEventCreate must not be the last
-        // error the program reads after it
-        const bool timed = cudaEventCreate(&a) == cudaSuccess && cudaEventCreate(&b) == cudaSuccess;
-        if (timed) cudaEventRecord(a, stream);
-        kernel<<<grid, block, shared, stream>>>(args...);
+        bool timed = false, captured = false;
+        {
+            RelaxedCapture relaxed;
+            // a launch captured into a graph runs when the graph does: it is not timed (an
+            // event recorded in a capturing stream becomes a node of the graph)
+            captured = capturing(stream);
+            // events are made before the launch: a failed cudaEventCreate must not be the last
+            // error the program reads after it
+            timed = !captured && cudaEventCreate(&a) == cudaSuccess &&
+                    cudaEventCreate(&b) == cudaSuccess;
+            if (timed) cudaEventRecord(a, stream);
+        }
+        kernel<<<grid, block, shared, stream>>>(args...);   // in the program's capture mode
         const cudaError_t err = cudaPeekAtLastError();
         std::string rec = "{\"event\": \"launch\", \"kernel\": ";
         json_str(rec, name);
         char buf[200];
         snprintf(buf, sizeof buf,
                  ", \"grid\": [%u, %u, %u], \"block\": [%u, %u, %u], \"shared_bytes\": %zu, "
-                 "\"error\": %d, \"line\": %d",
-                 grid.x, grid.y, grid.z, block.x, block.y, block.z, shared, (int)err, line);
+                 "\"error\": %d, \"line\": %d%s",
+                 grid.x, grid.y, grid.z, block.x, block.y, block.z, shared, (int)err, line,
+                 captured ? ", \"captured\": true" : "");
         rec += buf;
         if (timed && err == cudaSuccess) {
-            cudaEventRecord(b, stream);
+            {
+                RelaxedCapture relaxed;
+                cudaEventRecord(b, stream);
+            }
             {
                 std::lock_guard<std::mutex> g(s.mu);
-                s.timed.push_back(Timed{a, b, rec});
+                s.timed.push_back(Timed{a, b, stream, rec});
                 if (!s.atexit_set) {   // after cudart's own handler: ours runs first
                     s.atexit_set = true;
                     atexit(at_exit);
@@ -121,6 +168,7 @@ struct Launcher {
             }
             drain(false);
         } else {
+            RelaxedCapture relaxed;
             if (a) cudaEventDestroy(a);
             if (b) cudaEventDestroy(b);
             report(rec + ", \"ms\": null}");
@@ -138,7 +186,7 @@ inline Launcher<P...> config(const char *kernel_name, const char *params, const 
     return Launcher<P...>{kernel, kernel_name, line, grid, block, shared, stream};
 }
 
-}  // namespace tm_prog
+}   // namespace tm_prog
 
 // The program's own calls (after cuda_runtime.h's declaration, which this leaves alone).
 #define cudaDeviceReset() tm_prog::device_reset()

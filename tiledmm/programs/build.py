@@ -1,11 +1,9 @@
 """Building a whole CUDA program (tm.run), inside the confined compile child.
 
 tiledmm/programs/run.py writes a request (JSON) into the child's scratch folder and runs
-`main([request])` through tiledmm.confine.sandbox.run_python with a compile policy. Here the student's
-source is parsed by libclang as CUDA (`-x cuda --cuda-host-only -nocudainc -nocudalib`, with a
-small prelude that declares what clang expects of a CUDA installation); every launch
-`k<<<grid, block, shared, stream>>>(args)` shows up as a CALL_EXPR whose second child is the
-call of `__cudaPushCallConfiguration`, and is rewritten in place, on the same lines, into
+`main([request])` through tiledmm.confine.sandbox.run_python with a compile policy. Here the
+program's launches are read and rewritten by tiledmm/toolchain/launch_rewrite.py (libclang, the
+emulator compile's own headers) into
 
     tm_prog::config("k", "param,names", __FILE__, __LINE__, k, grid, block, shared, stream)(args)
 
@@ -32,172 +30,34 @@ import subprocess
 
 from .._emu_build import COMPILER_RUN_SECONDS
 from ..toolchain.split import transform as barrier_split
+from ..toolchain import launch_rewrite
 from ..toolchain.check_rewrite import checked_casts, checked_shared
+from ..toolchain.launch_rewrite import EditedFile, ParseError
 from ..toolchain.diagnostics import SOURCE_NAME as SPLIT_SOURCE_NAME
 from ..toolchain.source import emu_dialect
-
-
-# What the parse needs in place of a CUDA installation: the qualifiers as clang's CUDA
-# attributes, the launch-configuration functions clang looks for, the built-in variables, and
-# the emulator's runtime API header (plain C declarations).
-PARSE_PRELUDE = """\
-#define __global__ __attribute__((global))
-#define __device__ __attribute__((device))
-#define __host__ __attribute__((host))
-#define __shared__ __attribute__((shared))
-#define __constant__ __attribute__((constant))
-#define __managed__ __attribute__((managed))
-#define __launch_bounds__(...)
-#define __forceinline__ inline
-#define __noinline__
-#define __align__(n) __attribute__((aligned(n)))
-#define __CUDA_ARCH__ 900
-#include "emu/runtime_api.h"
-extern "C" int cudaConfigureCall(dim3 grid, dim3 block, size_t shared = 0, cudaStream_t stream = 0);
-extern "C" unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t shared = 0,
-                                                void *stream = 0);
-extern const __device__ uint3 threadIdx, blockIdx;
-extern const __device__ dim3 blockDim, gridDim;
-extern const __device__ int warpSize;
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-"""
-# Headers a program includes that the parse finds empty (the prelude has what it needs).
-_PARSE_STAND_INS = ("cuda_runtime.h", "cuda_runtime_api.h", "cuda.h", "device_launch_parameters.h",
-                    "cooperative_groups.h", "cooperative_groups/reduce.h",
-                    "cooperative_groups/scan.h", "device_functions.h", "helper_cuda.h",
-                    "cuda_profiler_api.h", "builtin_types.h", "vector_types.h", "driver_types.h",
-                    "device_types.h", "vector_functions.h", "host_defines.h", "math_functions.h",
-                    "texture_types.h", "surface_types.h")
-
 
 class BuildError(Exception):
     """A program that cannot be built: the message is the compiler's (or the parse's) log."""
 
 
-def _gcc_include():
-    """The compiler's own headers (stddef.h, ...): the libclang wheel ships none."""
-    try:
-        out = subprocess.run(["gcc", "-print-file-name=include"], capture_output=True, text=True,
-                             timeout=60).stdout.strip()
-        return out if out and os.path.isdir(out) else None
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-
-
-def _parse_args(scratch, includes, defines, user_includes):
-    stand = os.path.join(scratch, "parse-include")
-    for name in _PARSE_STAND_INS:
-        path = os.path.join(stand, name)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w") as f:
-            f.write("#pragma once\nnamespace cooperative_groups {}\n"
-                    if name.startswith("cooperative") else "#pragma once\n")
-    prelude = os.path.join(scratch, "parse-prelude.h")
-    with open(prelude, "w") as f:
-        f.write(PARSE_PRELUDE)
-    args = ["-x", "cuda", "--cuda-host-only", "-nocudainc", "-nocudalib", "-std=c++17",
-            "-Wno-unknown-cuda-version", f"-I{stand}", *[f"-I{d}" for d in includes],
-            *user_includes, *defines]
-    gcc = _gcc_include()
-    if gcc:
-        args += ["-isystem", gcc]
-    return args + ["-include", prelude]
-
-
 def rewrite_launches(source, source_name, scratch, includes, defines=(), user_includes=(),
-                     check=False, split=None):
-    """(the source with every launch rewritten on its own lines, the launches found: a list of
-    {"kernel", "params", "line"}). Raises BuildError for a `<<<` the parse could not read.
-    split (emu plain and profile builds): None, or {"define_lines": [...], "paths": {},
-    "profile": bool}: the file's kernels get their split twins (module docstring), "paths" is
-    filled with kernel -> why it keeps the fibers ("" for a kernel split; a template's
-    instances that keep them) and "split" with the kernels split."""
-    import clang.cindex as ci
-    data = source.encode()
-    path = os.path.join(scratch, source_name)
-    with open(path, "wb") as f:
-        f.write(data)
-    # the detailed record (macro expansions) only where the kernels are split (_split_guard)
-    options = ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD if split is not None else 0
-    tu = ci.Index.create().parse(path, args=_parse_args(scratch, includes, defines, user_includes),
-                                 options=options)
-    edits, launches, seen = [], [], set()
-    # the parameter names of every kernel (templates too), for launches in templates
-    kernel_params = {}
-    for c in tu.cursor.get_children():
-        if c.kind in (ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE) and \
-                any(k.kind == ci.CursorKind.CUDAGLOBAL_ATTR for k in c.get_children()):
-            kernel_params[c.spelling] = [k.spelling for k in c.get_children()
-                                         if k.kind == ci.CursorKind.PARM_DECL]
-    template_splits = set()   # template kernels split here: their launches name the pair
+                     check=False, split=None, folder=None, headers=None):
+    """launch_rewrite.rewrite_launches, with the file's kernels split at their barriers where
+    `split` (emu plain and profile builds) is {"define_lines": [...], "paths": {}, "profile":
+    bool}: the kernels get their split twins (module docstring), "paths" is filled with kernel
+    -> why it keeps the fibers ("" for a kernel split; a template's instances that keep them)
+    and "split" with the kernels split."""
+    split_kernels = None
     if split is not None:
-        splits = _split_kernels(ci, tu, path, source, source_name, scratch, includes,
-                                split["define_lines"], split["paths"], split["profile"])
-        edits.extend((end, 0, text.encode()) for end, text, _template in splits.values())
-        template_splits = {k for k, (_e, _t, template) in splits.items() if template}
-        split["split"] = sorted(splits)
-
-    def visit(cursor):
-        for child in cursor.get_children():
-            loc = child.location
-            if loc.file is not None and loc.file.name != path:
-                continue
-            if child.kind == ci.CursorKind.CALL_EXPR:
-                kids = list(child.get_children())
-                if len(kids) >= 2 and kids[1].kind == ci.CursorKind.CALL_EXPR and \
-                        kids[1].spelling in ("__cudaPushCallConfiguration", "cudaConfigureCall"):
-                    _launch(child, kids[1])
-            visit(child)
-
-    def _launch(call, cfg):
-        start = call.extent.start.offset
-        c0, c1 = cfg.extent.start.offset, cfg.extent.end.offset
-        if call.extent.start.file is None or call.extent.start.file.name != path or \
-                data[c0:c0 + 3] != b"<<<" or data[c1 - 3:c1] != b">>>" or c0 in seen:
-            return   # inside a macro: left for the check below
-        ref = call.referenced
-        kernel = ref.spelling if ref is not None else ""
-        params = [a.spelling or f"#{i + 1}" for i, a in enumerate(ref.get_arguments())] \
-            if ref is not None else []
-        if not kernel:   # a launch in a template: the kernel named by the call's first token
-            first = next(iter(call.get_tokens()), None)
-            kernel = first.spelling if first is not None else "?"
-            params = kernel_params.get(kernel, [])
-        seen.add(c0)
-        head = f'tm_prog::config("{kernel}", "{",".join(params)}", __FILE__, __LINE__, '
-        edits.extend([(start, 0, head.encode()), (c0, 3, b", "), (c1 - 3, 3, b")")])
-        if kernel in template_splits:   # a template's instance and its split, as a pair
-            named = _split_callee(ci, ref, data[start:c0], kernel)
-            if named is not None:
-                edits.append((start + named, len(kernel), f"tm_with_split_{kernel}".encode()))
-        deduced = _deduced_template_arguments(ci, call, ref, data, start, c0)
-        if deduced:   # kernel<<<...>>>(args) of a template: its arguments, as nvcc deduced them
-            edits.append(deduced)
-        launches.append({"kernel": kernel, "params": params, "line": call.extent.start.line})
-
-    visit(tu.cursor)
-    edits.extend(_renamed_builtins(ci, tu, path, data))
-    if check:
-        edits.extend(_checked_param_edits(ci, tu, path, data))
-    # every `<<<` of the file must have been a launch the parse read
-    for tok in tu.get_tokens(extent=tu.cursor.extent):
-        if tok.spelling == "<<<" and tok.location.file is not None and \
-                tok.location.file.name == path and tok.extent.start.offset not in seen:
-            line = tok.location.line
-            near = [d for d in tu.diagnostics if d.severity >= 3 and d.location.file is not None
-                    and d.location.file.name == path and abs(d.location.line - line) <= 1]
-            why = "\n".join(_clang_diag(d, source_name) for d in near) or \
-                "(a launch inside a macro, or in a template tiledmm cannot rewrite)"
-            raise BuildError(f"{source_name}:{line}: error: tiledmm could not read this kernel "
-                             f"launch; write it as kernel<<<grid, block>>>(arguments);\n{why}")
-    out = data
-    # from the end; at one offset a replacement (`<<<`) before an insertion (deduced arguments)
-    for offset, length, text in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
-        out = out[:offset] + text + out[offset + length:]
-    return out.decode(), launches
+        def split_kernels(ci, tu, path):
+            splits = _split_kernels(ci, tu, path, source, source_name, scratch, includes,
+                                    split["define_lines"], split["paths"], split["profile"])
+            split["split"] = sorted(splits)
+            return splits
+    return launch_rewrite.rewrite_launches(source, source_name, scratch, includes, defines,
+                                           user_includes, check=check,
+                                           split_kernels=split_kernels, folder=folder,
+                                           headers=headers)
 
 
 # ---- kernels split at their barriers (issue 34) ----
@@ -216,7 +76,7 @@ def _split_kernels(ci, tu, path, source, source_name, scratch, includes, define_
     without its headers; the real parse here (headers read) refuses first the kernels that
     reach into the program's own headers (_split_guard)."""
     trusted = tuple(os.path.join(os.path.realpath(d), "") for d in
-                    [*includes, os.path.join(scratch, "parse-include"), _gcc_include() or "/usr"]) \
+                    [*includes, launch_rewrite.gcc_include() or "/usr"]) \
         + _SYSTEM_ROOTS
     users = _users_header(path, trusted, os.path.realpath(os.path.join(scratch, "parse-prelude.h")))
     constants = _header_constants(ci, tu, users)
@@ -361,115 +221,6 @@ def _split_text(plan, name, source, source_name):
     return f"\n{text}\n{pair}\n#line {line} \"{source_name}\"\n"
 
 
-def _split_callee(ci, ref, callee, kernel):
-    """Offset of the kernel's name in a launch's callee text (`k`, `::k`, `k<float, 16>`) where
-    the launch names this file's top-level kernel; None otherwise (the launch keeps `k`)."""
-    if ref is not None and (ref.semantic_parent is None or ref.semantic_parent.kind not in (
-            ci.CursorKind.TRANSLATION_UNIT, ci.CursorKind.LINKAGE_SPEC)):
-        return None
-    m = re.match(rb"\s*(::\s*)?(" + re.escape(kernel.encode()) + rb")\s*(<.*>)?\s*$", callee,
-                 re.S)
-    return m.start(2) if m else None
-
-
-# The emulator spells the built-in variables as macros (emu/cuda_emu.h); host code may
-# name its own variables so (lecture 001's reduction loops declare `int blockDim`), as nvcc
-# allows, so those declarations and their uses are renamed.
-_BUILTIN_VARIABLES = ("threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize")
-_DECLS = ("VAR_DECL", "PARM_DECL", "FIELD_DECL")
-_REFS = ("DECL_REF_EXPR", "MEMBER_REF_EXPR")
-
-
-def _renamed_builtins(ci, tu, path, data):
-    """Edits renaming the program's own variables, parameters and fields named like a built-in
-    variable (and every use of them) to tm_user_<name>."""
-    kinds = {getattr(ci.CursorKind, k) for k in _DECLS + _REFS}
-    decl_kinds = {getattr(ci.CursorKind, k) for k in _DECLS}
-    edits, done = [], set()
-
-    def ours(cursor):
-        loc = cursor.location
-        return loc.file is not None and loc.file.name == path
-
-    for c in tu.cursor.walk_preorder():
-        if c.kind not in kinds or c.spelling not in _BUILTIN_VARIABLES or not ours(c):
-            continue
-        decl = c if c.kind in decl_kinds else c.referenced
-        if decl is None or decl.kind not in decl_kinds or not ours(decl):
-            continue   # the built-in itself
-        # the identifier's own token: the declaration's name, or the reference's last token
-        start = c.location.offset
-        name = c.spelling.encode()
-        if data[start:start + len(name)] != name:
-            continue
-        if start not in done:
-            done.add(start)
-            edits.append((start, len(name), b"tm_user_" + name))
-    return edits
-
-
-_NOT_CHECKED = ("VOID", "POINTER", "FUNCTIONPROTO", "FUNCTIONNOPROTO", "LVALUEREFERENCE",
-                "CONSTANTARRAY", "INCOMPLETEARRAY")
-
-
-def _checked_param_edits(ci, tu, path, data):
-    """Check mode (tm.run(..., check=True)): every pointer parameter of every kernel (its
-    declarations too, so that they still match) becomes a tm_checked_ptr<T> of the same name,
-    on the same lines (tiledmm_kernel.h): the launch (emu/program_runtime.h) gives it the
-    allocation the program passed. Pointers to pointers, void and functions stay as they are."""
-    edits = []
-    for c in tu.cursor.walk_preorder():
-        if c.kind not in (ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE) or \
-                c.location.file is None or c.location.file.name != path or \
-                not any(k.kind == ci.CursorKind.CUDAGLOBAL_ATTR for k in c.get_children()):
-            continue
-        for p in c.get_children():
-            if p.kind != ci.CursorKind.PARM_DECL or p.type.kind != ci.TypeKind.POINTER:
-                continue
-            pointee = p.type.get_pointee()
-            if pointee.get_canonical().kind.name in _NOT_CHECKED:
-                continue
-            start, end = p.extent.start.offset, p.extent.end.offset
-            text = data[start:end]
-            if b"=" in text or b"[" in text or b"(" in text or p.extent.start.file is None or \
-                    p.extent.start.file.name != path:
-                continue   # a default argument, an array or a macro: left as written
-            lines = b"\n" * text.count(b"\n")
-            edits.append((start, end - start, f" tm_checked_ptr<{pointee.spelling}> "
-                                              f"{p.spelling}".encode() + lines))
-    return edits
-
-
-def _deduced_template_arguments(ci, call, ref, data, start, c0):
-    """For a template kernel launched without template arguments (deduced from the call's),
-    an edit that writes them after its name (tm_prog::config takes a function, not a
-    template); None otherwise."""
-    if ref is None or ref.kind != ci.CursorKind.FUNCTION_DECL:
-        return None
-    try:
-        n = ref.get_num_template_arguments()
-    except AttributeError:
-        return None
-    callee = data[start:c0].strip()
-    if n <= 0 or b"<" in callee or not re.fullmatch(rb"[A-Za-z_]\w*(::[A-Za-z_]\w*)*", callee):
-        return None
-    args = []
-    for i in range(n):
-        kind = ref.get_template_argument_kind(i)
-        if kind == ci.TemplateArgumentKind.TYPE:
-            args.append(ref.get_template_argument_type(i).spelling)
-        elif kind == ci.TemplateArgumentKind.INTEGRAL:
-            args.append(str(ref.get_template_argument_value(i)))
-        else:
-            return None
-    return (start + len(callee), 0, f"<{', '.join(args)}>".encode())
-
-
-def _clang_diag(d, source_name):
-    loc = d.location
-    return f"{source_name}:{loc.line}:{loc.column}: {d.spelling}"
-
-
 def _unsupported_note(log):
     """g++'s "'cudaX' was not declared" for a runtime call the emulator lacks, said plainly."""
     names = sorted(set(re.findall(r"'(cuda\w+|cu[A-Z]\w+)' was not declared", log)))
@@ -531,88 +282,75 @@ def build(req):
 
 _HEADER_ENDINGS = (".h", ".cuh", ".hpp", ".hh", ".inl")
 _EXTERN_SHARED_HINT = re.compile(r"\bextern\b[^;{}]*\b__shared__\b")
+_HEADER_MOST = 1 << 20   # the most of one header read
 
 
-def _dialect_headers(req):
-    """The program's own headers (in its folder and -I folders) that declare `extern __shared__`
-    arrays, in the emulator's dialect (emu_dialect, as the program's files get it): copies in a
-    folder the compiler searches first, each with a #line back to its own file. The flags that
-    put that folder first ([] where no header needs it)."""
+def _own_headers(req):
+    """{real path: EditedFile} of the program's own headers: the header files beside it, as the
+    caller listed them (this child may read them, not list their folder)."""
+    out = {}
+    for path in req.get("program_files", ()):
+        if not path.endswith(_HEADER_ENDINGS):
+            continue
+        try:
+            with open(path, "rb") as f:
+                out[os.path.realpath(path)] = EditedFile(f.read(_HEADER_MOST))
+        except OSError:
+            continue
+    return out
+
+
+def _iquote(backend, folder):
+    """The flags that search `folder` first for quoted includes (nvcc takes -iquote through to
+    its preprocessor, the host compiler)."""
+    if backend == "emu":
+        return ["-iquote", folder]
+    return ["-Xcompiler", "-iquote", "-Xcompiler", folder]
+
+
+def _mirrored_headers(req, headers):
+    """The program's own headers as the compile sees them: copies in a folder searched first,
+    each with a #line back to its own file, their launches rewritten (`headers`, filled by
+    rewrite_launches) and, on emu, in the emulator's dialect (emu_dialect, as the program's
+    files get it). Every own header is copied, so that each include of a rewritten one, from
+    the program or from another of its headers, resolves to the copy (include guards and
+    `#pragma once` differ by path). On emu, the -I folders' headers that declare `extern
+    __shared__` arrays are copied too, in the dialect. The flags that put the folder first ([]
+    where nothing is copied)."""
     out = os.path.join(req["scratch"], "tm-headers")
-    found = False
-    # the files beside the program, as the caller listed them (this child may read them, not
-    # list their folder), then the -I folders, which it may list
-    candidates = list(req.get("program_files", ()))
-    for flag in req.get("user_includes", ()):
+    emu = req["backend"] == "emu"
+    copies = {}
+    for real, edited in headers.items():
+        text = edited.apply().decode(errors="replace")
+        copies.setdefault(os.path.basename(real), (real, emu_dialect(text) if emu else text))
+    for flag in req.get("user_includes", ()) if emu else ():
         folder = flag[2:] if flag.startswith("-I") else flag
         try:
-            candidates += [os.path.join(folder, n) for n in sorted(os.listdir(folder))[:500]]
+            names = sorted(os.listdir(folder))[:500]
         except OSError:
             continue
-    for path in candidates:
-        n = os.path.basename(path)
-        if not n.endswith(_HEADER_ENDINGS) or not os.path.isfile(path) or \
-                os.path.exists(os.path.join(out, n)):
-            continue
-        try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                text = f.read(1 << 20)
-        except OSError:
-            continue
-        if not _EXTERN_SHARED_HINT.search(text):
-            continue
-        new = emu_dialect(text)
-        if new == text:
-            continue
-        os.makedirs(out, exist_ok=True)
+        for n in names:
+            path = os.path.join(folder, n)
+            if not n.endswith(_HEADER_ENDINGS) or n in copies or not os.path.isfile(path):
+                continue
+            try:
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    text = f.read(_HEADER_MOST)
+            except OSError:
+                continue
+            if _EXTERN_SHARED_HINT.search(text) and emu_dialect(text) != text:
+                copies[n] = (path, emu_dialect(text))
+    if not copies:
+        return []
+    os.makedirs(out, exist_ok=True)
+    for n, (path, text) in copies.items():
         with open(os.path.join(out, n), "w") as f:
-            f.write(f'#line 1 "{path}"\n{new}')
-        found = True
-    return ["-iquote", out, f"-I{out}"] if found else []
+            f.write(f'#line 1 "{path}"\n{text}')
+    return [*_iquote(req["backend"], out), f"-I{out}"]
 
 
-def _build(req, split):
-    scratch = req["scratch"]
-    if req["backend"] == "emu" and not req.get("_headers_done"):
-        req["compile"] = [req["compile"][0], *_dialect_headers(req), *req["compile"][1:]]
-        req["_headers_done"] = True
-    with open(req["source_path"], encoding="utf-8", errors="replace") as f:
-        source = f.read()
-    name = req["source_name"]
-    check = bool(req.get("check"))
-    text, launches = rewrite_launches(source, name, scratch, req["parse_includes"],
-                                      req["defines"], req["user_includes"],
-                                      check=check and req["backend"] == "emu", split=split)
-    backend = req["backend"]
-    define_lines = "".join(d + "\n" for d in req["define_lines"])
-    if backend == "emu":
-        if check:   # shared arrays race-checked, casts of checked pointers kept checked
-            text = checked_shared(checked_casts(text))
-        text = emu_dialect(text)
-        full = ('#include "tiledmm_kernel.h"\n#include "emu/program_runtime.h"\n' + define_lines +
-                f'#line 1 "{name}"\n{text}\n')
-        src = os.path.join(scratch, "program.cpp")
-    else:
-        full = ('#include "tiledmm_program_cuda.h"\n' + define_lines +
-                f'#line 1 "{name}"\n{text}\n')
-        src = os.path.join(scratch, "program_build.cu")
-    with open(src, "w") as f:
-        f.write(full)
-    out = os.path.join(scratch, "program.so")
-    if req.get("extra_sources"):   # a program of several files: each compiled, then linked
-        return _build_several(req, src, launches, out, split)
-    if req.get("link_cmd"):   # compiled, then linked apart (profile mode: see _compile_emu)
-        obj = os.path.join(scratch, "program.o")
-        returncode, log = _compile([*req["compile"], src, "-o", obj], scratch)
-        if returncode == 0:
-            returncode, link_log = _compile([*req["link_cmd"], "-o", out, obj, *req["link"]],
-                                            scratch)
-            log += link_log
-    else:
-        returncode, log = _compile([*req["compile"], src, "-o", out, *req["link"]], scratch)
-    if returncode != 0 or not os.path.exists(out):
-        raise BuildError(_unsupported_note(log) + log)
-    return {"ok": True, "log": log, "launches": launches, "so": out}
+_NOT_TIMED = ("tiledmm: the program is built as nvcc builds it, its launches not timed "
+              "(tiledmm's parse could not read them: {why})\n")
 
 
 def _translation_unit(text, name, backend, define_lines, first):
@@ -620,36 +358,99 @@ def _translation_unit(text, name, backend, define_lines, first):
     once = "" if first else "#define TM_PROG_NOT_FIRST_FILE 1\n"
     if backend == "emu":
         return (once + '#include "tiledmm_kernel.h"\n#include "emu/program_runtime.h"\n' +
-                define_lines + f'#line 1 "{name}"\n{emu_dialect(text)}\n')
+                define_lines + f'#line 1 "{name}"\n{text}\n')
     return (once + '#include "tiledmm_program_cuda.h"\n' + define_lines +
             f'#line 1 "{name}"\n{text}\n')
 
 
-def _build_several(req, first_src, launches, out, split):
-    """A program of several .cu files (tm.run of a list or a folder, %cuda_group_run): every
-    file's launches rewritten, each compiled to an object with the program's compile command,
-    and the objects linked into one shared object (the runner's entry points in the first)."""
-    scratch, backend = req["scratch"], req["backend"]
-    define_lines = "".join(d + "\n" for d in req["define_lines"])
-    sources = [first_src]
-    for i, (path, name) in enumerate(req["extra_sources"]):
-        with open(path, encoding="utf-8", errors="replace") as f:
-            checked = bool(req.get("check")) and backend == "emu"
-            text, found = rewrite_launches(f.read(), name, scratch, req["parse_includes"],
-                                           req["defines"], req["user_includes"], check=checked,
-                                           split=split)
-            if checked:   # as the first file's (build)
+def _read_units(req, split):
+    """[(text to compile, the name messages use, its original folder)] for every file of the
+    program (the first is the program's file), its launches, and the flags for its own headers'
+    copies. On cuda a program the parse cannot read is built as nvcc builds it (launches [],
+    a note in its log)."""
+    units = [(req["source_path"], req["source_name"], req["source_dir"])] + \
+        [tuple(u) for u in req.get("extra_sources", ())]
+    check = bool(req.get("check")) and req["backend"] == "emu"
+    headers = _own_headers(req)
+    out, launches = [], []
+    try:
+        for i, (path, name, folder) in enumerate(units):
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text, found = rewrite_launches(
+                    f.read(), name, req["scratch"], req["parse_includes"], req["defines"],
+                    req["user_includes"], check=check, split=split, folder=folder,
+                    headers=headers)
+            if check:   # shared arrays race-checked, casts of checked pointers kept checked
                 text = checked_shared(checked_casts(text))
-        launches += [dict(ln, file=name) for ln in found]
-        src = os.path.join(scratch, f"program_{i + 1}" + os.path.splitext(first_src)[1])
+            launches += [dict(ln, file=ln.get("file", name)) if i else ln for ln in found]
+            out.append((text, name, folder))
+    except ParseError as exc:
+        if req["backend"] != "cuda":
+            raise
+        note = _NOT_TIMED.format(why=str(exc).splitlines()[0])
+        units_read = []
+        for path, name, folder in units:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                units_read.append((f.read(), name, folder))
+        return units_read, [], [], note
+    return out, launches, _mirrored_headers(req, headers), ""
+
+
+def _build(req, split):
+    scratch, backend = req["scratch"], req["backend"]
+    units, launches, mirror, note = _read_units(req, split)
+    compile_cmd = [req["compile"][0], *mirror, *req["compile"][1:]]
+    define_lines = "".join(d + "\n" for d in req["define_lines"])
+    sources = []
+    for i, (text, name, folder) in enumerate(units):
+        if backend == "emu":
+            text = emu_dialect(text)
+        base = ("program" if backend == "emu" else "program_build") if i == 0 else f"program_{i}"
+        src = os.path.join(scratch, base + (".cpp" if backend == "emu" else ".cu"))
         with open(src, "w") as f:
-            f.write(_translation_unit(text, name, backend, define_lines, first=False))
-        sources.append(src)
+            f.write(_translation_unit(text, name, backend, define_lines, first=i == 0))
+        sources.append((src, folder))
+    out = os.path.join(scratch, "program.so")
+    if len(sources) > 1:   # a program of several files: each compiled, then linked
+        result = _build_several(req, compile_cmd, sources, out)
+    elif req.get("link_cmd"):   # compiled, then linked apart (profile mode: see _compile_emu)
+        src, folder = sources[0]
+        obj = os.path.join(scratch, "program.o")
+        returncode, log = _compile([*compile_cmd, *_iquote(backend, folder), src, "-o", obj],
+                                   scratch)
+        if returncode == 0:
+            returncode, link_log = _compile([*req["link_cmd"], "-o", out, obj, *req["link"]],
+                                            scratch)
+            log += link_log
+        if returncode != 0 or not os.path.exists(out):
+            raise BuildError(_unsupported_note(log) + log)
+        result = {"ok": True, "log": log, "so": out}
+    else:
+        src, folder = sources[0]
+        returncode, log = _compile([*compile_cmd, *_iquote(backend, folder), src, "-o", out,
+                                    *req["link"]], scratch)
+        if returncode != 0 or not os.path.exists(out):
+            raise BuildError(_unsupported_note(log) + log)
+        result = {"ok": True, "log": log, "so": out}
+    result["log"] = note + result["log"]
+    result["launches"] = launches
+    if note:
+        result["note"] = note.strip()
+    return result
+
+
+def _build_several(req, compile_cmd, sources, out):
+    """A program of several files (tm.run of a list or a folder, %cuda_group_run): each
+    compiled to an object with the program's compile command (its own folder first for its
+    quoted includes, as nvcc), and the objects linked into one shared object (the runner's
+    entry points in the first)."""
+    scratch, backend = req["scratch"], req["backend"]
     log, objects = "", []
-    compile_cmd = [a for a in req["compile"] if a != "-shared"]
-    for src in sources:
+    compile_cmd = [a for a in compile_cmd if a != "-shared"]
+    for src, folder in sources:
         obj = os.path.splitext(src)[0] + ".o"
-        returncode, step = _compile([*compile_cmd, "-c", src, "-o", obj], scratch)
+        returncode, step = _compile([*compile_cmd, *_iquote(backend, folder), "-c", src, "-o",
+                                     obj], scratch)
         log += step
         if returncode != 0:
             raise BuildError(_unsupported_note(log) + log)
@@ -664,7 +465,7 @@ def _build_several(req, first_src, launches, out, split):
     log += step
     if returncode != 0 or not os.path.exists(out):
         raise BuildError(_unsupported_note(log) + log)
-    return {"ok": True, "log": log, "launches": launches, "so": out}
+    return {"ok": True, "log": log, "so": out}
 
 
 def main(args):
@@ -673,7 +474,7 @@ def main(args):
         req = json.load(f)
     try:
         result = build(req)
-    except BuildError as exc:
+    except (BuildError, ParseError) as exc:
         result = {"ok": False, "log": str(exc)}
     except ImportError as exc:
         result = {"ok": False, "log": f"libclang is needed to read a program's launches: {exc} "

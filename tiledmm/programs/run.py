@@ -23,6 +23,7 @@ import sys
 from .. import _backend, _toolkit
 from ..toolchain import compile_emu
 from ..toolchain import cache
+from . import workdir
 from ..confine import sandbox
 from .._backend import get_backend
 from ..confine.isolation import default_timeout
@@ -83,6 +84,9 @@ class ProgramResult:
     # check=True: what check mode found (each also a `tiledmm:` line of stderr), as dicts with
     # kind ("kernel", "api_error", "unchecked", "leak", "sanitizer"), file, line and message
     problems: list = dataclasses.field(default_factory=list)
+    # the files the program wrote in its working folder, {relative path: bytes} (bounded:
+    # tiledmm/programs/workdir.py); the CLI writes them back beside the program
+    files: dict = dataclasses.field(default_factory=dict)
 
     @property
     def paths(self):
@@ -186,9 +190,20 @@ def _read_program(program):
     return program, SOURCE_TEXT_NAME, os.getcwd()
 
 
+# Libraries nvcc links that the emulator's runtime stands for
+_EMULATED_LIBRARIES = ("cudart", "cudart_static", "cuda", "cudadevrt")
+# Libraries of the system a program may link on emu
+_SYSTEM_LIBRARIES = ("m", "pthread", "rt", "dl", "stdc++")
+# Host-compiler options (-Xcompiler) taken on emu: warnings, -f options, optimisation, debug
+_HOST_OPTION_PREFIXES = ("-W", "-f", "-O", "-g", "-D", "-U", "-I", "-std=")
+
+
 def emu_options(compiler_args):
-    """(-D/-U defines, -I folders, other g++ options) of compiler_args on emu: -D, -U, -I, -O*,
-    -std= are taken, -arch/-gencode/--gpu-architecture ignored, anything else refused."""
+    """(-D/-U defines, -I folders, other g++ options) of compiler_args on emu (nvcc's command
+    line, as programs/nvcc_args.py writes it): -D, -U, -I, -O*, -std= are taken; -Xcompiler's
+    warnings, -f, -O and -g options; -l of the system's libraries (the CUDA runtime's are the
+    emulator's own); -arch/-gencode/-code, -g, -G and -lineinfo are ignored; anything else is
+    refused."""
     defines, includes, other = [], [], []
     args = list(compiler_args)
     i = 0
@@ -204,10 +219,31 @@ def emu_options(compiler_args):
         if a in ("-arch", "-gencode", "--gpu-architecture", "-code") and nxt is not None:
             i += 2
             continue
+        if a == "-Xcompiler" and nxt is not None:
+            for part in (p for p in nxt.split(",") if p):
+                if not part.startswith(_HOST_OPTION_PREFIXES):
+                    raise ValueError(f"compiler_args: -Xcompiler {part} is not taken on the "
+                                     "emulator (it takes the host compiler's -W, -f, -O, -g, "
+                                     "-D, -U, -I and -std= options)")
+                d, inc, o = emu_options([part]) if part.startswith(("-D", "-U", "-I")) else                     ([], [], [part])
+                defines, includes, other = defines + d, includes + inc, other + o
+            i += 2
+            continue
         if a.startswith(("-D", "-U")) and len(a) > 2:
             defines.append(a)
         elif a.startswith("-I") and len(a) > 2:
             includes.append(a)
+        elif a in ("-g", "-G", "-lineinfo"):
+            pass   # nvcc's debug information: the emulator's build has its own
+        elif a.startswith("-l") and a[2:] in _EMULATED_LIBRARIES:
+            pass   # the emulator is the CUDA runtime
+        elif a.startswith("-l") and a[2:] in _SYSTEM_LIBRARIES or a.startswith("-L") and len(a) > 2:
+            other.append(a)
+        elif a.startswith("-l") and len(a) > 2:
+            raise ValueError(f"compiler_args: {a} links a library the emulator does not have "
+                             f"(it takes the CUDA runtime's, emulated, and "
+                             f"{', '.join('-l' + n for n in _SYSTEM_LIBRARIES)}); run the "
+                             "program with backend='cuda' on a GPU")
         elif a.startswith("-O") or a.startswith("-std="):
             if a.startswith("-std=") and a[5:] in ("c++98", "c++03", "c++11", "c++14"):
                 pass   # the emulator's headers need C++17; the program compiles as C++17
@@ -217,8 +253,8 @@ def emu_options(compiler_args):
             pass
         else:
             raise ValueError(f"compiler_args: {a!r} is not taken on the emulator (emu takes -D, "
-                             "-U, -I, -O*, -std= and ignores -arch/-gencode); pass it with "
-                             "backend='cuda', or leave it out")
+                             "-U, -I, -O*, -std=, -Xcompiler, -l and ignores -arch/-gencode); "
+                             "pass it with backend='cuda', or leave it out")
         i += 1
     return defines, includes, other
 
@@ -244,7 +280,7 @@ _KEYED_ENDINGS = _HEADER_ENDINGS + (".cu", ".c", ".cc", ".cpp", ".cxx", ".inc", 
 
 
 def read_sources(program, compiler_args):
-    """(first file's text, its name, its folder, the other .cu files as (text, name) pairs, the
+    """(first file's text, its name, its folder, the other .cu files as (text, name, folder) triples, the
     compiler_args with -I for every folder the files are in) for tm.run's `program`: one file
     or source text as _read_program reads it, a list of paths (.cu files compiled, headers
     found by their folders), or a folder (its .cu files, in name order)."""
@@ -269,7 +305,7 @@ def read_sources(program, compiler_args):
                          "file of a program needs a name of its own")
     dirs = list(dict.fromkeys(os.path.dirname(os.path.abspath(p)) for p in paths))
     source, name, folder = _read_program(units[0])
-    others = [_read_program(p)[:2] for p in units[1:]]
+    others = [_read_program(p) for p in units[1:]]
     return source, name, folder, others, [*compiler_args, *[f"-I{d}" for d in dirs[1:]]]
 
 
@@ -319,19 +355,20 @@ def _group_key_parts(extra_sources, source_dir, compiler_args):
 
 
 def _write_extra_sources(extra_sources, scratch):
-    """The other files written into the compile child's scratch folder: [path, name] pairs."""
+    """The other files written into the compile child's scratch folder: [path, name, their
+    original folder] triples."""
     out = []
-    for i, (text, name) in enumerate(extra_sources):
+    for i, (text, name, folder) in enumerate(extra_sources):
         path = os.path.join(scratch, f"extra_{i + 1}.cu")
         with open(path, "w") as f:
             f.write(text)
-        out.append([path, name])
+        out.append([path, name, folder])
     return out
 
 
 def _built_names(extra_sources):
     return [f"program_{i + 1}{ext}" for i in range(len(extra_sources))
-            for ext in (".cpp", ".cu")] + [n for _t, n in extra_sources]
+            for ext in (".cpp", ".cu")] + [n for _t, n, _folder in extra_sources]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -426,7 +463,8 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
     """The program's shared object (bytes) and what the build found, from the cache or built
     in a confined compile child. Raises tm.CompileError with the compiler's messages.
     profile (emu): the kernels instrumented and linked with profile mode's counters.
-    extra_sources: the program's other files, (text, name) pairs, compiled apart and linked."""
+    extra_sources: the program's other files, (text, name, folder) triples, compiled apart and
+    linked."""
     source_dir = source_dir or os.getcwd()
     link_cmd = None
     if backend == "emu":
@@ -447,7 +485,7 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
         compile_cmd = [nvcc, "-x", "cu", "-std=c++17", "-O2", "-lineinfo", "-shared",
                        "-Xcompiler", "-fPIC", f"-I{compile_emu.NATIVE}", *_gpu_arch(),
                        *[str(a) for a in compiler_args]]
-        parse_includes = compile_emu.emu_headers()[0]
+        parse_includes = compile_emu.emu_headers()[0] + [compile_emu.stand_ins()]
     hooks = compile_emu.profile_file(includes, "emu_profile.cpp") if profile else None
     key = cache.key("program", backend, source, source_name, list(compiler_args), compile_cmd,
                     link_cmd, hooks and open(hooks, "rb").read(),
@@ -455,6 +493,7 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
                     PROFILE_HOOK_FLAGS,
                     PROFILE_WRAPPED, _headers_text(compile_emu.emu_headers()[0]), runtime, _DIALECT,
                     open(os.path.join(HERE, "programs", "build.py"), "rb").read(),
+                    open(os.path.join(HERE, "toolchain", "launch_rewrite.py"), "rb").read(),
                     compile_emu.SPLIT_SOURCE,   # the barrier transform program_build applies
                     *_group_key_parts(extra_sources, source_dir, compiler_args))
     so_entry = cache.entry_path(f"user-program-{key}.so")
@@ -465,6 +504,7 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
         cache.count("disk_hits")
         meta = json.loads(meta)
         meta["paths"] = _build_paths(meta.get("paths"))
+        meta["note"] = str(meta.get("note", ""))[:2000]
         return image, meta, "disk_hits"
     with sandbox.scratch("program-build") as scratch:
         link = []
@@ -485,12 +525,12 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
         request = {"scratch": scratch, "source_path": src_path, "source_name": source_name,
                    "backend": backend, "parse_includes": parse_includes,
                    "defines": [d for d in defines], "define_lines": _define_lines(defines),
-                   "user_includes": user_inc,
+                   "user_includes": user_inc, "source_dir": source_dir,
                    "program_files": [os.path.join(source_dir, n)
                                      for n in _program_files(source_dir)],
-                   # the program's folder first for its quoted includes, as for nvcc
-                   "compile": [*compile_cmd, *(["-iquote", source_dir] if backend == "emu" else []),
-                               f"-I{source_dir}"], "link": link,
+                   # each file's own folder first for its quoted includes, as for nvcc
+                   # (programs/build.py adds it per file)
+                   "compile": [*compile_cmd, f"-I{source_dir}"], "link": link,
                    "link_cmd": link_cmd, "check": bool(check),
                    "no_split": _no_split_reason(backend, check), "profile": bool(profile),
                    "extra_sources": _write_extra_sources(extra_sources, scratch)}
@@ -526,7 +566,9 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
                                f"\n\n{log}", log)
         image = sandbox.read_bounded("program.so", 1 << 30, folder=scratch, whole=True)
         meta = {"launches": result.get("launches", []), "log": result.get("log", ""),
-                "paths": _build_paths(result.get("paths"))}
+                "paths": _build_paths(result.get("paths")),
+                # cuda: the program built as nvcc builds it, its launches not timed (why)
+                "note": str(result.get("note", ""))[:2000]}
         cache.store_bytes(image, so_entry)
         cache.store_bytes(json.dumps(meta).encode(), meta_entry)
     cache.count("compiled")
@@ -710,13 +752,17 @@ def _device_memory_file():
 
 
 def execute(image, source_name, backend, args=(), stdin=None, timeout=None, capture=True,
-            cwd=None):
-    """Run a built program. Returns (Completed, report records, the tiledmm: lines to add).
-    The program works in its own scratch folder: the caller's working folder (a grader's, with
-    its hidden tests) is never granted; `cwd`, given, is granted and worked in."""
+            folder=None):
+    """Run a built program. Returns (Completed, report records, the tiledmm: lines to add, the
+    files it wrote: {relative path: bytes}). The program works in a scratch folder of its own
+    (the caller's working folder, a grader's with its hidden tests, is never granted): given
+    `folder` (the program's own), that folder's entries are linked there, read-only
+    (tiledmm/programs/workdir.py)."""
     with sandbox.scratch("program") as scratch:
-        read = (cwd,) if cwd else ()
-        cwd = cwd or scratch
+        work = os.path.join(scratch, "work")
+        os.mkdir(work, 0o700)
+        read, staged = workdir.stage(folder, work) if folder else ([], set())
+        cwd = work
         so = os.path.join(scratch, "program.so")
         with open(os.open(so, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o700), "wb") as f:
             f.write(image)
@@ -738,6 +784,8 @@ def execute(image, source_name, backend, args=(), stdin=None, timeout=None, capt
                 os.close(memory_fd)
         records = _read_report(report)
         extra = _diagnostics(records, so, scratch, source_name)
+        files, left_out = workdir.collect(work, staged)
+        extra += left_out
     if done.timed_out:
         extra.append(f"tiledmm: the program ran past its timeout of {timeout:g} s and was "
                      "stopped (returncode -9); raise timeout= (or --timeout) if it needs longer")
@@ -745,18 +793,21 @@ def execute(image, source_name, backend, args=(), stdin=None, timeout=None, capt
         line = _signal_line(done.returncode)
         if line:
             extra.append(line)
-    return done, records, extra
+    return done, records, extra, files
 
 
 def run(program, *, args=(), stdin=None, backend=None, check=False, profile=False,
-        timeout=_UNSET, compiler_args=()):
+        timeout=_UNSET, compiler_args=(), link_folder=True):
     """Build and run a whole CUDA C++ program; returns a ProgramResult.
 
     program: a path (os.PathLike, or a str naming an existing file) or the source text.
     args: the program's argv after its name. stdin: None (an empty stdin), str or bytes.
     backend: "emu" (g++ against tiledmm's emulator) or "cuda" (nvcc, the GPU); default as for
     kernels. timeout: seconds (default 60, $TILEDMM_KERNEL_TIMEOUT; None for no limit).
-    compiler_args: given to nvcc on cuda; on emu -D, -U, -I, -O*, -std= are taken.
+    compiler_args: nvcc's options (programs/nvcc_args.py), given to nvcc on cuda; on emu
+    emu_options says which are taken. link_folder: the program (a file) works among read-only
+    links to its folder's files (False: in an empty folder, as source text does); the files
+    it writes come back as ProgramResult.files.
 
     A program that exits non-zero, faults or times out returns its code (negative for a
     signal, -9 after the timeout) with stderr saying why; one that does not compile raises
@@ -780,7 +831,11 @@ def run(program, *, args=(), stdin=None, backend=None, check=False, profile=Fals
                                  extra_sources=others, check=check and backend == "emu")
     if check and backend == "cuda":
         return _run_sanitized(image, name, args, stdin, timeout)
-    done, records, extra = execute(image, name, backend, args, stdin, timeout)
+    # a program given as a file works among its folder's files (source text: in none)
+    done, records, extra, files = execute(
+        image, name, backend, args, stdin, timeout,
+        folder=folder if link_folder and not _is_text(program) else None)
+    extra = ([meta["note"]] if meta.get("note") else []) + extra
     stderr = (done.stderr or b"").decode(errors="replace")
     if extra:
         if stderr and not stderr.endswith("\n"):
@@ -788,7 +843,13 @@ def run(program, *, args=(), stdin=None, backend=None, check=False, profile=Fals
         stderr += "\n".join(extra) + "\n"
     return ProgramResult((done.stdout or b"").decode(errors="replace"), stderr, done.returncode,
                          done.timed_out, _launches(records, backend, meta.get("paths")),
-                         backend, _problems(records))
+                         backend, _problems(records), files)
+
+
+def _is_text(program):
+    """Whether tm.run's program is source text (not a file, a list of files or a folder)."""
+    return isinstance(program, str) and ("\n" in program or len(program) >= 4096 or
+                                         not os.path.exists(program))
 
 
 class _terminal_kept:
@@ -819,24 +880,38 @@ class _terminal_kept:
                 pass
 
 
-def run_cli(path, backend=None, timeout=None, args=(), compiler_args=(), profile=False,
-            check=False):
-    """`python -m tiledmm run`: the program on the terminal's stdin, stdout and stderr; returns
-    the exit code a shell would give (128 + the signal for a signal). With profile (emu), the
-    launches' counted traffic and predicted H100 times follow on stderr."""
+def run_cli(paths, backend=None, timeout=None, args=(), compiler_args=(), profile=False,
+            check=False, outdir=None):
+    """`python -m tiledmm run`: the program (one file, or several: a path or a list of paths)
+    on the terminal's stdin, stdout and stderr; returns the exit code a shell would give (128 +
+    the signal for a signal). The files the program writes in its working folder are written
+    back beside its first file, or into `outdir`. With profile (emu), the launches' counted
+    traffic and predicted H100 times follow on stderr."""
+    paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     backend = backend or get_backend()
     if profile and backend != "emu":
         print("tiledmm: run --profile counts traffic on the emulator only (--backend emu)",
               file=sys.stderr)
         return 2
-    if not os.path.isfile(path):
-        print(f"tiledmm: no program file {path!r}", file=sys.stderr)
+    for path in paths:
+        if not os.path.isfile(path):
+            print(f"tiledmm: no program file {path!r}", file=sys.stderr)
+            return 2
+    if outdir is not None and not os.path.isdir(outdir):
+        print(f"tiledmm: --outdir {outdir!r} is not a folder", file=sys.stderr)
         return 2
+    # the folders nvcc's host compiler searches after the -I ones, from the terminal's
+    # environment (the compile child gets none of it)
+    compiler_args = [*compiler_args, *(f"-I{d}" for v in ("CPATH", "CPLUS_INCLUDE_PATH")
+                                       for d in os.environ.get(v, "").split(os.pathsep) if d)]
     try:
         _check_options(check, profile, backend)
-        source, name, folder = _read_program(os.path.abspath(path))
+        source, name, folder, others, compiler_args = read_sources(
+            [os.path.abspath(p) for p in paths] if len(paths) > 1 else os.path.abspath(paths[0]),
+            compiler_args)
         image, meta, _origin = build(source, name, backend, compiler_args, folder,
-                                     profile=profile, check=check and backend == "emu")
+                                     profile=profile, extra_sources=others,
+                                     check=check and backend == "emu")
     except CompileError as exc:
         print(exc.log or str(exc), file=sys.stderr)
         return 1
@@ -849,8 +924,13 @@ def run_cli(path, backend=None, timeout=None, args=(), compiler_args=(), profile
         sys.stderr.write(res.stderr)
         return res.returncode if res.returncode >= 0 else 128 - res.returncode
     with _terminal_kept():
-        done, records, extra = execute(image, name, backend, args, None, timeout, capture=False)
-    for line in extra:
+        done, records, extra, files = execute(image, name, backend, args, None, timeout,
+                                              capture=False, folder=folder)
+    # the program's sources are never overwritten: the files beside it that it may include
+    _written, refused = workdir.write_back(files, outdir or folder,
+                                           protected=set(_program_files(folder)) | {
+                                               os.path.basename(p) for p in paths})
+    for line in ([meta["note"]] if meta.get("note") else []) + extra + refused:
         print(line, file=sys.stderr)
     if profile:
         table = ProgramResult("", "", done.returncode, done.timed_out,

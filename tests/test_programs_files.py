@@ -1,0 +1,173 @@
+"""A program's working folder and nvcc's command line (issue 44): the program runs among links
+to its folder's files (read-only, its data/ included, a submission's own links never
+followed), tm.run returns the files it writes (ProgramResult.files) and `python -m tiledmm run`
+writes them back (beside the program or in --outdir, never outside it, never over its sources);
+the CLI and %%cuda -c take nvcc's common options and refuse the rest clearly.
+
+One program (tests/programs/runpath_files/) is built once on emu (the CLI's runs find it in
+the cache); the rest are unit tests.
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import tiledmm as tm
+from tiledmm.programs import nvcc_args, nvcc_cli, workdir
+from tiledmm.programs import run as programs
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+FILES_PROGRAM = os.path.join(HERE, "programs", "runpath_files")
+RUN_S = 120
+
+
+@pytest.fixture
+def program_folder(tmp_path):
+    """A copy of the program's folder with a link to a file outside it (an instructor's)."""
+    outside = tmp_path / "instructor"
+    outside.mkdir()
+    (outside / "hidden.txt").write_text("hidden\n")
+    folder = tmp_path / "submission"
+    shutil.copytree(FILES_PROGRAM, folder)
+    os.symlink(outside / "hidden.txt", folder / "outside.txt")
+    return folder
+
+
+def _inputs(folder):
+    with open(os.path.join(folder, "data", "in.txt")) as f:
+        return [int(v) for v in f.read().split()]
+
+
+def test_program_reads_its_folder_and_its_files_come_back(program_folder, tmp_path):
+    r = tm.run(str(program_folder / "files.cu"), backend="emu", timeout=RUN_S)
+    assert r.returncode == 0, r.stderr
+    assert "link readable: 0" in r.stdout and "input writable: 0" in r.stdout
+    assert "source writable: 0" in r.stdout
+    assert [int(v) for v in r.files["out.txt"].split()] == [2 * v for v in
+                                                           _inputs(program_folder)]
+    assert r.files["sub/more.txt"] == b"more\n"
+    assert set(r.files) == {"out.txt", "sub/more.txt"}   # no staged input, no link
+    # the CLI (the same program: from the cache) writes them to --outdir, then beside it
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    outdir = tmp_path / "out"
+    outdir.mkdir()
+    cli = [sys.executable, "-m", "tiledmm", "run", "-O2", "-arch=sm_90",
+           str(program_folder / "files.cu"), "--backend", "emu"]
+    done = subprocess.run(cli + ["--outdir", str(outdir)], capture_output=True, timeout=RUN_S * 2,
+                          env=env)
+    assert done.returncode == 0, done.stderr
+    assert (outdir / "out.txt").read_bytes() == r.files["out.txt"]
+    assert (outdir / "sub" / "more.txt").read_bytes() == b"more\n"
+    done = subprocess.run(cli, capture_output=True, timeout=RUN_S * 2, env=env)
+    assert done.returncode == 0, done.stderr
+    assert (program_folder / "out.txt").read_bytes() == r.files["out.txt"]
+
+
+def test_source_text_runs_in_no_folder_of_the_caller(tmp_path, monkeypatch):
+    (tmp_path / "grader_only.txt").write_text("hidden\n")
+    monkeypatch.chdir(tmp_path)
+    src = ('#include <cstdio>\nint main() { printf("%d\\n", fopen("grader_only.txt", "r") '
+           '!= NULL); return 0; }\n')
+    r = tm.run(src, backend="emu", timeout=RUN_S)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "0\n"
+
+
+def test_stage_links_files_and_folders_never_links(tmp_path):
+    folder, work = tmp_path / "p", tmp_path / "w"
+    folder.mkdir()
+    work.mkdir()
+    (folder / "a.txt").write_text("a")
+    (folder / "data").mkdir()
+    os.symlink("/etc/passwd", folder / "link")
+    os.mkfifo(folder / "fifo")
+    linked, names = workdir.stage(str(folder), str(work))
+    assert names == {"a.txt", "data"}
+    assert sorted(os.listdir(work)) == ["a.txt", "data"]
+    assert os.readlink(work / "a.txt") == str(folder / "a.txt")
+
+
+def test_collect_reads_regular_files_only(tmp_path):
+    (tmp_path / "made.txt").write_bytes(b"x" * 10)
+    os.symlink("/etc/passwd", tmp_path / "sneaky")
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "staged").write_text("input")
+    files, left_out = workdir.collect(str(tmp_path), {"staged"})
+    assert files == {"made.txt": b"x" * 10} and left_out == []
+
+
+def test_write_back_refuses_what_would_leave_the_folder(tmp_path):
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / "main.cu").write_text("source")
+    os.symlink(tmp_path, dest / "escape")
+    written, refused = workdir.write_back(
+        {"../up.txt": b"1", "/abs.txt": b"2", "main.cu": b"3", "escape/x.txt": b"4",
+         "ok/fine.txt": b"5"}, str(dest), protected={"main.cu"})
+    assert written == [str(dest / "ok" / "fine.txt")]
+    assert len(refused) == 4
+    assert (dest / "main.cu").read_text() == "source"
+    assert not (tmp_path / "up.txt").exists() and not (tmp_path / "x.txt").exists()
+
+
+def test_nvcc_options_in_either_spelling():
+    args, rest = nvcc_args.split(
+        ["-I", "inc", "-Iinc2", "--include-path=inc3", "-D", "N=8", "-DM", "-U", "X", "-O3",
+         "-std", "c++17", "-arch", "sm_90", "-gencode=arch=compute_90,code=sm_90",
+         "-Xcompiler", "-Wall", "-lm", "-l", "pthread", "-lineinfo", "a.cu", "b.cpp",
+         "--backend", "emu", "--check"], ("--backend",), ("--check",))
+    assert args == ["-Iinc", "-Iinc2", "-Iinc3", "-DN=8", "-DM", "-UX", "-O3", "-std=c++17",
+                    "-arch=sm_90", "-gencode=arch=compute_90,code=sm_90", "-Xcompiler", "-Wall",
+                    "-lm", "-lpthread", "-lineinfo"]
+    assert rest == ["a.cu", "b.cpp", "--backend", "emu", "--check"]
+    with pytest.raises(nvcc_args.OptionError, match="-rdc=true is not an option"):
+        nvcc_args.split(["-rdc=true", "a.cu"])
+
+
+def test_emu_takes_nvccs_options_and_refuses_a_library_it_lacks():
+    defines, includes, other = programs.emu_options(
+        ["-DN=8", "-Iinc", "-O2", "-Xcompiler", "-Wall,-DX=1", "-lcudart", "-lm", "-lineinfo",
+         "-arch=sm_90"])
+    assert defines == ["-DN=8", "-DX=1"] and includes == ["-Iinc"]
+    assert other == ["-O2", "-Wall", "-lm"]
+    with pytest.raises(ValueError, match="-lcublas links a library the emulator does not have"):
+        programs.emu_options(["-lcublas"])
+    with pytest.raises(ValueError, match="-Xcompiler -shared is not taken"):
+        programs.emu_options(["-Xcompiler", "-shared"])
+
+
+def test_cli_refuses_an_option_it_does_not_take(tmp_path):
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, "-m", "tiledmm", "run", "--ptxas-options=-v",
+                           "x.cu"], capture_output=True, timeout=60, env=env)
+    assert done.returncode == 2
+    assert b"--ptxas-options=-v is not an option tiledmm takes" in done.stderr
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_a_makefile_builds_and_runs_with_tiledmm_nvcc(tmp_path):
+    project = tmp_path / "project"
+    shutil.copytree(os.path.join(HERE, "programs", "makefile_project"), project)
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               TILEDMM_BACKEND="emu")
+    nvcc = f"{sys.executable} -m tiledmm.programs.nvcc_cli"   # the tiledmm-nvcc script's
+    done = subprocess.run(["make", f"NVCC={nvcc}"], cwd=project, capture_output=True,
+                          timeout=RUN_S, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (project / "main.o").read_text().startswith("tiledmm-nvcc object")
+    n = 50
+    done = subprocess.run([str(project / "app"), str(n)], cwd=project, capture_output=True,
+                          timeout=RUN_S * 2, env=env)
+    assert done.returncode == 0, done.stderr
+    scale = 3   # the Makefile's -DSCALE=3
+    assert done.stdout.decode() == f"sum {sum(scale * i + 1 for i in range(n)):.1f}\n"
+
+
+def test_tiledmm_nvcc_refuses_a_host_compilers_object(tmp_path):
+    obj = tmp_path / "host.o"
+    obj.write_bytes(b"\x7fELF not ours")
+    assert nvcc_cli.main([str(obj), "-o", str(tmp_path / "app")]) == 2
+    assert not (tmp_path / "app").exists()

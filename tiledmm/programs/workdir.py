@@ -1,0 +1,154 @@
+"""A program's working folder (tm.run, issue 44): what its own folder holds, as links, and the
+files it writes there, read back.
+
+The program (tiledmm/programs/main.py) runs confined in a scratch folder of its own, never the
+caller's or a grader's working folder. Before it starts, `stage` fills that folder with links to
+the entries of the program's folder (its data/ included: links, so a large data set stays
+cheap), run in the unconfined caller: a submission's own link is never followed nor linked (a
+link to an instructor's file must not become readable), only regular files and folders are.
+The sandbox grants the linked entries read-only, so the program reads its inputs and may create
+files beside them, never change them. After it ends, `collect` reads back what it created, with
+the sandbox's bounded reader (the folder's descriptor, O_NOFOLLOW, regular files only, a size
+cap), and `write_back` puts them where the user asked (the CLI: beside the program, or
+--outdir), never outside that folder, never over the program's own sources.
+"""
+import errno
+import os
+import stat
+
+from ..confine import sandbox
+
+# The most entries of a program's folder staged (each is one read grant of the sandbox)
+STAGED_MOST = 200
+# What comes back of a program's files: how many, each file's size, all together
+FILES_MOST, FILE_BYTES_MOST, FILES_BYTES_MOST = 200, 64 << 20, 256 << 20
+# How deep into the folders the program made
+DEPTH_MOST = 8
+
+
+def stage(folder, work):
+    """Links in `work` to the regular files and folders of `folder` (not to its links, FIFOs,
+    sockets or devices); returns the linked paths (the program's read grants) and the names
+    staged."""
+    linked = []
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError:
+        return [], set()
+    for entry in entries:
+        if len(linked) >= STAGED_MOST:
+            break
+        try:
+            mode = entry.stat(follow_symlinks=False).st_mode
+        except OSError:
+            continue
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            continue   # a link (never followed), a FIFO, a socket, a device
+        os.symlink(entry.path, os.path.join(work, entry.name))
+        linked.append(entry.path)
+    return linked, {os.path.basename(p) for p in linked}
+
+
+def collect(work, staged):
+    """({relative path: bytes} of the regular files the program made in `work` and its folders,
+    the tiledmm: lines for those left out). The staged links and any link the program made
+    are skipped; nothing is followed or read past the caps."""
+    files, left_out, total = {}, [], 0
+    todo = [("", 0)]
+    while todo:
+        rel, depth = todo.pop()
+        folder = os.path.join(work, rel) if rel else work
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        for n in names:
+            path = f"{rel}/{n}" if rel else n
+            if not rel and n in staged:
+                continue
+            try:
+                mode = os.lstat(os.path.join(folder, n)).st_mode
+            except OSError:
+                continue
+            if stat.S_ISDIR(mode) and depth < DEPTH_MOST:
+                todo.append((path, depth + 1))
+                continue
+            if not stat.S_ISREG(mode):
+                continue
+            if len(files) >= FILES_MOST:
+                left_out.append(f"tiledmm: the program's file {path} was not returned (more "
+                                f"than {FILES_MOST} files)")
+                continue
+            try:
+                data = sandbox.read_bounded(n, min(FILE_BYTES_MOST, FILES_BYTES_MOST - total),
+                                            folder=folder, whole=True)
+            except OSError as exc:
+                left_out.append(f"tiledmm: the program's file {path} was not returned "
+                                f"({exc.strerror or exc})")
+                continue
+            files[path] = data
+            total += len(data)
+    return files, left_out
+
+
+class UnsafeName(ValueError):
+    """A returned file's name that would leave its folder."""
+
+
+def _parts(name):
+    parts = name.split("/")
+    if not name or name.startswith("/") or os.path.isabs(name) or \
+            any(p in ("", ".", "..") for p in parts) or "\\" in name or "\0" in name:
+        raise UnsafeName(f"{name!r} is not a relative path inside the folder")
+    return parts
+
+
+def write_back(files, dest, protected=()):
+    """Writes a program's files ({relative path: bytes}) into `dest`: never an absolute path or
+    `..`, never through a link (O_NOFOLLOW at every step), never over a name in `protected`
+    (the program's own sources). Returns (the paths written, the tiledmm: lines for those
+    refused)."""
+    written, refused = [], []
+    for name, data in sorted(files.items()):
+        try:
+            parts = _parts(name)
+        except UnsafeName as exc:
+            refused.append(f"tiledmm: not written: {exc}")
+            continue
+        if name in protected:
+            refused.append(f"tiledmm: not written: {name} (the program's own source)")
+            continue
+        try:
+            _write_at(dest, parts, data)
+        except OSError as exc:
+            refused.append(f"tiledmm: not written: {name} ({exc.strerror or exc})")
+            continue
+        written.append(os.path.join(dest, *parts))
+    return written, refused
+
+
+def _write_at(dest, parts, data):
+    """Writes data at dest/parts..., making the folders, following no link."""
+    fd = os.open(dest, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for p in parts[:-1]:
+            try:
+                os.mkdir(p, 0o755, dir_fd=fd)
+            except FileExistsError:
+                pass
+            nxt = os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                          dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        out = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW |
+                      os.O_NONBLOCK | os.O_CLOEXEC, 0o644, dir_fd=fd)
+        try:
+            if not stat.S_ISREG(os.fstat(out).st_mode):
+                raise OSError(errno.EINVAL, "not a regular file")
+            view = memoryview(data)
+            while view:
+                view = view[os.write(out, view):]
+        finally:
+            os.close(out)
+    finally:
+        os.close(fd)
