@@ -116,9 +116,10 @@ def run_child(what, cores, args, package=None):
     cpus = ",".join(str(c) for c in range(cores))
     cmd = ["taskset", "-c", cpus, sys.executable, os.path.abspath(__file__), "--child", what,
            "--size", str(args.size), "--tile", str(args.tile), "--repeat", str(args.repeat)]
-    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True,
-                         timeout=CHILD_SECONDS).stdout
-    row = json.loads(out.strip().splitlines()[-1])
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=CHILD_SECONDS)
+    if proc.returncode != 0:
+        sys.exit(f"{what} on {cores} core(s) failed:\n{proc.stderr[-2000:]}")
+    row = json.loads(proc.stdout.strip().splitlines()[-1])
     if not row["ok"]:
         sys.exit(f"{what} on {cores} core(s): wrong result")
     return row

@@ -764,6 +764,13 @@ class _Emitter:
         frame_decl = (f"{template} constexpr size_t tm_split_frame_{self.name} = {frame};"
                       if template else
                       f"static const size_t tm_split_frame_{self.name} = {frame};")
+        # The prelude (once per file): TM_SPLIT_FAST and TM_SPLIT_SIMD (_shared_in_register,
+        # _thread_loop), both off in profile builds; TM_SPLIT_TARGETS: two copies of the split
+        # function, AVX2 and x86-64's baseline, the one the machine running it has picked when
+        # the object loads (an ifunc): 8 lanes halve a 32-thread row's iterations. AVX2 without
+        # FMA (g++ contracts a * b + c only under -mfma): every lane's arithmetic is the
+        # baseline's, bit for bit, and with no -march the object (and the kernel cache's copy)
+        # runs on any x86-64. GCC on ELF only (ifuncs).
         return f"""
 #line 1 "tiledmm-split"
 #pragma GCC diagnostic push
@@ -794,6 +801,12 @@ template <typename tm_T_> static inline tm_T_ *tm_split_opaque(tm_T_ *tm_p_)
 #else
 #define TM_SPLIT_SIMD
 #endif
+#if TM_SPLIT_FAST && defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && \
+    defined(__ELF__)
+#define TM_SPLIT_TARGETS __attribute__((target_clones("avx2", "default")))
+#else
+#define TM_SPLIT_TARGETS
+#endif
 #endif
 #pragma push_macro("threadIdx")
 #pragma push_macro("blockIdx")
@@ -808,7 +821,7 @@ template <typename tm_T_> static inline tm_T_ *tm_split_opaque(tm_T_ *tm_p_)
 #define blockDim tm_bd_
 #define gridDim tm_gridDim_
 {frame_decl}
-{template} static void {fn}({params})
+{template} TM_SPLIT_TARGETS static void {fn}({params})
 {{
     const uint3 tm_blockIdx_ = tm_emu_tls.block_idx;
     const dim3 tm_bd_ = tm_emu_tls.block_dim, tm_gridDim_ = tm_emu_tls.grid_dim;
