@@ -88,6 +88,23 @@ def _fallback_reason(src, name):
     return plan.reason
 
 
+@pytest.mark.parametrize("body,why", [
+    ("int i = 0;\n    while (i < 4) { __syncthreads(); ++i; }", "a barrier inside a while loop (line 6)"),
+    ("{\n        __syncthreads();\n    }", "a barrier inside a nested { } block (line 5)"),
+    ("switch (n) { case 1: __syncthreads(); }", "a barrier inside a switch (line 5)"),
+    ("if (threadIdx.x < n) __syncthreads();",
+     "a barrier inside an if whose condition may differ between threads (line 5"),
+    ("if (n > 1) __syncthreads();\n    if (threadIdx.x % 2 == 0) __syncthreads();",
+     "a barrier inside an if whose condition may differ between threads (line 6"),
+])
+def test_each_kernel_on_fibers_says_which_construct_holds_its_barrier(body, why):
+    """The reason names the statement around the barrier and its line (issue 46: a reason
+    named a loop where the code had an if)."""
+    src = "__global__ void k(float *out, int n)\n{\n    out[threadIdx.x] = 0.0f;\n" \
+          f"    {body}\n    out[threadIdx.x] = 1.0f;\n}}\n"
+    assert why in _fallback_reason("\n" + src, "k")
+
+
 def test_barrier_in_thread_dependent_loop_falls_back_and_is_reported_divergent():
     src = r"""
 __global__ void diverge(float *out)
@@ -262,7 +279,7 @@ __global__ void half(float *x)
     (DIVERGENT_SHUFFLE.replace("threadIdx.x < 16", "v > 0.0f"), "half",
      "condition reads more than the thread's index"),
     (DIVERGENT_SHUFFLE.replace("if (threadIdx.x < 16)", "if (threadIdx.x < 16) {} else"), "half",
-     "barrier under thread-dependent"),
+     "a warp shuffle or vote inside an if whose condition may differ between threads (line 5"),
     (DIVERGENT_SHUFFLE.replace("if (threadIdx.x < 16) v +=", "for (int r = 0; r < (int)threadIdx.x % 2; ++r) v +="),
      "half", "trip count"),
     (DIVERGENT_SHUFFLE.replace("if (threadIdx.x < 16) v += __shfl_down_sync(0xffffffffu, v, 1);",
@@ -808,7 +825,8 @@ def test_a_warp_if_whose_first_shuffle_may_not_be_reached_keeps_the_fibers():
     src = BLOCK_SUM.replace("WARP_COND", "threadIdx.x < 16").replace(
         "v = warp_sum(v);\n    }",
         "for (int k = 0; k < n - 1000; ++k) v += __shfl_down_sync(0xffffffffu, v, 1);\n    }")
-    assert "barrier under thread-dependent" in _fallback_reason(src, "block_sum")
+    assert "shuffle or vote inside an if whose condition may differ" in \
+        _fallback_reason(src, "block_sum")
     res, x, out = _block_sum(src, 1000, 64)   # no iteration: no lane waits, no error
     assert res.launch.path == "fibers"
     # thread 0 holds its warp's shuffled sum; the if's branch then reads warp sums 0 and 1
