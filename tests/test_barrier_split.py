@@ -73,6 +73,23 @@ def test_tiled_matches_numpy_and_fibers(m, n, k):
     np.testing.assert_array_equal(got, want)   # the same sums in the same order
 
 
+# NVIDIA's matrixMul declares its tiles inside the tile loop (issue 46: it ran on fibers)
+TILES_IN_LOOP = TILED.replace("    __shared__ float As[TILE][TILE];\n    __shared__ float Bs[TILE][TILE];\n", "") \
+    .replace("++t) {\n", "++t) {\n        __shared__ float As[TILE][TILE];\n"
+                        "        __shared__ float Bs[TILE][TILE];\n", 1)
+
+
+@pytest.mark.parametrize("m,n,k", [(37, 53, 29), (16, 16, 40)])
+def test_shared_declared_inside_the_barrier_loop_splits(m, n, k):
+    assert TILES_IN_LOOP.count("__shared__") == 2 and "++t) {\n        __shared__" in TILES_IN_LOOP
+    split = tm.compile(TILES_IN_LOOP, backend="emu")
+    res, got = _matmul(split, 16, m, n, k)
+    assert res.launch.path == "thread loops", res.launch.path_reason
+    res_f, want = _matmul(tm.compile(TILES_IN_LOOP, backend="emu", check=True), 16, m, n, k)
+    assert res_f.launch.path == "fibers"
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("m,n,k", [(23, 41, 19), (8, 16, 8)])
 def test_local_array_live_across_barriers_and_return_after_them(m, n, k):
     kernel = tm.compile(REGTILE, backend="emu")

@@ -219,9 +219,11 @@ class _Emitter:
                 out.append(_profile_barrier(s.location.line))
                 continue
             if self.a.is_shared_decl(s):
-                if not top:
-                    raise Fallback("a __shared__ declaration inside a loop with barriers")
-                out.append(self.src(s))   # in place: it may use a uniform local declared above
+                # in place: it may use a uniform local declared above. Inside a loop or an if
+                # with barriers too (NVIDIA's matrixMul declares its tiles in the tile loop): a
+                # __shared__ variable is one object per block wherever it is declared (a static
+                # thread_local here), and this is block-level code, run once per iteration.
+                out.append(self.src(s))
                 out.append(self._shared_in_register(s))
                 scopes += 1
                 continue
