@@ -133,6 +133,7 @@ class _Emitter:
         # shuffles and votes: (kind, index) -> array declaration, per call site (_exchange)
         self.exchange_arrays = {}
         self.exchange_index = {}   # CALL_EXPR hash -> its call site's index
+        self.simd_loops = 0   # thread loops made to vectorise (_thread_loop)
 
     def plan(self):
         a = self.a
@@ -639,14 +640,16 @@ class _Emitter:
         note_row = "TM_SPLIT_NOTE(tm_tv_[1], tm_y_) TM_SPLIT_NOTE(tm_tv_[2], tm_z_)\n" if precise else ""
         note = "TM_SPLIT_NOTE(tm_tv_[0], tm_x_)\n" if precise else ""
         # SIMD across threads: a loop touching only shared memory and locals, with no jump to
-        # its end, runs its threads' iterations as vector lanes (`#pragma omp simd`: g++ -O2
-        # vectorises no loop whose trip count is known only at run time without it). Its index
-        # is an int, so `threadIdx.x` and the kernel's `int tx = threadIdx.x` are affine in it
-        # (a size_t index truncated to unsigned or int is not: each lane a scalar load).
-        # Lanes in lockstep are an order a GPU may run them in; per-thread values stay each
-        # lane's own, and no reduction is reassociated (no fast-math), so results are the
-        # scalar loop's. Not in profile builds (TM_SPLIT_SIMD is empty there).
+        # its end, has an int index, so `threadIdx.x` and the kernel's `int tx = threadIdx.x`
+        # are affine in it (a size_t index truncated to unsigned or int is not: g++ loaded each
+        # lane on its own). g++ then vectorises it where its cost model says it pays and no
+        # dependence between threads forbids it (the split function's
+        # `vect-cost-model=dynamic`: -O2's own model vectorises no loop whose trip count is
+        # known only at run time), so results are the scalar loop's, racy kernels included.
+        # `#pragma omp simd` (tried) forced it everywhere: strided shared-memory trees ran
+        # 0.6-0.8x as fast, and it would reorder racing threads.
         simd = not precise and not label and warps is None
+        self.simd_loops += simd
         index = "int" if simd else "size_t"
         if warps is not None:
             # the warps taking the branch: the index of a warp's first thread from its linear
@@ -675,8 +678,7 @@ class _Emitter:
                 f"for (unsigned tm_y_ = 0; tm_y_ < tm_bd_.y; ++tm_y_) {{\n"
                 f"const size_t tm_row_ = (size_t)tm_bd_.x * (tm_y_ + (size_t)tm_bd_.y * tm_z_);\n"
                 f"{rows}\n{note_row}" + (f"{around}{{\n" if around else "")
-                + ("TM_SPLIT_SIMD\n" if simd else "") +
-                f"for ({index} tm_x_ = 0; tm_x_ < ({index})tm_bd_.x; ++tm_x_) {{\n"
+                + f"for ({index} tm_x_ = 0; tm_x_ < ({index})tm_bd_.x; ++tm_x_) {{\n"
                 f"const uint3 tm_threadIdx_ = {{(unsigned)tm_x_, tm_y_, tm_z_}};\n{note}"
                 + _PROFILE_TURN + f"{refs}\n{{\n#line {line} \"{SOURCE_NAME}\"\n{body}\n}}\n"
                 + (f"{label}: ;\n" if label else "") + "}\n" + _PROFILE_TURN_LAST
@@ -766,13 +768,14 @@ class _Emitter:
         frame_decl = (f"{template} constexpr size_t tm_split_frame_{self.name} = {frame};"
                       if template else
                       f"static const size_t tm_split_frame_{self.name} = {frame};")
-        # The prelude (once per file): TM_SPLIT_FAST and TM_SPLIT_SIMD (_shared_in_register,
-        # _thread_loop), both off in profile builds; TM_SPLIT_TARGETS: two copies of the split
-        # function, AVX2 and x86-64's baseline, the one the machine running it has picked when
-        # the object loads (an ifunc): 8 lanes halve a 32-thread row's iterations. AVX2 without
-        # FMA (g++ contracts a * b + c only under -mfma): every lane's arithmetic is the
-        # baseline's, bit for bit, and with no -march the object (and the kernel cache's copy)
-        # runs on any x86-64. GCC on ELF only (ifuncs).
+        # The prelude (once per file): TM_SPLIT_FAST (_shared_in_register), off in profile
+        # builds, as the cost model is; TM_SPLIT_TARGETS, for a split with loops made to
+        # vectorise: two copies of the function, AVX2 and x86-64's baseline, the one the
+        # machine running it has picked when the object loads (an ifunc): 8 lanes halve a
+        # 32-thread row's iterations. AVX2 without FMA (g++ contracts a * b + c only under
+        # -mfma): every lane's arithmetic is the baseline's, bit for bit, and with no -march
+        # the object (and the kernel cache's copy) runs on any x86-64. GCC on ELF only.
+        targets = "TM_SPLIT_TARGETS " if self.simd_loops else ""
         return f"""
 #line 1 "tiledmm-split"
 #pragma GCC diagnostic push
@@ -786,8 +789,11 @@ class _Emitter:
 #else
 #pragma GCC push_options
 #pragma GCC optimize("tree-vectorize")
+#if !defined(TM_PROFILE_SPLIT)
+#pragma GCC optimize("vect-cost-model=dynamic")
 #endif
-#ifndef TM_SPLIT_SIMD
+#endif
+#ifndef TM_SPLIT_FAST
 #if !defined(TM_PROFILE_SPLIT)
 #define TM_SPLIT_FAST 1
 template <typename tm_T_> static inline tm_T_ *tm_split_opaque(tm_T_ *tm_p_)
@@ -798,13 +804,7 @@ template <typename tm_T_> static inline tm_T_ *tm_split_opaque(tm_T_ *tm_p_)
 #else
 #define TM_SPLIT_FAST 0
 #endif
-#if defined(_OPENMP) && !defined(TM_PROFILE_SPLIT)
-#define TM_SPLIT_SIMD _Pragma("omp simd")
-#else
-#define TM_SPLIT_SIMD
-#endif
-#if TM_SPLIT_FAST && defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && \
-    defined(__ELF__)
+#if TM_SPLIT_FAST && defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__)
 #define TM_SPLIT_TARGETS __attribute__((target_clones("avx2", "default")))
 #else
 #define TM_SPLIT_TARGETS
@@ -823,7 +823,7 @@ template <typename tm_T_> static inline tm_T_ *tm_split_opaque(tm_T_ *tm_p_)
 #define blockDim tm_bd_
 #define gridDim tm_gridDim_
 {frame_decl}
-{template} TM_SPLIT_TARGETS static void {fn}({params})
+{template} {targets}static void {fn}({params})
 {{
     const uint3 tm_blockIdx_ = tm_emu_tls.block_idx;
     const dim3 tm_bd_ = tm_emu_tls.block_dim, tm_gridDim_ = tm_emu_tls.grid_dim;
