@@ -73,6 +73,23 @@ def test_tiled_matches_numpy_and_fibers(m, n, k):
     np.testing.assert_array_equal(got, want)   # the same sums in the same order
 
 
+# NVIDIA's matrixMul declares its tiles inside the tile loop (issue 46: it ran on fibers)
+TILES_IN_LOOP = TILED.replace("    __shared__ float As[TILE][TILE];\n    __shared__ float Bs[TILE][TILE];\n", "") \
+    .replace("++t) {\n", "++t) {\n        __shared__ float As[TILE][TILE];\n"
+                        "        __shared__ float Bs[TILE][TILE];\n", 1)
+
+
+@pytest.mark.parametrize("m,n,k", [(37, 53, 29), (16, 16, 40)])
+def test_shared_declared_inside_the_barrier_loop_splits(m, n, k):
+    assert TILES_IN_LOOP.count("__shared__") == 2 and "++t) {\n        __shared__" in TILES_IN_LOOP
+    split = tm.compile(TILES_IN_LOOP, backend="emu")
+    res, got = _matmul(split, 16, m, n, k)
+    assert res.launch.path == "thread loops", res.launch.path_reason
+    res_f, want = _matmul(tm.compile(TILES_IN_LOOP, backend="emu", check=True), 16, m, n, k)
+    assert res_f.launch.path == "fibers"
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("m,n,k", [(23, 41, 19), (8, 16, 8)])
 def test_local_array_live_across_barriers_and_return_after_them(m, n, k):
     kernel = tm.compile(REGTILE, backend="emu")
@@ -86,6 +103,23 @@ def _fallback_reason(src, name):
     plan = split_kernel(src, name)
     assert plan.text is None
     return plan.reason
+
+
+@pytest.mark.parametrize("body,why", [
+    ("int i = 0;\n    while (i < 4) { __syncthreads(); ++i; }", "a barrier inside a while loop (line 6)"),
+    ("{\n        __syncthreads();\n    }", "a barrier inside a nested { } block (line 5)"),
+    ("switch (n) { case 1: __syncthreads(); }", "a barrier inside a switch (line 5)"),
+    ("if (threadIdx.x < n) __syncthreads();",
+     "a barrier inside an if whose condition may differ between threads (line 5"),
+    ("if (n > 1) __syncthreads();\n    if (threadIdx.x % 2 == 0) __syncthreads();",
+     "a barrier inside an if whose condition may differ between threads (line 6"),
+])
+def test_each_kernel_on_fibers_says_which_construct_holds_its_barrier(body, why):
+    """The reason names the statement around the barrier and its line (issue 46: a reason
+    named a loop where the code had an if)."""
+    src = "__global__ void k(float *out, int n)\n{\n    out[threadIdx.x] = 0.0f;\n" \
+          f"    {body}\n    out[threadIdx.x] = 1.0f;\n}}\n"
+    assert why in _fallback_reason("\n" + src, "k")
 
 
 def test_barrier_in_thread_dependent_loop_falls_back_and_is_reported_divergent():
@@ -262,7 +296,7 @@ __global__ void half(float *x)
     (DIVERGENT_SHUFFLE.replace("threadIdx.x < 16", "v > 0.0f"), "half",
      "condition reads more than the thread's index"),
     (DIVERGENT_SHUFFLE.replace("if (threadIdx.x < 16)", "if (threadIdx.x < 16) {} else"), "half",
-     "barrier under thread-dependent"),
+     "a warp shuffle or vote inside an if whose condition may differ between threads (line 5"),
     (DIVERGENT_SHUFFLE.replace("if (threadIdx.x < 16) v +=", "for (int r = 0; r < (int)threadIdx.x % 2; ++r) v +="),
      "half", "trip count"),
     (DIVERGENT_SHUFFLE.replace("if (threadIdx.x < 16) v += __shfl_down_sync(0xffffffffu, v, 1);",
@@ -808,7 +842,8 @@ def test_a_warp_if_whose_first_shuffle_may_not_be_reached_keeps_the_fibers():
     src = BLOCK_SUM.replace("WARP_COND", "threadIdx.x < 16").replace(
         "v = warp_sum(v);\n    }",
         "for (int k = 0; k < n - 1000; ++k) v += __shfl_down_sync(0xffffffffu, v, 1);\n    }")
-    assert "barrier under thread-dependent" in _fallback_reason(src, "block_sum")
+    assert "shuffle or vote inside an if whose condition may differ" in \
+        _fallback_reason(src, "block_sum")
     res, x, out = _block_sum(src, 1000, 64)   # no iteration: no lane waits, no error
     assert res.launch.path == "fibers"
     # thread 0 holds its warp's shuffled sum; the if's branch then reads warp sums 0 and 1

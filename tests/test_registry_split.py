@@ -183,7 +183,7 @@ def test_registry_source_splits_the_tiled_template_and_names_each_instance():
     with open(os.path.join(ROOT, "cuda", "matmul_tiled.cu")) as f:
         text, reasons = registry_source(f.read(), "cuda/matmul_tiled.cu")
     assert reasons == {"matmul_tiled_kernel": ""}
-    assert "template <typename T, int TILE, typename Index> static void " \
+    assert "template <typename T, int TILE, typename Index> TM_SPLIT_TARGETS static void " \
            "tm_split_matmul_tiled_kernel(" in text
     assert "tm_with_split_matmul_tiled_kernel = tm_emu_split_kernel<decltype(" \
            "&matmul_tiled_kernel<T, TILE, Index>)>{&matmul_tiled_kernel<T, TILE, Index>, " \

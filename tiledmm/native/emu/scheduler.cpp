@@ -1059,6 +1059,9 @@ long long clock64()
         .count();
 }
 
+// Blocks per grab of a worker: at least 1, at most the grid / (workers x this) (launch_impl).
+constexpr long long kChunksPerWorker = 64;
+
 static thread_local const char *tl_launch_path = "";   // tm_emu_last_launch_path
 static thread_local char tl_launch_reason[160];   // tm_emu_last_launch_reason
 
@@ -1152,12 +1155,20 @@ static cudaError_t launch_impl(const void *func, void (*invoke)(void *), void *p
         // ThreadSanitizer cannot see libgomp's fork and join (it is not instrumented): say
         // that the launch's set-up happens before its blocks and its blocks before the return.
         TM_TSAN_RELEASE(&L);
+        // Blocks are handed out in chunks: one update of the shared counter per chunk, not per
+        // block (a grid of 10^5 small blocks moved the counter's cache line between cores once
+        // per block, about what a small split block itself costs), and still kChunksPerWorker
+        // chunks per worker, so a worker slowed by other work on its core leaves the rest of
+        // the grid to the others. Which block's failure is reported does not change: the
+        // lowest index among those that ran (Launch::fail), and blocks run in index order
+        // within a chunk.
+        const long long chunk = std::max(1LL, nblocks / ((long long)nw * kChunksPerWorker));
 #pragma omp parallel num_threads(nw)
         {
             TM_TSAN_ACQUIRE(&L);
             Worker &w = worker();
             prepare(w);
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(dynamic, chunk)
             for (long long i = 0; i < nblocks; ++i)
                 body(w, i);
             TM_TSAN_RELEASE(&L);

@@ -907,8 +907,7 @@ class KernelAnalysis:
             seen_return = seen_return or any(c.kind == ci.CursorKind.RETURN_STMT
                                              for c in self.walk(s))
             if self.has_barrier(s):
-                raise Fallback(f"a barrier under thread-dependent or unsupported control flow "
-                                f"(line {s.location.line})")
+                raise Fallback(self._barrier_place(s))
             if s.kind == ci.CursorKind.DECL_STMT:
                 decls = self._local_decls(s)
                 if len(decls) == 1 and top and self._uniform_decl(decls[0]):
@@ -925,6 +924,29 @@ class KernelAnalysis:
                     continue
                 self._place_decls(decls, region)
             self._note_uses(s, region)
+
+    def _barrier_place(self, s):
+        """Why a barrier (or shuffle) inside statement `s` keeps the fibers, naming the
+        construct `s` is: only `for` loops with a block-uniform header and `if`s with a
+        block-uniform condition hold barriers in a split kernel (checked before this)."""
+        ci, line = self.ci, s.location.line
+        what = {ci.CursorKind.WHILE_STMT: "a while loop", ci.CursorKind.DO_STMT: "a do loop",
+                ci.CursorKind.SWITCH_STMT: "a switch", ci.CursorKind.CXX_FOR_RANGE_STMT:
+                "a range-based for loop", ci.CursorKind.COMPOUND_STMT: "a nested { } block",
+                ci.CursorKind.CXX_TRY_STMT: "a try block"}.get(s.kind)
+        if what is None and s.kind.is_statement() and s.kind != ci.CursorKind.DECL_STMT and \
+                s.kind != ci.CursorKind.UNEXPOSED_STMT:
+            what = f"a {s.kind.name.lower().replace('_stmt', '')} statement"
+        if what is None:
+            what = "an expression (not a statement of its own)"
+        return f"{self._sync_word(s)} inside {what} (line {line}): only block-uniform for " \
+               "loops and ifs around one split"
+
+    def _sync_word(self, s):
+        """What in `s` ends a thread loop: a barrier, or only warp shuffles and votes."""
+        return "a barrier" if any(c.kind == self.ci.CursorKind.CALL_EXPR and
+                                  c.spelling == "__syncthreads" for c in self.walk(s)) \
+            else "a warp shuffle or vote"
 
     def _local_decls(self, s):
         """The variables declaration statement `s` declares; a static one keeps the fibers."""
@@ -969,10 +991,13 @@ class KernelAnalysis:
 
     def _check_uniform_if(self, s):
         kids = list(s.get_children())
-        if len(kids) not in (2, 3) or not kids[0].kind.is_expression() or \
-                not self._uniform_expr(kids[0]):
-            raise Fallback(f"a barrier under thread-dependent or unsupported control flow "
-                            f"(line {s.location.line})")
+        if len(kids) not in (2, 3) or not kids[0].kind.is_expression():
+            raise Fallback(f"{self._sync_word(s)} inside an if with a declaration in its "
+                           f"condition (line {s.location.line})")
+        if not self._uniform_expr(kids[0]):
+            raise Fallback(f"{self._sync_word(s)} inside an if whose condition may differ "
+                           f"between threads (line {s.location.line}: it reads the thread "
+                           "index, memory, or a value that varies by thread)")
 
     def for_parts(self, s):
         """(header cursors, body cursor, body statements) of a for loop."""

@@ -133,6 +133,7 @@ class _Emitter:
         # shuffles and votes: (kind, index) -> array declaration, per call site (_exchange)
         self.exchange_arrays = {}
         self.exchange_index = {}   # CALL_EXPR hash -> its call site's index
+        self.simd_loops = 0   # thread loops made to vectorise (_thread_loop)
 
     def plan(self):
         a = self.a
@@ -180,6 +181,7 @@ class _Emitter:
         level, each barrier-free run of statements as one thread loop."""
         ci = self.ci
         out, run = [], []
+        scopes = 0   # scopes opened by _shared_in_register, closed at the sequence's end
         last_barrier = max((i for i, s in enumerate(map(self.a.unwrap, stmts))
                             if self.a.is_barrier_stmt(s) or self.a.is_shuffle_stmt(s) or
                             (s.kind in (ci.CursorKind.FOR_STMT, ci.CursorKind.IF_STMT) and
@@ -218,15 +220,22 @@ class _Emitter:
                 out.append(_profile_barrier(s.location.line))
                 continue
             if self.a.is_shared_decl(s):
-                if not top:
-                    raise Fallback("a __shared__ declaration inside a loop with barriers")
-                out.append(self.src(s))   # in place: it may use a uniform local declared above
+                # in place: it may use a uniform local declared above. Inside a loop or an if
+                # with barriers too (NVIDIA's matrixMul declares its tiles in the tile loop): a
+                # __shared__ variable is one object per block wherever it is declared (a static
+                # thread_local here), and this is block-level code, run once per iteration.
+                out.append(self.src(s))
+                out.append(self._shared_in_register(s))
+                scopes += 1
                 continue
             if self.a.split_loop(s):
                 flush(False)
                 header, body, inner = self.a.for_parts(s)
                 head = self.data[s.extent.start.offset:body.extent.start.offset].decode()
-                out.append(head + "{\n" + self._emit_seq(inner, False) + "\n}")
+                if self._one_region(s, inner):
+                    out.append(self._thread_loop(inner, False, around=head))
+                else:
+                    out.append(head + "{\n" + self._emit_seq(inner, False) + "\n}")
                 continue
             if self.a.round_loop(s):
                 flush(False)   # (no return before it in this region: split_analysis)
@@ -257,7 +266,37 @@ class _Emitter:
             run.append(s)
             self._check_region_stmt(s, final=top and i > last_barrier)
         flush(top)
-        return "\n".join(out)
+        return "\n".join(out) + "\n}" * scopes
+
+    def _shared_in_register(self, s):
+        """After a `__shared__` declaration: its address computed once, then the same name bound
+        to it in a new scope (closed by _emit_seq). A `__shared__` array is a thread_local
+        static on the emulator, and in a shared object every use of its address is a
+        __tls_get_addr call that g++ does not hoist out of the thread loops; hidden behind an
+        empty asm (tm_split_opaque) the address is a plain pointer kept in a register. Not in
+        profile builds (TM_SPLIT_FAST), whose accesses stay as the fibers' are."""
+        names = [d.spelling for d in self.a.var_decls(s)]
+        return ("#if TM_SPLIT_FAST\n" +
+                "".join(f"auto *const tm_shp_{n}_ = tm_split_opaque(&{n});\n" for n in names) +
+                "#endif\n{\n#if TM_SPLIT_FAST\n" +
+                "".join(f"auto &{n} = *tm_shp_{n}_;\n" for n in names) + "#endif\n")
+
+    def _one_region(self, s, stmts):
+        """Whether the interchanged (barrier-free) loop `s` holds one thread loop's statements
+        and nothing the emitter puts at block level: it then goes inside the loops over z and y
+        and around the one over x (_thread_loop's `around`), so a row's set-up (its per-thread
+        arrays' pointers, the recomputed `ty`) is done once per row, not once per iteration."""
+        a, ci = self.a, self.ci
+        if self._warp_masks is not None or a.has_barrier(s):
+            return False
+        for st in map(a.unwrap, stmts):
+            if a.is_barrier_stmt(st) or a.is_shuffle_stmt(st) or a.is_shared_decl(st) or \
+                    a.split_loop(st) or a.round_loop(st) or a.warp_if(st) or a.split_if(st):
+                return False
+            if st.kind == ci.CursorKind.DECL_STMT and any(
+                    d.hash in a.recompute or d.hash in a.uniform for d in a.var_decls(st)):
+                return False
+        return bool(stmts)
 
     def _check_region_stmt(self, s, final):
         """return only after the last barrier; break/continue only inside their own loop."""
@@ -552,10 +591,12 @@ class _Emitter:
                 "for (bool tm_more_ = true; tm_more_;) {\ntm_more_ = false;\n" +
                 self._thread_loop([cond, inc, body], False, text=step) + "\n}")
 
-    def _thread_loop(self, stmts, final, text=None, warps=None):
+    def _thread_loop(self, stmts, final, text=None, warps=None, around=None):
         """One thread loop running `stmts` (or `text`, written from them) for every thread, or,
         with `warps` (the name of a per-warp array of lane masks, _warp_if), for the threads of
-        the warps whose mask is not zero, in linear order."""
+        the warps whose mask is not zero, in linear order. `around`: the header of a
+        block-uniform loop (`for (int k = 0; k < TILE; ++k)`) put around the loop over x, inside
+        those over z and y: each thread still runs its iterations in order."""
         self.n_regions += 1
         if warps is None:
             warps = self._warp_masks
@@ -598,6 +639,18 @@ class _Emitter:
         precise = self._may_fault(stmts) or self._calls_function(stmts)
         note_row = "TM_SPLIT_NOTE(tm_tv_[1], tm_y_) TM_SPLIT_NOTE(tm_tv_[2], tm_z_)\n" if precise else ""
         note = "TM_SPLIT_NOTE(tm_tv_[0], tm_x_)\n" if precise else ""
+        # SIMD across threads: a loop touching only shared memory and locals, with no jump to
+        # its end, has an int index, so `threadIdx.x` and the kernel's `int tx = threadIdx.x`
+        # are affine in it (a size_t index truncated to unsigned or int is not: g++ loaded each
+        # lane on its own). g++ then vectorises it where its cost model says it pays and no
+        # dependence between threads forbids it (the split function's
+        # `vect-cost-model=dynamic`: -O2's own model vectorises no loop whose trip count is
+        # known only at run time), so results are the scalar loop's, racy kernels included.
+        # `#pragma omp simd` (tried) forced it everywhere: strided shared-memory trees ran
+        # 0.6-0.8x as fast, and it would reorder racing threads.
+        simd = not precise and not label and warps is None
+        self.simd_loops += simd
+        index = "int" if simd else "size_t"
         if warps is not None:
             # the warps taking the branch: the index of a warp's first thread from its linear
             # index once, then stepped (no division per thread)
@@ -624,11 +677,12 @@ class _Emitter:
                 f"for (unsigned tm_z_ = 0; tm_z_ < tm_bd_.z; ++tm_z_)\n"
                 f"for (unsigned tm_y_ = 0; tm_y_ < tm_bd_.y; ++tm_y_) {{\n"
                 f"const size_t tm_row_ = (size_t)tm_bd_.x * (tm_y_ + (size_t)tm_bd_.y * tm_z_);\n"
-                f"{rows}\n{note_row}"
-                f"for (size_t tm_x_ = 0; tm_x_ < tm_bd_.x; ++tm_x_) {{\n"
+                f"{rows}\n{note_row}" + (f"{around}{{\n" if around else "")
+                + f"for ({index} tm_x_ = 0; tm_x_ < ({index})tm_bd_.x; ++tm_x_) {{\n"
                 f"const uint3 tm_threadIdx_ = {{(unsigned)tm_x_, tm_y_, tm_z_}};\n{note}"
                 + _PROFILE_TURN + f"{refs}\n{{\n#line {line} \"{SOURCE_NAME}\"\n{body}\n}}\n"
-                + (f"{label}: ;\n" if label else "") + "}\n" + _PROFILE_TURN_LAST + "}")
+                + (f"{label}: ;\n" if label else "") + "}\n" + _PROFILE_TURN_LAST
+                + ("}\n" if around else "") + "}")
 
     def _calls_function(self, stmts):
         return any(c.kind == self.ci.CursorKind.CALL_EXPR and c.spelling not in PURE_CALLS and
@@ -714,6 +768,14 @@ class _Emitter:
         frame_decl = (f"{template} constexpr size_t tm_split_frame_{self.name} = {frame};"
                       if template else
                       f"static const size_t tm_split_frame_{self.name} = {frame};")
+        # The prelude (once per file): TM_SPLIT_FAST (_shared_in_register), off in profile
+        # builds, as the cost model is; TM_SPLIT_TARGETS, for a split with loops made to
+        # vectorise: two copies of the function, AVX2 and x86-64's baseline, the one the
+        # machine running it has picked when the object loads (an ifunc): 8 lanes halve a
+        # 32-thread row's iterations. AVX2 without FMA (g++ contracts a * b + c only under
+        # -mfma): every lane's arithmetic is the baseline's, bit for bit, and with no -march
+        # the object (and the kernel cache's copy) runs on any x86-64. GCC on ELF only.
+        targets = "TM_SPLIT_TARGETS " if self.simd_loops else ""
         return f"""
 #line 1 "tiledmm-split"
 #pragma GCC diagnostic push
@@ -727,6 +789,26 @@ class _Emitter:
 #else
 #pragma GCC push_options
 #pragma GCC optimize("tree-vectorize")
+#if !defined(TM_PROFILE_SPLIT)
+#pragma GCC optimize("vect-cost-model=dynamic")
+#endif
+#endif
+#ifndef TM_SPLIT_FAST
+#if !defined(TM_PROFILE_SPLIT)
+#define TM_SPLIT_FAST 1
+template <typename tm_T_> static inline tm_T_ *tm_split_opaque(tm_T_ *tm_p_)
+{{
+    __asm__("" : "+r"(tm_p_));
+    return tm_p_;
+}}
+#else
+#define TM_SPLIT_FAST 0
+#endif
+#if TM_SPLIT_FAST && defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__)
+#define TM_SPLIT_TARGETS __attribute__((target_clones("avx2", "default")))
+#else
+#define TM_SPLIT_TARGETS
+#endif
 #endif
 #pragma push_macro("threadIdx")
 #pragma push_macro("blockIdx")
@@ -741,7 +823,7 @@ class _Emitter:
 #define blockDim tm_bd_
 #define gridDim tm_gridDim_
 {frame_decl}
-{template} static void {fn}({params})
+{template} {targets}static void {fn}({params})
 {{
     const uint3 tm_blockIdx_ = tm_emu_tls.block_idx;
     const dim3 tm_bd_ = tm_emu_tls.block_dim, tm_gridDim_ = tm_emu_tls.grid_dim;
