@@ -216,6 +216,13 @@ static inline double value(const TmS_ &v)
 {
     return (double)(float)v;
 }
+static inline double value(const __half &v)
+{
+    // on the bits: the host compiler's _Float16 conversion is a library call without F16C
+    unsigned short h;
+    std::memcpy(&h, &v, 2);
+    return tm_half::half_to_float(h);
+}
 static inline double value(const float &v)
 {
     return v;
@@ -264,54 +271,65 @@ static inline double tf32_truncate(float f)
     return g;
 }
 
-// x rounded toward zero to FP32.
+// x rounded toward zero to FP32: the nearest float, stepped one unit toward zero (its bits
+// less one) where it rounded away.
 static inline float round_toward_zero(double x)
 {
     float f = (float)x;
     if (std::isnan(x) || std::isinf(x)) return f;
     if (std::isinf(f)) return std::copysign(FLT_MAX, f);
-    if (std::fabs((double)f) > std::fabs(x)) f = std::nextafter(f, 0.0f);
+    if (std::fabs((double)f) > std::fabs(x)) {
+        uint32_t u;
+        std::memcpy(&u, &f, 4);
+        --u;
+        std::memcpy(&f, &u, 4);
+    }
     return f;
+}
+
+// A power of two as a double from its biased exponent field (1 <= field <= 2046).
+static inline double pow2_field(int field)
+{
+    const uint64_t u = (uint64_t)field << 52;
+    double d;
+    std::memcpy(&d, &u, 8);
+    return d;
 }
 
 // One k-group of the tensor core: c + sum of n exact products, aligned to the largest exponent
 // among them (c included), each truncated toward zero 2 bits below FP32's significand (a
 // multiple of 2^(E-25)), summed exactly. The result before the output's rounding.
+//
+// Every term is a normal double or zero (FP16, BF16 and TF32 products and FP32 or FP16 C are
+// far inside double's range), so with E from the largest exponent field, t * 2^(25-E) is exact
+// and below 2^26 in magnitude, the conversion to an integer truncates it toward zero, and the
+// 17 integers add exactly: one multiply and one conversion a term, no branch, which the
+// compiler vectorises (the exact-integer model at a fraction of the shifts' cost).
 static inline double block_sum(double c, const double *prod, int n)
 {
-    // On the bits of the doubles (every term is a normal double or zero: FP16, BF16 and TF32
-    // products and FP32 or FP16 C are far inside double's range): exponent, 53-bit
-    // significand; a term in units of 2^(emax-25), truncated toward zero, is its significand
-    // shifted right by emax - e + 27.
-    uint64_t bits[17];
-    int emax = INT_MIN;
-    bool special = false;
-    for (int i = 0; i <= n; ++i) {
-        const double v = i == 0 ? c : prod[i - 1];
-        std::memcpy(&bits[i], &v, 8);
-        const int be = (int)((bits[i] >> 52) & 0x7ff);
-        if (be == 0x7ff)
-            special = true;
-        else if (be != 0 && be - 1023 > emax)
-            emax = be - 1023;
+    uint64_t cb;
+    std::memcpy(&cb, &c, 8);
+    int emax = (int)((cb >> 52) & 0x7ff);
+    for (int i = 0; i < n; ++i) {
+        uint64_t b;
+        std::memcpy(&b, &prod[i], 8);
+        const int be = (int)((b >> 52) & 0x7ff);
+        emax = be > emax ? be : emax;
     }
-    if (special) {
+    if (emax == 0x7ff) {   // Inf or NaN among them: IEEE arithmetic says what comes out
         double s = c;
         for (int i = 0; i < n; ++i)
             s += prod[i];
         return s;
     }
-    if (emax == INT_MIN) return c + 0.0;   // all zero
-    int64_t sum = 0;
-    for (int i = 0; i <= n; ++i) {
-        const int be = (int)((bits[i] >> 52) & 0x7ff);
-        if (be == 0) continue;
-        const int sh = emax - (be - 1023) + 27;
-        if (sh >= 64) continue;
-        const int64_t q = (int64_t)(((bits[i] & 0xfffffffffffffull) | (1ull << 52)) >> sh);
-        sum += (bits[i] >> 63) ? -q : q;
-    }
-    return std::ldexp((double)sum, emax - 25);
+    if (emax == 0) return c + 0.0;   // all zero
+    // 2^(25-E) and 2^(E-25) as exponent fields: 1023 + 25 - (emax - 1023) and emax - 25, both
+    // in range for every exponent these terms can have (emax from 26 to 2070 - 26).
+    const double scale = pow2_field(2071 - emax), unit = pow2_field(emax - 25);
+    int64_t sum = (int64_t)(c * scale);
+    for (int i = 0; i < n; ++i)
+        sum += (int64_t)(prod[i] * scale);
+    return (double)sum * unit;
 }
 
 // Per OS thread (a block's fibers share one): each lane's fragment pointers for mma_sync, and
