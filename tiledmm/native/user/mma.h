@@ -332,6 +332,49 @@ static inline double block_sum(double c, const double *prod, int n)
     return (double)sum * unit;
 }
 
+// block_sum for a row of C at once: sum[j] = block_sum(c[j], {a[k] * b[k * N + j]}, G) for the N
+// columns j, as vectors of N doubles (GCC's vector extensions: SSE2, AVX or NEON, whatever the
+// target has). |terms| compared as integers order as the values do; E from the largest; each
+// term times 2^(25-E) converted to int32 truncates as block_sum's int64 does (below 2^26 in
+// magnitude; 17 of them below 2^31). A column without a nonzero term takes E = 2^-997, which
+// gives +0.0 as block_sum's c + 0.0 does. False, with sum unset, when a column meets Inf or
+// NaN: the caller then takes block_sum column by column.
+template <int TmN_>
+struct row_vectors {   // (a function template's own typedefs would lose vector_size)
+    typedef double vd __attribute__((vector_size(TmN_ * 8)));
+    typedef long long vl __attribute__((vector_size(TmN_ * 8)));
+    typedef int vi __attribute__((vector_size(TmN_ * 4)));
+};
+template <int TmN_, int TmG_>
+static inline bool row_block_sums(const double *a, const double *b, const double *c, double *sum)
+{
+    typedef typename row_vectors<TmN_>::vd vd;
+    typedef typename row_vectors<TmN_>::vl vl;
+    typedef typename row_vectors<TmN_>::vi vi;
+    const vl magnitude = (vl){} + 0x7fffffffffffffffll;
+    vd cv, prod[TmG_];
+    std::memcpy(&cv, c, sizeof cv);
+    vl top = (vl)cv & magnitude;
+    for (int k = 0; k < TmG_; ++k) {
+        vd bk;
+        std::memcpy(&bk, b + k * TmN_, sizeof bk);
+        prod[k] = a[k] * bk;
+        const vl m = (vl)prod[k] & magnitude;
+        top = m > top ? m : top;
+    }
+    vl field = top >> 52;
+    for (int j = 0; j < TmN_; ++j)
+        if (field[j] == 0x7ff) return false;
+    field = field < 26 ? (vl){} + 26 : field;
+    const vd scale = (vd)((2071 - field) << 52), unit = (vd)((field - 25) << 52);
+    vi q = __builtin_convertvector(cv * scale, vi);
+    for (int k = 0; k < TmG_; ++k)
+        q += __builtin_convertvector(prod[k] * scale, vi);
+    const vd r = __builtin_convertvector(q, vd) * unit;
+    std::memcpy(sum, &r, sizeof r);
+    return true;
+}
+
 // Per OS thread (a block's fibers share one): each lane's fragment pointers for mma_sync, and
 // each warp's product.
 struct warp_scratch {
@@ -530,37 +573,49 @@ static inline void mma_sync(fragment<accumulator, TmM_, TmN_, TmK_, TmTD_> &d,
                 TmC_[r][cc] = tm_wmma::value(fc.x[j]);
             }
         }
-        for (int r = 0; r < TmM_; ++r)
-            for (int cc = 0; cc < TmN_; ++cc) {
-                double v;
-                if (kd == 2) {   // FP64: IEEE fused multiply-adds along k
-                    v = TmC_[r][cc];
-                    for (int k = 0; k < TmK_; ++k)
-                        v = std::fma(TmA_[r][k], TmB_[k][cc], v);
-                } else if (kd == 3) {   // integers: exact, wrapping to int32
-                    long long acc = (long long)TmC_[r][cc];
-                    for (int k = 0; k < TmK_; ++k)
-                        acc += (long long)TmA_[r][k] * (long long)TmB_[k][cc];
-                    v = (double)(int)(unsigned)(unsigned long long)acc;
-                } else {   // FP16/BF16 (k-group 16) and TF32 (k-group 8): the block FMA model
-                    const int group = kd == 1 ? 8 : 16;
-                    v = TmC_[r][cc];
-                    double prod[16];
-                    for (int k0 = 0; k0 < TmK_; k0 += group) {
-                        for (int k = 0; k < group; ++k)
-                            prod[k] = TmA_[r][k0 + k] * TmB_[k0 + k][cc];
-                        const double sum = tm_wmma::block_sum(v, prod, group);
+        if (kd == 2 || kd == 3) {
+            for (int r = 0; r < TmM_; ++r)
+                for (int cc = 0; cc < TmN_; ++cc) {
+                    double v;
+                    if (kd == 2) {   // FP64: IEEE fused multiply-adds along k
+                        v = TmC_[r][cc];
+                        for (int k = 0; k < TmK_; ++k)
+                            v = std::fma(TmA_[r][k], TmB_[k][cc], v);
+                    } else {   // integers: exact, wrapping to int32
+                        long long acc = (long long)TmC_[r][cc];
+                        for (int k = 0; k < TmK_; ++k)
+                            acc += (long long)TmA_[r][k] * (long long)TmB_[k][cc];
+                        v = (double)(int)(unsigned)(unsigned long long)acc;
+                    }
+                    s.d[w][r * TmN_ + cc] = v;
+                }
+        } else {   // FP16/BF16 (k-group 16) and TF32 (k-group 8): the block FMA model, by rows
+            constexpr int group = kd == 1 ? 8 : 16;
+            for (int r = 0; r < TmM_; ++r) {
+                double v[TmN_], sum[TmN_];
+                for (int cc = 0; cc < TmN_; ++cc)
+                    v[cc] = TmC_[r][cc];
+                for (int k0 = 0; k0 < TmK_; k0 += group) {
+                    if (!tm_wmma::row_block_sums<TmN_, group>(&TmA_[r][k0], &TmB_[k0][0], v, sum))
+                        for (int cc = 0; cc < TmN_; ++cc) {   // Inf or NaN: term by term
+                            double prod[group];
+                            for (int k = 0; k < group; ++k)
+                                prod[k] = TmA_[r][k0 + k] * TmB_[k0 + k][cc];
+                            sum[cc] = tm_wmma::block_sum(v[cc], prod, group);
+                        }
+                    for (int cc = 0; cc < TmN_; ++cc) {
                         if (std::is_same<TmTD_, __half>::value && k0 + group >= TmK_) {
-                            v = (float)__half(sum);   // round to nearest even to FP16
+                            v[cc] = (float)__half(sum[cc]);   // round to nearest even to FP16
                         } else {
-                            v = tm_wmma::round_toward_zero(sum);
-                            if (satf && std::isinf(v)) v = std::copysign(FLT_MAX, v);
+                            v[cc] = tm_wmma::round_toward_zero(sum[cc]);
+                            if (satf && std::isinf(v[cc])) v[cc] = std::copysign(FLT_MAX, v[cc]);
                         }
                     }
-                    if (satf && std::isnan(v)) v = 0.0;
                 }
-                s.d[w][r * TmN_ + cc] = v;
+                for (int cc = 0; cc < TmN_; ++cc)
+                    s.d[w][r * TmN_ + cc] = satf && std::isnan(v[cc]) ? 0.0 : v[cc];
             }
+        }
     }
     __syncwarp(0xffffffffu, file, line);
     for (int i = 0; i < fragment<accumulator, TmM_, TmN_, TmK_, TmTD_>::num_elements; ++i) {
