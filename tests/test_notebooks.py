@@ -17,7 +17,7 @@ NOTEBOOKS = sorted(glob.glob(os.path.join(REPO, "notebooks", "*.ipynb")))
 
 def test_notebooks_exist():
     names = [os.path.basename(p)[:2] for p in NOTEBOOKS]
-    assert names == ["01", "02", "03", "04", "05", "06", "07", "08"]
+    assert names == ["01", "02", "03", "04", "05", "06", "07", "08", "09"]
     for path in NOTEBOOKS:
         with open(path) as f:
             nb = json.load(f)

@@ -32,6 +32,7 @@ import numpy as np
 
 from . import _core
 from . import occupancy as _occ
+from .profiling.time_model import compute_roof
 
 __all__ = ["flops", "loads_naive", "loads_tiled", "loads_regtile", "loads_blocked",
            "traffic_bytes", "arithmetic_intensity", "lecture_intensity",
@@ -195,13 +196,22 @@ def ridge_point(peak_gflops, bandwidth_gbs):
     return peak_gflops / bandwidth_gbs
 
 
-def device_peaks(device=None, backend=None):
+def device_peaks(device=None, backend=None, kernel=None, params=None):
     """(peak GFLOP/s, bandwidth GB/s) of a preset name, a dict, or the current device
-    (None where unknown, as on the emulator)."""
+    (None where unknown, as on the emulator). With a matmul `kernel` (and its `params`), the
+    peak of the pipe its multiply-adds run on: the FP32 peak, or for the tensor-core rungs the
+    dense tensor-core peak of their inputs (wmma precision=1 FP16, precision=0 TF32) and a
+    third of TF32's for tf32x3 (three products per multiply-add).
+
+    >>> tm.model.device_peaks("H100", kernel="wmma", params={"precision": 1})[0]   # FP32: 66,900
+    989500.0
+    """
     if isinstance(device, (tuple, list)):
         return tuple(device)
     lim = _occ.device_limits(device, backend)
-    return lim.get("peak_gflops"), lim.get("bandwidth_gbs")
+    peak = (lim.get("peak_gflops") if kernel is None
+            else compute_roof(kernel, params or {}, lim)[1])
+    return peak, lim.get("bandwidth_gbs")
 
 
 def measure_bandwidth(n=1 << 22, backend=None, repeat=None):
@@ -216,7 +226,9 @@ def predicted(kernel, M, N=None, K=None, device=None, bandwidth_gbs=None, peak_g
               itemsize=4, backend=None, **params):
     """The model's view of one matmul before running it: flops, traffic bytes, intensity and
     the roofline bound for a device (preset name, dict, None for the current one) or an
-    explicit bandwidth/peak (the lecture's 150 GB/s with no peak: bandwidth_gbs=150).
+    explicit bandwidth/peak (the lecture's 150 GB/s with no peak: bandwidth_gbs=150). The
+    device's peak is the kernel's pipe's (device_peaks): the tensor-core rungs' roofs are the
+    tensor cores', not FP32's.
 
     >>> row = tm.model.predicted("tiled", 4096, bandwidth_gbs=150, tile=16)
     >>> row["bytes"] == tm.model.traffic_bytes("tiled", 4096, tile=16), row["bound_by"]
@@ -224,7 +236,7 @@ def predicted(kernel, M, N=None, K=None, device=None, bandwidth_gbs=None, peak_g
     """
     M, N, K = _dims(M, N, K)
     if bandwidth_gbs is None or (peak_gflops is None and device is not None):
-        peak, bw = device_peaks(device, backend)
+        peak, bw = device_peaks(device, backend, kernel, params)
         bandwidth_gbs = bw if bandwidth_gbs is None else bandwidth_gbs
         peak_gflops = peak if peak_gflops is None else peak_gflops
     sms = None
@@ -256,7 +268,8 @@ def compare(result, device=None, bandwidth_gbs=None, peak_gflops=None):
     the traffic the model implies per second (model_bytes over the kernel time). A call made
     with profile=True adds the counted traffic beside the model (see _counted)."""
     if bandwidth_gbs is None or (peak_gflops is None and device is not None):
-        peak, bw = device_peaks(device, result.backend if device is None else None)
+        peak, bw = device_peaks(device, result.backend if device is None else None,
+                                result.kernel, result.params)
         bandwidth_gbs = bw if bandwidth_gbs is None else bandwidth_gbs
         peak_gflops = peak if peak_gflops is None else peak_gflops
     ai = result.flops / result.model_bytes if result.model_bytes else math.inf

@@ -4,16 +4,18 @@ model's figures for them, or the running device's limits from tm.device_info().
 tm.occupancy (PRESETS, preset, preset_for, device_limits) and the time model
 (tiledmm/profiling/time_model.py) read them. Presets: the lectures' GPUs (G80, GM107, GM204:
 limits from the lectures where they give them, the rest from the compute-capability tables of
-the CUDA C Programming Guide, cc 1.0, 5.0 and 5.2) and current ones (T4 cc 7.5, A100 cc 8.0,
+the CUDA C Programming Guide, cc 1.0, 5.0 and 5.2) and current ones (V100 cc 7.0, T4 cc 7.5, A100 cc 8.0,
 H100 and H200 cc 9.0, and the hosted notebooks' and desktops' L4 and RTX 4090 cc 8.9, A10G and
 RTX 3090 cc 8.6). `peak_gflops` and `bandwidth_gbs` are the vendors' data-sheet figures of one
-board of each chip (named in `board`), for the traffic model's rooflines.
+board of each chip (named in `board`), for the traffic model's rooflines; `tensor_fp16_gflops`
+and `tensor_tf32_gflops` the dense tensor-core peaks, the tensor-core rungs' roofs.
 """
 from typing import Dict
 
 from .._device import device_info
 
-__all__ = ["PRESETS", "MODEL_KEYS", "MODEL_PRESETS", "preset", "preset_for", "device_limits"]
+__all__ = ["PRESETS", "MODEL_KEYS", "MODEL_PRESETS", "TENSOR_KEYS", "preset", "preset_for",
+           "device_limits"]
 
 _KB = 1024
 
@@ -52,6 +54,11 @@ PRESETS: Dict[str, dict] = {
     "GM204": _preset("GM204", (5, 2), "GeForce GTX 980", 16, 1024, 2048, 32, 96 * _KB,
                      48 * _KB, 65536, 65536, 255, 4612.0, 224.0,
                      source="CUDA C Programming Guide, compute capability 5.2"),
+    # The first GPU with tensor cores (cc 7.0): the cc 7.0 table; FP32 peak and bandwidth from
+    # the V100 data sheet (SXM2).
+    "V100": _preset("V100", (7, 0), "Tesla V100-SXM2-16GB", 80, 1024, 2048, 32, 96 * _KB,
+                    96 * _KB, 65536, 65536, 255, 15700.0, 900.0,
+                    source="CUDA C Programming Guide, compute capability 7.0; V100 data sheet"),
     "T4": _preset("T4", (7, 5), "Tesla T4", 40, 1024, 1024, 16, 64 * _KB, 64 * _KB, 65536,
                   65536, 255, 8141.0, 320.0,
                   source="CUDA C Programming Guide, compute capability 7.5"),
@@ -90,6 +97,32 @@ PRESETS: Dict[str, dict] = {
                        source="CUDA C Programming Guide, compute capability 8.6; RTX 3090 "
                               "data sheet"),
 }
+
+
+# Tensor-core peaks, dense (no 2:4 sparsity), in GFLOP/s, for the time model's and tm.model's
+# bounds of the tensor-core rungs (wmma, tf32x3): FP16/BF16 inputs with FP32 accumulation, and
+# TF32 inputs. None: the chip has no such tensor cores (V100 and T4 predate TF32 and BF16; the
+# lectures' GPUs have none). From each board's data sheet, halving the "with sparsity" figures
+# where the sheet gives only those: V100 SXM2 ("Tensor Performance" 125 TFLOPS), T4 ("Mixed
+# Precision (FP16/FP32)" 65), A100 SXM4 (FP16/BF16 312, TF32 156), H100 SXM5 and H200 SXM (FP16/
+# BF16 1,979 and TF32 989 with sparsity), L4 (FP16/BF16 242 and TF32 120 with sparsity), A10G as
+# the A10's sheet (125 and 62.5), and the GeForce boards from NVIDIA's architecture white papers
+# (Ada: RTX 4090 "FP16 Tensor TFLOPS with FP32 Accumulate" 165.2, TF32 82.6; Ampere GA102: RTX
+# 3090 71 and 35.6; GeForce boards run FP32 accumulation at half the FP16-accumulate rate).
+TENSOR_KEYS = ("tensor_fp16_gflops", "tensor_tf32_gflops")
+_TENSOR_PEAKS = {
+    "V100": (125000.0, None),
+    "T4": (65000.0, None),
+    "A100": (312000.0, 156000.0),
+    "H100": (989500.0, 494700.0),
+    "H200": (989500.0, 494700.0),
+    "L4": (121000.0, 60000.0),
+    "A10G": (125000.0, 62500.0),
+    "RTX4090": (165200.0, 82600.0),
+    "RTX3090": (71000.0, 35600.0),
+}
+for _name, _limits in PRESETS.items():
+    _limits.update(zip(TENSOR_KEYS, _TENSOR_PEAKS.get(_name, (None, None))))
 
 
 # What tm.profile's time model (Profile.predict, docs/profile.md) needs beyond the occupancy
@@ -172,7 +205,8 @@ def device_limits(device=None, backend=None):
     """Per-SM limits as a dict: a preset's (device='GM204'), a dict given as is (missing keys
     taken from H100), or the current device's from tm.device_info() (device=None)."""
     if isinstance(device, dict):
-        limits = dict(PRESETS["H100"], name="custom", peak_gflops=None, bandwidth_gbs=None)
+        limits = dict(PRESETS["H100"], name="custom", peak_gflops=None, bandwidth_gbs=None,
+                      **dict.fromkeys(TENSOR_KEYS))
         limits.update(device)
         return limits
     if device is not None:
@@ -200,4 +234,7 @@ def device_limits(device=None, backend=None):
         reg_alloc_unit=256, reg_alloc_granularity="warp", warp_alloc_granularity=4,
         peak_gflops=(info["peak_fp32_tflops"] * 1e3 if info.get("peak_fp32_tflops") else None),
         bandwidth_gbs=info.get("peak_bandwidth_gbs"), source=f"tm.device_info() ({info['backend']})")
+    # The device query has no tensor-core figures: the matching preset's, where one matches.
+    known = None if emu else preset_for(info["name"], cc)
+    limits.update({k: PRESETS[known][k] if known else None for k in TENSOR_KEYS})
     return limits

@@ -1,9 +1,11 @@
 """The time model of profile mode: a predicted GPU kernel time from counted traffic.
 
 Profile.predict(device) calls predict() here. Per resource (DRAM, L2, L1/shared memory, FP32
-issue, same-address atomics, latency/occupancy, launch overhead) a time from the counters of a
-Profile (tiledmm/profiling/counters.py) and the device preset in tiledmm/profiling/devices.py
-(tm.occupancy.PRESETS); the prediction is the 2-norm of those times plus the launch overhead. docs/profile.md explains each term and lists
+issue or, for the tensor-core rungs, the tensor cores' peak, same-address atomics,
+latency/occupancy, launch overhead) a time from the counters of a Profile
+(tiledmm/profiling/counters.py) and the device preset in tiledmm/profiling/devices.py
+(tm.occupancy.PRESETS); the prediction is the 2-norm of those times plus the launch overhead.
+docs/profile.md explains each term and lists
 predicted beside measured H100 times. Occupancy counts registers per thread from the table nvcc
 gives for the registry's kernels (tiledmm/profiling/kernel_registers.py).
 """
@@ -11,18 +13,50 @@ import math
 from dataclasses import dataclass
 from typing import Dict
 
-from .. import _backend, _device
-from .devices import MODEL_KEYS, MODEL_PRESETS, device_limits, preset_for
+from .. import _backend, _device, _registry
+from .devices import MODEL_KEYS, MODEL_PRESETS, PRESETS, device_limits, preset_for
 from .kernel_registers import FAST_LAUNCH_SHAPES, REGISTERS
 from .occupancy_calculator import compute as occupancy
+
+# The registry kernels whose multiply-adds run on tensor cores, not as FP32 FFMAs: the preset's
+# dense peak that bounds them (tiledmm/profiling/devices.py) and how many tensor-core products
+# each multiply-add costs. wmma's `precision` parameter picks TF32 (0) or FP16 (1) inputs
+# (cuda/registry.cu, cuda/matmul_wmma.cu); tf32x3 makes three TF32 products per multiply-add
+# (big*big + big*small + small*big, cuda/matmul_tf32x3.cu), so its roof is a third of TF32's.
+_TENSOR_PIPES = {
+    ("wmma", 0): ("tensor_tf32_gflops", 1, "TF32 tensor cores"),
+    ("wmma", 1): ("tensor_fp16_gflops", 1, "FP16 tensor cores"),
+    ("tf32x3", None): ("tensor_tf32_gflops", 3, "TF32 tensor cores"),
+}
+
+
+def _pipe_key(pipe):
+    return next(key for key, _, name in _TENSOR_PIPES.values() if name == pipe)
+
+
+def compute_roof(kernel, params, limits):
+    """(pipe, peak GFLOP/s) that bounds a registry matmul kernel's arithmetic on a device (its
+    limits, a preset's dict): ("FP32", peak_gflops) for FFMA kernels; for the tensor-core rungs
+    the preset's dense tensor-core peak of their input type ("FP16 tensor cores" or "TF32
+    tensor cores"), tf32x3's divided by its three products. The peak is None where the device
+    has no such tensor cores (a T4 has no TF32, the lectures' GPUs none) or its figure is
+    unknown (the emulator)."""
+    if not any(k == kernel for k, _ in _TENSOR_PIPES):
+        return "FP32", limits.get("peak_gflops")
+    spec = _registry.lookup(kernel, "matmul")
+    precision = _registry.param_values(spec, params or {})[0] if spec.params else None
+    key, products, pipe = _TENSOR_PIPES[(kernel, precision)]
+    return pipe, None if limits.get(key) is None else limits[key] / products
+
 
 @dataclass(frozen=True)
 class Prediction:
     """A predicted GPU kernel time for the counted traffic (Profile.predict).
 
     `ms` is the predicted time of the call's launches, `bound` the resource that bounds it
-    ("DRAM", "L2", "shared memory", "L1/LSU", "FP32 issue", "atomics", "latency/occupancy"
-    or "launch overhead"), `times_ms` each resource's own time, `device` the preset used, and
+    ("DRAM", "L2", "shared memory", "L1/LSU", "FP32 issue", "FP16 tensor cores" or "TF32
+    tensor cores" for the tensor-core rungs, "atomics", "latency/occupancy" or "launch
+    overhead"), `times_ms` each resource's own time, `device` the preset used, and
     `occupancy` the resident blocks per SM the model assumed. `device_chosen_because` says why
     that preset, when predict() was given none."""
     ms: float
@@ -111,12 +145,25 @@ def predict(p, device=None):
     # its shared load) leaves issue slots empty, and the rate falls in proportion. The warps an
     # SM holds are the launch's blocks spread over the SMs, at most tm.occupancy's residency
     # (registers included: regtile dims=2's 194 registers per thread fit one 8-warp block).
-    issued = (p.flops / 2 / 32 + p.global_load_requests + p.global_store_requests
+    # The tensor-core rungs issue one mma per many multiply-adds: their arithmetic is bounded by
+    # the preset's tensor-core peak (compute_roof) over the SMs used and the share of each SM's
+    # four tensor cores (one per scheduler) that has a warp; only their other instructions
+    # count as issue.
+    pipe, roof = compute_roof(p.kernel, p.params, lim) if p.family == "matmul" else ("FP32", 0)
+    if roof is None:
+        raise ValueError(f"{p.kernel} runs on {pipe}, which device {lim['name']!r} lacks; "
+                         "presets with them: "
+                         f"{', '.join(n for n, d in PRESETS.items() if d.get(_pipe_key(pipe)))}")
+    ffma = p.flops / 2 / 32 if pipe == "FP32" else 0.0
+    issued = (ffma + p.global_load_requests + p.global_store_requests
               + p.shared_load_requests + p.shared_store_requests + p.barriers + p.warp_ops)
     schedulers = lim["issue_per_clock_per_sm"]
     warps_per_sm = min(blocks_per_launch / sms_used, blocks_per_sm) * warps_per_block
     issue_rate = min(1.0, warps_per_sm / schedulers / lim["warps_to_fill_scheduler"])
     t["FP32 issue"] = issued / (schedulers * issue_rate * sms_used * clock)
+    if pipe != "FP32":
+        tensor_share = min(1.0, warps_per_sm / schedulers)
+        t[pipe] = p.flops / (roof * 1e9 * sms_used / sms * tensor_share)
     # Same-address atomics serialise at one L2 slice.
     t["atomics"] = p.global_atomic_max_same_address / lim["same_address_atomics_per_s"]
     # Latency/occupancy (Little's law): each resident warp keeps `memory_parallelism` global

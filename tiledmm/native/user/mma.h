@@ -214,6 +214,13 @@ static inline double value(const TmS_ &v)
 {
     return (double)(float)v;
 }
+static inline double value(const __half &v)
+{
+    // on the bits: the host compiler's _Float16 conversion is a library call without F16C
+    unsigned short h;
+    std::memcpy(&h, &v, 2);
+    return tm_half::half_to_float(h);
+}
 static inline double value(const float &v)
 {
     return v;
@@ -262,67 +269,127 @@ static inline double tf32_truncate(float f)
     return g;
 }
 
-// x rounded toward zero to FP32.
+// x rounded toward zero to FP32: the nearest float, stepped one unit toward zero (its bits
+// less one) where it rounded away.
 static inline float round_toward_zero(double x)
 {
     float f = (float)x;
     if (std::isnan(x) || std::isinf(x)) return f;
     if (std::isinf(f)) return std::copysign(FLT_MAX, f);
-    if (std::fabs((double)f) > std::fabs(x)) f = std::nextafter(f, 0.0f);
+    if (std::fabs((double)f) > std::fabs(x)) {
+        uint32_t u;
+        std::memcpy(&u, &f, 4);
+        --u;
+        std::memcpy(&f, &u, 4);
+    }
     return f;
 }
 
-// The exponent an input enters the tensor core's alignment with: floor(log2 |x|), or the type's
-// smallest normal exponent `emin` for a subnormal (its significand below 1).
-static inline int input_exponent(double x, int emin)
+// A power of two as a double from its biased exponent field (1 <= field <= 2046).
+static inline double pow2_field(int field)
 {
-    int e;
-    std::frexp(x, &e);
-    return std::max(e - 1, emin);
+    const uint64_t u = (uint64_t)field << 52;
+    double d;
+    std::memcpy(&d, &u, 8);
+    return d;
+}
+
+// The biased exponent field of a double.
+static inline int field_of(double x)
+{
+    uint64_t u;
+    std::memcpy(&u, &x, 8);
+    return (int)((u >> 52) & 0x7ff);
+}
 }
 
 // One k-group of the tensor core: c + sum of n exact products, aligned to the largest exponent
 // among them (c included), each truncated toward zero 2 bits below FP32's significand (a
 // multiple of 2^(E-25)), summed exactly. The result before the output's rounding. A product's
-// exponent is its inputs' exponents summed (pexp): its significand, in [1, 4), is not
+// exponent is its inputs' exponents summed (`pfield`, biased): its significand, in [1, 4), is not
 // renormalised before the alignment (measured on the H200: 1.5 * 1.5 - 2^-25 gives
 // 2.25 - 2^-22, where a renormalised 2.25 would align the -2^-25 away).
-static inline double block_sum(double c, const double *prod, const int *pexp, int n)
+//
+// Every term is a normal double or zero (FP16, BF16 and TF32 products and FP32 or FP16 C are
+// far inside double's range), so with E from the largest exponent, t * 2^(25-E) is exact and
+// below 2^27 in magnitude, the conversion to an integer truncates it toward zero, and the 17
+// integers add exactly: one multiply and one conversion a term (the exact-integer model at a
+// fraction of the shifts' cost).
+static inline double block_sum(double c, const double *prod, const int *pfield, int n)
 {
-    // On the bits of the doubles (every term is a normal double or zero: FP16, BF16 and TF32
-    // products and FP32 or FP16 C are far inside double's range): exponent, 53-bit
-    // significand; a term in units of 2^(emax-25), truncated toward zero, is its significand
-    // shifted right by emax - e + 27.
-    uint64_t bits[17];
-    int emax = INT_MIN;
-    bool special = false;
-    for (int i = 0; i <= n; ++i) {
-        const double v = i == 0 ? c : prod[i - 1];
-        std::memcpy(&bits[i], &v, 8);
-        const int be = (int)((bits[i] >> 52) & 0x7ff);
-        if (be == 0x7ff)
-            special = true;
-        else if (be != 0)
-            emax = std::max(emax, i == 0 ? be - 1023 : pexp[i - 1]);
+    int emax = field_of(c);
+    bool special = emax == 0x7ff;
+    for (int i = 0; i < n; ++i) {
+        special = special || field_of(prod[i]) == 0x7ff;
+        if (prod[i] != 0.0) emax = pfield[i] > emax ? pfield[i] : emax;
     }
-    if (special) {
+    if (special) {   // Inf or NaN among them: IEEE arithmetic says what comes out
         double s = c;
         for (int i = 0; i < n; ++i)
             s += prod[i];
         return s;
     }
-    if (emax == INT_MIN) return c + 0.0;   // all zero
-    int64_t sum = 0;
-    for (int i = 0; i <= n; ++i) {
-        const int be = (int)((bits[i] >> 52) & 0x7ff);
-        if (be == 0) continue;
-        const int sh = emax - (be - 1023) + 27;
-        if (sh >= 64) continue;
-        // sh >= 26: no term's exponent exceeds emax + 1 (a product's significand is below 4)
-        const int64_t q = (int64_t)(((bits[i] & 0xfffffffffffffull) | (1ull << 52)) >> sh);
-        sum += (bits[i] >> 63) ? -q : q;
+    if (emax == 0) return c + 0.0;   // all zero
+    // 2^(25-E) and 2^(E-25) as exponent fields: 1023 + 25 - (emax - 1023) and emax - 25, both
+    // in range for every exponent these terms can have (emax from 26 to 2070 - 26).
+    const double scale = pow2_field(2071 - emax), unit = pow2_field(emax - 25);
+    int64_t sum = (int64_t)(c * scale);
+    for (int i = 0; i < n; ++i)
+        sum += (int64_t)(prod[i] * scale);
+    return (double)sum * unit;
+}
+
+// block_sum for a row of C at once: sum[j] = block_sum(c[j], {a[k] * b[k * N + j]}, G) for the N
+// columns j, as vectors of N doubles (GCC's vector extensions: SSE2, AVX or NEON, whatever the
+// target has). A product's exponent field is its inputs' fields summed (each at least
+// `emin_field`, the inputs' smallest normal exponent), E the largest with C's; each term times
+// 2^(25-E) converted to int32 truncates as block_sum's int64 does (below 2^27 in magnitude; C and
+// the first 8 products summed in one int32, the rest in another, both exact in a double). A
+// column without a nonzero term takes E = 2^-997, which gives +0.0 as block_sum's c + 0.0 does.
+// False, with sum unset, when an input is Inf or NaN: the caller then takes block_sum column by
+// column.
+template <int TmN_>
+struct row_vectors {   // (a function template's own typedefs would lose vector_size)
+    typedef double vd __attribute__((vector_size(TmN_ * 8)));
+    typedef long long vl __attribute__((vector_size(TmN_ * 8)));
+    typedef int vi __attribute__((vector_size(TmN_ * 4)));
+};
+template <int TmN_, int TmG_>
+static inline bool row_block_sums(const double *a, const double *b, const double *c, double *sum,
+                                  int emin_field)
+{
+    typedef typename row_vectors<TmN_>::vd vd;
+    typedef typename row_vectors<TmN_>::vl vl;
+    typedef typename row_vectors<TmN_>::vi vi;
+    const vl zero = (vl){}, magnitude = zero + 0x7fffffffffffffffll;
+    vd cv, prod[TmG_];
+    std::memcpy(&cv, c, sizeof cv);
+    vl field = ((vl)cv & magnitude) >> 52;
+    vl special = field == 0x7ff;
+    for (int k = 0; k < TmG_; ++k) {
+        vd bk;
+        std::memcpy(&bk, b + k * TmN_, sizeof bk);
+        prod[k] = a[k] * bk;
+        const int fa = field_of(a[k]);
+        if (fa == 0x7ff) return false;
+        vl fb = ((vl)bk & magnitude) >> 52;
+        special |= fb == 0x7ff;
+        const vl nonzero = ((vl)bk & magnitude) != 0 && (a[k] != 0.0 ? zero - 1 : zero);
+        fb = fb < emin_field ? zero + emin_field : fb;
+        const vl pf = fb + ((fa < emin_field ? emin_field : fa) - 1023);
+        field = nonzero && pf > field ? pf : field;
     }
-    return std::ldexp((double)sum, emax - 25);
+    vl field = top >> 52;
+    for (int j = 0; j < TmN_; ++j)
+        if (field[j] == 0x7ff) return false;
+    field = field < 26 ? (vl){} + 26 : field;
+    const vd scale = (vd)((2071 - field) << 52), unit = (vd)((field - 25) << 52);
+    vi q = __builtin_convertvector(cv * scale, vi);
+    for (int k = 0; k < TmG_; ++k)
+        q += __builtin_convertvector(prod[k] * scale, vi);
+    const vd r = __builtin_convertvector(q, vd) * unit;
+    std::memcpy(sum, &r, sizeof r);
+    return true;
 }
 
 // Per OS thread (a block's fibers share one): each lane's fragment pointers for mma_sync, and
@@ -332,7 +399,7 @@ struct warp_scratch {
     double d[32][256];
     double TmA_[32 * 16], TmB_[16 * 32],
         TmC_[32 * 32];   // lane 0's gathered operands (fibers do not
-        // switch while it computes)
+    // switch while it computes)
 };
 static inline warp_scratch &scratch()
 {
@@ -523,44 +590,58 @@ static inline void mma_sync(fragment<accumulator, TmM_, TmN_, TmK_, TmTD_> &d,
                 TmC_[r][cc] = tm_wmma::value(fc.x[j]);
             }
         }
-        for (int r = 0; r < TmM_; ++r)
-            for (int cc = 0; cc < TmN_; ++cc) {
-                double v;
-                if (kd == 2) {   // FP64: IEEE fused multiply-adds along k
-                    v = TmC_[r][cc];
-                    for (int k = 0; k < TmK_; ++k)
-                        v = std::fma(TmA_[r][k], TmB_[k][cc], v);
-                } else if (kd == 3) {   // integers: exact, wrapping to int32
-                    long long acc = (long long)TmC_[r][cc];
-                    for (int k = 0; k < TmK_; ++k)
-                        acc += (long long)TmA_[r][k] * (long long)TmB_[k][cc];
-                    v = (double)(int)(unsigned)(unsigned long long)acc;
-                } else {   // FP16/BF16 (k-group 16) and TF32 (k-groups of 4, measured on the
-                    // H200): the block FMA model
-                    const int group = kd == 1 ? 4 : 16;
-                    const int emin = std::is_same<TmTA_, __half>::value ? -14 : -126;
-                    v = TmC_[r][cc];
-                    double prod[16];
-                    int pexp[16];
-                    for (int k0 = 0; k0 < TmK_; k0 += group) {
-                        for (int k = 0; k < group; ++k) {
-                            const double x = TmA_[r][k0 + k], y = TmB_[k0 + k][cc];
-                            prod[k] = x * y;
-                            pexp[k] =
-                                tm_wmma::input_exponent(x, emin) + tm_wmma::input_exponent(y, emin);
+        if (kd == 2 || kd == 3) {
+            for (int r = 0; r < TmM_; ++r)
+                for (int cc = 0; cc < TmN_; ++cc) {
+                    double v;
+                    if (kd == 2) {   // FP64: IEEE fused multiply-adds along k
+                        v = TmC_[r][cc];
+                        for (int k = 0; k < TmK_; ++k)
+                            v = std::fma(TmA_[r][k], TmB_[k][cc], v);
+                    } else {   // integers: exact, wrapping to int32
+                        long long acc = (long long)TmC_[r][cc];
+                        for (int k = 0; k < TmK_; ++k)
+                            acc += (long long)TmA_[r][k] * (long long)TmB_[k][cc];
+                        v = (double)(int)(unsigned)(unsigned long long)acc;
+                    }
+                    s.d[w][r * TmN_ + cc] = v;
+                }
+        } else {   // FP16/BF16 (k-group 16) and TF32 (k-groups of 4, measured on the H200): the
+            // block FMA model, by rows
+            constexpr int group = kd == 1 ? 4 : 16;
+            // the inputs' smallest normal exponent, biased: FP16's -14, BF16's and TF32's -126
+            constexpr int emin_field = std::is_same<TmTA_, __half>::value ? 1009 : 897;
+            for (int r = 0; r < TmM_; ++r) {
+                double v[TmN_], sum[TmN_];
+                for (int cc = 0; cc < TmN_; ++cc)
+                    v[cc] = TmC_[r][cc];
+                for (int k0 = 0; k0 < TmK_; k0 += group) {
+                    if (!tm_wmma::row_block_sums<TmN_, group>(&TmA_[r][k0], &TmB_[k0][0], v, sum,
+                                                              emin_field))
+                        for (int cc = 0; cc < TmN_; ++cc) {   // Inf or NaN: term by term
+                            double prod[group];
+                            int pfield[group];
+                            for (int k = 0; k < group; ++k) {
+                                const double x = TmA_[r][k0 + k], y = TmB_[k0 + k][cc];
+                                prod[k] = x * y;
+                                pfield[k] = std::max(tm_wmma::field_of(x), emin_field) +
+                                            std::max(tm_wmma::field_of(y), emin_field) - 1023;
+                            }
+                            sum[cc] = tm_wmma::block_sum(v[cc], prod, pfield, group);
                         }
-                        const double sum = tm_wmma::block_sum(v, prod, pexp, group);
+                    for (int cc = 0; cc < TmN_; ++cc) {
                         if (std::is_same<TmTD_, __half>::value && k0 + group >= TmK_) {
-                            v = (float)__half(sum);   // round to nearest even to FP16
+                            v[cc] = (float)__half(sum[cc]);   // round to nearest even to FP16
                         } else {
-                            v = tm_wmma::round_toward_zero(sum);
-                            if (satf && std::isinf(v)) v = std::copysign(FLT_MAX, v);
+                            v[cc] = tm_wmma::round_toward_zero(sum[cc]);
+                            if (satf && std::isinf(v[cc])) v[cc] = std::copysign(FLT_MAX, v[cc]);
                         }
                     }
-                    if (satf && std::isnan(v)) v = 0.0;
                 }
-                s.d[w][r * TmN_ + cc] = v;
+                for (int cc = 0; cc < TmN_; ++cc)
+                    s.d[w][r * TmN_ + cc] = satf && std::isnan(v[cc]) ? 0.0 : v[cc];
             }
+        }
     }
     __syncwarp(0xffffffffu, file, line);
     for (int i = 0; i < fragment<accumulator, TmM_, TmN_, TmK_, TmTD_>::num_elements; ++i) {

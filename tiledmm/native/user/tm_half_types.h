@@ -39,22 +39,17 @@ static inline unsigned short half_bits(double x)
 
 static inline float half_to_float(unsigned short h)
 {
-    // on the bits (no libm: the tensor-core emulation converts every operand)
-    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    const uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    uint32_t u;
-    if (e == 0x1fu) {
-        u = sign | 0x7f800000u | (m << 13);
-    } else if (e != 0) {
-        u = sign | ((e + 112u) << 23) | (m << 13);
-    } else if (m == 0) {
-        u = sign;
-    } else {   // subnormal: m 2^-24, exact as a float
-        float f = (float)m * 5.9604644775390625e-08f;
-        std::memcpy(&u, &f, 4);
-        u |= sign;
-    }
+    // on the bits, without a branch (the tensor-core emulation converts every operand): a
+    // normal half's exponent and fraction, shifted into a float's, times 2^112 rebias it; a
+    // subnormal's fraction m is m 2^-24 (both exact); Inf and NaN keep their fraction
+    const uint32_t em = h & 0x7fffu;
+    uint32_t u = em << 13;
     float f;
+    std::memcpy(&f, &u, 4);
+    f = em < 0x400u ? (float)(int)em * 0x1p-24f : f * 0x1p112f;
+    std::memcpy(&u, &f, 4);
+    u |= em >= 0x7c00u ? 0x7f800000u : 0u;
+    u |= (uint32_t)(h & 0x8000u) << 16;
     std::memcpy(&f, &u, 4);
     return f;
 }
