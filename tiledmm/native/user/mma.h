@@ -301,7 +301,6 @@ static inline int field_of(double x)
     std::memcpy(&u, &x, 8);
     return (int)((u >> 52) & 0x7ff);
 }
-}
 
 // One k-group of the tensor core: c + sum of n exact products, aligned to the largest exponent
 // among them (c included), each truncated toward zero 2 bits below FP32's significand (a
@@ -379,15 +378,18 @@ static inline bool row_block_sums(const double *a, const double *b, const double
         const vl pf = fb + ((fa < emin_field ? emin_field : fa) - 1023);
         field = nonzero && pf > field ? pf : field;
     }
-    vl field = top >> 52;
     for (int j = 0; j < TmN_; ++j)
-        if (field[j] == 0x7ff) return false;
-    field = field < 26 ? (vl){} + 26 : field;
+        if (special[j]) return false;
+    field = field < 26 ? zero + 26 : field;
     const vd scale = (vd)((2071 - field) << 52), unit = (vd)((field - 25) << 52);
-    vi q = __builtin_convertvector(cv * scale, vi);
-    for (int k = 0; k < TmG_; ++k)
-        q += __builtin_convertvector(prod[k] * scale, vi);
-    const vd r = __builtin_convertvector(q, vd) * unit;
+    vi q0 = __builtin_convertvector(cv * scale, vi), q1 = (vi){};
+    for (int k = 0; k < TmG_; ++k) {
+        if (k < 8)
+            q0 += __builtin_convertvector(prod[k] * scale, vi);
+        else
+            q1 += __builtin_convertvector(prod[k] * scale, vi);
+    }
+    const vd r = (__builtin_convertvector(q0, vd) + __builtin_convertvector(q1, vd)) * unit;
     std::memcpy(sum, &r, sizeof r);
     return true;
 }
