@@ -149,9 +149,11 @@ def test_wrong_result_names_the_first_wrong_element():
 
 
 def test_race_is_reported_with_its_location():
+    # check mode's findings are feedback (the kernel's own process holds them): the race is named
+    # with its location; the points are the plain run's (the emulator's order sums it right)
     report = tm.grade(RACY_SUM, "reduce", backend="emu", seed=SEED)
-    assert not report.passed
     msg = next(c["message"] for c in report.cases if c["name"] == "1024")
+    assert msg.startswith("check mode (feedback, not scored)"), msg
     assert "shared" in msg and "s[" in msg and "block (" in msg, msg
     assert "declared by the submission comments" in report.launch
 
