@@ -402,8 +402,9 @@ __global__ void trap(float *out, int far)
     ("static int c; c += 1; __syncthreads(); o[threadIdx.x] = c;", "static local"),
     ("__shared__ float x[64]; float &r = x[threadIdx.x]; r = 1; __syncthreads(); "
      "o[threadIdx.x] = r;", "reference live across a barrier"),
-    ("if (threadIdx.x < 32) { __syncthreads(); } o[threadIdx.x] = 1;", "control flow"),
-    ("int i = 0; while (i < 3) { __syncthreads(); ++i; } o[threadIdx.x] = i;", "control flow"),
+    ("if (threadIdx.x < 32) { __syncthreads(); } o[threadIdx.x] = 1;",
+     "an if whose condition may differ between threads"),
+    ("int i = 0; while (i < 3) { __syncthreads(); ++i; } o[threadIdx.x] = i;", "a while loop"),
     ("int i = 0; again: if (++i < 3) goto again; __syncthreads(); o[threadIdx.x] = i;", "goto"),
     ("for (int t = 0; t < 4; ++t) { __syncthreads(); if (t == threadIdx.x) break; } "
      "o[threadIdx.x] = 1;", "break of a loop with barriers"),

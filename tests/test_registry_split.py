@@ -109,6 +109,25 @@ def test_reduce_steps_reaching_the_last_warp_split_at_warp_granularity(kernel, p
         4 * eps * np.log2(n + 1) * np.abs(x).sum() + eps
 
 
+@pytest.mark.parametrize("workers", [2, 3])
+def test_many_small_blocks_each_run_once_in_chunks(workers):
+    """Blocks go to the workers in chunks (scheduler.cpp, issue 46: grid / (64 x workers) per
+    grab): 8,193 blocks, a last chunk short, every element written once and right."""
+    from tiledmm import _emu
+    before = _emu.threads()
+    _emu.threads(workers)
+    try:
+        rng = np.random.default_rng(workers)
+        n = 8192 * 128 + 5
+        x = rng.standard_normal(n).astype(np.float32)
+        y = rng.standard_normal(n).astype(np.float32)
+        res = tm.vec_add(x, y, block=128, backend="emu", warmup=0, repeat=1)
+    finally:
+        _emu.threads(before)
+    assert res.launch.path == "thread loops"
+    np.testing.assert_array_equal(res.out, x + y)
+
+
 @pytest.fixture
 def one_emu_thread():
     """Blocks in order on one OS thread: `atomic`'s per-block atomicAdds then come in one order

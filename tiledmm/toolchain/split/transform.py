@@ -133,7 +133,7 @@ class _Emitter:
         # shuffles and votes: (kind, index) -> array declaration, per call site (_exchange)
         self.exchange_arrays = {}
         self.exchange_index = {}   # CALL_EXPR hash -> its call site's index
-        self.simd_loops = 0   # thread loops made to vectorise (_thread_loop)
+        self.vector_loops = 0   # thread loops g++ may vectorise (_thread_loop)
 
     def plan(self):
         a = self.a
@@ -648,9 +648,9 @@ class _Emitter:
         # known only at run time), so results are the scalar loop's, racy kernels included.
         # `#pragma omp simd` (tried) forced it everywhere: strided shared-memory trees ran
         # 0.6-0.8x as fast, and it would reorder racing threads.
-        simd = not precise and not label and warps is None
-        self.simd_loops += simd
-        index = "int" if simd else "size_t"
+        vector = not precise and not label and warps is None
+        self.vector_loops += vector
+        index = "int" if vector else "size_t"
         if warps is not None:
             # the warps taking the branch: the index of a warp's first thread from its linear
             # index once, then stepped (no division per thread)
@@ -775,7 +775,7 @@ class _Emitter:
         # 32-thread row's iterations. AVX2 without FMA (g++ contracts a * b + c only under
         # -mfma): every lane's arithmetic is the baseline's, bit for bit, and with no -march
         # the object (and the kernel cache's copy) runs on any x86-64. GCC on ELF only.
-        targets = "TM_SPLIT_TARGETS " if self.simd_loops else ""
+        targets = "TM_SPLIT_TARGETS " if self.vector_loops else ""
         return f"""
 #line 1 "tiledmm-split"
 #pragma GCC diagnostic push
