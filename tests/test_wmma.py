@@ -73,6 +73,9 @@ CONFIGS = [
 ]
 CASES = [(c, shape, lay) for c in CONFIGS for shape in c[6]
          for lay in ((1, 1, 1), (0, 0, 0), (1, 0, 1))]
+# On the emulator (each case is a compile: CI's time), every layout at each type's first shape and
+# row-major at the others; the GPU comparisons take every case.
+EMU_CASES = [(c, shape, lay) for c, shape, lay in CASES if shape == c[6][0] or lay == (1, 1, 1)]
 
 
 def compile_mma(cfg, shape, layouts, backend="emu"):
@@ -184,9 +187,9 @@ def inputs(rng, cfg, shape):
     return A, B, C
 
 
-@pytest.mark.parametrize("cfg,shape,layouts", CASES,
+@pytest.mark.parametrize("cfg,shape,layouts", EMU_CASES,
                          ids=[f"{c[0]}-m{s[0]}n{s[1]}k{s[2]}-{''.join('rc'[1 - x] for x in lay)}"
-                              for c, s, lay in CASES])
+                              for c, s, lay in EMU_CASES])
 def test_mma_matches_model_and_numpy(cfg, shape, layouts, rng):
     kernel = compile_mma(cfg, shape, layouts)
     A, B, C = inputs(rng, cfg, shape)
