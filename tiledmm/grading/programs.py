@@ -150,8 +150,10 @@ def _grade_case(assignment, submission, case, seed, backend, check, timeout):
     mode = "check" if check else "plain"
     args, stdin = assignment.program_input(sizes, seed)
     limit = float(case.get("timeout", timeout or assignment.timeout))
+    # an empty working folder: a submission's folder may be the grader's own (its hidden tests,
+    # its notes), and a graded program reads only its stdin and arguments
     r = run_program(submission, args=[str(a) for a in args], stdin=stdin, backend=backend,
-                    check=check, timeout=limit)
+                    check=check, timeout=limit, link_folder=False)
     ms = sum(ln.ms or 0.0 for ln in r.launches)
     tail = "\n".join(r.stderr.strip().splitlines()[-6:])
     if r.timed_out:
