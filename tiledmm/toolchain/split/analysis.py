@@ -996,8 +996,8 @@ class KernelAnalysis:
                            f"condition (line {s.location.line})")
         if not self._uniform_expr(kids[0]):
             raise Fallback(f"{self._sync_word(s)} inside an if whose condition may differ "
-                           f"between threads (line {s.location.line}: it reads the thread "
-                           "index, memory, or a value that varies by thread)")
+                           f"between threads (line {s.location.line}): it reads the thread "
+                           "index, memory, or a value that varies by thread")
 
     def for_parts(self, s):
         """(header cursors, body cursor, body statements) of a for loop."""
