@@ -29,6 +29,7 @@
 #include "common.h"
 
 #include "cp_async.h"
+#include <float.h>
 
 #define X3_BM 128
 #define X3_BN 128
@@ -53,13 +54,14 @@ static __device__ __forceinline__ unsigned tf32_rna(float x)
     return r;
 }
 
-// x = big + small, both TF32. An infinite x is its own big part with small 0 (x - big is NaN);
-// a NaN stays a NaN.
+// x = big + small, both TF32. An infinite or NaN x is all small part, its big part 0: a big
+// infinity would meet the other side's small part, often exactly 0, in a_big * b_small and make
+// NaN where IEEE gives +-Inf. (Left: where both factors of one product are infinite the result
+// is NaN, not IEEE's +-Inf: Inf * 0 in a_small * b_big.)
 static __device__ __forceinline__ void tf32_split(float x, unsigned &big, unsigned &small)
 {
-    big = tf32_rna(x);
-    const float rest = x - __uint_as_float(big);
-    small = tf32_rna(rest != rest ? 0.0f : rest);
+    big = fabsf(x) <= FLT_MAX ? tf32_rna(x) : 0u;
+    small = tf32_rna(x - __uint_as_float(big));
 }
 
 // d += a * b for one m16n8k8 tile (PTX ISA fragment layouts for .tf32: a0 (g, t), a1 (g+8, t),
