@@ -541,8 +541,6 @@ def test_tf32x3_is_cuda_only(rng):
 
 
 @pytest.mark.gpu
-@pytest.mark.xfail(reason="issue 47 target not met: tf32x3's error was 2.4x cuBLAS SGEMM's at "
-                          f"17x33x9 {MEASURED} (within FP32's bound)", strict=False)
 @pytest.mark.parametrize("M,N,K", [(1, 1, 1), (17, 33, 9), (300, 7, 1000), (513, 259, 700),
                                    (1024, 1024, 1024)])
 def test_tf32x3_matches_numpy_to_fp32_accuracy(backend, rng, M, N, K):
