@@ -54,6 +54,10 @@ PURE_CALLS |= {"min", "max", "abs", "__fdividef", "__expf", "__logf"}
 WARP_OPS = {"__syncwarp", "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
             "__ballot_sync", "__all_sync", "__any_sync", "__activemask", "__match_any_sync",
             "__match_all_sync", "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync"}
+# nvcuda::wmma's warp-collective loads, stores and products (native/user/mma.h), found by name
+# among the kernel's tokens: the body parse does not read <mma.h>, so their calls may not be in
+# its tree at all (and a kernel split around them computed wrong products, silently).
+WMMA_OPS = {"load_matrix_sync", "store_matrix_sync", "mma_sync"}
 # Warp operations the thread loops run (full mask, every lane of the warp at the same statement:
 # _find_shuffles): the emulator's op (emu/cuda_emu.h tm_emu::WarpOp) of each.
 SHUFFLE_OPS = {"__shfl_sync": "OP_SHFL", "__shfl_up_sync": "OP_SHFL_UP",
@@ -198,6 +202,9 @@ class KernelAnalysis:
                 raise Fallback(f"parameter {p.spelling} is written in the kernel (the thread "
                                 "loops share one copy per block)")
         self._check_names(k)
+        wmma = sorted({t.spelling for t in body.get_tokens()} & WMMA_OPS)
+        if wmma:
+            raise Fallback(f"warp operation wmma::{wmma[0]} (32-lane semantics: fibers)")
         if any(t.spelling == "decltype" for t in body.get_tokens()):
             raise Fallback("decltype in the kernel (a variable live across a barrier is a "
                             "reference in the thread loops)")
