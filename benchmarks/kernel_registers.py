@@ -75,7 +75,7 @@ def rows():
              "(anonymous namespace)::kernel_tag_ffma_order_as_in_cutlass>")]
     # tensor cores (issue 47): wmma's precision 0 TF32, 1 FP16; tf32x3
     out += [("wmma", (("precision", p),), "float32", f"matmul_wmma_kernel<{p}, int>") for p in (0, 1)]
-    out += [("tf32x3", (), "float32", "matmul_tf32x3_kernel<int>")]
+    out += [("tf32x3", (), "float32", "matmul_tf32x3_kernel<true, int, 4, true>")]   # X3_* defaults
     return out
 
 

@@ -96,7 +96,7 @@ REGISTERS = [
     ('fast', (('config', 7),), 'float32', 255, 'matmul_fast_simt_kernel<4, true, int, (anonymous namespace)::kernel_tag_ffma_order_as_in_cutlass>'),
     ('wmma', (('precision', 0),), 'float32', 56, 'matmul_wmma_kernel<0, int>'),
     ('wmma', (('precision', 1),), 'float32', 48, 'matmul_wmma_kernel<1, int>'),
-    ('tf32x3', (), 'float32', 123, 'matmul_tf32x3_kernel<int>'),
+    ('tf32x3', (), 'float32', 255, 'matmul_tf32x3_kernel<true, int, 4, true>'),
     ('cutlass', (), 'float32', 254, 'cutlass::Kernel<cutlass::gemm::kernel::Gemm<MmaMultistage<128x256x8, MmaSimt 64x64x8>, 3 stages>> (CUTLASS 4.2.0.0)'),
 ]
 # fast: (threads per block, shared bytes) of each config, to tell which config
