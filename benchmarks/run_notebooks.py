@@ -34,6 +34,7 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
+KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 
 
 class _Tee(io.TextIOBase):
@@ -218,6 +219,12 @@ def run_notebook(path, out_path=None, keep_going=False, quiet=False):
             plt.close("all")
     seconds = time.perf_counter() - start
     meta = nb.setdefault("metadata", {})
+    # What Jupyter writes into a notebook it ran: Sphinx (myst-nb) needs the language to
+    # highlight the cells, and Jupyter to pick the kernel.
+    meta.setdefault("kernelspec", KERNELSPEC)
+    meta.setdefault("language_info", {"name": "python", "file_extension": ".py",
+                                      "mimetype": "text/x-python",
+                                      "pygments_lexer": "ipython3"})
     try:
         import tiledmm
         backend = tiledmm.get_backend()

@@ -24,6 +24,9 @@ def test_notebooks_exist():
         assert nb["nbformat"] == 4
         kinds = [c["cell_type"] for c in nb["cells"]]
         assert kinds[0] == "markdown" and "code" in kinds
+        # Jupyter needs the kernel; the docs' Sphinx (myst-nb) the language, to highlight cells
+        assert nb["metadata"]["kernelspec"]["name"] == "python3", path
+        assert nb["metadata"]["language_info"]["name"] == "python", path
 
 
 def _paired_sources():
