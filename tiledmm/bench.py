@@ -10,6 +10,7 @@ random in [-1, 1), never zeros.
 import csv
 import json
 import sys
+import time
 from statistics import median  # the definition Timing.kernel_ms uses too
 
 import numpy as np
@@ -171,7 +172,6 @@ def bench_end_to_end(sizes=None, transfer_mib=(64, 256), backend=None, repeat=5,
       cudaMemcpy from and to pinned memory of the same size, measured in the same run;
     - matmul: wall time of a NumPy-in, NumPy-out call (allocation, copies, one launch) beside
       its kernel time and numpy.matmul on this machine's CPU (median of `repeat`)."""
-    import time
     name = backend or _backend.get_backend()
     device = device_info(name)["name"]
     mod = _backend.module(name)

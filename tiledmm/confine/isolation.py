@@ -48,6 +48,7 @@ import mmap
 import os
 import queue
 import re
+import select
 import shutil
 import signal
 import socket
@@ -56,6 +57,8 @@ import subprocess
 import sys
 import threading
 import time
+
+import numpy as np
 
 from .. import _backend
 from .. import _settings
@@ -101,21 +104,11 @@ class ProtocolError(RuntimeError):
 def _json_default(obj):
     if isinstance(obj, (bytes, bytearray, memoryview)):
         return {"$bytes": base64.b64encode(bytes(obj)).decode("ascii")}
-    if isinstance(obj, (np_integer_types())):
+    if isinstance(obj, np.integer):
         return int(obj)
-    if isinstance(obj, np_floating_types()):
+    if isinstance(obj, np.floating):
         return float(obj)
     raise TypeError(f"cannot send a {type(obj).__name__} to tiledmm's worker")
-
-
-def np_integer_types():
-    import numpy as np
-    return (np.integer,)
-
-
-def np_floating_types():
-    import numpy as np
-    return (np.floating,)
 
 
 def _bytes_hook(d):
@@ -376,7 +369,6 @@ class Segment:
 
     def view(self, i, nbytes):
         """The bytes of argument i, as a uint8 NumPy array over the shared memory."""
-        import numpy as np
         offset, _, data_offset = self.regions[i]
         return np.frombuffer(self.map, np.uint8, nbytes, offset + data_offset) if nbytes \
             else np.empty(0, np.uint8)
@@ -719,7 +711,6 @@ class Worker:
             raise self._death(what)
 
     def _readable(self, seconds):
-        import select
         return select.select([self.sock], [], [], seconds)[0]
 
     def _death(self, what):

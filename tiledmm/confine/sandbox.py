@@ -23,14 +23,19 @@ import dataclasses
 import errno
 import fcntl
 import glob
+import importlib.machinery
 import importlib.util
 import json
 import os
+import re
+import resource
 import shutil
 import signal
 import stat
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 import warnings
 
@@ -149,7 +154,6 @@ def _import_packages():
 
 
 def _find_packages(pythonpath, names):
-    import importlib.machinery
     parent = os.path.realpath(PACKAGE_PARENT)
     entries = [p for p in pythonpath.split(os.pathsep)
                if p and os.path.isabs(p) and os.path.isdir(p) and os.path.realpath(p) != parent]
@@ -681,7 +685,6 @@ def _load_bpf(program):
 # resources
 
 def _limits(policy):
-    import resource
     # no core files: a crash must not write the process's memory (the arguments) anywhere
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     memory = policy.memory_bytes or _default_memory()
@@ -726,7 +729,6 @@ def threads_most():
 def _bind_threads():
     """Where this process is root: RLIMIT_NPROC and the real uid change that makes it bind.
     True when the limit binds (the caller then drops CAP_SYS_ADMIN)."""
-    import resource
     if os.getuid() != 0 or os.geteuid() != 0:
         # not root: RLIMIT_NPROC would count every process of the user (a desktop session),
         # and RLIMIT_DATA already bounds the threads (their stacks)
@@ -1124,8 +1126,6 @@ def sweep_scratch(folder=None):
     """Remove the scratch folders (tiledmm-KIND-PID.START-*) in `folder` ($TMPDIR) whose owner is
     gone: a caller that died (SIGBUS, SIGKILL) leaves its worker's folder behind. Only folders
     this user owns; a live owner's folder is never touched."""
-    import re
-    import tempfile
     folder = folder or tempfile.gettempdir()
     pattern = re.compile(r"tiledmm-[a-z-]+?-(\d+)\.(\d+)-")
     try:
@@ -1150,7 +1150,6 @@ def sweep_scratch(folder=None):
 def scratch_folder(kind):
     """A new private scratch folder named with its owner's pid and start time (so that a later
     caller can tell whether the owner is gone); the first in a process sweeps $TMPDIR first."""
-    import tempfile
     folder = tempfile.gettempdir()
     if folder not in _swept:
         _swept.add(folder)
@@ -1230,7 +1229,6 @@ class _BoundedReader:
     """Reads a child's pipe to its end on a thread of its own, keeping the first `most` bytes."""
 
     def __init__(self, pipe, most):
-        import threading
         self.pipe, self.most, self.kept, self.dropped = pipe, most, [], 0
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
@@ -1268,7 +1266,6 @@ class _Feeder:
     """Writes `data` into a child's stdin on a thread of its own, then closes it."""
 
     def __init__(self, pipe, data):
-        import threading
         self.pipe, self.data = pipe, data
         self.thread = threading.Thread(target=self._write, daemon=True)
         self.thread.start()

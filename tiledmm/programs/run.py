@@ -19,6 +19,7 @@ import signal
 import stat
 import subprocess
 import sys
+import termios
 
 from .. import _backend, _toolkit
 from ..toolchain import compile_emu
@@ -859,10 +860,6 @@ class _terminal_kept:
 
     def __enter__(self):
         self.saved = []
-        try:
-            import termios
-        except ImportError:
-            return self
         for fd in (0, 1, 2):
             try:
                 if os.isatty(fd):
@@ -872,7 +869,6 @@ class _terminal_kept:
         return self
 
     def __exit__(self, *exc):
-        import termios
         for fd, mode in self.saved:
             try:
                 termios.tcsetattr(fd, termios.TCSANOW, mode)

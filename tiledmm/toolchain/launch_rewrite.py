@@ -20,6 +20,8 @@ import os
 import re
 import subprocess
 
+from .source import require_cindex
+
 # The parse sees the compile's own headers (tiledmm's prelude, the emulator's runtime and its
 # stand-ins for the toolkit's headers, the program's -I folders), as CUDA to clang: the
 # qualifiers become clang's CUDA attributes again after them, and the built-in variables
@@ -173,7 +175,7 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
     or f(ci, tu, path) -> {kernel: (offset, text inserted there, whether a template)}: the
     texts are inserted, and the launches of a template kernel split name its pair
     `tm_with_split_<k>`."""
-    import clang.cindex as ci
+    ci = require_cindex()
     data = source.encode()
     path = os.path.join(scratch, source_name)
     with open(path, "wb") as f:
