@@ -5,6 +5,7 @@ arguments, #include <cuda_runtime.h>, a student's -DN=64; messages at the studen
 text that ends early, a signature with no body and slide line numbers; the compilers' warnings
 as tm.CompileWarning, also from the cache. Every kernel runs on emu, and on cuda where a GPU
 exists; the NVRTC compile of the dialect is also checked without a GPU where NVRTC loads."""
+import time
 import warnings
 
 import numpy as np
@@ -257,3 +258,20 @@ def test_the_dialect_compiles_under_nvrtc(source, name, defines):
         assert [(line, "no effect" in msg) for line, _, msg in found] == [(3, True)], log
     else:
         assert found == [], log
+
+
+def test_extern_shared_spellings_in_linear_time():
+    """Both word orders, __align__ and 2-D rewrite; `extern "C" __global__ void k(` (no
+    __shared__ in it) is left alone at once: the pattern once split its words in exponentially
+    many ways and the build hung (NVIDIA's reductionMultiBlockCG)."""
+    long_name = "reduceSinglePassMultiBlockCG" + "x" * 40
+    source = (f'extern "C" __global__ void {long_name}(const float *in, float *out) {{\n'
+              "    extern __shared__ float a[];\n    extern double __shared__ b[];\n}\n"
+              "extern __shared__ __align__(16) int c[][4];\n")
+    start = time.perf_counter()
+    out = kernel_source.emu_dialect(source)
+    assert time.perf_counter() - start < 1.0
+    assert f'extern "C" __global__ void {long_name}(' in out
+    assert "TM_DYNAMIC_SHARED(float, a);" in out and "TM_DYNAMIC_SHARED(double, b);" in out
+    assert "static const tm_extern_shared<int[4]> c{};" in out
+    assert out.count("\n") == source.count("\n")   # same lines: messages keep their line numbers

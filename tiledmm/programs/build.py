@@ -34,7 +34,7 @@ from ..toolchain import launch_rewrite
 from ..toolchain.check_rewrite import checked_casts, checked_shared
 from ..toolchain.launch_rewrite import EditedFile, ParseError
 from ..toolchain.diagnostics import SOURCE_NAME as SPLIT_SOURCE_NAME
-from ..toolchain.source import emu_dialect
+from ..toolchain.source import EMU_DIALECT_HINT, emu_dialect
 
 class BuildError(Exception):
     """A program that cannot be built: the message is the compiler's (or the parse's) log."""
@@ -281,7 +281,6 @@ def build(req):
 
 
 _HEADER_ENDINGS = (".h", ".cuh", ".hpp", ".hh", ".inl")
-_EXTERN_SHARED_HINT = re.compile(r"\bextern\b[^;{}]*\b__shared__\b")
 _HEADER_MOST = 1 << 20   # the most of one header read
 
 
@@ -314,8 +313,8 @@ def _mirrored_headers(req, headers):
     rewrite_launches) and, on emu, in the emulator's dialect (emu_dialect, as the program's
     files get it). Every own header is copied, so that each include of a rewritten one, from
     the program or from another of its headers, resolves to the copy (include guards and
-    `#pragma once` differ by path). On emu, the -I folders' headers that declare `extern
-    __shared__` arrays are copied too, in the dialect. The flags that put the folder first ([]
+    `#pragma once` differ by path). On emu, the -I folders' headers that emu_dialect changes
+    (`extern __shared__` arrays, `__shared__ alignas`, inline PTX) are copied too, in the dialect. The flags that put the folder first ([]
     where nothing is copied)."""
     out = os.path.join(req["scratch"], "tm-headers")
     emu = req["backend"] == "emu"
@@ -338,7 +337,7 @@ def _mirrored_headers(req, headers):
                     text = f.read(_HEADER_MOST)
             except OSError:
                 continue
-            if _EXTERN_SHARED_HINT.search(text) and emu_dialect(text) != text:
+            if EMU_DIALECT_HINT.search(text) and emu_dialect(text) != text:
                 copies[n] = (path, emu_dialect(text))
     if not copies:
         return []

@@ -522,12 +522,21 @@ def kernel_signature(source, name, options=()):
 # the text the compilers see
 
 # `extern __shared__ T name[];` in either word order (`extern T __shared__ name[];`), with
-# __align__(n), and 2-D (`name[][N]`)
+# __align__(n), and 2-D (`name[][N]`). Each word ends at a word boundary: without it the words
+# of `extern "C" __global__ void kernel(` split in exponentially many ways (the build hung).
 _EXTERN_SHARED_RE = re.compile(
     r"\bextern\s+(?P<type>(?:(?:__align__\s*\(\s*\w+\s*\)|__attribute__\s*\(\(\s*\w+\s*"
-    r"(?:\(\s*\w+\s*\))?\s*\)\)|[A-Za-z_]\w*)\s*)+?)(?P<name>[A-Za-z_]\w*)\s*\[\s*\]\s*"
+    r"(?:\(\s*\w+\s*\))?\s*\)\)|[A-Za-z_]\w*\b)\s*)+?)(?P<name>[A-Za-z_]\w*)\s*\[\s*\]\s*"
     r"(?P<dims>(?:\[[^\[\];{}]+\]\s*)*);")
 _ALIGN_RE = re.compile(r"__align__\s*\(\s*\w+\s*\)|__attribute__\s*\(\(.*?\)\)")
+# `__shared__ alignas(16) float x[N];`: nvcc takes a standard attribute after the qualifier; the
+# emulator's __shared__ is `static thread_local`, which g++ refuses before alignas ("standard
+# attributes in middle of decl-specifiers"), so the attribute moves in front of the qualifier.
+_ALIGNAS_AFTER_SHARED_RE = re.compile(
+    r"\b__shared__(?P<space>\s+)(?P<alignas>alignas\s*\((?:[^()]|\([^()]*\))*\))")
+# What emu_dialect rewrites, cheaply found: a header without it needs no copy in the dialect.
+EMU_DIALECT_HINT = re.compile(r"\bextern\b[^;{}]*\b__shared__\b|\b__shared__\s+alignas\b|"
+                              r"\b(?:asm|__asm__)\b")
 
 
 # Inline PTX reading a special register (`asm("mov.u32 %0, %%laneid;" : "=r"(x));`): the
@@ -580,7 +589,8 @@ def _emu_inline_ptx(source, blank):
 def emu_dialect(source):
     """The emulator's spelling of nvcc's dialect: `extern __shared__ T name[];` becomes
     TM_DYNAMIC_SHARED(T, name) in a function and a tm_extern_shared<T> object at namespace
-    scope (both read the launch's dynamic shared memory), on the same line."""
+    scope (both read the launch's dynamic shared memory), on the same line; `__shared__
+    alignas(n)` becomes `alignas(n) __shared__`; inline PTX, the special registers' values."""
     blank = blank_source(source)
     edits = []
     for m in _EXTERN_SHARED_RE.finditer(blank):
@@ -610,6 +620,9 @@ def emu_dialect(source):
             text = (f"TM_DYNAMIC_SHARED({ctype}, {name});" if in_function
                     else f"static const tm_extern_shared<{ctype}> {name}{{}};")
         edits.append((m.start(), m.end(), text))
+    for m in _ALIGNAS_AFTER_SHARED_RE.finditer(blank):
+        edits.append((m.start(), m.end(),
+                      source[m.start("alignas"):m.end("alignas")] + m.group("space") + "__shared__"))
     if "asm" in source:
         edits = sorted(edits + _emu_inline_ptx(source, blank))
     out = source
