@@ -266,6 +266,7 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
 
     visit(tu.cursor)
     main.edits.extend(_renamed_builtins(ci, tu, path, data))
+    main.edits.extend(_kernel_registrations(ci, tu, path, data))
     if check:
         main.edits.extend(_checked_param_edits(ci, tu, path, data))
     # every `<<<` of the file (and of the headers it included) must have been a launch read
@@ -357,7 +358,52 @@ def _renamed_builtins(ci, tu, path, data):
         if start not in done:
             done.add(start)
             edits.append((start, len(name), b"tm_user_" + name))
+    # A member named like one (`params.gridDim` of a cudaKernelNodeParams, a field of a struct
+    # the parse could not resolve) is never the built-in: renamed by its tokens, as tiledmm's
+    # own structs spell those fields (emu/runtime_api.h).
+    previous = None
+    for t in tu.cursor.get_tokens():
+        if t.location.file is None or t.location.file.name != path:
+            continue
+        if t.spelling in _BUILTIN_VARIABLES and previous in (".", "->"):
+            start = t.extent.start.offset
+            if start not in done and data[start:start + len(t.spelling)] == t.spelling.encode():
+                done.add(start)
+                edits.append((start, len(t.spelling), b"tm_user_" + t.spelling.encode()))
+        previous = t.spelling
     return edits
+
+
+def _kernel_registrations(ci, tu, path, data):
+    """On the emulator, an edit at the end of the file entering each of its kernels in the
+    table of kernels by address when the program loads (emu/program_graphs.h): a kernel a
+    program names only by its address (a graph's kernel node, cudaLaunchKernel) is launched
+    before, or without, any <<<>>> launch. Templates (no address until instantiated) and
+    overloaded names (an ambiguous address) are left to their first launch."""
+    found = {}
+    for c in _cursors_in(tu, {os.path.realpath(path)}):
+        if c.kind != ci.CursorKind.FUNCTION_DECL or not c.is_definition() or \
+                c.location.file is None or c.location.file.name != path or \
+                not any(k.kind == ci.CursorKind.CUDAGLOBAL_ATTR for k in c.get_children()):
+            continue
+        scope, parent = [], c.semantic_parent
+        while parent is not None and parent.kind != ci.CursorKind.TRANSLATION_UNIT:
+            if parent.kind == ci.CursorKind.NAMESPACE and parent.spelling:
+                scope.append(parent.spelling)
+            elif parent.kind not in (ci.CursorKind.NAMESPACE, ci.CursorKind.LINKAGE_SPEC):
+                break   # a class's static member: not a kernel a program takes the address of
+            parent = parent.semantic_parent
+        else:
+            name = "::".join([*reversed(scope), c.spelling])
+            params = ",".join(a.spelling or f"#{i + 1}" for i, a in enumerate(c.get_arguments()))
+            found.setdefault(name, []).append(params)
+    calls = [f'tm_prog::register_kernel({name}, "{name}", "{params[0]}")'
+             for name, params in sorted(found.items()) if len(params) == 1]
+    if not calls:
+        return []
+    text = ("\n#ifdef TM_EMU\n[[maybe_unused]] static const bool tm_kernels_by_address[] = {" +
+            ", ".join(calls) + "};\n#endif\n")
+    return [(len(data), 0, text.encode())]
 
 
 _NOT_CHECKED = ("VOID", "POINTER", "FUNCTIONPROTO", "FUNCTIONNOPROTO", "LVALUEREFERENCE",
