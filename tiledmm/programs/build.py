@@ -83,9 +83,12 @@ def _split_kernels(ci, tu, path, source, source_name, scratch, includes, define_
     define_lines = [*define_lines, *(f"#define {k} {v}" for k, v in constants.items())]
     kernels = {}
 
-    def find(cursor):   # this file's kernel definitions (the headers' declarations not walked)
-        for c in cursor.get_children():
-            if c.location.file is None or c.location.file.name != path:
+    def find(cursor=None):   # this file's kernel definitions (None: the translation unit's;
+        # the headers' declarations not walked)
+        children = launch_rewrite.top_level(tu) if cursor is None else \
+            ((c, c.location.file and c.location.file.name) for c in cursor.get_children())
+        for c, name in children:
+            if name != path:
                 continue
             if c.kind in (ci.CursorKind.NAMESPACE, ci.CursorKind.LINKAGE_SPEC,
                           ci.CursorKind.UNEXPOSED_DECL):
@@ -94,7 +97,7 @@ def _split_kernels(ci, tu, path, source, source_name, scratch, includes, define_
                     c.is_definition() and \
                     any(k.kind == ci.CursorKind.CUDAGLOBAL_ATTR for k in c.get_children()):
                 kernels.setdefault(c.spelling, []).append(c)
-    find(tu.cursor)
+    find()
     out = {}
     for name, defs in kernels.items():
         try:
@@ -124,14 +127,24 @@ class _NoSplit(Exception):
 
 
 def _users_header(path, trusted, prelude):
-    """f -> whether the libclang File f is a header of the program's own (not the program's
-    file, nor tiledmm's, the compiler's or the system's)."""
-    def users(f):
-        if f is None or f.name == path:
+    """name -> whether the file of this name (as the parse spells it; None for none) is a
+    header of the program's own (not the program's file, nor tiledmm's, the compiler's or the
+    system's)."""
+    known = {}
+
+    def users(name):
+        if name is None or name == path:
             return False
-        real = os.path.realpath(f.name)
-        return not real.startswith(trusted) and real != prelude
+        if name not in known:
+            real = os.path.realpath(name)
+            known[name] = not real.startswith(trusted) and real != prelude
+        return known[name]
     return users
+
+
+def _file_name(cursor):
+    f = cursor.location.file
+    return f.name if f is not None else None
 
 
 def _header_constants(ci, tu, users):
@@ -139,12 +152,12 @@ def _header_constants(ci, tu, users):
     (`#define TILE 16`: literals and operators only), defined once: the transform, which reads
     the .cu alone, gets them as definitions (a kernel's `As[TILE][TILE]`)."""
     found, twice = {}, set()
-    for c in tu.cursor.get_children():
+    for c, name in launch_rewrite.top_level(tu):
         if c.kind != ci.CursorKind.MACRO_DEFINITION:
             continue
         if c.spelling in found:
             twice.add(c.spelling)
-        if not users(c.location.file):
+        if not users(name):
             found.setdefault(c.spelling, None)   # defined elsewhere too: not taken
             continue
         name, *toks = list(c.get_tokens())
@@ -179,7 +192,7 @@ def _split_guard(ci, tu, kernel, path, users, constants):
             ref = c.referenced if c.kind.is_reference() or c.kind.is_expression() else None
             if ref is None or ref.location is None:
                 continue
-            if users(ref.location.file):
+            if users(_file_name(ref)):
                 raise _NoSplit(f"it uses {ref.spelling or 'a name'} from the header "
                                f"{os.path.basename(ref.location.file.name)}, which the "
                                "transform does not read")
@@ -188,13 +201,13 @@ def _split_guard(ci, tu, kernel, path, users, constants):
                 d = ref.get_definition()
                 if d is not None and ours(d.location.file):
                     todo.append(d)
-    for c in tu.cursor.get_children():
-        if c.kind != ci.CursorKind.MACRO_INSTANTIATION or not ours(c.location.file):
+    for c, name in launch_rewrite.top_level(tu):
+        if c.kind != ci.CursorKind.MACRO_INSTANTIATION or name != path:
             continue
         at = c.location.offset
         if any(a <= at < b for a, b in extents):
             d = c.referenced
-            if d is not None and users(d.location.file) and c.spelling not in constants:
+            if d is not None and users(_file_name(d)) and c.spelling not in constants:
                 raise _NoSplit(f"it uses the macro {c.spelling} from the header "
                                f"{os.path.basename(d.location.file.name)}, which the transform "
                                "does not read")

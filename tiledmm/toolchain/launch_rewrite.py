@@ -118,6 +118,40 @@ def _file_location(ci, loc):
     return os.path.realpath(ci.File(f).name), offset.value
 
 
+_INSTANTIATION_FILE = []
+
+
+def top_level(tu):
+    """[(cursor, its file's name as the parse spells it, or None)] for the translation unit's
+    top-level cursors (tiledmm's and the system's headers' declarations and macros too: tens
+    of thousands), read once per translation unit: several passes filter them by file, and the
+    binding's `cursor.location.file.name` costs three C calls and two Python objects each."""
+    kept = tu.__dict__.get("_tm_top_level")
+    if kept is not None:
+        return kept
+    ci = require_cindex()
+    if not _INSTANTIATION_FILE:
+        fn = ci.conf.lib.clang_getInstantiationLocation
+        fn.argtypes = [ci.SourceLocation, ctypes.POINTER(ci.c_object_p), ctypes.c_void_p,
+                       ctypes.c_void_p, ctypes.c_void_p]
+        fn.restype = None
+        _INSTANTIATION_FILE.append(fn)
+    where, names, kept = _INSTANTIATION_FILE[0], {}, []
+    location = ci.conf.lib.clang_getCursorLocation
+    for c in tu.cursor.get_children():
+        f = ci.c_object_p()
+        where(location(c), ctypes.byref(f), None, None, None)
+        if not f:
+            kept.append((c, None))
+            continue
+        key = ctypes.cast(f, ctypes.c_void_p).value
+        if key not in names:
+            names[key] = ci.File(f).name
+        kept.append((c, names[key]))
+    tu.__dict__["_tm_top_level"] = kept
+    return kept
+
+
 def _parse_problem(tu, source_name, path):
     """A fatal problem of the parse (a header not found), said as what it is; None if none."""
     for d in tu.diagnostics:
@@ -207,10 +241,18 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
         main.edits.extend((end, 0, text.encode()) for end, text, _template in splits.values())
         template_splits = {k for k, (_e, _t, template) in splits.items() if template}
 
-    def visit(cursor):
-        for child in cursor.get_children():
-            loc = child.location
-            if loc.file is not None and os.path.realpath(loc.file.name) not in files:
+    in_files = {}   # a file's name as the parse spells it -> whether it is one of `files`
+
+    def ours(name):
+        if name not in in_files:
+            in_files[name] = os.path.realpath(name) in files
+        return in_files[name]
+
+    def visit(cursor=None):   # None: the translation unit
+        children = top_level(tu) if cursor is None else \
+            ((c, c.location.file and c.location.file.name) for c in cursor.get_children())
+        for child, name in children:
+            if name is not None and not ours(name):
                 continue
             if child.kind == ci.CursorKind.CALL_EXPR:
                 kids = list(child.get_children())
@@ -264,7 +306,7 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
             found["file"] = os.path.basename(name)
         launches.append(found)
 
-    visit(tu.cursor)
+    visit()
     main.edits.extend(_renamed_builtins(ci, tu, path, data))
     main.edits.extend(_kernel_registrations(ci, tu, path, data))
     if check:
@@ -295,23 +337,38 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
 
 def _cursors_in(tu, files):
     """The translation unit's cursors written in `files` (real paths), in preorder: the
-    subtrees of every other file (tiledmm's headers, the system's) are not walked."""
-    todo, real = list(reversed(list(tu.cursor.get_children()))), {}
+    subtrees of every other file (tiledmm's headers, the system's) are not walked. Kept on the
+    translation unit: several passes read them, and each cursor's file costs the binding a call."""
+    kept = tu.__dict__.setdefault("_tm_cursors_in", {})
+    key = frozenset(files)
+    if key in kept:
+        return kept[key]
+    real = {}
+
+    def ours(name):
+        if name not in real:
+            real[name] = os.path.realpath(name) in files
+        return real[name]
+
+    out, todo = [], [c for c, name in reversed(top_level(tu))
+                     if name is None or ours(name)]
     while todo:
         c = todo.pop()
         f = c.location.file
-        if f is not None:
-            if f.name not in real:
-                real[f.name] = os.path.realpath(f.name) in files
-            if not real[f.name]:
-                continue
-        yield c
+        if f is not None and not ours(f.name):
+            continue
+        out.append(c)
         todo.extend(reversed(list(c.get_children())))
+    kept[key] = out
+    return out
 
 
 def _included(tu, real):
     """Whether the translation unit included the file at this real path."""
-    return any(os.path.realpath(inc.include.name) == real for inc in tu.get_includes())
+    if "_tm_included" not in tu.__dict__:
+        tu.__dict__["_tm_included"] = {os.path.realpath(inc.include.name)
+                                       for inc in tu.get_includes()}
+    return real in tu.__dict__["_tm_included"]
 
 
 def split_callee(ci, ref, callee, kernel):
