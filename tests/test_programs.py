@@ -325,6 +325,23 @@ def test_compiles_are_cached():
     assert origin == "disk_hits"
 
 
+def test_the_program_prelude_is_precompiled_once_per_cache(tmp_path, monkeypatch):
+    """The prelude every program starts with (tiledmm's kernel header and the program runtime)
+    is precompiled once per cache folder and compile command (toolchain/compile_emu.prelude_pch):
+    two programs share it, and messages still name the program's own lines."""
+    monkeypatch.setenv("TILEDMM_CACHE_DIR", str(tmp_path / "cache"))
+    first = ("#include <cstdio>\n__global__ void k(int *x) { x[threadIdx.x] = 3 * threadIdx.x; }"
+             "\nint main() {\n  int *d, h[8];\n  cudaMalloc(&d, sizeof h);\n  k<<<1, 8>>>(d);\n"
+             "  cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);\n  printf(\"%d\\n\", h[7]);\n}\n")
+    assert run(first).stdout == "21\n"
+    precompiled = [n for n in os.listdir(tmp_path / "cache") if n.endswith(".gch")]
+    assert len(precompiled) == 1 and precompiled[0].startswith("user-prelude-")
+    with pytest.raises(tm.CompileError) as err:
+        run(first.replace("h[7]", "h[7] + missing_name"))
+    assert "program.cu:8" in str(err.value) and "missing_name" in str(err.value)
+    assert [n for n in os.listdir(tmp_path / "cache") if n.endswith(".gch")] == precompiled
+
+
 def test_cli_run_exit_code_and_arguments(tmp_path):
     prog = tmp_path / "exits.cu"
     prog.write_text(EXITS)

@@ -34,6 +34,7 @@ from ..toolchain import launch_rewrite
 from ..toolchain.check_rewrite import checked_casts, checked_shared
 from ..toolchain.launch_rewrite import EditedFile, ParseError
 from ..toolchain.diagnostics import SOURCE_NAME as SPLIT_SOURCE_NAME
+from ..toolchain.compile_emu import PROGRAM_PRELUDE, PROGRAM_PRELUDE_HEADER
 from ..toolchain.source import EMU_DIALECT_HINT, emu_dialect
 
 class BuildError(Exception):
@@ -365,12 +366,14 @@ _NOT_TIMED = ("tiledmm: the program is built as nvcc builds it, its launches not
               "(tiledmm's parse could not read them: {why})\n")
 
 
-def _translation_unit(text, name, backend, define_lines, first):
-    """The text the compiler sees for one of the program's files (its launches rewritten)."""
+def _translation_unit(text, name, backend, define_lines, first, precompiled=False):
+    """The text the compiler sees for one of the program's files (its launches rewritten).
+    precompiled (emu): the prelude through its header, which compile_emu.prelude_pch
+    precompiled (a later file of the program defines a macro first: g++ reads the header)."""
     once = "" if first else "#define TM_PROG_NOT_FIRST_FILE 1\n"
     if backend == "emu":
-        return (once + '#include "tiledmm_kernel.h"\n#include "emu/program_runtime.h"\n' +
-                define_lines + f'#line 1 "{name}"\n{text}\n')
+        prelude = f'#include "{PROGRAM_PRELUDE_HEADER}"\n' if precompiled else PROGRAM_PRELUDE
+        return once + prelude + define_lines + f'#line 1 "{name}"\n{text}\n'
     return (once + '#include "tiledmm_program_cuda.h"\n' + define_lines +
             f'#line 1 "{name}"\n{text}\n')
 
@@ -411,7 +414,9 @@ def _read_units(req, split):
 def _build(req, split):
     scratch, backend = req["scratch"], req["backend"]
     units, launches, mirror, note = _read_units(req, split)
-    compile_cmd = [req["compile"][0], *mirror, *req["compile"][1:]]
+    prelude = req.get("prelude") if backend == "emu" else None   # compile_emu.prelude_pch
+    compile_cmd = [req["compile"][0], *([f"-I{prelude}"] if prelude else []), *mirror,
+                   *req["compile"][1:]]
     define_lines = "".join(d + "\n" for d in req["define_lines"])
     sources = []
     for i, (text, name, folder) in enumerate(units):
@@ -420,7 +425,8 @@ def _build(req, split):
         base = ("program" if backend == "emu" else "program_build") if i == 0 else f"program_{i}"
         src = os.path.join(scratch, base + (".cpp" if backend == "emu" else ".cu"))
         with open(src, "w") as f:
-            f.write(_translation_unit(text, name, backend, define_lines, first=i == 0))
+            f.write(_translation_unit(text, name, backend, define_lines, first=i == 0,
+                                      precompiled=bool(prelude)))
         sources.append((src, folder))
     out = os.path.join(scratch, "program.so")
     if len(sources) > 1:   # a program of several files: each compiled, then linked

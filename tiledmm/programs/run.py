@@ -508,9 +508,10 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
         meta["note"] = str(meta.get("note", ""))[:2000]
         return image, meta, "disk_hits"
     with sandbox.scratch("program-build") as scratch:
-        link = []
+        link, prelude = [], None
         if backend == "emu":
             # tiledmm's own runtime (trusted sources), compiled once per cache folder
+            prelude = compile_emu.prelude_pch(compile_cmd, scratch, runtime)
             link = ["-x", "none",
                     *compile_emu.runtime_objects(includes, rt_sources, scratch, runtime),
                     *compile_emu.kernel_link_flags(),
@@ -532,6 +533,7 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
                    # each file's own folder first for its quoted includes, as for nvcc
                    # (programs/build.py adds it per file)
                    "compile": [*compile_cmd, f"-I{source_dir}"], "link": link,
+                   "prelude": prelude,
                    "link_cmd": link_cmd, "check": bool(check),
                    "no_split": _no_split_reason(backend, check), "profile": bool(profile),
                    "extra_sources": _write_extra_sources(extra_sources, scratch)}

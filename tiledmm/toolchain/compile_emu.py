@@ -143,6 +143,41 @@ def runtime_objects(includes, sources, build_dir, key):
     return local
 
 
+# A whole program's first file starts with its prelude (programs/build.py): tiledmm's kernel
+# header and the program runtime, 2,000 lines of it and the C++ library's headers that g++
+# reads for every program (about 40% of a small program's compile). prelude_pch precompiles it.
+PROGRAM_PRELUDE_HEADER = "tm_program_prelude.h"
+PROGRAM_PRELUDE = '#include "tiledmm_kernel.h"\n#include "emu/program_runtime.h"\n'
+
+
+def prelude_pch(compile_cmd, build_dir, runtime):
+    """A folder in build_dir holding the program prelude (PROGRAM_PRELUDE_HEADER) and, beside
+    it, the prelude precompiled by g++ with the program's compile command (`compile_cmd`,
+    without its files): g++ reads the .gch in the header's place where every option it
+    checks matches, else the header (never a different build). Compiled once per cache folder,
+    runtime key and command, kept in the cache like runtime_objects; copies in build_dir."""
+    folder = os.path.join(build_dir, "tm-prelude")
+    os.makedirs(folder, exist_ok=True)
+    header = os.path.join(folder, PROGRAM_PRELUDE_HEADER)
+    with open(header, "w") as f:
+        f.write(PROGRAM_PRELUDE)
+    flags = [a for a in compile_cmd[1:] if a not in ("-shared", "-c")]
+    name = f"user-prelude-{cache.key('emu-prelude', runtime, compile_cmd, PROGRAM_PRELUDE)}.gch"
+    with _LOCK:
+        data = cache.read_verified(cache.entry_path(name))
+    if data is None:
+        cmd = [compile_cmd[0], *flags, "-c", "-x", "c++-header", header, "-o", header + ".gch"]
+        proc = _run_compiler(cmd, "precompiling the program prelude", build_dir)
+        if proc.returncode != 0:   # the programs build without it (and say why if they fail)
+            return folder
+        with open(header + ".gch", "rb") as f:
+            cache.store_bytes(f.read(), cache.entry_path(name))
+    else:
+        with open(header + ".gch", "wb") as f:
+            f.write(data)
+    return folder
+
+
 def _launcher(name, params, check, paired=False):
     """C++ appended to the user's source: an extern "C" function that unpacks the arguments
     csrc/user_kernels.c passes, notes them for the fault report (tiledmm_fault.h) and launches
