@@ -319,6 +319,40 @@ int main()
     assert path == "fibers" and "BLOCK_SYNC" in reason and "sync.cuh" in reason
 
 
+def test_a_plain_typedef_from_the_programs_own_header_still_splits(tmp_path):
+    # NVIDIA's scan sample: `typedef unsigned int uint;` in scan_common.h; the transform gets
+    # such typedefs (of arithmetic types) as it gets the header's plain constants
+    (tmp_path / "types.h").write_text("#pragma once\ntypedef unsigned int word_t;\n"
+                                      "typedef float real_t;\n#define WIDTH 64\n")
+    (tmp_path / "rev.cu").write_text(r"""
+#include <cstdio>
+#include "types.h"
+__global__ void rev(word_t *x, real_t scale)
+{
+    __shared__ word_t s[WIDTH];
+    word_t t = threadIdx.x;
+    s[t] = x[t] * (word_t)scale;
+    __syncthreads();
+    x[t] = s[WIDTH - 1 - t];
+}
+int main()
+{
+    word_t h[WIDTH], *d;
+    for (int i = 0; i < WIDTH; ++i) h[i] = i * i + 7;
+    cudaMalloc(&d, sizeof h);
+    cudaMemcpy(d, h, sizeof h, cudaMemcpyHostToDevice);
+    rev<<<1, WIDTH>>>(d, 3.0f);
+    cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+    printf("%u %u\n", h[0], h[63]);
+    return 0;
+}
+""")
+    r = run(str(tmp_path / "rev.cu"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == f"{(63 * 63 + 7) * 3} {7 * 3}\n"
+    assert r.paths["rev"] == ("thread loops", "")
+
+
 def test_a_program_of_several_files_splits_kernels_launched_from_another_file(tmp_path):
     # main.cu launches `tiled`, declared in the program's header (with TILE, a plain constant)
     # and defined in kernel.cu; each file has a static kernel `local_k` of its own

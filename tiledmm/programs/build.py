@@ -81,7 +81,9 @@ def _split_kernels(ci, tu, path, source, source_name, scratch, includes, define_
         + _SYSTEM_ROOTS
     users = _users_header(path, trusted, os.path.realpath(os.path.join(scratch, "parse-prelude.h")))
     constants = _header_constants(ci, tu, users)
-    define_lines = [*define_lines, *(f"#define {k} {v}" for k, v in constants.items())]
+    typedefs = _header_typedefs(ci, tu, users)
+    define_lines = [*define_lines, *(f"#define {k} {v}" for k, v in constants.items()),
+                    *typedefs.values()]
     kernels = {}
 
     def find(cursor=None):   # this file's kernel definitions (None: the translation unit's;
@@ -107,7 +109,7 @@ def _split_kernels(ci, tu, path, source, source_name, scratch, includes, define_
             if defs[0].semantic_parent is None or defs[0].semantic_parent.kind not in (
                     ci.CursorKind.TRANSLATION_UNIT, ci.CursorKind.LINKAGE_SPEC):
                 raise _NoSplit("a kernel in a namespace")
-            _split_guard(ci, tu, defs[0], path, users, constants)
+            _split_guard(ci, tu, defs[0], path, users, constants, typedefs)
             plan = barrier_split.split_kernel(source, name, define_lines, templates=True,
                                               profile=profile)
             if plan.text is None:
@@ -174,7 +176,28 @@ def _header_constants(ci, tu, users):
     return {k: v for k, v in found.items() if v is not None and k not in twice}
 
 
-def _split_guard(ci, tu, kernel, path, users, constants):
+# The canonical types a header's typedef may name for the transform to be given it as text
+_PLAIN_TYPES = ("BOOL", "CHAR_U", "UCHAR", "USHORT", "UINT", "ULONG", "ULONGLONG", "CHAR_S",
+                "SCHAR", "SHORT", "INT", "LONG", "LONGLONG", "FLOAT", "DOUBLE", "LONGDOUBLE")
+
+
+def _header_typedefs(ci, tu, users):
+    """{name: its typedef's text} of the program's headers' typedefs of plain arithmetic types
+    (`typedef unsigned int uint;`, NVIDIA's scan_common.h), where every typedef of the name
+    agrees (glibc's <sys/types.h> has the same `uint`): the transform, which reads the .cu
+    alone, gets them before it as it gets the headers' constants."""
+    found, meanings = {}, {}
+    for c, name in launch_rewrite.top_level(tu):
+        if c.kind != ci.CursorKind.TYPEDEF_DECL:
+            continue
+        under = c.underlying_typedef_type.get_canonical()
+        meanings.setdefault(c.spelling, set()).add(under.spelling)
+        if users(name) and under.kind.name in _PLAIN_TYPES:
+            found[c.spelling] = f"typedef {under.spelling} {c.spelling};"
+    return {k: v for k, v in found.items() if len(meanings[k]) == 1}
+
+
+def _split_guard(ci, tu, kernel, path, users, constants, typedefs):
     """Raises _NoSplit when the kernel, or a function of this file it calls, uses anything (a
     function, a variable, a type, a macro other than a plain constant) from the program's own
     headers: the transform does not read them, so a helper there could synchronise or read
@@ -193,6 +216,8 @@ def _split_guard(ci, tu, kernel, path, users, constants):
             ref = c.referenced if c.kind.is_reference() or c.kind.is_expression() else None
             if ref is None or ref.location is None:
                 continue
+            if ref.kind == ci.CursorKind.TYPEDEF_DECL and ref.spelling in typedefs:
+                continue   # given to the transform (_header_typedefs)
             if users(_file_name(ref)):
                 raise _NoSplit(f"it uses {ref.spelling or 'a name'} from the header "
                                f"{os.path.basename(ref.location.file.name)}, which the "
