@@ -47,6 +47,19 @@ def test_cooperative_groups_made_at_run_time():
     assert r.launches[0].path == "fibers"
 
 
+def test_group_shuffles_of_types_wider_than_8_bytes():
+    r = run(os.path.join(SURFACE, "wide_shuffles.cu"))
+    assert r.returncode == 0, r.stderr
+    got = [ln.split() for ln in r.stdout.splitlines()]
+    assert len(got) == 32
+    for t, row in enumerate(got):
+        n = (t + 1) % 32
+        assert [int(v) for v in row[:4]] == [n, 2 * n, 3 * n + 1, 4 * n + 5]
+        d = t + 3 if t + 3 < 32 else t   # shfl_down past the tile's end: the lane's own value
+        assert float(row[4]) == 1.5 * d + 2.0 + 7 * d
+        assert int(row[5]) == (30 * 100 + 1 if t % 2 == 0 else -1)
+
+
 def test_grid_sync_is_refused_at_its_line():
     src = """#include <cooperative_groups.h>
 namespace cg = cooperative_groups;

@@ -13,6 +13,7 @@
 #pragma once
 #include "tiledmm_kernel.h"
 
+#include <cstring>
 #include <type_traits>
 
 #ifdef TM_EMU
@@ -36,6 +37,27 @@ inline int nth_lane(unsigned mask, unsigned r)
     fprintf(stderr, "tiledmm: %s:%d: %s\n", file, line, what);
     fflush(stderr);
     abort();
+}
+// A group's shuffle takes any trivially copyable type (CUDA's moves one wider than 8 bytes in
+// pieces); the warp intrinsics move at most 8 bytes. `shuffle(piece)` is the intrinsic, the
+// same for every piece, so every lane makes the same calls in the same order.
+template <typename T, typename Shuffle>
+inline T shfl_pieces(const T &var, Shuffle shuffle)
+{
+    static_assert(std::is_trivially_copyable<T>::value,
+                  "cooperative groups shuffle trivially copyable types");
+    if constexpr (sizeof(T) <= 8) {
+        return shuffle(var);
+    } else {
+        constexpr size_t pieces = (sizeof(T) + 7) / 8;
+        unsigned long long in[pieces] = {}, out[pieces];
+        std::memcpy(in, &var, sizeof(T));
+        for (size_t i = 0; i < pieces; ++i)
+            out[i] = shuffle(in[i]);
+        T result = var;
+        std::memcpy(&result, out, sizeof(T));
+        return result;
+    }
 }
 }  // namespace tm_detail
 
@@ -151,25 +173,30 @@ class warp_tile : public thread_group {
     template <typename T>
     static T shfl(T var, int src, const char *file = __builtin_FILE(), int line = __builtin_LINE())
     {
-        return __shfl_sync(mask(), var, src, (int)N, file, line);
+        return shfl_pieces(var,
+                           [&](auto v) { return __shfl_sync(mask(), v, src, (int)N, file, line); });
     }
     template <typename T>
     static T shfl_down(T var, unsigned delta, const char *file = __builtin_FILE(),
                        int line = __builtin_LINE())
     {
-        return __shfl_down_sync(mask(), var, delta, (int)N, file, line);
+        return shfl_pieces(
+            var, [&](auto v) { return __shfl_down_sync(mask(), v, delta, (int)N, file, line); });
     }
     template <typename T>
     static T shfl_up(T var, unsigned delta, const char *file = __builtin_FILE(),
                      int line = __builtin_LINE())
     {
-        return __shfl_up_sync(mask(), var, delta, (int)N, file, line);
+        return shfl_pieces(
+            var, [&](auto v) { return __shfl_up_sync(mask(), v, delta, (int)N, file, line); });
     }
     template <typename T>
     static T shfl_xor(T var, unsigned lane_mask, const char *file = __builtin_FILE(),
                       int line = __builtin_LINE())
     {
-        return __shfl_xor_sync(mask(), var, (int)lane_mask, (int)N, file, line);
+        return shfl_pieces(var, [&](auto v) {
+            return __shfl_xor_sync(mask(), v, (int)lane_mask, (int)N, file, line);
+        });
     }
     static int any(int pred, const char *file = __builtin_FILE(), int line = __builtin_LINE())
     {
@@ -282,7 +309,9 @@ class coalesced_group : public thread_group {
            int line = __builtin_LINE()) const
     {
         const int src = tm_detail::nth_lane(mask_, rank);
-        return __shfl_sync(mask_, var, src < 0 ? (int)tm_detail::lane() : src, 32, file, line);
+        const int from = src < 0 ? (int)tm_detail::lane() : src;
+        return tm_detail::shfl_pieces(
+            var, [&](auto v) { return __shfl_sync(mask_, v, from, 32, file, line); });
     }
     template <typename T>
     T shfl_down(T var, unsigned delta, const char *file = __builtin_FILE(),
