@@ -5,11 +5,12 @@ data/ files are found), each in a Python process of its own with a time limit. P
 (sample, result, seconds); a pass is exit 0 with no "FAILED"/"Test failed" line in stdout.
 NVIDIA's code stays in the checkout: nothing of it is copied into this repository.
 
-    python benchmarks/cuda_samples.py /path/to/cuda-samples [--timeout 300] [--only NAME ...]
+    python benchmarks/cuda_samples.py /path/to/cuda-samples [--timeout 300] [--jobs 2] [--only NAME ...]
 
 Develop against NVIDIA/cuda-samples at c94ff366aed18c797b8a85dfaac7817b0228b420 (2025-09-05).
 """
 import argparse
+import concurrent.futures
 import json
 import os
 import subprocess
@@ -78,6 +79,8 @@ def main():
     ap.add_argument("checkout", help="a cuda-samples checkout (the folder holding Samples/ and Common/)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per sample (build and run)")
     ap.add_argument("--only", nargs="*", help="samples to run (their folder names)")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="samples run at once (their seconds then include waiting for a core)")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--json", help="also write the rows to this file")
     a = ap.parse_args()
@@ -85,10 +88,7 @@ def main():
     if a.one:
         one(checkout, a.one, a.timeout)
         return 0
-    rows = []
-    for s in SAMPLES:
-        if a.only and s.split("/")[-1] not in a.only:
-            continue
+    def sample_row(s):
         t0 = time.monotonic()
         try:
             done = subprocess.run([sys.executable, os.path.abspath(__file__), checkout, "--one", s,
@@ -102,8 +102,12 @@ def main():
         except subprocess.TimeoutExpired:
             row = {"result": "timeout", "detail": "build and run"}
         row.update(sample=s.split("/")[-1], seconds=round(time.monotonic() - t0, 1))
-        rows.append(row)
         print(f"{row['sample']:28s} {row['result']:14s} {row['seconds']:7.1f}  {row['detail']}", flush=True)
+        return row
+
+    chosen = [s for s in SAMPLES if not a.only or s.split("/")[-1] in a.only]
+    with concurrent.futures.ThreadPoolExecutor(a.jobs) as pool:   # each sample a process
+        rows = list(pool.map(sample_row, chosen))
     passed = sum(r["result"] == "pass" for r in rows)
     print(f"\n{passed} of {len(rows)} pass")
     if a.json:
