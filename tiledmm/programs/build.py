@@ -42,7 +42,7 @@ class BuildError(Exception):
 
 
 def rewrite_launches(source, source_name, scratch, includes, defines=(), user_includes=(),
-                     check=False, split=None, folder=None, headers=None):
+                     check=False, split=None, folder=None, headers=None, emu=False):
     """launch_rewrite.rewrite_launches, with the file's kernels split at their barriers where
     `split` (emu plain and profile builds) is {"define_lines": [...], "paths": {}, "profile":
     bool}: the kernels get their split twins (module docstring), "paths" is filled with kernel
@@ -58,7 +58,7 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
     return launch_rewrite.rewrite_launches(source, source_name, scratch, includes, defines,
                                            user_includes, check=check,
                                            split_kernels=split_kernels, folder=folder,
-                                           headers=headers)
+                                           headers=headers, emu=emu)
 
 
 # ---- kernels split at their barriers (issue 34) ----
@@ -419,7 +419,7 @@ def _read_units(req, split):
                 text, found = rewrite_launches(
                     f.read(), name, req["scratch"], req["parse_includes"], req["defines"],
                     req["user_includes"], check=check, split=split, folder=folder,
-                    headers=headers)
+                    headers=headers, emu=req["backend"] == "emu")
             if check:   # shared arrays race-checked, casts of checked pointers kept checked
                 text = checked_shared(checked_casts(text))
             launches += [dict(ln, file=ln.get("file", name)) if i else ln for ln in found]

@@ -197,7 +197,7 @@ class EditedFile:
 
 
 def rewrite_launches(source, source_name, scratch, includes, defines=(), user_includes=(),
-                     check=False, split_kernels=None, folder=None, headers=None):
+                     check=False, split_kernels=None, folder=None, headers=None, emu=False):
     """(the source with every launch rewritten on its own lines, the launches found: a list of
     {"kernel", "params", "line"} and "file" for a launch in a header). Raises ParseError for a
     `<<<` the parse could not read, or a header it could not find. folder: the program file's
@@ -208,7 +208,8 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
     every parameter). split_kernels (build.py, emu's kernels split at their barriers): None,
     or f(ci, tu, path) -> {kernel: (offset, text inserted there, whether a template)}: the
     texts are inserted, and the launches of a template kernel split name its pair
-    `tm_with_split_<k>`."""
+    `tm_with_split_<k>`. emu: the build is the emulator's (members named like its macro
+    built-ins renamed, kernels entered in its table of kernels by address)."""
     ci = require_cindex()
     data = source.encode()
     path = os.path.join(scratch, source_name)
@@ -307,8 +308,9 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
         launches.append(found)
 
     visit()
-    main.edits.extend(_renamed_builtins(ci, tu, path, data))
-    main.edits.extend(_kernel_registrations(ci, tu, path, data))
+    main.edits.extend(_renamed_builtins(ci, tu, path, data, emu))
+    if emu:
+        main.edits.extend(_kernel_registrations(ci, tu, path, data))
     if check:
         main.edits.extend(_checked_param_edits(ci, tu, path, data))
     # every `<<<` of the file (and of the headers it included) must have been a launch read
@@ -390,9 +392,15 @@ _DECLS = ("VAR_DECL", "PARM_DECL", "FIELD_DECL")
 _REFS = ("DECL_REF_EXPR", "MEMBER_REF_EXPR")
 
 
-def _renamed_builtins(ci, tu, path, data):
+# Of those, the ones emu/cuda_emu.h spells as macros: a member of that name (`kp.gridDim`) cannot
+# be written on the emulator; its structs name such fields tm_user_<name> (emu/runtime_api.h).
+_MACRO_BUILTINS = ("threadIdx", "blockIdx", "blockDim", "gridDim")
+
+
+def _renamed_builtins(ci, tu, path, data, emu=False):
     """Edits renaming the program's own variables, parameters and fields named like a built-in
-    variable (and every use of them) to tm_user_<name>."""
+    variable (and every use of them) to tm_user_<name>; on emu, also every member access of a
+    name the emulator spells as a macro."""
     kinds = {getattr(ci.CursorKind, k) for k in _DECLS + _REFS}
     decl_kinds = {getattr(ci.CursorKind, k) for k in _DECLS}
     edits, done = [], set()
@@ -419,10 +427,10 @@ def _renamed_builtins(ci, tu, path, data):
     # the parse could not resolve) is never the built-in: renamed by its tokens, as tiledmm's
     # own structs spell those fields (emu/runtime_api.h).
     previous = None
-    for t in tu.cursor.get_tokens():
+    for t in tu.cursor.get_tokens() if emu else ():
         if t.location.file is None or t.location.file.name != path:
             continue
-        if t.spelling in _BUILTIN_VARIABLES and previous in (".", "->"):
+        if t.spelling in _MACRO_BUILTINS and previous in (".", "->"):
             start = t.extent.start.offset
             if start not in done and data[start:start + len(t.spelling)] == t.spelling.encode():
                 done.add(start)

@@ -68,6 +68,14 @@
 #define cudaMemAttachGlobal 0x01
 #define cudaMemAttachHost 0x02
 
+// The host runtime below (allocations, copies, launches, reports, graphs) runs per call, never
+// per thread, and is compiled again with every program: without optimisation, which takes g++
+// about a third of the time (-O2's passes over it were 2.2 s of a small program's 3.4 s of
+// compile on one core). Kernels and the device functions they inline (emu/cuda_emu.h,
+// program_textures.h) keep the program's own level (pop_options below).
+#pragma GCC push_options
+#pragma GCC optimize("O0")
+
 namespace tm_prog {
 
 enum Kind { DEVICE = 0, MANAGED = 1, PINNED = 2, HOST = 3 };
@@ -1467,6 +1475,7 @@ static inline cudaError_t tm_prog_cudaStreamWaitEvent(cudaStream_t s, cudaEvent_
 #define cudaThreadSynchronize() tm_prog_cudaDeviceSynchronize()
 
 #include "program_graphs.h"
+#pragma GCC pop_options
 #include "program_textures.h"
 
 // ---- device assert: the launch fails with cudaErrorAssert at the next synchronising call ----
