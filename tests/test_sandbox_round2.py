@@ -440,6 +440,45 @@ def test_stat_and_has_include_see_nothing_outside_the_grants(tmp_path, capfd):
     assert "private root" in sandbox.describe()
 
 
+_FALLBACK = """
+import sys, numpy as np, tiledmm as tm
+from tiledmm.confine import sandbox
+k = tm.compile(sys.stdin.read(), backend="emu")
+A, B = np.arange(300, dtype=np.float32), np.ones(300, np.float32)
+C = np.zeros_like(A)
+k(2, 256, A, B, C, 300, backend="emu", timeout=60)
+sys.stdout.flush()
+print("SUM-OK" if np.array_equal(C, A + B) else "SUM-WRONG")
+print(sandbox.describe())
+"""
+
+
+def test_without_a_private_root_the_sandbox_still_holds_and_says_metadata_is_exposed(tmp_path):
+    """The fallback where a host allows no mount namespace (Docker's default profile), forced
+    with TILEDMM_SANDBOX_PRIVATE_ROOT=off: the kernel still runs confined (Landlock, seccomp),
+    stat() and __has_include then see a path outside the grants, and describe() (python -m
+    tiledmm info) says that file metadata is exposed and why."""
+    if not sandbox.status().get("confined"):
+        pytest.skip(f"no sandbox here: {sandbox.status().get('reason')}")
+    secret = tmp_path / "solution_notes.txt"
+    secret.write_text("the answer")
+    # stat() only: __has_include of a file that exists but may not be read stops the compile
+    # ("Permission denied"), which exposes it the same way
+    src = _STAT_KERNEL.replace('__has_include("@SECRET@")', '__has_include("/no/such/file.h")') \
+        .replace("@SECRET@", str(secret)).replace("@FOLDER@", str(HERE))
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(tm.__file__)))
+    env = dict(os.environ, TILEDMM_SANDBOX_PRIVATE_ROOT="off",
+               TILEDMM_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=package_parent)
+    done = subprocess.run([sys.executable, "-c", _FALLBACK], input=src, capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "SUM-OK" in done.stdout
+    assert "STAT:0:0:0" in done.stdout   # seen (Landlock still refuses to open them)
+    assert "file metadata (stat, __has_include) exposed: switched off by " \
+        "TILEDMM_SANDBOX_PRIVATE_ROOT=off" in done.stdout
+    assert "sandbox: confined" in done.stdout
+
+
 # -- 9 (issue 45). a child with the GPU: RLIMIT_DATA and a /dev/shm of its own ---------------
 
 _GPU_CHILD = ("import os, resource\n"

@@ -47,6 +47,9 @@ SETTINGS = (
     Setting("TILEDMM_SANDBOX_GPU_MEMORY", "run", "python", True,
             "bytes of private memory (RLIMIT_DATA) a confined child with the GPU may use "
             "(default: as TILEDMM_SANDBOX_MEMORY; 0: no limit)"),
+    Setting("TILEDMM_SANDBOX_PRIVATE_ROOT", "run", "python", True,
+            "off: no private root (mount namespace) per child: file metadata (stat, "
+            "__has_include) outside the grants is then exposed, as where the host allows none"),
     Setting("TILEDMM_SANDBOX_TRAP_ALL", "run", "python", True,
             "1: a refused system call ends the child with SIGSYS, naming the call (debugging)"),
     Setting("TILEDMM_NCU", "run", "python", False, "the Nsight Compute executable"),

@@ -811,9 +811,18 @@ def status():
     return dict(_STATUS)
 
 
+def _private_root_off():
+    """Why the private root is switched off by its setting (a host where it misbehaves; the
+    tests of the fallback), else ""."""
+    return ("switched off by TILEDMM_SANDBOX_PRIVATE_ROOT=off"
+            if _SETTINGS.get("TILEDMM_SANDBOX_PRIVATE_ROOT") == "off" else "")
+
+
 def _private_root_probe():
     """"" where a child can enter a private root (tried in a forked child: its root is
     replaced), else why not."""
+    if _private_root_off():
+        return _private_root_off()
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -903,8 +912,9 @@ def confine(policy, bpf=None):
     if _SETTINGS.get("TILEDMM_SANDBOX") == "off":
         return False
     # first, while root may still mount: a root that holds only what the policy grants
-    private = not _PRIVATE_ROOT.enter(_visible(policy), policy.write, os.getcwd(),
-                                      {"/dev/shm": GPU_SHM_BYTES} if policy.devices else {})
+    private = not _private_root_off() and not _PRIVATE_ROOT.enter(
+        _visible(policy), policy.write, os.getcwd(),
+        {"/dev/shm": GPU_SHM_BYTES} if policy.devices else {})
     _limits(policy)
     abi, _ = _landlock_abi()
     lib = None if bpf else _libseccomp()
