@@ -171,3 +171,37 @@ def test_tiledmm_nvcc_refuses_a_host_compilers_object(tmp_path):
     obj.write_bytes(b"\x7fELF not ours")
     assert nvcc_cli.main([str(obj), "-o", str(tmp_path / "app")]) == 2
     assert not (tmp_path / "app").exists()
+
+
+def test_a_host_file_of_the_program_sees_no_device_functions(tmp_path):
+    """A program's .cpp is host code, as nvcc hands it to the host compiler: CUDA's device
+    functions (umin, umax...) are not declared there, so its own umin compiles (NVIDIA's
+    mergeSort_host.cpp), while the .cu beside it still has the device's."""
+    (tmp_path / "common.h").write_text("#pragma once\nunsigned smallest(unsigned *d, int n);\n")
+    (tmp_path / "host.cpp").write_text(
+        '#include "common.h"\n'
+        "static unsigned umin(unsigned a, unsigned b) { return a < b ? a : b; }\n"
+        "unsigned smallest_on_host(const unsigned *h, int n)\n"
+        "{ unsigned m = h[0]; for (int i = 1; i < n; ++i) m = umin(m, h[i]); return m; }\n")
+    (tmp_path / "main.cu").write_text(r"""
+#include <cstdio>
+unsigned smallest_on_host(const unsigned *h, int n);
+__global__ void smallest_pair(unsigned *x) { x[threadIdx.x] = umin(x[2 * threadIdx.x], x[2 * threadIdx.x + 1]); }
+int main()
+{
+    unsigned h[64], *d;
+    for (int i = 0; i < 64; ++i) h[i] = (unsigned)((i * 37) % 61 + 5);
+    printf("%u\n", smallest_on_host(h, 64));
+    cudaMalloc(&d, sizeof h);
+    cudaMemcpy(d, h, sizeof h, cudaMemcpyHostToDevice);
+    smallest_pair<<<1, 32>>>(d);
+    cudaMemcpy(h, d, 32 * sizeof(unsigned), cudaMemcpyDeviceToHost);
+    printf("%u %u\n", h[0], h[31]);
+    return 0;
+}
+""")
+    r = tm.run([str(tmp_path / "main.cu"), str(tmp_path / "host.cpp")], backend="emu",
+               timeout=120)
+    assert r.returncode == 0, r.stderr
+    values = [(i * 37) % 61 + 5 for i in range(64)]
+    assert r.stdout == f"{min(values)}\n{min(values[0], values[1])} {min(values[62], values[63])}\n"

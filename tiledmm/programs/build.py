@@ -319,6 +319,9 @@ def build(req):
     return result
 
 
+# A program's files that nvcc hands to the host compiler (no device code: CUDA's device
+# functions are not declared there)
+_HOST_ENDINGS = (".cpp", ".cc", ".cxx", ".c", ".C")
 _HEADER_ENDINGS = (".h", ".cuh", ".hpp", ".hh", ".inl")
 _HEADER_MOST = 1 << 20   # the most of one header read
 
@@ -396,6 +399,8 @@ def _translation_unit(text, name, backend, define_lines, first, precompiled=Fals
     precompiled (emu): the prelude through its header, which compile_emu.prelude_pch
     precompiled (a later file of the program defines a macro first: g++ reads the header)."""
     once = "" if first else "#define TM_PROG_NOT_FIRST_FILE 1\n"
+    if backend == "emu" and name.endswith(_HOST_ENDINGS):   # nvcc gives it to g++ as it is
+        once += "#define TM_PROG_HOST_FILE 1\n"
     if backend == "emu":
         prelude = f'#include "{PROGRAM_PRELUDE_HEADER}"\n' if precompiled else PROGRAM_PRELUDE
         return once + prelude + define_lines + f'#line 1 "{name}"\n{text}\n'

@@ -562,7 +562,10 @@ extern "C" inline void __sincosf(float x, float *s, float *c) noexcept
     *s = sinf(x);
     *c = cosf(x);
 }
-// the integer and float helpers of CUDA's math API that have no C library counterpart
+// the integer and float helpers of CUDA's math API that have no C library counterpart: device
+// functions, so not in a program's host-only file (a .cpp: nvcc gives it to the host compiler,
+// which sees none of them; NVIDIA's mergeSort_host.cpp defines its own umin)
+#ifndef TM_PROG_HOST_FILE
 static inline unsigned umin(unsigned a, unsigned b)
 {
     return a < b ? a : b;
@@ -587,6 +590,7 @@ static inline long long llmax(long long a, long long b)
 {
     return a < b ? b : a;
 }
+#endif
 static inline float __frcp_rn(float x)
 {
     return 1.0f / x;
