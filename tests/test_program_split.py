@@ -353,6 +353,38 @@ int main()
     assert r.paths["rev"] == ("thread loops", "")
 
 
+def test_shared_alignas_compiles_and_splits(tmp_path):
+    # NVIDIA's globalToShmemAsyncCopy writes `__shared__ alignas(alignof(float4))`: nvcc takes
+    # the attribute after the qualifier, g++ and clang only in front (the dialect moves it)
+    (tmp_path / "rev.cu").write_text(r"""
+#include <cstdio>
+template <int N>
+__global__ void rev(float4 *x)
+{
+    __shared__ alignas(alignof(float4)) float s[4 * N];
+    const int t = threadIdx.x;
+    reinterpret_cast<float4 *>(s)[t] = x[t];
+    __syncthreads();
+    x[t] = reinterpret_cast<float4 *>(s)[N - 1 - t];
+}
+int main()
+{
+    float4 h[32], *d;
+    for (int i = 0; i < 32; ++i) h[i] = make_float4(i, 2 * i, 3 * i, -i);
+    cudaMalloc(&d, sizeof h);
+    cudaMemcpy(d, h, sizeof h, cudaMemcpyHostToDevice);
+    rev<32><<<1, 32>>>(d);
+    cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+    printf("%g %g %g\n", h[0].x, h[0].w, h[31].y);
+    return 0;
+}
+""")
+    r = run(str(tmp_path / "rev.cu"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "31 -31 0\n"
+    assert r.paths["rev"] == ("thread loops", "")
+
+
 def test_a_program_of_several_files_splits_kernels_launched_from_another_file(tmp_path):
     # main.cu launches `tiled`, declared in the program's header (with TILE, a plain constant)
     # and defined in kernel.cu; each file has a static kernel `local_k` of its own

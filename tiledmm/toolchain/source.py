@@ -586,6 +586,22 @@ def _emu_inline_ptx(source, blank):
     return edits
 
 
+def _alignas_in_front(source, blank):
+    """The edits putting `alignas(n)` in front of the `__shared__` it follows (the same length:
+    offsets into the text stay valid)."""
+    return [(m.start(), m.end(),
+             source[m.start("alignas"):m.end("alignas")] + m.group("space") + "__shared__")
+            for m in _ALIGNAS_AFTER_SHARED_RE.finditer(blank)]
+
+
+def alignas_in_front(source):
+    """`source` with each `__shared__ alignas(n)` written `alignas(n) __shared__`, at the same
+    offsets (the barrier transform's parse of a program's text, whose offsets it keeps)."""
+    for start, end, text in reversed(_alignas_in_front(source, blank_source(source))):
+        source = source[:start] + text + source[end:]
+    return source
+
+
 def emu_dialect(source):
     """The emulator's spelling of nvcc's dialect: `extern __shared__ T name[];` becomes
     TM_DYNAMIC_SHARED(T, name) in a function and a tm_extern_shared<T> object at namespace
@@ -620,9 +636,7 @@ def emu_dialect(source):
             text = (f"TM_DYNAMIC_SHARED({ctype}, {name});" if in_function
                     else f"static const tm_extern_shared<{ctype}> {name}{{}};")
         edits.append((m.start(), m.end(), text))
-    for m in _ALIGNAS_AFTER_SHARED_RE.finditer(blank):
-        edits.append((m.start(), m.end(),
-                      source[m.start("alignas"):m.end("alignas")] + m.group("space") + "__shared__"))
+    edits += _alignas_in_front(source, blank)
     if "asm" in source:
         edits = sorted(edits + _emu_inline_ptx(source, blank))
     out = source

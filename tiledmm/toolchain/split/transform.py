@@ -64,7 +64,7 @@ import re
 from dataclasses import dataclass
 
 from ..diagnostics import SOURCE_NAME
-from ..source import cindex, emu_dialect, split_top_level
+from ..source import alignas_in_front, cindex, emu_dialect, split_top_level
 from .analysis import (MAX_FRAME, PURE_CALLS, SHUFFLE_OPS, VOTE_OPS,  # noqa: F401
                              KernelAnalysis, Fallback, kernel_names)
 from .inline import inline_helpers
@@ -102,7 +102,8 @@ def split_kernel(source, name, define_lines=(), templates=False, headers=None, p
     ci = cindex()
     if ci is None:
         return SplitPlan(None, "libclang is not available")
-    text = source if templates else emu_dialect(source)
+    # a program's text (templates) keeps its offsets: only the same-length rewrite
+    text = alignas_in_front(source) if templates else emu_dialect(source)
     try:
         inlined, sync_lines = inline_helpers(ci, text, name, define_lines, templates, headers)
         analysis = KernelAnalysis(ci, inlined, name, define_lines, templates, headers,
