@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import tiledmm as tm
+from conftest import HAVE_GPU
 from tiledmm.confine import isolation, sandbox
 
 HERE = Path(__file__).resolve().parent
@@ -401,6 +402,20 @@ def test_nvrtc_stops_at_its_time_limit():
         compile_nvrtc._nvrtc_compile(lib, text, "k", (), ["--gpu-architecture=compute_90"],
                                      False, seconds=1)
     assert time.monotonic() - start < 30
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAVE_GPU, reason="needs a CUDA device")
+def test_the_graders_compile_limit_bounds_nvrtc():
+    """grade --compile-timeout reaches NVRTC, which compiles in the worker on cuda."""
+    from tiledmm.grading.compile_limits import CompileLimitError, compile_submission
+    text = ("constexpr long f(long n) { long s = 0; for (long i = 0; i < n; ++i) s += i % 7; "
+            "return s; }\n__global__ void k(long *o) { constexpr long v = "
+            "f(10000000000L); o[0] = v; }\n")
+    start = time.monotonic()
+    with pytest.raises(CompileLimitError, match="more than 2 s"):
+        compile_submission(text, "k", [], "cuda", False, seconds=2)
+    assert time.monotonic() - start < 60
 
 
 # -- 3 (issue 45, round 2). file metadata: nothing outside the grants exists ----------------

@@ -12,7 +12,7 @@ import warnings
 from .. import _backend
 from ..toolchain.compile_emu import CompileTimeout, compile_emu, kernel_signature_confined
 from ..errors import CompileWarning
-from ..user_kernels.kernel import compile as tm_compile
+from ..user_kernels.kernel import Kernel
 
 __all__ = ["compile_submission", "CompileLimitError"]
 
@@ -41,10 +41,11 @@ def compile_submission(source, name, options, backend, check, *,
                                        seconds=seconds, memory_bytes=int(memory_mb) << 20)[0]
         else:
             kernel_signature_confined(source, name, list(options), seconds=seconds)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            # on cuda NVRTC compiles here, in the worker, within the same limit
+            kernel = Kernel(source, name, options, backend=backend, compile_seconds=seconds)
     except CompileTimeout as exc:
         raise CompileLimitError(str(exc)) from None
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        kernel = tm_compile(source, name, options, backend=backend)
     return kernel, [f"{w.filename}:{w.lineno}: {w.message}" for w in caught
                     if issubclass(w.category, CompileWarning)]
