@@ -511,7 +511,10 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
         link, prelude = [], None
         if backend == "emu":
             # tiledmm's own runtime (trusted sources), compiled once per cache folder
-            prelude = compile_emu.prelude_pch(compile_cmd, scratch, runtime)
+            # the prelude reads tiledmm's headers and the system's: one for every program,
+            # whatever its -I folders (a folder of its own is not searched for them)
+            prelude = compile_emu.prelude_pch([a for a in compile_cmd if a not in user_includes],
+                                              scratch, runtime)
             link = ["-x", "none",
                     *compile_emu.runtime_objects(includes, rt_sources, scratch, runtime),
                     *compile_emu.kernel_link_flags(),
