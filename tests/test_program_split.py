@@ -284,6 +284,24 @@ __global__ void rev(int *x)
         [("rev", "thread loops"), ("again", "thread loops")]
 
 
+def _rev_main(element, fill, launch, fmt):
+    """A program's main for the 64-element reversal kernels below: h[i] = fill, the launch,
+    and the first and last elements printed."""
+    return f"""
+int main()
+{{
+    {element} h[64], *d;
+    for (int i = 0; i < 64; ++i) h[i] = {fill};
+    cudaMalloc(&d, sizeof h);
+    cudaMemcpy(d, h, sizeof h, cudaMemcpyHostToDevice);
+    {launch};
+    cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+    printf("{fmt} {fmt}\\n", h[0], h[63]);
+    return 0;
+}}
+"""
+
+
 def test_a_helper_from_the_programs_own_header_keeps_the_fibers(tmp_path):
     # the transform reads the .cu alone: a barrier in a macro of the program's header must
     # not be taken for plain code
@@ -300,18 +318,7 @@ __global__ void rev(int *x)
     wait_all();
     x[t] = s[63 - t];
 }
-int main()
-{
-    int h[64], *d;
-    for (int i = 0; i < 64; ++i) h[i] = i * i - 7;
-    cudaMalloc(&d, sizeof h);
-    cudaMemcpy(d, h, sizeof h, cudaMemcpyHostToDevice);
-    rev<<<1, 64>>>(d);
-    cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
-    printf("%d %d\n", h[0], h[63]);
-    return 0;
-}
-""")
+""" + _rev_main("int", "i * i - 7", "rev<<<1, 64>>>(d)", "%d"))
     r = run(str(tmp_path / "rev.cu"))
     assert r.returncode == 0, r.stderr
     assert r.stdout == f"{(63 * 63 - 7) * 3} {-7 * 3}\n"
@@ -335,18 +342,7 @@ __global__ void rev(word_t *x, real_t scale)
     __syncthreads();
     x[t] = s[WIDTH - 1 - t];
 }
-int main()
-{
-    word_t h[WIDTH], *d;
-    for (int i = 0; i < WIDTH; ++i) h[i] = i * i + 7;
-    cudaMalloc(&d, sizeof h);
-    cudaMemcpy(d, h, sizeof h, cudaMemcpyHostToDevice);
-    rev<<<1, WIDTH>>>(d, 3.0f);
-    cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
-    printf("%u %u\n", h[0], h[63]);
-    return 0;
-}
-""")
+""" + _rev_main("word_t", "i * i + 7", "rev<<<1, 64>>>(d, 3.0f)", "%u"))
     r = run(str(tmp_path / "rev.cu"))
     assert r.returncode == 0, r.stderr
     assert r.stdout == f"{(63 * 63 + 7) * 3} {7 * 3}\n"
