@@ -52,7 +52,7 @@ def main():
     start = time.perf_counter()
     programs.build(SHARED, "shared.cu", a.backend)
     print(f"{a.backend}: shared, once per cache folder: {time.perf_counter() - start:.1f} s")
-    print(f"| sample | uncached (s) | cached (s) |\n|---|---|---|")
+    print("| sample | uncached (s) | cached (s) |\n|---|---|---|")
     for s in SAMPLES:
         if a.only and s.split("/")[-1] not in a.only:
             continue
