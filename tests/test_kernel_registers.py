@@ -57,8 +57,12 @@ def test_registers_limit_regtile_2_to_one_block_per_sm():
 
 @pytest.mark.skipif(shutil.which("nvcc") is None and not os.path.exists("/usr/local/cuda/bin/nvcc"),
                     reason="nvcc not found: the table cannot be regenerated here")
+@pytest.mark.skipif(os.environ.get("TILEDMM_NO_CUDA") == "1",
+                    reason="an emulator-only build (TILEDMM_NO_CUDA=1, as CI's): the cuda "
+                           "kernels' table is checked where the cuda backend is built and "
+                           "tested (benchmarks/gpu_run.sh)")
 def test_table_is_up_to_date():
     # about 20 s: compiles cuda/*.cu for sm_90 (no GPU needed)
     run = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "kernel_registers.py"),
-                          "--check"], capture_output=True, text=True, cwd=ROOT)
+                          "--check"], capture_output=True, text=True, cwd=ROOT, timeout=900)
     assert run.returncode == 0, run.stdout + run.stderr
