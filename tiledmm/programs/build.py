@@ -88,9 +88,7 @@ def _split_kernels(ci, tu, path, source, source_name, scratch, includes, define_
 
     def find(cursor=None):   # this file's kernel definitions (None: the translation unit's;
         # the headers' declarations not walked)
-        children = launch_rewrite.top_level(tu) if cursor is None else \
-            ((c, c.location.file and c.location.file.name) for c in cursor.get_children())
-        for c, name in children:
+        for c, name in launch_rewrite.children(tu, cursor):
             if name != path:
                 continue
             if c.kind in (ci.CursorKind.NAMESPACE, ci.CursorKind.LINKAGE_SPEC,
@@ -143,11 +141,6 @@ def _users_header(path, trusted, prelude):
             known[name] = not real.startswith(trusted) and real != prelude
         return known[name]
     return users
-
-
-def _file_name(cursor):
-    f = cursor.location.file
-    return f.name if f is not None else None
 
 
 def _header_constants(ci, tu, users):
@@ -218,7 +211,7 @@ def _split_guard(ci, tu, kernel, path, users, constants, typedefs):
                 continue
             if ref.kind == ci.CursorKind.TYPEDEF_DECL and ref.spelling in typedefs:
                 continue   # given to the transform (_header_typedefs)
-            if users(_file_name(ref)):
+            if users(launch_rewrite.file_name(ref)):
                 raise _NoSplit(f"it uses {ref.spelling or 'a name'} from the header "
                                f"{os.path.basename(ref.location.file.name)}, which the "
                                "transform does not read")
@@ -233,7 +226,7 @@ def _split_guard(ci, tu, kernel, path, users, constants, typedefs):
         at = c.location.offset
         if any(a <= at < b for a, b in extents):
             d = c.referenced
-            if d is not None and users(_file_name(d)) and c.spelling not in constants:
+            if d is not None and users(launch_rewrite.file_name(d)) and c.spelling not in constants:
                 raise _NoSplit(f"it uses the macro {c.spelling} from the header "
                                f"{os.path.basename(d.location.file.name)}, which the transform "
                                "does not read")

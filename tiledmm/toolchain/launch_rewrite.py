@@ -152,6 +152,19 @@ def top_level(tu):
     return kept
 
 
+def file_name(cursor):
+    """The name of the file a cursor was written in, as the parse spells it (None for none)."""
+    f = cursor.location.file
+    return f.name if f is not None else None
+
+
+def children(tu, cursor=None):
+    """[(child, its file's name)] of a cursor; None: the translation unit's (top_level)."""
+    if cursor is None:
+        return top_level(tu)
+    return [(c, file_name(c)) for c in cursor.get_children()]
+
+
 def _parse_problem(tu, source_name, path):
     """A fatal problem of the parse (a header not found), said as what it is; None if none."""
     for d in tu.diagnostics:
@@ -250,9 +263,7 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
         return in_files[name]
 
     def visit(cursor=None):   # None: the translation unit
-        children = top_level(tu) if cursor is None else \
-            ((c, c.location.file and c.location.file.name) for c in cursor.get_children())
-        for child, name in children:
+        for child, name in children(tu, cursor):
             if name is not None and not ours(name):
                 continue
             if child.kind == ci.CursorKind.CALL_EXPR:
