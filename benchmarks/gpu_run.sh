@@ -3,7 +3,7 @@
 # backends, compute-sanitizer over every kernel, the demo, the benchmarks (kernels against
 # cuBLAS and a device copy; NumPy round trips against pinned copies and numpy.matmul), and the
 # notebooks with their outputs. Logs go to $OUT (or ./out); short tables come last.
-#   usage: bash benchmarks/gpu_run.sh [all|test|pytest|sanitize|bench|l2|callcost|lessons|cutlass|profile|programs|progcheck|tensor] [extra bench args]
+#   usage: bash benchmarks/gpu_run.sh [all|test|pytest|sanitize|bench|l2|callcost|lessons|cutlass|profile|programs|progcheck|tensor|samples|magics] [extra bench args]
 #   test:  build, pytest (both backends), compute-sanitizer (memcheck, racecheck, synccheck,
 #          initcheck) over every kernel; `pytest` and `sanitize` run its two halves apart (each
 #          fits one 10-minute call of a lent machine)
@@ -28,6 +28,8 @@
 #          tf32x3's accuracy against cuBLAS (benchmarks/tf32x3_accuracy.py), its tuning variants
 #          (benchmarks/tf32x3_probe.cu), and bench of wmma,
 #          tf32x3 and cublas at 4096 and 8192
+#   samples: NVIDIA's cuda-samples (a carried checkout in .cuda-samples/, ignored by git) through
+#          tm.run on cuda, each also built and run by nvcc itself (benchmarks/cuda_samples.py)
 #   magics: the %%cuda magics on cuda through IPython's InteractiveShell, ncu/nsys included
 #          (benchmarks/magics_gpu.py; needs IPython, and ncu/nsys on PATH for --profile)
 set -uo pipefail
@@ -172,6 +174,13 @@ fi
 if [ "$stage" = all ] || [ "$stage" = magics ]; then
     echo "== %%cuda magics (tests/magics/cells.py, the nvcc4jupyter-style notebook) on cuda"
     python3 benchmarks/magics_gpu.py --backend cuda --out "$OUT" 2>&1 | tee "$OUT/magics.txt" | tail -40
+fi
+
+if [ "$stage" = samples ]; then
+    echo "== NVIDIA's samples: tm.run on cuda beside nvcc"
+    [ -d .cuda-samples/Samples ] || { echo "samples: carry .cuda-samples (a cuda-samples checkout)"; exit 1; }
+    python3 benchmarks/cuda_samples.py .cuda-samples --backend cuda --nvcc --jobs 8 --timeout 120 \
+        --json "$OUT/samples_cuda.json" 2>&1 | tee "$OUT/samples_cuda.txt" | tail -44
 fi
 
 if [ "$stage" = tensor ]; then

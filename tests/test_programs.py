@@ -13,6 +13,7 @@ import sys
 import pytest
 
 import tiledmm as tm
+from conftest import pythonpath
 from tiledmm.programs import run as programs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -345,7 +346,7 @@ def test_the_program_prelude_is_precompiled_once_per_cache(tmp_path, monkeypatch
 def test_cli_run_exit_code_and_arguments(tmp_path):
     prog = tmp_path / "exits.cu"
     prog.write_text(EXITS)
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=pythonpath(ROOT))
     done = subprocess.run([sys.executable, "-m", "tiledmm", "run", str(prog), "--backend", "emu",
                            "--timeout", str(RUN_S), "--", "one", "--two"],
                           input=b"typed\n", capture_output=True, timeout=RUN_S * 3, env=env)
@@ -412,7 +413,7 @@ def test_pitched_memory_and_stream_queries(backend):
 
 
 def test_cli_reports_the_host_fault_and_a_compile_error(tmp_path):
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=pythonpath(ROOT))
     cli = [sys.executable, "-m", "tiledmm", "run"]
     done = subprocess.run(cli + [os.path.join(PROGRAMS, "host_reads_device.cu"), "--backend",
                                  "emu"], capture_output=True, timeout=RUN_S * 3, env=env)

@@ -15,6 +15,7 @@ import sys
 import pytest
 
 import tiledmm as tm
+from conftest import HAVE_GPU, pythonpath
 from tiledmm.programs import nvcc_args, nvcc_cli, workdir
 from tiledmm.programs import run as programs
 
@@ -51,7 +52,7 @@ def test_program_reads_its_folder_and_its_files_come_back(program_folder, tmp_pa
     assert r.files["sub/more.txt"] == b"more\n"
     assert set(r.files) == {"out.txt", "sub/more.txt"}   # no staged input, no link
     # the CLI (the same program: from the cache) writes them to --outdir, then beside it
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=pythonpath(ROOT))
     outdir = tmp_path / "out"
     outdir.mkdir()
     cli = [sys.executable, "-m", "tiledmm", "run", "-O2", "-arch=sm_90",
@@ -140,7 +141,7 @@ def test_emu_takes_nvccs_options_and_refuses_a_library_it_lacks():
 
 
 def test_cli_refuses_an_option_it_does_not_take(tmp_path):
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=pythonpath(ROOT))
     done = subprocess.run([sys.executable, "-m", "tiledmm", "run", "--ptxas-options=-v",
                            "x.cu"], capture_output=True, timeout=60, env=env)
     assert done.returncode == 2
@@ -151,7 +152,7 @@ def test_cli_refuses_an_option_it_does_not_take(tmp_path):
 def test_a_makefile_builds_and_runs_with_tiledmm_nvcc(tmp_path):
     project = tmp_path / "project"
     shutil.copytree(os.path.join(HERE, "programs", "makefile_project"), project)
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    env = dict(os.environ, PYTHONPATH=pythonpath(ROOT),
                TILEDMM_BACKEND="emu")
     nvcc = f"{sys.executable} -m tiledmm.programs.nvcc_cli"   # the tiledmm-nvcc script's
     done = subprocess.run(["make", f"NVCC={nvcc}"], cwd=project, capture_output=True,
@@ -173,17 +174,16 @@ def test_tiledmm_nvcc_refuses_a_host_compilers_object(tmp_path):
     assert not (tmp_path / "app").exists()
 
 
-def test_a_host_file_of_the_program_sees_no_device_functions(tmp_path):
-    """A program's .cpp is host code, as nvcc hands it to the host compiler: CUDA's device
-    functions (umin, umax...) are not declared there, so its own umin compiles (NVIDIA's
-    mergeSort_host.cpp), while the .cu beside it still has the device's."""
-    (tmp_path / "common.h").write_text("#pragma once\nunsigned smallest(unsigned *d, int n);\n")
-    (tmp_path / "host.cpp").write_text(
+def _host_file_program(folder):
+    """A program whose .cpp defines its own umin beside a .cu that uses the device's (NVIDIA's
+    mergeSort_host.cpp): the files, and the stdout it must print."""
+    (folder / "common.h").write_text("#pragma once\nunsigned smallest(unsigned *d, int n);\n")
+    (folder / "host.cpp").write_text(
         '#include "common.h"\n'
         "static unsigned umin(unsigned a, unsigned b) { return a < b ? a : b; }\n"
         "unsigned smallest_on_host(const unsigned *h, int n)\n"
         "{ unsigned m = h[0]; for (int i = 1; i < n; ++i) m = umin(m, h[i]); return m; }\n")
-    (tmp_path / "main.cu").write_text(r"""
+    (folder / "main.cu").write_text(r"""
 #include <cstdio>
 unsigned smallest_on_host(const unsigned *h, int n);
 __global__ void smallest_pair(unsigned *x) { x[threadIdx.x] = umin(x[2 * threadIdx.x], x[2 * threadIdx.x + 1]); }
@@ -200,8 +200,32 @@ int main()
     return 0;
 }
 """)
-    r = tm.run([str(tmp_path / "main.cu"), str(tmp_path / "host.cpp")], backend="emu",
-               timeout=120)
-    assert r.returncode == 0, r.stderr
     values = [(i * 37) % 61 + 5 for i in range(64)]
-    assert r.stdout == f"{min(values)}\n{min(values[0], values[1])} {min(values[62], values[63])}\n"
+    files = [str(folder / "main.cu"), str(folder / "host.cpp")]
+    return files, f"{min(values)}\n{min(values[0], values[1])} {min(values[62], values[63])}\n"
+
+
+def test_a_host_file_of_the_program_sees_no_device_functions(tmp_path):
+    """A program's .cpp is host code, as nvcc hands it to the host compiler: CUDA's device
+    functions (umin, umax...) are not declared there, so its own umin compiles, while the .cu
+    beside it still has the device's."""
+    files, expected = _host_file_program(tmp_path)
+    r = tm.run(files, backend="emu", timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == expected
+
+
+@pytest.mark.skipif(programs._nvcc() is None, reason="nvcc is not installed")
+def test_nvcc_builds_a_host_file_of_the_program_as_cpp(tmp_path):
+    """On cuda the .cpp goes to nvcc as C++ (`-x c++`), not CUDA: its umin is its own (the H200
+    built NVIDIA's mergeSort through tm.run only so); run where there is a GPU."""
+    files, expected = _host_file_program(tmp_path)
+    main, host = (open(f).read() for f in files)
+    image, meta, _origin = programs.build(main, "main.cu", "cuda", source_dir=str(tmp_path),
+                                          extra_sources=[(host, "host.cpp", str(tmp_path))])
+    assert image[:4] == b"\x7fELF"
+    assert [ln["kernel"] for ln in meta["launches"]] == ["smallest_pair"]
+    if HAVE_GPU:
+        r = tm.run(files, backend="cuda", timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == expected

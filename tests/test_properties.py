@@ -147,7 +147,7 @@ def test_matmul_matches_numpy(backend, usable, name, data):
     elif name in REDUCED_INPUT_BITS:
         assert_reduced_precision_close(C, A, B, REDUCED_INPUT_BITS[name])
     else:
-        assert_matmul_close(C, A, B)
+        assert_matmul_close(C, A, B, kernel=name)
 
 
 def assert_reduced_precision_close(C, A, B, bits):

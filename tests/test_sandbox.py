@@ -90,6 +90,10 @@ def test_a_good_reply_passes_with_its_values_and_long_text_is_cut():
     assert out["raw"]["grid"] == (2, 1, 1) and out["raw"]["samples_ms"] == [1.5, 2.5]
     err = isolation.check_reply({"error": "os.system", "message": "x" * 200000}, "launch")
     assert err["error"] == "RuntimeError" and len(err["message"]) < 70000
+    # NVRTC's time limit, in the cuda worker, reaches the caller as what it is
+    late = isolation.check_reply({"error": "CompileTimeout", "message": "took more than 3 s"},
+                                 "compile_cuda")
+    assert late["error"] == "CompileTimeout"
 
 
 def _param(**kw):

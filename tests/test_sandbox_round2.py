@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tiledmm as tm
-from conftest import HAVE_GPU
+from conftest import HAVE_GPU, pythonpath
 from tiledmm.confine import isolation, sandbox
 
 HERE = Path(__file__).resolve().parent
@@ -486,7 +486,7 @@ def test_without_a_private_root_the_sandbox_still_holds_and_says_metadata_is_exp
         .replace("@SECRET@", str(secret)).replace("@FOLDER@", str(HERE))
     package_parent = os.path.dirname(os.path.dirname(os.path.abspath(tm.__file__)))
     env = dict(os.environ, TILEDMM_SANDBOX_PRIVATE_ROOT="off",
-               TILEDMM_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=package_parent)
+               TILEDMM_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=pythonpath(package_parent))
     done = subprocess.run([sys.executable, "-c", _FALLBACK], input=src, capture_output=True,
                           text=True, timeout=300, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -39,3 +39,22 @@ def test_sum_assertion(rng):
         assert_sum_close(x.astype(np.float64).sum() + 1.0, x)
     with pytest.raises(AssertionError):
         assert_sum_close(np.nan, x)
+
+
+def test_a_kernel_whose_inf_times_inf_is_nan_is_held_to_exactly_that(rng):
+    """tf32x3 (INF_TIMES_INF_IS_NAN): NaN where a product of two infinities meets, IEEE's
+    results everywhere else; any other kernel gets NumPy's infinity there."""
+    A = random_matrix(rng, (3, 4))
+    B = random_matrix(rng, (4, 2))
+    A[1, 2], B[2, 0] = np.inf, -np.inf   # C[1, 0] meets inf x -inf
+    A[2, 3] = np.inf                      # C[2, :] is +-inf, by finite B[3, :]
+    C = (A.astype(np.float64) @ B.astype(np.float64)).astype(np.float32)
+    assert np.isneginf(C[1, 0])
+    assert_matmul_close(C, A, B)
+    with pytest.raises(AssertionError, match="NaN positions"):
+        assert_matmul_close(C, A, B, kernel="tf32x3")
+    C_tf32x3 = C.copy()
+    C_tf32x3[1, 0] = np.nan
+    assert_matmul_close(C_tf32x3, A, B, kernel="tf32x3")
+    with pytest.raises(AssertionError, match="NaN positions"):
+        assert_matmul_close(C_tf32x3, A, B)

@@ -616,9 +616,12 @@ def test_tf32x3_matches_numpy_to_fp32_accuracy(backend, rng, M, N, K):
     exact = A.astype(np.float64) @ B.astype(np.float64)
     mag = np.abs(A.astype(np.float64)) @ np.abs(B.astype(np.float64))
     # FP32 accuracy: float32's K-scaled bound plus the split's dropped terms (about 3 2^-22
-    # |a||b| per product: 16 eps), and no worse than 2x SGEMM's
+    # |a||b| per product: 16 eps), and, where accumulation dominates (K >= 256), no worse than
+    # 2x SGEMM's. At small K each product's own 2^-22 is most of the error, and SGEMM's few
+    # roundings can be smaller (the H200: 6.5e-7 against SGEMM's 2.7e-7 at K = 9).
     assert (np.abs(got - exact) <= (2 * (K + 2) + 16) * 2.0 ** -23 * mag + 1e-30).all()
-    assert np.abs(got - exact).max() <= 2 * np.abs(ref - exact).max() + 1e-7
+    if K >= 256:
+        assert np.abs(got - exact).max() <= 2 * np.abs(ref - exact).max() + 1e-7
 
 
 @pytest.mark.gpu

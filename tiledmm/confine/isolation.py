@@ -213,8 +213,8 @@ def _raw_fields():
     return {**_backend.raw_launch_fields(), "profile_counts": "counters"}
 
 
-_ERROR_KINDS = {"MemoryError", "KernelError", "CompileError", "RuntimeError", "ValueError",
-                "TypeError", "LookupError", "OSError", "ProtocolError"}
+_ERROR_KINDS = {"MemoryError", "KernelError", "CompileError", "CompileTimeout", "RuntimeError",
+                "ValueError", "TypeError", "LookupError", "OSError", "ProtocolError"}
 
 
 def _check_raw(raw):

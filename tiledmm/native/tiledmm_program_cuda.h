@@ -75,11 +75,14 @@ inline void report(const std::string &line)
 // Writes the records of the launches whose stop event is done (all of them with wait).
 // Without wait, the events of a stream that is capturing now are left for later: a query
 // there would invalidate the capture.
+// With nothing waiting it calls no runtime function: at exit after the program's own
+// cudaDeviceReset, a runtime call there ended the program with SIGSEGV on the H200.
 inline void drain(bool wait)
 {
     State &s = st();
-    RelaxedCapture relaxed;
     std::lock_guard<std::mutex> g(s.mu);
+    if (s.timed.empty()) return;
+    RelaxedCapture relaxed;
     std::vector<Timed> left;
     for (Timed &t : s.timed) {
         if (!wait && capturing(t.stream)) {
@@ -117,6 +120,7 @@ inline cudaError_t device_reset()
     return ::cudaDeviceReset();
 }
 
+#ifdef __CUDACC__   // a host file of the program (.cpp, compiled as C++) launches nothing
 template <typename... P>
 struct Launcher {
     void (*kernel)(P...);
@@ -185,6 +189,7 @@ inline Launcher<P...> config(const char *kernel_name, const char *params, const 
     (void)file;
     return Launcher<P...>{kernel, kernel_name, line, grid, block, shared, stream};
 }
+#endif
 
 }   // namespace tm_prog
 

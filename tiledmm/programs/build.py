@@ -446,16 +446,17 @@ def _build(req, split):
         if backend == "emu":
             text = emu_dialect(text)
         base = ("program" if backend == "emu" else "program_build") if i == 0 else f"program_{i}"
-        src = os.path.join(scratch, base + (".cpp" if backend == "emu" else ".cu"))
+        host = backend == "cuda" and name.endswith(_HOST_ENDINGS)
+        src = os.path.join(scratch, base + (".cpp" if backend == "emu" or host else ".cu"))
         with open(src, "w") as f:
             f.write(_translation_unit(text, name, backend, define_lines, first=i == 0,
                                       precompiled=bool(prelude)))
-        sources.append((src, folder))
+        sources.append((src, folder, host))
     out = os.path.join(scratch, "program.so")
     if len(sources) > 1:   # a program of several files: each compiled, then linked
         result = _build_several(req, compile_cmd, sources, out)
     elif req.get("link_cmd"):   # compiled, then linked apart (profile mode: see _compile_emu)
-        src, folder = sources[0]
+        src, folder, _ = sources[0]
         obj = os.path.join(scratch, "program.o")
         returncode, log = _compile([*compile_cmd, *_iquote(backend, folder), src, "-o", obj],
                                    scratch)
@@ -467,8 +468,9 @@ def _build(req, split):
             raise BuildError(_unsupported_note(log) + log)
         result = {"ok": True, "log": log, "so": out}
     else:
-        src, folder = sources[0]
-        returncode, log = _compile([*compile_cmd, *_iquote(backend, folder), src, "-o", out,
+        src, folder, host = sources[0]
+        returncode, log = _compile([*_as_host(compile_cmd, host), *_iquote(backend, folder), src,
+                                    "-o", out,
                                     *req["link"]], scratch)
         if returncode != 0 or not os.path.exists(out):
             raise BuildError(_unsupported_note(log) + log)
@@ -480,6 +482,15 @@ def _build(req, split):
     return result
 
 
+def _as_host(compile_cmd, host):
+    """nvcc's command for one of the program's files: a host file (.cpp, .c, ...) is C++ for the
+    host compiler, as nvcc takes it (`-x c++`, no __CUDACC__: CUDA's device functions such as
+    umin are not declared there), a .cu file CUDA (`-x cu`)."""
+    if not host:
+        return compile_cmd
+    return [("c++" if i and compile_cmd[i - 1] == "-x" else a) for i, a in enumerate(compile_cmd)]
+
+
 def _build_several(req, compile_cmd, sources, out):
     """A program of several files (tm.run of a list or a folder, %cuda_group_run): each
     compiled to an object with the program's compile command (its own folder first for its
@@ -488,10 +499,10 @@ def _build_several(req, compile_cmd, sources, out):
     scratch, backend = req["scratch"], req["backend"]
     log, objects = "", []
     compile_cmd = [a for a in compile_cmd if a != "-shared"]
-    for src, folder in sources:
+    for src, folder, host in sources:
         obj = os.path.splitext(src)[0] + ".o"
-        returncode, step = _compile([*compile_cmd, *_iquote(backend, folder), "-c", src, "-o",
-                                     obj], scratch)
+        returncode, step = _compile([*_as_host(compile_cmd, host), *_iquote(backend, folder), "-c",
+                                     src, "-o", obj], scratch)
         log += step
         if returncode != 0:
             raise BuildError(_unsupported_note(log) + log)
