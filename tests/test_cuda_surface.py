@@ -60,6 +60,27 @@ def test_group_shuffles_of_types_wider_than_8_bytes():
         assert int(row[5]) == (30 * 100 + 1 if t % 2 == 0 else -1)
 
 
+def _grid_rounds(n, steps):
+    """What grid_sync.cu computes: each round x[i] = (x[i] + 3 x[i+1 mod n]) mod 1000003."""
+    x = np.array([(i * 7919) % 101 for i in range(n)], dtype=np.int64)
+    for _ in range(steps):
+        x = (x + 3 * np.roll(x, -1)) % 1000003
+    return x
+
+
+def test_grid_sync_in_a_cooperative_launch():
+    """cudaLaunchCooperativeKernel: the blocks run at once (an OS thread each), grid.sync()
+    holds every thread of the grid (a round reads what other blocks wrote in the last), and a
+    grid larger than the occupancy allows is refused (reductionMultiBlockCG's pattern)."""
+    r = run(os.path.join(SURFACE, "grid_sync.cu"))
+    assert r.returncode == 0, r.stderr
+    x = _grid_rounds(64 * 6 - 5, 9)
+    assert r.stdout == (f"launch: cudaSuccess\nsync: cudaSuccess\n"
+                        f"first {x[0]} {x[1]} {x[2]} last {x[-1]}\ntotal {int(x.sum())}\n"
+                        "too large: cudaErrorCooperativeLaunchTooLarge\n")
+    assert r.launches[0].path == "fibers"
+
+
 def test_grid_sync_is_refused_at_its_line():
     src = """#include <cooperative_groups.h>
 namespace cg = cooperative_groups;

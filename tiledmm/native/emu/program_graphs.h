@@ -438,8 +438,8 @@ inline cudaError_t cudaLaunchKernel(T *func, dim3 grid, dim3 block, void **args,
 }
 
 // A cooperative launch: every block resident at once on a GPU, so at most the occupancy's
-// blocks per SM times the SMs (cudaErrorCooperativeLaunchTooLarge otherwise). grid.sync() in the
-// kernel is still refused at its line (cooperative_groups.h).
+// blocks per SM times the SMs (cudaErrorCooperativeLaunchTooLarge otherwise); its blocks run
+// at once, each on an OS thread, so grid.sync() holds (emu/scheduler.cpp, GridBarrier).
 inline cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 grid, dim3 block, void **args,
                                                size_t shared = 0, cudaStream_t stream = 0)
 {
@@ -453,7 +453,10 @@ inline cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 grid, dim3
         (unsigned long long)grid.x * grid.y * grid.z >
             (unsigned long long)per_sm * prop.multiProcessorCount)
         return tm_emu::set_error(cudaErrorCooperativeLaunchTooLarge);
-    return cudaLaunchKernel(func, grid, block, args, shared, stream);
+    tm_emu_set_cooperative_launch(1);
+    const cudaError_t err = cudaLaunchKernel(func, grid, block, args, shared, stream);
+    tm_emu_set_cooperative_launch(0);   // where the launch never reached the scheduler
+    return err;
 }
 template <typename T>
 inline cudaError_t cudaLaunchCooperativeKernel(T *func, dim3 grid, dim3 block, void **args,

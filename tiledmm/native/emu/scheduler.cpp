@@ -32,6 +32,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -120,7 +122,45 @@ struct alignas(64) Thr {   // one cache line each: resuming a thread reads one l
     Fiber *fiber;
 };
 
+// cg::this_grid().sync() in a cooperative launch (cudaLaunchCooperativeKernel): every block of
+// the grid runs on an OS thread of its own (the launch holds at most the occupancy's blocks per
+// SM times the SMs, as on a GPU), and one thread of each block waits here for the others. A
+// block that ends or fails leaves it, so the rest never wait for a block that will not come.
+struct GridBarrier {
+    std::mutex mu;
+    std::condition_variable cv;
+    long long expected, arrived = 0, generation = 0;
+    explicit GridBarrier(long long blocks) : expected(blocks) {}
+
+    void open_locked()
+    {
+        arrived = 0;
+        ++generation;
+        cv.notify_all();
+    }
+    // false when the launch failed meanwhile: the caller's block stops waiting for the others
+    bool arrive_and_wait(const std::atomic<bool> &failed)
+    {
+        std::unique_lock<std::mutex> g(mu);
+        const long long round = generation;
+        if (++arrived >= expected) {
+            open_locked();
+            return true;
+        }
+        cv.wait(g, [&] { return generation != round || failed.load(); });
+        return generation != round;
+    }
+    void leave()
+    {
+        std::lock_guard<std::mutex> g(mu);
+        --expected;
+        if (arrived > 0 && arrived >= expected) open_locked();
+        cv.notify_all();   // a failed launch wakes every waiter
+    }
+};
+
 struct Launch {
+    GridBarrier *grid_barrier = nullptr;   // a cooperative launch (see GridBarrier)
     const void *func;
     void (*invoke)(void *);
     void *pack;
@@ -179,6 +219,7 @@ struct Block {
     unsigned *warp_arrived;
     int coalesce_waiting;   // threads in cg::coalesced_threads() (OP_COALESCE), not yet grouped
     long long index;   // linear block index
+    bool grid_waited;   // between grid.sync()'s two block barriers: one thread has waited
     bool overflow;   // a thread overflowed its fiber stack
     int overflow_thread;
 };
@@ -803,6 +844,7 @@ bool run_block(Worker &w, Launch *L, uint3 bid, long long index)
     b->res_all = 1;
     b->sweep_pos = n;
     b->sweep_self = -1;
+    b->grid_waited = false;
     b->overflow = false;
     b->overflow_thread = -1;
     b->rq = w.rq_buf.data();
@@ -1059,15 +1101,21 @@ long long clock64()
         .count();
 }
 
+// The OS thread stack of each block of a cooperative launch (its kernel runs on fibers).
+constexpr size_t kCooperativeThreadStack = 1 << 20;
+
 // Blocks per grab of a worker: at least 1, at most the grid / (workers x this) (launch_impl).
 constexpr long long kChunksPerWorker = 64;
 
+static thread_local bool tl_cooperative = false;   // tm_emu_set_cooperative_launch
 static thread_local const char *tl_launch_path = "";   // tm_emu_last_launch_path
 static thread_local char tl_launch_reason[160];   // tm_emu_last_launch_reason
 
 static cudaError_t launch_impl(const void *func, void (*invoke)(void *), void *pack, dim3 grid,
                                dim3 block, size_t shared_bytes, bool whole_block)
 {
+    const bool cooperative = tl_cooperative;
+    tl_cooperative = false;
     tl_launch_path = whole_block ? "thread loops" : "fibers";
     tl_launch_reason[0] = '\0';
     char buf[512];
@@ -1147,7 +1195,57 @@ static cudaError_t launch_impl(const void *func, void (*invoke)(void *), void *p
 #else
     const bool serial = true;   // built without OpenMP: see default_threads
 #endif
-    if (serial) {
+    if (cooperative && nblocks > 1 && !whole_block) {
+        // every block resident at once: an OS thread each (cudaLaunchCooperativeKernel has
+        // bounded the grid by the occupancy), so that a block waiting in grid.sync() never holds
+        // up another
+        GridBarrier barrier(nblocks);
+        L.grid_barrier = &barrier;
+        std::function<void(long long)> run_one = [&](long long i) {
+            TM_TSAN_ACQUIRE(&L);
+            Worker &w = worker();
+            prepare(w);
+            body(w, i);
+            barrier.leave();
+            TM_TSAN_RELEASE(&L);
+        };
+        struct Arg {
+            std::function<void(long long)> *run;
+            long long i;
+        };
+        std::vector<Arg> args((size_t)nblocks);
+        std::vector<pthread_t> blocks;
+        // The kernel runs on fibers: an OS thread's own stack holds only the scheduler, so
+        // small ones (a grid of 64 blocks would otherwise reserve 512 MiB of thread stacks).
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setstacksize(&attr, kCooperativeThreadStack);
+        TM_TSAN_RELEASE(&L);
+        for (long long i = 0; i < nblocks; ++i) {
+            args[(size_t)i] = Arg{&run_one, i};
+            pthread_t t;
+            auto start = [](void *a) -> void * {
+                Arg *arg = static_cast<Arg *>(a);
+                (*arg->run)(arg->i);
+                return nullptr;
+            };
+            if (pthread_create(&t, &attr, start, &args[(size_t)i]) != 0) {
+                L.fail(cudaErrorLaunchOutOfResources,
+                       "tiledmm emulator: a cooperative launch runs each of its " +
+                           std::to_string(nblocks) + " blocks on an OS thread of its own, and " +
+                           "thread " + std::to_string(i + 1) + " could not be started",
+                       i);
+                for (long long k = i; k < nblocks; ++k)   // the started ones stop waiting
+                    barrier.leave();
+                break;
+            }
+            blocks.push_back(t);
+        }
+        pthread_attr_destroy(&attr);
+        for (pthread_t t : blocks)
+            pthread_join(t, nullptr);
+        TM_TSAN_ACQUIRE(&L);
+    } else if (serial) {
         prepare(self);
         for (long long i = 0; i < nblocks && !L.failed.load(std::memory_order_relaxed); ++i)
             body(self, i);
@@ -1289,6 +1387,44 @@ extern "C" int tm_emu_syncthreads_op(int op, int pred, const char *file, int lin
     if (!b) return op == 0 ? (pred != 0) : (pred != 0);
     if (b->n == 1) return op == 0 ? (int)(pred != 0) : (pred != 0);
     return syncthreads_fold(b, op, pred, file, line);
+}
+
+// grid.sync() (cooperative_groups.h): the block's barrier, then one of its threads waits for
+// every other block of the grid to get there, then the block's barrier again, so that no thread
+// goes on before every thread of the grid has arrived. Outside a cooperative launch a GPU's
+// grid.sync() is undefined (the grid may not be resident): refused at its line.
+extern "C" void tm_emu_grid_sync(const char *file, int line)
+{
+    using namespace tm_emu;
+    Worker &w = worker();
+    Block *b = w.b;
+    const Launch *L = b ? b->L : nullptr;
+    if (!L || !L->grid_barrier || tm_emu_tls.linear_tid < 0) {
+        fflush(stdout);
+        fprintf(stderr,
+                "tiledmm: %s:%d: grid.sync() outside a cooperative launch: every block must be "
+                "resident at once, so launch the kernel with cudaLaunchCooperativeKernel%s\n",
+                file, line,
+                L && L->whole_block ? " (and the emulator runs it on fibers, not thread loops)"
+                                    : "");
+        fflush(stderr);
+        abort();
+    }
+    tm_emu_syncthreads(file, line);
+    if (!b->grid_waited) {   // the first of the block's threads to run after the barrier
+        b->grid_waited = true;
+        L->grid_barrier->arrive_and_wait(L->failed);
+    }
+    tm_emu_syncthreads(file, line);
+    b->grid_waited = false;   // every thread sets it before any can reach the next grid.sync
+}
+
+// Whether the next launch of this OS thread is cooperative (program_graphs.h's
+// cudaLaunchCooperativeKernel sets it around its launch): its blocks run at once, for
+// grid.sync(). The launch itself clears it.
+extern "C" void tm_emu_set_cooperative_launch(int on)
+{
+    tm_emu::tl_cooperative = on != 0;
 }
 
 extern "C" const char *tm_emu_last_launch_path(void)

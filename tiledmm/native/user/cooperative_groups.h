@@ -7,8 +7,8 @@
 // stuck warp barrier, never a hang. Groups made at run time (issue 43): cg::thread_group (a
 // group by value), tiled_partition(parent, n) up to 32, coalesced_threads() (the lanes that reach
 // the call together: emu/scheduler.cpp, coalesce_release), labeled_partition, binary_partition,
-// and this_grid()'s thread_rank()/size(); grid.sync() is refused at its line (it needs a
-// cooperative launch, not emulated yet). Tiles wider than 32 (tiled_partition<64..1024>, with
+// and this_grid() (grid.sync() in a cudaLaunchCooperativeKernel launch, whose blocks the
+// emulator runs at once; refused at its line in any other launch). Tiles wider than 32 (tiled_partition<64..1024>, with
 // or without block_tile_memory): sync, ranks, cg::reduce and cg::inclusive_scan (wide_tile).
 #pragma once
 #include "tiledmm_kernel.h"
@@ -59,7 +59,7 @@ inline T shfl_pieces(const T &var, Shuffle shuffle)
         return result;
     }
 }
-}  // namespace tm_detail
+}   // namespace tm_detail
 
 // A group held by value (cg::thread_group, what a dynamic tiled_partition returns): the whole
 // block, or lanes of one warp (`mask`: a tile, a coalesced group, a partition of one), or the
@@ -79,10 +79,7 @@ class thread_group {
         else if (kind_ == WARP_LANES)
             __syncwarp(mask_, file, line);
         else
-            tm_detail::refuse(
-                "grid.sync(): a grid-wide barrier needs every block resident at once (a "
-                "cooperative launch), which the emulator does not run yet",
-                file, line);
+            tm_emu_grid_sync(file, line);   // a cooperative launch's blocks run at once
     }
     unsigned long long thread_rank() const
     {
@@ -244,7 +241,7 @@ inline T *wide_slots()
     alignas(T) static thread_local unsigned char slots[1024 * sizeof(T)];
     return reinterpret_cast<T *>(slots);
 }
-}  // namespace tm_detail
+}   // namespace tm_detail
 
 template <unsigned N, typename Parent = void>
 class thread_block_tile
@@ -395,7 +392,7 @@ static inline coalesced_group binary_partition(const G &g, bool pred,
     return coalesced_group(pred ? (yes & gm) : (gm & ~yes));
 }
 
-// The grid: thread_rank() and size() as on a GPU; sync() needs a cooperative launch (refused).
+// The grid: thread_rank() and size() as on a GPU; sync() needs a cooperative launch.
 class grid_group : public thread_group {
   public:
     grid_group() : thread_group(GRID) {}
@@ -503,5 +500,5 @@ static inline T inclusive_scan(const tm_detail::wide_tile<N> &, T value, Op op,
     return acc;
 }
 
-}  // namespace cooperative_groups
+}   // namespace cooperative_groups
 #endif
