@@ -77,27 +77,61 @@ def test_source_text_runs_in_no_folder_of_the_caller(tmp_path, monkeypatch):
     assert r.stdout == "0\n"
 
 
-def test_stage_links_files_and_folders_never_links(tmp_path):
+def test_stage_copies_small_files_links_the_rest_never_links(tmp_path):
     folder, work = tmp_path / "p", tmp_path / "w"
     folder.mkdir()
     work.mkdir()
     (folder / "a.txt").write_text("a")
+    big = os.urandom(1024) * (workdir.COPIED_FILE_MOST // 1024 + 1)
+    (folder / "big.bin").write_bytes(big)
     (folder / "data").mkdir()
     os.symlink("/etc/passwd", folder / "link")
     os.mkfifo(folder / "fifo")
-    linked, names = workdir.stage(str(folder), str(work))
-    assert names == {"a.txt", "data"}
-    assert sorted(os.listdir(work)) == ["a.txt", "data"]
-    assert os.readlink(work / "a.txt") == str(folder / "a.txt")
+    linked, staged = workdir.stage(str(folder), str(work))
+    assert staged == {"a.txt": b"a", "big.bin": None, "data": None}
+    assert sorted(linked) == [str(folder / "big.bin"), str(folder / "data")]
+    assert sorted(os.listdir(work)) == ["a.txt", "big.bin", "data"]
+    assert not os.path.islink(work / "a.txt") and (work / "a.txt").read_text() == "a"
+    assert os.readlink(work / "big.bin") == str(folder / "big.bin")
 
 
-def test_collect_reads_regular_files_only(tmp_path):
+def test_collect_reads_regular_files_only_and_changed_copies(tmp_path):
     (tmp_path / "made.txt").write_bytes(b"x" * 10)
     os.symlink("/etc/passwd", tmp_path / "sneaky")
     os.mkfifo(tmp_path / "pipe")
-    (tmp_path / "staged").write_text("input")
-    files, left_out = workdir.collect(str(tmp_path), {"staged"})
-    assert files == {"made.txt": b"x" * 10} and left_out == []
+    (tmp_path / "linked").write_text("input")
+    (tmp_path / "kept.txt").write_text("same")
+    (tmp_path / "changed.txt").write_text("new")
+    files, left_out = workdir.collect(str(tmp_path), {"linked": None, "kept.txt": b"same",
+                                                      "changed.txt": b"old"})
+    assert files == {"made.txt": b"x" * 10, "changed.txt": b"new"} and left_out == []
+
+
+def test_a_program_overwrites_a_file_of_its_folder_in_its_own_copy(tmp_path):
+    """NVIDIA's dwtHaar1D writes result.dat; run again where the last run's result.dat came
+    back beside it, fopen(..., "w") must work as with nvcc (it was EACCES on a read-only link).
+    The new bytes come back; the folder's file is unchanged until written back."""
+    (tmp_path / "result.dat").write_text("from the last run\n")
+    (tmp_path / "main.cu").write_text(r"""
+#include <cstdio>
+int main()
+{
+    char before[64] = {0};
+    FILE *f = fopen("result.dat", "r");
+    if (!f || !fgets(before, sizeof before, f)) return 2;
+    fclose(f);
+    f = fopen("result.dat", "w");
+    if (!f) { perror("result.dat"); return 1; }
+    fprintf(f, "run after: %s", before);
+    fclose(f);
+    printf("written\n");
+    return 0;
+}
+""")
+    r = tm.run(str(tmp_path / "main.cu"), backend="emu", timeout=RUN_S)
+    assert r.returncode == 0, r.stderr
+    assert r.files == {"result.dat": b"run after: from the last run\n"}
+    assert (tmp_path / "result.dat").read_text() == "from the last run\n"
 
 
 def test_write_back_refuses_what_would_leave_the_folder(tmp_path):

@@ -762,12 +762,12 @@ def execute(image, source_name, backend, args=(), stdin=None, timeout=None, capt
     """Run a built program. Returns (Completed, report records, the tiledmm: lines to add, the
     files it wrote: {relative path: bytes}). The program works in a scratch folder of its own
     (the caller's working folder, a grader's with its hidden tests, is never granted): given
-    `folder` (the program's own), that folder's entries are linked there, read-only
-    (tiledmm/programs/workdir.py)."""
+    `folder` (the program's own), that folder's entries are staged there (small files copied,
+    the rest linked read-only: tiledmm/programs/workdir.py)."""
     with sandbox.scratch("program") as scratch:
         work = os.path.join(scratch, "work")
         os.mkdir(work, 0o700)
-        read, staged = workdir.stage(folder, work) if folder else ([], set())
+        read, staged = workdir.stage(folder, work) if folder else ([], {})
         cwd = work
         so = os.path.join(scratch, "program.so")
         with open(os.open(so, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o700), "wb") as f:
@@ -811,9 +811,10 @@ def run(program, *, args=(), stdin=None, backend=None, check=False, profile=Fals
     backend: "emu" (g++ against tiledmm's emulator) or "cuda" (nvcc, the GPU); default as for
     kernels. timeout: seconds (default 60, $TILEDMM_KERNEL_TIMEOUT; None for no limit).
     compiler_args: nvcc's options (programs/nvcc_args.py), given to nvcc on cuda; on emu
-    emu_options says which are taken. link_folder: the program (a file) works among read-only
-    links to its folder's files (False: in an empty folder, as source text does); the files
-    it writes come back as ProgramResult.files.
+    emu_options says which are taken. link_folder: the program (a file) works among its
+    folder's files (small ones copies it may overwrite, sources and the rest read-only links:
+    programs/workdir.py; False: in an empty folder, as source text does); the files it writes
+    come back as ProgramResult.files.
 
     A program that exits non-zero, faults or times out returns its code (negative for a
     signal, -9 after the timeout) with stderr saying why; one that does not compile raises

@@ -2,12 +2,14 @@
 files it writes there, read back.
 
 The program (tiledmm/programs/main.py) runs confined in a scratch folder of its own, never the
-caller's or a grader's working folder. Before it starts, `stage` fills that folder with links to
-the entries of the program's folder (its data/ included: links, so a large data set stays
-cheap), run in the unconfined caller: a submission's own link is never followed nor linked (a
-link to an instructor's file must not become readable), only regular files and folders are.
-The sandbox grants the linked entries read-only, so the program reads its inputs and may create
-files beside them, never change them. After it ends, `collect` reads back what it created, with
+caller's or a grader's working folder. Before it starts, `stage` fills that folder with the
+entries of the program's folder, run in the unconfined caller: a submission's own link is never
+followed nor staged (a link to an instructor's file must not become readable), only regular
+files and folders are. Small files other than sources are copied, so the program may overwrite
+one as an nvcc build would (NVIDIA's dwtHaar1D writes result.dat, which the CLI put beside the program after
+the last run); larger files and folders (data/) are links, so a large data set stays cheap,
+and the sandbox grants them read-only: the program reads them and may create files beside
+them, never change them. After it ends, `collect` reads back what it created or changed, with
 the sandbox's bounded reader (the folder's descriptor, O_NOFOLLOW, regular files only, a size
 cap), and `write_back` puts them where the user asked (the CLI: beside the program, or
 --outdir), never outside that folder, never over the program's own sources.
@@ -24,35 +26,56 @@ STAGED_MOST = 200
 FILES_MOST, FILE_BYTES_MOST, FILES_BYTES_MOST = 200, 64 << 20, 256 << 20
 # How deep into the folders the program made
 DEPTH_MOST = 8
+# The regular files of a program's folder copied rather than linked: each at most, all together
+COPIED_FILE_MOST, COPIED_MOST = 1 << 20, 16 << 20
+# Never copied: the program's sources stay read-only links, as the program's own code must not
+# change what a later build of it reads
+SOURCE_ENDINGS = (".cu", ".cuh", ".c", ".cc", ".cpp", ".cxx", ".C", ".h", ".hh", ".hpp", ".inl")
 
 
 def stage(folder, work):
-    """Links in `work` to the regular files and folders of `folder` (not to its links, FIFOs,
-    sockets or devices); returns the linked paths (the program's read grants) and the names
-    staged."""
-    linked = []
+    """The regular files and folders of `folder` in `work` (not its links, FIFOs, sockets or
+    devices): small files copied, the rest linked. Returns the linked paths (the program's read
+    grants) and {name staged: the copy's bytes, or None for a link}."""
+    linked, staged, copied = [], {}, 0
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except OSError:
-        return [], set()
+        return [], {}
     for entry in entries:
-        if len(linked) >= STAGED_MOST:
+        if len(staged) >= STAGED_MOST:
             break
         try:
-            mode = entry.stat(follow_symlinks=False).st_mode
+            st = entry.stat(follow_symlinks=False)
         except OSError:
             continue
-        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
             continue   # a link (never followed), a FIFO, a socket, a device
+        if stat.S_ISREG(st.st_mode) and not entry.name.endswith(SOURCE_ENDINGS) and \
+                st.st_size <= min(COPIED_FILE_MOST, COPIED_MOST - copied):
+            try:
+                data = sandbox.read_bounded(entry.name, COPIED_FILE_MOST, folder=folder,
+                                            whole=True)
+            except OSError:
+                continue   # replaced meanwhile (a link, a larger file): not staged
+            fd = os.open(os.path.join(work, entry.name), os.O_WRONLY | os.O_CREAT | os.O_EXCL |
+                         os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            with open(fd, "wb") as f:
+                f.write(data)
+            staged[entry.name] = data
+            copied += len(data)
+            continue
         os.symlink(entry.path, os.path.join(work, entry.name))
         linked.append(entry.path)
-    return linked, {os.path.basename(p) for p in linked}
+        staged[entry.name] = None
+    return linked, staged
 
 
 def collect(work, staged):
     """({relative path: bytes} of the regular files the program made in `work` and its folders,
-    the tiledmm: lines for those left out). The staged links and any link the program made
-    are skipped; nothing is followed or read past the caps."""
+    and of the staged copies it changed; the tiledmm: lines for those left out). The staged
+    links and any link the program made are skipped; nothing is followed or read past the
+    caps."""
     files, left_out, total = {}, [], 0
     todo = [("", 0)]
     while todo:
@@ -64,8 +87,8 @@ def collect(work, staged):
             continue
         for n in names:
             path = f"{rel}/{n}" if rel else n
-            if not rel and n in staged:
-                continue
+            if not rel and n in staged and staged[n] is None:
+                continue   # a link to the program's folder
             try:
                 mode = os.lstat(os.path.join(folder, n)).st_mode
             except OSError:
@@ -86,6 +109,8 @@ def collect(work, staged):
                 left_out.append(f"tiledmm: the program's file {path} was not returned "
                                 f"({exc.strerror or exc})")
                 continue
+            if not rel and staged.get(n) == data:
+                continue   # a staged copy the program left as it was
             files[path] = data
             total += len(data)
     return files, left_out
