@@ -469,35 +469,41 @@ static inline T inclusive_scan(const tm_detail::warp_tile<N> &tile, T value, Op 
 }
 
 // A wide tile's reduce and scans: every thread's value through the block's slots, folded in
-// rank order between two block barriers (the second keeps the slots until all have read them).
-template <unsigned N, typename T, typename Op>
-static inline T reduce(const tm_detail::wide_tile<N> &, T value, Op op,
-                       const char *file = __builtin_FILE(), int line = __builtin_LINE())
+// rank order from the tile's first thread up to (not including) `end(base, tid)`, between two
+// block barriers (the second keeps the slots until all have read them).
+namespace tm_detail {
+template <unsigned N, typename T, typename Op, typename End>
+static inline T wide_fold(T value, Op op, End end, const char *file, int line)
 {
-    T *slots = tm_detail::wide_slots<T>();
+    T *slots = wide_slots<T>();
     const unsigned tid = (unsigned)tm_emu_tls.linear_tid, base = tid / N * N;
     slots[tid] = value;
     tm_emu_syncthreads(file, line);
     T acc = slots[base];
-    for (unsigned r = 1; r < N && base + r < thread_block::size(); ++r)
-        acc = op(acc, slots[base + r]);
+    for (unsigned t = base + 1, last = end(base, tid); t < last; ++t)
+        acc = op(acc, slots[t]);
     tm_emu_syncthreads(file, line);
     return acc;
+}
+}   // namespace tm_detail
+
+template <unsigned N, typename T, typename Op>
+static inline T reduce(const tm_detail::wide_tile<N> &, T value, Op op,
+                       const char *file = __builtin_FILE(), int line = __builtin_LINE())
+{
+    const auto whole_tile = [](unsigned base, unsigned) {
+        const unsigned block = (unsigned)thread_block::size();
+        return base + N < block ? base + N : block;
+    };
+    return tm_detail::wide_fold<N>(value, op, whole_tile, file, line);
 }
 
 template <unsigned N, typename T, typename Op>
 static inline T inclusive_scan(const tm_detail::wide_tile<N> &, T value, Op op,
                                const char *file = __builtin_FILE(), int line = __builtin_LINE())
 {
-    T *slots = tm_detail::wide_slots<T>();
-    const unsigned tid = (unsigned)tm_emu_tls.linear_tid, base = tid / N * N;
-    slots[tid] = value;
-    tm_emu_syncthreads(file, line);
-    T acc = slots[base];
-    for (unsigned t = base + 1; t <= tid; ++t)
-        acc = op(acc, slots[t]);
-    tm_emu_syncthreads(file, line);
-    return acc;
+    const auto up_to_me = [](unsigned, unsigned tid) { return tid + 1; };
+    return tm_detail::wide_fold<N>(value, op, up_to_me, file, line);
 }
 
 }   // namespace cooperative_groups
