@@ -57,8 +57,8 @@ def main():
         if a.only and s.split("/")[-1] not in a.only:
             continue
         folder = os.path.join(os.path.abspath(a.checkout), "Samples", s)
-        cold, origin = build_seconds(folder, a.checkout, a.backend)
-        warm, again = build_seconds(folder, a.checkout, a.backend)
+        cold, origin = build_seconds(folder, os.path.abspath(a.checkout), a.backend)
+        warm, again = build_seconds(folder, os.path.abspath(a.checkout), a.backend)
         assert origin == "compiled" and again == "disk_hits", (origin, again)
         print(f"| {s.split('/')[-1]} | {cold:.1f} | {warm:.2f} |", flush=True)
     return 0
