@@ -849,3 +849,76 @@ def test_a_warp_if_whose_first_shuffle_may_not_be_reached_keeps_the_fibers():
     assert res.launch.path == "fibers"
     # thread 0 holds its warp's shuffled sum; the if's branch then reads warp sums 0 and 1
     assert np.isfinite(out).all() and out[0] != 0.0
+
+
+# A block's cooperative group (cg::thread_block) used by its own calls: sync() both ways,
+# thread_rank() and size(), which the split writes as the built-ins (split/inline.py,
+# lower_block_groups). A tile or a group passed to a helper keeps the fibers.
+GROUP_REVERSE = r"""
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+__global__ void group_reverse(const float *x, float *y, int n)
+{
+    cg::thread_block block = cg::this_thread_block();
+    __shared__ float s[256];
+    const unsigned r = block.thread_rank();
+    const unsigned i = blockIdx.x * block.size() + r;
+    s[r] = i < n ? x[i] : 0.0f;
+    block.sync();
+    float v = s[block.size() - 1 - r];
+    cg::sync(block);
+    s[r] = v * 2.0f;
+    block.sync();
+    if (i < n) y[i] = s[r] + s[(r + 1) % block.size()];
+}
+"""
+
+
+def _group_reverse_expected(x, block):
+    y = np.empty_like(x)
+    for b in range(0, len(x), block):
+        chunk = np.zeros(block, np.float32)
+        chunk[:min(block, len(x) - b)] = x[b:b + block]
+        t = 2.0 * chunk[::-1]
+        y[b:b + block] = (t + np.roll(t, -1))[:min(block, len(x) - b)]
+    return y
+
+
+@pytest.mark.parametrize("block", [64, 256])
+def test_a_block_group_splits_at_its_syncs(block):
+    kern = tm.compile(GROUP_REVERSE, backend="emu")
+    x = np.random.default_rng(block).standard_normal(1000).astype(np.float32)
+    y = np.zeros_like(x)
+    res = kern((-(-1000 // block),), (block,), x, y, np.int32(1000))
+    assert res.launch.path == "thread loops", res.launch.path_reason
+    np.testing.assert_array_equal(y, _group_reverse_expected(x, block))
+    fib = tm.compile(GROUP_REVERSE, backend="emu", check=True)   # check mode: the fibers
+    y2 = np.zeros_like(x)
+    assert fib((-(-1000 // block),), (block,), x, y2, np.int32(1000)).launch.path == "fibers"
+    np.testing.assert_array_equal(y2, y)
+
+
+@pytest.mark.parametrize("edits,reason", [
+    # the group passed to a helper: its barrier would run inside one thread's turn
+    ([("__global__ void group_reverse",
+       "__device__ void wait_for(cg::thread_block g) { g.sync(); }\n__global__ void group_reverse"),
+      ("    cg::sync(block);\n", "    wait_for(block);\n")],
+     "a cooperative group passed on or copied (line 14)"),
+    # a helper that takes the block's group itself
+    ([("__global__ void group_reverse",
+       "__device__ void wait_all() { cg::this_thread_block().sync(); }\n"
+       "__global__ void group_reverse"),
+      ("    cg::sync(block);\n", "    wait_all();\n")],
+     "helper function wait_all uses cooperative groups"),
+    # the group kept in another variable
+    ([("    const unsigned r", "    cg::thread_block other = block;\n    const unsigned r")],
+     "a cooperative group passed on or copied (line 8)"),
+])
+def test_a_block_group_used_otherwise_keeps_the_fibers_and_says_why(edits, reason):
+    src = GROUP_REVERSE
+    for old, new in edits:
+        assert old in src
+        src = src.replace(old, new, 1)
+    plan = split_kernel(src, "group_reverse")
+    assert plan.text is None and reason in plan.reason, plan.reason
+    assert split_kernel(GROUP_REVERSE, "group_reverse").text is not None

@@ -44,7 +44,20 @@ float fminf(float, float); double fmax(double, double); double fmin(double, doub
 float fmaf(float, float, float); double fma(double, double, double);
 float __expf(float); float __logf(float); float __fdividef(float, float);
 int abs(int); float fabsf(float);
+namespace cooperative_groups {
+struct thread_block {
+    void sync() const; unsigned long long thread_rank() const; unsigned long long size() const;
+    unsigned long long num_threads() const; dim3 thread_index() const; dim3 group_index() const;
+    dim3 dim_threads() const; dim3 group_dim() const;
+};
+thread_block this_thread_block(); void sync(const thread_block &);
+}
 """
+# What the body parse's prelude declares of cooperative groups: the block as a group, nothing
+# else (a tile, the grid, cg::reduce stay undeclared: a kernel using them keeps the fibers).
+# split/inline.lower_block_groups rewrites its calls in the kernel to the built-ins; any other
+# use of it (a helper's, a group passed on) keeps the fibers.
+GROUPS_NAMESPACE, BLOCK_GROUP = "cooperative_groups", "thread_block"
 
 # Calls a uniform or recomputed expression may make: pure functions of their arguments.
 PURE_CALLS = {f"{f}{s}" for f in ("sqrt", "rsqrt", "exp", "exp2", "log", "log2", "log10", "sin",

@@ -10,7 +10,88 @@ import re
 
 from ..diagnostics import SOURCE_NAME
 from ..source import kernel_cursors
-from .analysis import SYNC_NAMES, KernelAnalysis, Fallback
+from .analysis import BLOCK_GROUP, GROUPS_NAMESPACE, SYNC_NAMES, KernelAnalysis, Fallback
+
+# A block group's calls, as the built-ins they are (cooperative_groups.h's thread_block)
+_BLOCK_GROUP_CALLS = {
+    "sync": "__syncthreads()",
+    "thread_rank": "((unsigned long long)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * "
+                   "threadIdx.z)))",
+    "size": "((unsigned long long)blockDim.x * blockDim.y * blockDim.z)",
+    "num_threads": "((unsigned long long)blockDim.x * blockDim.y * blockDim.z)",
+    "thread_index": "dim3(threadIdx.x, threadIdx.y, threadIdx.z)",
+    "group_index": "dim3(blockIdx.x, blockIdx.y, blockIdx.z)",
+    "dim_threads": "dim3(blockDim.x, blockDim.y, blockDim.z)",
+    "group_dim": "dim3(blockDim.x, blockDim.y, blockDim.z)",
+}
+
+
+def _in_groups(ci, decl):
+    """Whether `decl` is cooperative_groups' own (the namespace, or a member of thread_block)."""
+    while decl is not None and decl.kind != ci.CursorKind.TRANSLATION_UNIT:
+        if decl.kind == ci.CursorKind.NAMESPACE and decl.spelling == GROUPS_NAMESPACE:
+            return True
+        decl = decl.semantic_parent
+    return False
+
+
+def lower_block_groups(ci, text, name, define_lines=(), templates=False, headers=None):
+    """`text` with kernel `name`'s calls on its block group (`cg::thread_block b =
+    cg::this_thread_block();` then `b.sync()`, `cg::sync(b)`, `b.thread_rank()`, ...) written as
+    the built-ins they are (`__syncthreads()`, the thread's linear index, ...), on their lines,
+    so that the analysis sees the barriers (the group itself is left declared and unused).
+    Raises Fallback where a group is used any other way: passed on, or named in a helper the
+    kernel calls (a thread loop cannot run its barrier, and the emulator's thread_rank() reads
+    the running fiber's index). Unchanged where the kernel names no group."""
+    if GROUPS_NAMESPACE not in text:
+        return text
+    a = KernelAnalysis(ci, text, name, define_lines, templates, headers)
+    kernels = [c for c in kernel_cursors(ci, a.tu.cursor) if c.spelling == name
+               and c.is_definition()]
+    if len(kernels) != 1:
+        return text
+    edits, groups = [], set()
+    for c in a.walk(kernels[0]):
+        ref = c.referenced if c.kind in (ci.CursorKind.CALL_EXPR, ci.CursorKind.DECL_REF_EXPR,
+                                         ci.CursorKind.MEMBER_REF_EXPR,
+                                         ci.CursorKind.TYPE_REF) else None
+        if ref is None or not _in_groups(ci, ref):
+            continue
+        if c.kind == ci.CursorKind.CALL_EXPR and ref.spelling in _BLOCK_GROUP_CALLS and (
+                ref.semantic_parent.spelling == BLOCK_GROUP or ref.spelling == "sync"):
+            edits.append((c.extent.start.offset, c.extent.end.offset,
+                          _BLOCK_GROUP_CALLS[ref.spelling]))
+            groups.update(x.extent.start.offset for x in a.walk(c))
+    for c in a.walk(kernels[0]):   # the group's declaration: unused once its calls are gone
+        if c.kind == ci.CursorKind.VAR_DECL and c.type.get_canonical().spelling.endswith(
+                f"{GROUPS_NAMESPACE}::{BLOCK_GROUP}"):
+            edits.append((c.extent.start.offset, c.extent.start.offset, "[[maybe_unused]] "))
+    for c in a.walk(kernels[0]):   # what is left of a group: its declaration, nothing else
+        if c.extent.start.offset in groups or c.kind != ci.CursorKind.DECL_REF_EXPR or \
+                c.referenced is None:
+            continue
+        if c.referenced.type.get_canonical().spelling.endswith(f"{GROUPS_NAMESPACE}::{BLOCK_GROUP}"):
+            raise Fallback(f"a cooperative group passed on or copied (line {c.location.line}): "
+                           f"the split reads only a block group's own calls")
+    def callees(f):
+        return {x.referenced.get_definition() for x in a.walk(f)
+                if x.kind == ci.CursorKind.CALL_EXPR and x.referenced is not None and
+                not _in_groups(ci, x.referenced)} - {None}
+    todo, seen = list(callees(kernels[0])), set()
+    while todo:   # the helpers the kernel calls, and theirs
+        fn = todo.pop()
+        if fn.hash in seen:
+            continue
+        seen.add(fn.hash)
+        if any(x.referenced is not None and _in_groups(ci, x.referenced) for x in a.walk(fn)
+               if x.kind in (ci.CursorKind.CALL_EXPR, ci.CursorKind.DECL_REF_EXPR,
+                             ci.CursorKind.TYPE_REF)):
+            raise Fallback(f"helper function {fn.spelling} uses cooperative groups")
+        todo.extend(callees(fn))
+    data = text.encode()
+    for start, end, new in sorted(edits, reverse=True):
+        data = data[:start] + new.encode() + data[end:]
+    return data.decode()
 
 
 def inline_helpers(ci, text, name, define_lines=(), templates=False, headers=None):

@@ -67,7 +67,7 @@ from ..diagnostics import SOURCE_NAME
 from ..source import alignas_in_front, cindex, emu_dialect, split_top_level
 from .analysis import (MAX_FRAME, PURE_CALLS, SHUFFLE_OPS, VOTE_OPS,  # noqa: F401
                              KernelAnalysis, Fallback, kernel_names)
-from .inline import inline_helpers
+from .inline import inline_helpers, lower_block_groups
 
 
 @dataclass
@@ -105,7 +105,8 @@ def split_kernel(source, name, define_lines=(), templates=False, headers=None, p
     # a program's text (templates) keeps its offsets: only the same-length rewrite
     text = alignas_in_front(source) if templates else emu_dialect(source)
     try:
-        inlined, sync_lines = inline_helpers(ci, text, name, define_lines, templates, headers)
+        lowered = lower_block_groups(ci, text, name, define_lines, templates, headers)
+        inlined, sync_lines = inline_helpers(ci, lowered, name, define_lines, templates, headers)
         analysis = KernelAnalysis(ci, inlined, name, define_lines, templates, headers,
                                   interchange=not profile)
         analysis.inlined_sync_lines = sync_lines
