@@ -899,17 +899,18 @@ def test_a_block_group_splits_at_its_syncs(block):
 
 
 @pytest.mark.parametrize("edits,reason", [
-    # the group passed to a helper: its barrier would run inside one thread's turn
+    # the group passed to a helper whose barrier is a statement of its own (not inlined): its
+    # barrier would run inside one thread's turn
     ([("__global__ void group_reverse",
        "__device__ void wait_for(cg::thread_block g) { g.sync(); }\n__global__ void group_reverse"),
       ("    cg::sync(block);\n", "    wait_for(block);\n")],
-     "a cooperative group passed on or copied (line 14)"),
+     "helper function wait_for uses __syncthreads"),
     # a helper that takes the block's group itself
     ([("__global__ void group_reverse",
        "__device__ void wait_all() { cg::this_thread_block().sync(); }\n"
        "__global__ void group_reverse"),
       ("    cg::sync(block);\n", "    wait_all();\n")],
-     "helper function wait_all uses cooperative groups"),
+     "helper function wait_all uses __syncthreads"),
     # the group kept in another variable
     ([("    const unsigned r", "    cg::thread_block other = block;\n    const unsigned r")],
      "a cooperative group passed on or copied (line 8)"),
@@ -922,3 +923,60 @@ def test_a_block_group_used_otherwise_keeps_the_fibers_and_says_why(edits, reaso
     plan = split_kernel(src, "group_reverse")
     assert plan.text is None and reason in plan.reason, plan.reason
     assert split_kernel(GROUP_REVERSE, "group_reverse").text is not None
+
+
+# Helpers that synchronise, called in declarations and inside expressions, three deep, with the
+# block's group passed down and locals named as the kernel's (an exclusive scan of each block's
+# values, Hillis-Steele in shared memory): inlined into the kernel, so it splits
+# (split/inline.py: _assigned_call, _synchronises, the helpers' own names renamed).
+NESTED_SCAN = r"""
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+__device__ float inclusive_step(float v, volatile float *s, unsigned n, cg::thread_block g)
+{
+    unsigned pos = g.thread_rank();
+    s[pos] = v;
+    for (unsigned offset = 1; offset < n; offset <<= 1) {
+        g.sync();
+        float t = pos >= offset ? s[pos - offset] : 0.0f;
+        cg::sync(g);
+        s[pos] += t;
+    }
+    g.sync();
+    return s[pos];
+}
+__device__ float exclusive_step(float v, volatile float *s, unsigned n, cg::thread_block g)
+{
+    return inclusive_step(v, s, n, g) - v;
+}
+__device__ float scaled_exclusive(float v, volatile float *s, unsigned n, cg::thread_block g)
+{
+    float pos = 2.0f * exclusive_step(v, s, n, g);
+    return pos;
+}
+__global__ void nested_scan(const float *x, float *y, int count)
+{
+    cg::thread_block block = cg::this_thread_block();
+    __shared__ float s[256];
+    const int pos = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = pos < count ? x[pos] : 0.0f;
+    float out = scaled_exclusive(v, s, block.size(), block) + 1.0f;
+    if (pos < count) y[pos] = out;
+}
+"""
+
+
+@pytest.mark.parametrize("block", [32, 256])
+def test_helpers_that_synchronise_are_inlined_through_declarations_and_expressions(block):
+    plan = split_kernel(NESTED_SCAN, "nested_scan")
+    assert plan.text is not None, plan.reason
+    kern = tm.compile(NESTED_SCAN, backend="emu")
+    x = np.random.default_rng(block).integers(-8, 9, 1000).astype(np.float32)   # exact sums
+    y = np.zeros_like(x)
+    res = kern((-(-1000 // block),), (block,), x, y, np.int32(1000))
+    assert res.launch.path == "thread loops", res.launch.path_reason
+    padded = np.zeros(-(-1000 // block) * block, np.float32)
+    padded[:1000] = x
+    per_block = padded.reshape(-1, block)
+    expected = (2.0 * (np.cumsum(per_block, axis=1) - per_block) + 1.0).ravel()[:1000]
+    np.testing.assert_array_equal(y, expected)

@@ -163,7 +163,7 @@ def test_atomic_registry_source_inlines_the_header_helpers():
                                     "cuda/reduce_atomic.cu")
     assert reasons["reduce_atomic_kernel"] == ""
     assert text.count("tm_emu::split_shfl(tm_emu::OP_SHFL_DOWN") == 2   # two tm_warp_sums
-    assert "tm_wp_0_[tm_row_ + tm_x_] = (warp == 0);" in text
+    assert "tm_wp_0_[tm_row_ + tm_x_] = (tm_wl0_warp == 0);" in text   # the helper's warp
     assert "for (bool tm_more_" in text   # the grid-stride loop as rounds
 
 

@@ -46,8 +46,8 @@ float __expf(float); float __logf(float); float __fdividef(float, float);
 int abs(int); float fabsf(float);
 namespace cooperative_groups {
 struct thread_block {
-    void sync() const; unsigned long long thread_rank() const; unsigned long long size() const;
-    unsigned long long num_threads() const; dim3 thread_index() const; dim3 group_index() const;
+    void sync() const; unsigned thread_rank() const; unsigned size() const;
+    unsigned num_threads() const; dim3 thread_index() const; dim3 group_index() const;
     dim3 dim_threads() const; dim3 group_dim() const;
 };
 thread_block this_thread_block(); void sync(const thread_block &);

@@ -12,17 +12,18 @@ from ..diagnostics import SOURCE_NAME
 from ..source import kernel_cursors
 from .analysis import BLOCK_GROUP, GROUPS_NAMESPACE, SYNC_NAMES, KernelAnalysis, Fallback
 
-# A block group's calls, as the built-ins they are (cooperative_groups.h's thread_block)
+# A block group's calls, as the built-ins they are, of the types cooperative_groups.h's
+# thread_block gives them (the fibers run that header's)
 _BLOCK_GROUP_CALLS = {
     "sync": "__syncthreads()",
-    "thread_rank": "((unsigned long long)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * "
+    "thread_rank": "((unsigned)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * "
                    "threadIdx.z)))",
-    "size": "((unsigned long long)blockDim.x * blockDim.y * blockDim.z)",
-    "num_threads": "((unsigned long long)blockDim.x * blockDim.y * blockDim.z)",
-    "thread_index": "dim3(threadIdx.x, threadIdx.y, threadIdx.z)",
-    "group_index": "dim3(blockIdx.x, blockIdx.y, blockIdx.z)",
-    "dim_threads": "dim3(blockDim.x, blockDim.y, blockDim.z)",
-    "group_dim": "dim3(blockDim.x, blockDim.y, blockDim.z)",
+    "size": "((unsigned)(blockDim.x * blockDim.y * blockDim.z))",
+    "num_threads": "((unsigned)(blockDim.x * blockDim.y * blockDim.z))",
+    "thread_index": "dim3(threadIdx)",
+    "group_index": "dim3(blockIdx)",
+    "dim_threads": "dim3(blockDim)",
+    "group_dim": "dim3(blockDim)",
 }
 
 
@@ -35,14 +36,23 @@ def _in_groups(ci, decl):
     return False
 
 
+def _is_group(ci, t):
+    """Whether type `t` is the block group (cooperative_groups::thread_block, however spelt)."""
+    return t.get_canonical().spelling.replace("const ", "").strip().endswith(
+        f"{GROUPS_NAMESPACE}::{BLOCK_GROUP}")
+
+
 def lower_block_groups(ci, text, name, define_lines=(), templates=False, headers=None):
-    """`text` with kernel `name`'s calls on its block group (`cg::thread_block b =
-    cg::this_thread_block();` then `b.sync()`, `cg::sync(b)`, `b.thread_rank()`, ...) written as
-    the built-ins they are (`__syncthreads()`, the thread's linear index, ...), on their lines,
-    so that the analysis sees the barriers (the group itself is left declared and unused).
-    Raises Fallback where a group is used any other way: passed on, or named in a helper the
-    kernel calls (a thread loop cannot run its barrier, and the emulator's thread_rank() reads
-    the running fiber's index). Unchanged where the kernel names no group."""
+    """`text` with the calls on a block group (`cg::thread_block b = cg::this_thread_block();`
+    then `b.sync()`, `cg::sync(b)`, `b.thread_rank()`, ...) in kernel `name` and in the helpers
+    of its file it calls written as the built-ins they are (`__syncthreads()`, the thread's
+    linear index, ...), on their lines, so that the analysis sees the barriers (inline_helpers
+    then brings a helper's barriers into the kernel, or the kernel keeps the fibers because a
+    helper synchronises). A group may be declared, and passed to such a helper's group
+    parameter; any other use (copied, passed elsewhere, in a helper of a header or defined
+    after the kernel) raises Fallback: a thread loop cannot run its barrier, and the
+    emulator's thread_rank() reads the running fiber's index. Unchanged where the file names no
+    group."""
     if GROUPS_NAMESPACE not in text:
         return text
     a = KernelAnalysis(ci, text, name, define_lines, templates, headers)
@@ -50,55 +60,92 @@ def lower_block_groups(ci, text, name, define_lines=(), templates=False, headers
                and c.is_definition()]
     if len(kernels) != 1:
         return text
-    edits, groups = [], set()
-    for c in a.walk(kernels[0]):
-        ref = c.referenced if c.kind in (ci.CursorKind.CALL_EXPR, ci.CursorKind.DECL_REF_EXPR,
-                                         ci.CursorKind.MEMBER_REF_EXPR,
-                                         ci.CursorKind.TYPE_REF) else None
-        if ref is None or not _in_groups(ci, ref):
-            continue
-        if c.kind == ci.CursorKind.CALL_EXPR and ref.spelling in _BLOCK_GROUP_CALLS and (
-                ref.semantic_parent.spelling == BLOCK_GROUP or ref.spelling == "sync"):
-            edits.append((c.extent.start.offset, c.extent.end.offset,
-                          _BLOCK_GROUP_CALLS[ref.spelling]))
-            groups.update(x.extent.start.offset for x in a.walk(c))
-    for c in a.walk(kernels[0]):   # the group's declaration: unused once its calls are gone
-        if c.kind == ci.CursorKind.VAR_DECL and c.type.get_canonical().spelling.endswith(
-                f"{GROUPS_NAMESPACE}::{BLOCK_GROUP}"):
-            edits.append((c.extent.start.offset, c.extent.start.offset, "[[maybe_unused]] "))
-    for c in a.walk(kernels[0]):   # what is left of a group: its declaration, nothing else
-        if c.extent.start.offset in groups or c.kind != ci.CursorKind.DECL_REF_EXPR or \
-                c.referenced is None:
-            continue
-        if c.referenced.type.get_canonical().spelling.endswith(f"{GROUPS_NAMESPACE}::{BLOCK_GROUP}"):
-            raise Fallback(f"a cooperative group passed on or copied (line {c.location.line}): "
-                           f"the split reads only a block group's own calls")
-    def callees(f):
-        return {x.referenced.get_definition() for x in a.walk(f)
-                if x.kind == ci.CursorKind.CALL_EXPR and x.referenced is not None and
-                not _in_groups(ci, x.referenced)} - {None}
-    todo, seen = list(callees(kernels[0])), set()
-    while todo:   # the helpers the kernel calls, and theirs
+    kernel = kernels[0]
+    functions, todo = {}, [kernel]
+    while todo:   # the kernel, the helpers it calls, and theirs
         fn = todo.pop()
-        if fn.hash in seen:
+        if fn.hash in functions:
             continue
-        seen.add(fn.hash)
-        if any(x.referenced is not None and _in_groups(ci, x.referenced) for x in a.walk(fn)
-               if x.kind in (ci.CursorKind.CALL_EXPR, ci.CursorKind.DECL_REF_EXPR,
-                             ci.CursorKind.TYPE_REF)):
+        functions[fn.hash] = fn
+        todo.extend({x.referenced.get_definition() for x in a.walk(fn)
+                     if x.kind == ci.CursorKind.CALL_EXPR and x.referenced is not None and
+                     not _in_groups(ci, x.referenced)} - {None})
+    edits = []
+    for fn in functions.values():
+        if not any(x.referenced is not None and _in_groups(ci, x.referenced) for x in a.walk(fn)
+                   if x.kind in (ci.CursorKind.CALL_EXPR, ci.CursorKind.DECL_REF_EXPR,
+                                 ci.CursorKind.TYPE_REF)):
+            continue
+        if fn.hash != kernel.hash and (fn.location.file is None or
+                                       fn.location.file.name != SOURCE_NAME or
+                                       fn.extent.end.offset > kernel.extent.end.offset):
             raise Fallback(f"helper function {fn.spelling} uses cooperative groups")
-        todo.extend(callees(fn))
+        edits += _lowered_group_calls(ci, a, fn, functions)
     data = text.encode()
     for start, end, new in sorted(edits, reverse=True):
         data = data[:start] + new.encode() + data[end:]
     return data.decode()
 
 
+def _lowered_group_calls(ci, a, fn, functions):
+    """lower_block_groups' edits in function `fn`: [(start, end, text)]."""
+    edits, lowered = [], set()
+
+    def visit(c, parents):
+        ref = c.referenced if c.kind == ci.CursorKind.CALL_EXPR else None
+        if ref is not None and _in_groups(ci, ref) and ref.spelling in _BLOCK_GROUP_CALLS and (
+                ref.semantic_parent.spelling == BLOCK_GROUP or ref.spelling == "sync"):
+            edits.append((c.extent.start.offset, c.extent.end.offset,
+                          _BLOCK_GROUP_CALLS[ref.spelling]))
+            lowered.update(x.hash for x in a.walk(c))
+            return
+        if c.kind in (ci.CursorKind.VAR_DECL, ci.CursorKind.PARM_DECL) and _is_group(ci, c.type):
+            # unused once its calls are gone (g++ would warn)
+            edits.append((c.extent.start.offset, c.extent.start.offset, "[[maybe_unused]] "))
+        if c.kind == ci.CursorKind.DECL_REF_EXPR and c.hash not in lowered and \
+                c.referenced is not None and c.referenced.kind in (
+                    ci.CursorKind.VAR_DECL, ci.CursorKind.PARM_DECL) and \
+                _is_group(ci, c.referenced.type) and not _group_argument(ci, c, parents,
+                                                                          functions):
+            raise Fallback(f"a cooperative group passed on or copied (line {c.location.line}): "
+                           f"the split reads only a block group's own calls, and its passing "
+                           f"to a helper's group parameter")
+        parents.append(c)
+        for k in c.get_children():
+            visit(k, parents)
+        parents.pop()
+    visit(fn, [])
+    return edits
+
+
+def _group_argument(ci, ref, parents, functions):
+    """Whether DECL_REF_EXPR `ref` (`parents`: its ancestors, innermost last) is an argument
+    of a call to one of `functions` whose parameter there is a block group."""
+    arg = ref
+    for p in reversed(parents):
+        if p.kind == ci.CursorKind.UNEXPOSED_EXPR or (   # a conversion, the group's copy
+                p.kind == ci.CursorKind.CALL_EXPR and p.referenced is not None and
+                p.referenced.kind == ci.CursorKind.CONSTRUCTOR and _in_groups(ci, p.referenced)):
+            arg = p
+            continue
+        if p.kind != ci.CursorKind.CALL_EXPR or p.referenced is None:
+            return False
+        fn = p.referenced.get_definition()
+        args = list(p.get_children())[1:]
+        if fn is None or fn.hash not in functions or arg.hash not in [x.hash for x in args]:
+            return False
+        params = [x for x in fn.get_children() if x.kind == ci.CursorKind.PARM_DECL]
+        i = [x.hash for x in args].index(arg.hash)
+        return i < len(params) and _is_group(ci, params[i].type)
+    return False
+
+
 def inline_helpers(ci, text, name, define_lines=(), templates=False, headers=None):
     """inline_warp_helpers until nothing more is inlined (a helper's body may call another:
-    tm_block_sum calls tm_warp_sum), at most 4 rounds. Returns (text, sync lines)."""
+    tm_block_sum calls tm_warp_sum; scan's scan4Exclusive four deep), at most 8 rounds. Returns
+    (text, sync lines)."""
     lines = {}
-    for round_ in range(4):
+    for round_ in range(8):
         new, more = inline_warp_helpers(ci, text, name, define_lines, templates, headers,
                                         site=100 * round_, check_reserved=round_ == 0)
         lines.update(more)
@@ -150,8 +197,8 @@ def inline_warp_helpers(ci, text, name, define_lines=(), templates=False, header
     kernel_words = {t.spelling for t in k.get_tokens()}
 
     def visit(c, parent, index):
-        if c.kind == ci.CursorKind.BINARY_OPERATOR and parent is not None and \
-                parent.kind == ci.CursorKind.COMPOUND_STMT:
+        if c.kind in (ci.CursorKind.BINARY_OPERATOR, ci.CursorKind.DECL_STMT) and \
+                parent is not None and parent.kind == ci.CursorKind.COMPOUND_STMT:
             new = _inline_assigned_call(ci, a, c, kernel_names_, kernel_tparams, kernel_words,
                                         site + len(edits))
             if new is not None:
@@ -233,19 +280,73 @@ def _helper_of(ci, a, c):
     return fn.get_definition() or fn
 
 
-def _inline_assigned_call(ci, a, stmt, kernel_names_, kernel_tparams, kernel_words, site):
-    """(start, end, replacement, (line, None)) for `x = helper(args);` (see
-    inline_warp_helpers), or None."""
+# Tokens a statement around an inlined call may hold besides it: no side effect, so the call's
+# result may be computed first (names, literals, arithmetic, casts; never =, ++, --)
+_PURE_TOKEN = re.compile(r"[A-Za-z_]\w*|[0-9][\w.]*|[-+*/%&|^~!<>?:().,\[\]]|<<|>>|<=|>=|==|!="
+                         r"|&&|\|\|")
+
+
+def _assigned_call(ci, a, stmt):
+    """(the assigned variable's name, the declaration's type text or None, the right-hand
+    side, the one call in it) of `x = rhs;` or `T x = rhs;` (x a local variable, rhs holding
+    one call and otherwise free of side effects), or None."""
     kids = list(stmt.get_children())
-    toks = [t.spelling for t in stmt.get_tokens()]
-    if len(kids) != 2 or len(toks) < 3 or toks[1] != "=":
+    if stmt.kind == ci.CursorKind.DECL_STMT:
+        if len(kids) != 1 or kids[0].kind != ci.CursorKind.VAR_DECL:
+            return None
+        var = kids[0]
+        inits = [x for x in var.get_children() if x.kind.is_expression()]
+        if len(inits) != 1 or "const" in var.type.spelling.split() or \
+                var.type.kind == ci.TypeKind.AUTO or _is_group(ci, var.type):
+            return None
+        rhs = inits[0]
+        head = a.data[var.extent.start.offset:rhs.extent.start.offset].decode()
+        m = re.fullmatch(r"\s*([\w:]+(?:\s*\*)*)\s*" + re.escape(var.spelling) + r"\s*=\s*", head)
+        if m is None:
+            return None
+        name, decl = var.spelling, m.group(1)
+    else:
+        toks = [t.spelling for t in stmt.get_tokens()]
+        if len(kids) != 2 or len(toks) < 3 or toks[1] != "=":
+            return None
+        lhs, rhs = kids
+        if lhs.kind != ci.CursorKind.DECL_REF_EXPR or lhs.referenced is None or \
+                lhs.referenced.kind != ci.CursorKind.VAR_DECL:
+            return None
+        name, decl = lhs.spelling, None
+    calls = [x for x in a.walk(rhs) if x.kind == ci.CursorKind.CALL_EXPR and (
+        x.referenced is None or x.referenced.kind != ci.CursorKind.CONSTRUCTOR)]
+    if len(calls) != 1:
         return None
-    lhs, call = kids
-    while call.kind == ci.CursorKind.UNEXPOSED_EXPR and len(list(call.get_children())) == 1:
-        call = next(call.get_children())
-    if lhs.kind != ci.CursorKind.DECL_REF_EXPR or lhs.referenced is None or \
-            lhs.referenced.kind != ci.CursorKind.VAR_DECL or call.kind != ci.CursorKind.CALL_EXPR:
+    call = calls[0]
+    outside = [t.spelling for t in rhs.get_tokens()
+               if not call.extent.start.offset <= t.extent.start.offset < call.extent.end.offset]
+    if not all(_PURE_TOKEN.fullmatch(t) for t in outside):
         return None
+    return name, decl, rhs, call
+
+
+def _synchronises(ci, a, fn, seen):
+    """Whether helper `fn`'s body names a barrier or warp operation, or calls a helper of the
+    analysis's sources that does (scan's scan4Exclusive through scan4Inclusive...)."""
+    seen.add(fn.hash)
+    if {t.spelling for t in fn.get_tokens()} & SYNC_NAMES:
+        return True
+    for x in a.walk(fn):
+        if x.kind == ci.CursorKind.CALL_EXPR:
+            g = _helper_of(ci, a, x)
+            if g is not None and g.hash not in seen and _synchronises(ci, a, g, seen):
+                return True
+    return False
+
+
+def _inline_assigned_call(ci, a, stmt, kernel_names_, kernel_tparams, kernel_words, site):
+    """(start, end, replacement, (line, None)) for `x = helper(args);` or `T x = ... helper(args)
+    ...;` (see inline_warp_helpers), or None."""
+    found = _assigned_call(ci, a, stmt)
+    if found is None:
+        return None
+    var, decl, rhs, call = found
     fn = _helper_of(ci, a, call)
     if fn is None:
         return None
@@ -255,7 +356,7 @@ def _inline_assigned_call(ci, a, stmt, kernel_names_, kernel_tparams, kernel_wor
         return None
     fbody = fbody[0]
     body_toks = [t.spelling for t in fbody.get_tokens()]
-    if not set(body_toks) & SYNC_NAMES or body_toks.count("return") != 1 or \
+    if not _synchronises(ci, a, fn, set()) or body_toks.count("return") != 1 or \
             any(t in ("goto", "#") for t in body_toks):
         return None
     stmts = list(fbody.get_children())
@@ -274,18 +375,14 @@ def _inline_assigned_call(ci, a, stmt, kernel_names_, kernel_tparams, kernel_wor
     args = list(call.get_children())[1:]
     if len(args) != len(params) or not tparams <= kernel_tparams:
         return None
-    if rtype not in tparams and not re.fullmatch(r"float|double|int|unsigned|long", rtype):
+    if rtype not in tparams and not re.fullmatch(r"[A-Za-z_]\w*", rtype):
         return None
     prefix = f"tm_wl{site}_"
     decls = _parameter_decls(ci, a, params, args, tparams, prefix)
     if decls is None:
         return None
-    # the body's own top-level names become the kernel's: they must be new there
-    own = {d.spelling for st in stmts if st.kind == ci.CursorKind.DECL_STMT
-           for d in st.get_children() if d.kind == ci.CursorKind.VAR_DECL}
-    if own & kernel_words:
-        return None
-    renames = _renamed_parameters(ci, a, fn, fbody, params, prefix, kernel_names_)
+    # the body's own names get the prefix too: they become the kernel's
+    renames = _renamed_parameters(ci, a, fn, fbody, params, prefix, kernel_names_, own=True)
     if renames is None:
         return None
 
@@ -297,8 +394,8 @@ def _inline_assigned_call(ci, a, stmt, kernel_names_, kernel_tparams, kernel_wor
         return None
     body = " ".join(text_of(st) + (";" if not text_of(st).rstrip().endswith(("}", ";")) else "")
                     for st in stmts[:-1])
-    end = stmt.extent.end.offset
-    m = re.compile(rb"\s*;").match(a.data, end)
+    end = stmt.extent.end.offset   # a declaration's extent holds its `;`, an expression's not
+    m = re.compile(rb"\s*;").match(a.data, end - (stmt.kind == ci.CursorKind.DECL_STMT))
     if m is None:
         return None
     # where a lane waits on fibers: the helper's first warp operation, where the helper is the
@@ -307,9 +404,18 @@ def _inline_assigned_call(ci, a, stmt, kernel_names_, kernel_tparams, kernel_wor
                  a.call_name(x) in SYNC_NAMES), key=lambda x: x.extent.start.offset, default=None)
     sync = first.location.line if first is not None and \
         fn.location.file.name == SOURCE_NAME else None
+    result = f"static_cast<{rtype}>({text_of(ret[0])})"
+    if call.extent != rhs.extent and (call.extent.start.offset, call.extent.end.offset) != (
+            rhs.extent.start.offset, rhs.extent.end.offset):   # the call inside an expression
+        value = f"{prefix}value"
+        before = a.data[rhs.extent.start.offset:call.extent.start.offset].decode()
+        after = a.data[call.extent.end.offset:rhs.extent.end.offset].decode()
+        body += f" {rtype} {value} = {result};"
+        result = f"{before}{value}{after}"
+    declared = f"{decl} {var};" if decl is not None else ""
     return (stmt.extent.start.offset, m.end(),
-            " ".join(decls) + " " + body + f" {lhs.spelling} = static_cast<{rtype}>("
-            f"{text_of(ret[0])});", (stmt.location.line, sync))
+            declared + " " + " ".join(decls) + " " + body + f" {var} = {result};",
+            (stmt.location.line, sync))
 
 
 def _inline_call(ci, a, c, kernel_names_, kernel_tparams):
@@ -392,18 +498,24 @@ def _parameter_decls(ci, a, params, args, tparams, prefix):
             if have.replace(" ", "") != re.sub(r"^const\s+", "", ptype).replace(" ", ""):
                 return None
         atext = a.data[arg.extent.start.offset:arg.extent.end.offset].decode()
-        decls.append(f"{ptype} {prefix}{p.spelling} = ({atext});")
+        unused = "[[maybe_unused]] " if _is_group(ci, p.type) else ""   # its calls lowered
+        decls.append(f"{unused}{ptype} {prefix}{p.spelling} = ({atext});")
     return decls
 
 
-def _renamed_parameters(ci, a, fn, fbody, params, prefix, kernel_names_):
+def _renamed_parameters(ci, a, fn, fbody, params, prefix, kernel_names_, own=False):
     """{offset of a use of a parameter in the helper's body: its new name}, or None where a
     name the body refers to outside itself is one the kernel declares too (it would mean the
-    kernel's there)."""
+    kernel's there). own: the body's own variables renamed as well (declarations and uses)."""
     inside = {x.hash for x in a.walk(fn) if x.kind in (ci.CursorKind.VAR_DECL,
                                                        ci.CursorKind.PARM_DECL)}
     renames = {}
     names = {p.hash: p.spelling for p in params}
+    if own:
+        for x in a.walk(fbody):
+            if x.kind == ci.CursorKind.VAR_DECL and x.spelling:
+                names[x.hash] = x.spelling
+                renames[x.location.offset] = prefix + x.spelling
     for x in a.walk(fbody):
         if x.kind != ci.CursorKind.DECL_REF_EXPR or x.referenced is None:
             continue
