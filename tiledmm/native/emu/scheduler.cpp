@@ -33,7 +33,6 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -1201,7 +1200,7 @@ static cudaError_t launch_impl(const void *func, void (*invoke)(void *), void *p
         // up another
         GridBarrier barrier(nblocks);
         L.grid_barrier = &barrier;
-        std::function<void(long long)> run_one = [&](long long i) {
+        auto run_one = [&](long long i) {
             TM_TSAN_ACQUIRE(&L);
             Worker &w = worker();
             prepare(w);
@@ -1209,9 +1208,14 @@ static cudaError_t launch_impl(const void *func, void (*invoke)(void *), void *p
             barrier.leave();
             TM_TSAN_RELEASE(&L);
         };
-        struct Arg {
-            std::function<void(long long)> *run;
+        struct Arg {   // what each block's thread starts with
+            decltype(run_one) *run;
             long long i;
+        };
+        auto start = [](void *a) -> void * {
+            Arg *arg = static_cast<Arg *>(a);
+            (*arg->run)(arg->i);
+            return nullptr;
         };
         std::vector<Arg> args((size_t)nblocks);
         std::vector<pthread_t> blocks;
@@ -1224,11 +1228,6 @@ static cudaError_t launch_impl(const void *func, void (*invoke)(void *), void *p
         for (long long i = 0; i < nblocks; ++i) {
             args[(size_t)i] = Arg{&run_one, i};
             pthread_t t;
-            auto start = [](void *a) -> void * {
-                Arg *arg = static_cast<Arg *>(a);
-                (*arg->run)(arg->i);
-                return nullptr;
-            };
             if (pthread_create(&t, &attr, start, &args[(size_t)i]) != 0) {
                 L.fail(cudaErrorLaunchOutOfResources,
                        "tiledmm emulator: a cooperative launch runs each of its " +

@@ -131,11 +131,11 @@ def _group_argument(ci, ref, parents, functions):
         if p.kind != ci.CursorKind.CALL_EXPR or p.referenced is None:
             return False
         fn = p.referenced.get_definition()
-        args = list(p.get_children())[1:]
-        if fn is None or fn.hash not in functions or arg.hash not in [x.hash for x in args]:
+        args = [x.hash for x in list(p.get_children())[1:]]
+        if fn is None or fn.hash not in functions or arg.hash not in args:
             return False
         params = [x for x in fn.get_children() if x.kind == ci.CursorKind.PARM_DECL]
-        i = [x.hash for x in args].index(arg.hash)
+        i = args.index(arg.hash)
         return i < len(params) and _is_group(ci, params[i].type)
     return False
 
@@ -194,12 +194,11 @@ def inline_warp_helpers(ci, text, name, define_lines=(), templates=False, header
                       if c.kind in (ci.CursorKind.TEMPLATE_TYPE_PARAMETER,
                                     ci.CursorKind.TEMPLATE_NON_TYPE_PARAMETER)}
     edits = []
-    kernel_words = {t.spelling for t in k.get_tokens()}
 
     def visit(c, parent, index):
         if c.kind in (ci.CursorKind.BINARY_OPERATOR, ci.CursorKind.DECL_STMT) and \
                 parent is not None and parent.kind == ci.CursorKind.COMPOUND_STMT:
-            new = _inline_assigned_call(ci, a, c, kernel_names_, kernel_tparams, kernel_words,
+            new = _inline_assigned_call(ci, a, c, kernel_names_, kernel_tparams,
                                         site + len(edits))
             if new is not None:
                 edits.append(new)
@@ -340,7 +339,7 @@ def _synchronises(ci, a, fn, seen):
     return False
 
 
-def _inline_assigned_call(ci, a, stmt, kernel_names_, kernel_tparams, kernel_words, site):
+def _inline_assigned_call(ci, a, stmt, kernel_names_, kernel_tparams, site):
     """(start, end, replacement, (line, None)) for `x = helper(args);` or `T x = ... helper(args)
     ...;` (see inline_warp_helpers), or None."""
     found = _assigned_call(ci, a, stmt)
@@ -405,7 +404,7 @@ def _inline_assigned_call(ci, a, stmt, kernel_names_, kernel_tparams, kernel_wor
     sync = first.location.line if first is not None and \
         fn.location.file.name == SOURCE_NAME else None
     result = f"static_cast<{rtype}>({text_of(ret[0])})"
-    if call.extent != rhs.extent and (call.extent.start.offset, call.extent.end.offset) != (
+    if (call.extent.start.offset, call.extent.end.offset) != (
             rhs.extent.start.offset, rhs.extent.end.offset):   # the call inside an expression
         value = f"{prefix}value"
         before = a.data[rhs.extent.start.offset:call.extent.start.offset].decode()
