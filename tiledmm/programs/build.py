@@ -36,6 +36,7 @@ from ..toolchain.launch_rewrite import EditedFile, ParseError
 from ..toolchain.diagnostics import SOURCE_NAME as SPLIT_SOURCE_NAME
 from ..toolchain.compile_emu import PROGRAM_PRELUDE, PROGRAM_PRELUDE_HEADER
 from ..toolchain.source import EMU_DIALECT_HINT, emu_dialect
+from .workdir import HEADER_ENDINGS, HOST_ENDINGS
 
 class BuildError(Exception):
     """A program that cannot be built: the message is the compiler's (or the parse's) log."""
@@ -312,10 +313,6 @@ def build(req):
     return result
 
 
-# A program's files that nvcc hands to the host compiler (no device code: CUDA's device
-# functions are not declared there)
-_HOST_ENDINGS = (".cpp", ".cc", ".cxx", ".c", ".C")
-_HEADER_ENDINGS = (".h", ".cuh", ".hpp", ".hh", ".inl")
 _HEADER_MOST = 1 << 20   # the most of one header read
 
 
@@ -324,7 +321,7 @@ def _own_headers(req):
     caller listed them (this child may read them, not list their folder)."""
     out = {}
     for path in req.get("program_files", ()):
-        if not path.endswith(_HEADER_ENDINGS):
+        if not path.endswith(HEADER_ENDINGS):
             continue
         try:
             with open(path, "rb") as f:
@@ -365,7 +362,7 @@ def _mirrored_headers(req, headers):
             continue
         for n in names:
             path = os.path.join(folder, n)
-            if not n.endswith(_HEADER_ENDINGS) or n in copies or not os.path.isfile(path):
+            if not n.endswith(HEADER_ENDINGS) or n in copies or not os.path.isfile(path):
                 continue
             try:
                 with open(path, encoding="utf-8", errors="replace") as f:
@@ -392,7 +389,7 @@ def _translation_unit(text, name, backend, define_lines, first, precompiled=Fals
     precompiled (emu): the prelude through its header, which compile_emu.prelude_pch
     precompiled (a later file of the program defines a macro first: g++ reads the header)."""
     once = "" if first else "#define TM_PROG_NOT_FIRST_FILE 1\n"
-    if backend == "emu" and name.endswith(_HOST_ENDINGS):   # nvcc gives it to g++ as it is
+    if backend == "emu" and name.endswith(HOST_ENDINGS):   # nvcc gives it to g++ as it is
         once += "#define TM_PROG_HOST_FILE 1\n"
     if backend == "emu":
         prelude = f'#include "{PROGRAM_PRELUDE_HEADER}"\n' if precompiled else PROGRAM_PRELUDE
@@ -446,7 +443,7 @@ def _build(req, split):
         if backend == "emu":
             text = emu_dialect(text)
         base = ("program" if backend == "emu" else "program_build") if i == 0 else f"program_{i}"
-        host = backend == "cuda" and name.endswith(_HOST_ENDINGS)
+        host = backend == "cuda" and name.endswith(HOST_ENDINGS)
         src = os.path.join(scratch, base + (".cpp" if backend == "emu" or host else ".cu"))
         with open(src, "w") as f:
             f.write(_translation_unit(text, name, backend, define_lines, first=i == 0,

@@ -274,10 +274,6 @@ def _define_lines(defines):
 # ---------------------------------------------------------------------------------------------
 # a program of several files (a list of paths, or a folder: %cuda_group_run)
 
-_HEADER_ENDINGS = (".h", ".cuh", ".hpp", ".hh", ".inl")
-# Files next to a program that it may #include, hashed into its cache key: headers and sources
-# both (a main.cu may #include "kernel.cu")
-_KEYED_ENDINGS = _HEADER_ENDINGS + (".cu", ".c", ".cc", ".cpp", ".cxx", ".inc", ".cuinc", ".tpp")
 
 
 def read_sources(program, compiler_args):
@@ -297,7 +293,7 @@ def read_sources(program, compiler_args):
     for p in paths:
         if not os.path.isfile(p):
             raise FileNotFoundError(f"tm.run: no program file {p!r}")
-    units = [p for p in paths if not p.endswith(_HEADER_ENDINGS)]
+    units = [p for p in paths if not p.endswith(workdir.HEADER_ENDINGS)]
     if not units:
         raise ValueError("tm.run: the program's files include no .cu source, only headers")
     names = [os.path.basename(p) for p in units]
@@ -322,12 +318,12 @@ def _include_dirs(compiler_args):
 
 
 def _program_files(folder):
-    """The files in the program's folder it may #include (headers, sources: _KEYED_ENDINGS),
+    """The files in the program's folder it may #include (workdir.INCLUDED_ENDINGS),
     regular files and not links, at most 200 in name order: what the compile child may read
     there (never the folder: a grader's or a notebook's other files) and what the cache key
     hashes."""
     try:
-        names = sorted(n for n in os.listdir(folder) if n.endswith(_KEYED_ENDINGS))
+        names = sorted(n for n in os.listdir(folder) if n.endswith(workdir.INCLUDED_ENDINGS))
     except OSError:
         return []
     out = []

@@ -5,11 +5,11 @@ The program (tiledmm/programs/main.py) runs confined in a scratch folder of its 
 caller's or a grader's working folder. Before it starts, `stage` fills that folder with the
 entries of the program's folder, run in the unconfined caller: a submission's own link is never
 followed nor staged (a link to an instructor's file must not become readable), only regular
-files and folders are. Small files other than sources are copied, so the program may overwrite
-one as an nvcc build would (NVIDIA's dwtHaar1D writes result.dat, which the CLI put beside the program after
-the last run); larger files and folders (data/) are links, so a large data set stays cheap,
-and the sandbox grants them read-only: the program reads them and may create files beside
-them, never change them. After it ends, `collect` reads back what it created or changed, with
+files and folders are. Small files other than sources are copied, so the program may
+overwrite one as an nvcc build would (NVIDIA's dwtHaar1D writes result.dat, which the CLI put
+beside the program after the last run); sources, larger files and folders (data/) are links,
+so a large data set stays cheap, and the sandbox grants them read-only: the program reads them
+and may create files beside them, never change them. After it ends, `collect` reads back what it created or changed, with
 the sandbox's bounded reader (the folder's descriptor, O_NOFOLLOW, regular files only, a size
 cap), and `write_back` puts them where the user asked (the CLI: beside the program, or
 --outdir), never outside that folder, never over the program's own sources.
@@ -26,11 +26,15 @@ STAGED_MOST = 200
 FILES_MOST, FILE_BYTES_MOST, FILES_BYTES_MOST = 200, 64 << 20, 256 << 20
 # How deep into the folders the program made
 DEPTH_MOST = 8
+# What the endings of a program's files mean. Host files: nvcc gives them to the host compiler
+# (no device code). Headers: included, never compiled on their own. Included: what a build may
+# read (a main.cu may #include "kernel.cu"): hashed into its cache key, never overwritten by the
+# CLI's write-back, and staged as read-only links, never as copies the program may change.
+HOST_ENDINGS = (".cpp", ".cc", ".cxx", ".c", ".C")
+HEADER_ENDINGS = (".h", ".cuh", ".hpp", ".hh", ".inl")
+INCLUDED_ENDINGS = HEADER_ENDINGS + (".cu",) + HOST_ENDINGS + (".inc", ".cuinc", ".tpp")
 # The regular files of a program's folder copied rather than linked: each at most, all together
 COPIED_FILE_MOST, COPIED_MOST = 1 << 20, 16 << 20
-# Never copied: the program's sources stay read-only links, as the program's own code must not
-# change what a later build of it reads
-SOURCE_ENDINGS = (".cu", ".cuh", ".c", ".cc", ".cpp", ".cxx", ".C", ".h", ".hh", ".hpp", ".inl")
 
 
 def stage(folder, work):
@@ -51,7 +55,7 @@ def stage(folder, work):
             continue
         if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
             continue   # a link (never followed), a FIFO, a socket, a device
-        if stat.S_ISREG(st.st_mode) and not entry.name.endswith(SOURCE_ENDINGS) and \
+        if stat.S_ISREG(st.st_mode) and not entry.name.endswith(INCLUDED_ENDINGS) and \
                 st.st_size <= min(COPIED_FILE_MOST, COPIED_MOST - copied):
             try:
                 data = sandbox.read_bounded(entry.name, COPIED_FILE_MOST, folder=folder,
