@@ -898,16 +898,35 @@ def test_a_block_group_splits_at_its_syncs(block):
     np.testing.assert_array_equal(y2, y)
 
 
+def test_a_void_helper_that_synchronises_is_inlined_with_the_block_group_passed_to_it():
+    """`wait_for(block);` of a void helper taking the group (by value or by reference) whose
+    barrier is its own: inlined without braces, so its barrier is the kernel's and it splits."""
+    for param in ("cg::thread_block g", "const cg::thread_block &g"):
+        src = GROUP_REVERSE.replace(
+            "__global__ void group_reverse",
+            f"__device__ void wait_for({param}) {{ unsigned r = g.thread_rank(); (void)r; g.sync(); }}\n"
+            "__global__ void group_reverse", 1).replace("    cg::sync(block);\n",
+                                                        "    wait_for(block);\n", 1)
+        assert split_kernel(src, "group_reverse").reason == ""
+        kern = tm.compile(src, backend="emu")
+        x = np.random.default_rng(5).standard_normal(1000).astype(np.float32)
+        y = np.zeros_like(x)
+        res = kern((4,), (256,), x, y, np.int32(1000))
+        assert res.launch.path == "thread loops", res.launch.path_reason
+        np.testing.assert_array_equal(y, _group_reverse_expected(x, 256))
+
+
 @pytest.mark.parametrize("edits,reason", [
-    # the group passed to a helper whose barrier is a statement of its own (not inlined): its
-    # barrier would run inside one thread's turn
+    # the group passed to a helper that synchronises and cannot be inlined (a return in it):
+    # its barrier would run inside one thread's turn
     ([("__global__ void group_reverse",
-       "__device__ void wait_for(cg::thread_block g) { g.sync(); }\n__global__ void group_reverse"),
+       "__device__ void wait_for(cg::thread_block g) { if (g.size() == 0) return; g.sync(); }\n"
+       "__global__ void group_reverse"),
       ("    cg::sync(block);\n", "    wait_for(block);\n")],
      "helper function wait_for uses __syncthreads"),
-    # a helper that takes the block's group itself
+    # a helper that takes the block's group itself (and cannot be inlined)
     ([("__global__ void group_reverse",
-       "__device__ void wait_all() { cg::this_thread_block().sync(); }\n"
+       "__device__ void wait_all() { if (blockDim.x == 0) return; cg::this_thread_block().sync(); }\n"
        "__global__ void group_reverse"),
       ("    cg::sync(block);\n", "    wait_all();\n")],
      "helper function wait_all uses __syncthreads"),
@@ -980,3 +999,55 @@ def test_helpers_that_synchronise_are_inlined_through_declarations_and_expressio
     per_block = padded.reshape(-1, block)
     expected = (2.0 * (np.cumsum(per_block, axis=1) - per_block) + 1.0).ravel()[:1000]
     np.testing.assert_array_equal(y, expected)
+
+
+# Tiles and the grid (reductionMultiBlockCG's groups): what the split lowers, and what keeps
+# the fibers with the reason
+TILE_SUM = """#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
+namespace cg = cooperative_groups;
+__global__ void tile_sum(const float *x, float *y, int n)
+{
+    cg::thread_block block = cg::this_thread_block();
+    cg::thread_block_tile<32> tile = cg::tiled_partition<32>(block);
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = i < n ? x[i] : 0.0f;
+    float s = cg::reduce(tile, v, cg::plus<float>());
+    if (tile.thread_rank() == 0) y[blockIdx.x * (blockDim.x / 32) + tile.meta_group_rank()] = s;
+}
+"""
+
+
+def test_a_tile_reduce_splits_with_the_fibers_bits():
+    plan = split_kernel(TILE_SUM, "tile_sum")
+    assert plan.reason == "", plan.reason
+    x = np.random.default_rng(3).standard_normal(1000).astype(np.float32)
+    got = {}
+    for check in (False, True):   # check mode: the fibers
+        kern = tm.compile(TILE_SUM, backend="emu", check=check)
+        y = np.zeros(4 * 256 // 32, np.float32)
+        res = kern((4,), (256,), x, y, np.int32(1000))
+        assert res.launch.path == ("fibers" if check else "thread loops"), res.launch.path_reason
+        got[check] = y
+    np.testing.assert_array_equal(got[False], got[True])
+    padded = np.zeros(1024, np.float64)
+    padded[:1000] = x
+    np.testing.assert_allclose(got[False], padded.reshape(-1, 32).sum(axis=1), rtol=1e-5,
+                               atol=1e-5)
+
+
+@pytest.mark.parametrize("old,new,reason", [
+    ("cg::plus<float>()", "cg::less<float>()", "the split lowers cg::plus"),
+    ("thread_block_tile<32> tile = cg::tiled_partition<32>",
+     "thread_block_tile<64> tile = cg::tiled_partition<64>", "a tile of 64 threads"),
+    ("    float s = cg::reduce", "    if (i < n) v += 1.0f;\n    float s = i < n ? 1.0f : cg::reduce",
+     "under ?:, && or ||"),
+])
+def test_a_tile_use_the_split_does_not_lower_says_why(old, new, reason):
+    assert old in TILE_SUM
+    src = TILE_SUM.replace(old, new, 1)
+    if "less" in new:
+        src = src.replace("namespace cg", "namespace cooperative_groups { template <class T> "
+                          "struct less {}; }\nnamespace cg", 1)
+    plan = split_kernel(src, "tile_sum")
+    assert plan.text is None and reason in plan.reason, plan.reason

@@ -68,17 +68,49 @@ def _grid_rounds(n, steps):
     return x
 
 
-def test_grid_sync_in_a_cooperative_launch():
+# The kernel split at its barriers (grid.sync() a region boundary, then the block's OS thread
+# waits for the grid) and on fibers (TILEDMM_EMU_SPLIT=0)
+PATHS = [("1", "thread loops"), ("0", "fibers")]
+
+
+@pytest.mark.parametrize("split, path", PATHS)
+def test_grid_sync_in_a_cooperative_launch(split, path, monkeypatch):
     """cudaLaunchCooperativeKernel: the blocks run at once (an OS thread each), grid.sync()
     holds every thread of the grid (a round reads what other blocks wrote in the last), and a
     grid larger than the occupancy allows is refused (reductionMultiBlockCG's pattern)."""
+    monkeypatch.setenv("TILEDMM_EMU_SPLIT", split)
     r = run(os.path.join(SURFACE, "grid_sync.cu"))
     assert r.returncode == 0, r.stderr
     x = _grid_rounds(64 * 6 - 5, 9)
     assert r.stdout == (f"launch: cudaSuccess\nsync: cudaSuccess\n"
                         f"first {x[0]} {x[1]} {x[2]} last {x[-1]}\ntotal {int(x.sum())}\n"
                         "too large: cudaErrorCooperativeLaunchTooLarge\n")
-    assert r.launches[0].path == "fibers"
+    assert r.launches[0].path == path
+
+
+def test_tile_reduce_and_grid_sync_split_as_on_fibers(monkeypatch):
+    """reductionMultiBlockCG's shape (grid_reduce.cu): cg::reduce over static tiles of 32 (plus
+    on doubles, bit_or), a helper taking the block group by reference that synchronises, a
+    grid-stride loop over grid.thread_rank()/grid.size(), grid.sync(). Both paths give the
+    same bits (the split's shuffles are the fibers' xor order), near NumPy's float64 sum."""
+    i = np.arange(1000003, dtype=np.uint64)
+    x = ((i * 2654435761) % (1 << 32) % 1000).astype(np.float32) / np.float32(1000) - \
+        np.float32(0.5)
+    want = float(np.sum(x.astype(np.float64)))
+    totals = []
+    for split, path in PATHS:
+        monkeypatch.setenv("TILEDMM_EMU_SPLIT", split)
+        r = run(os.path.join(SURFACE, "grid_reduce.cu"))
+        assert r.returncode == 0, r.stderr
+        assert r.launches[0].path == path, r.launches[0]
+        lines = r.stdout.splitlines()
+        assert lines[:2] == ["launch: cudaSuccess", "sync: cudaSuccess"], r.stdout
+        _, total, _, bits = lines[2].split()
+        assert abs(float(total) - want) <= 1e-9 * np.sum(np.abs(x.astype(np.float64))), \
+            (total, want)
+        assert bits == "ffffffff"
+        totals.append(total)
+    assert totals[0] == totals[1]
 
 
 def test_grid_sync_is_refused_at_its_line():

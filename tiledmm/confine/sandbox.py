@@ -75,6 +75,7 @@ class Policy:
                 code: no exec, no new processes (threads allowed)
     devices:    /dev/nvidia* read, write and ioctl (the cuda backend)
     memory_bytes, file_bytes, cpu_seconds: rlimits (None: tiledmm's default)
+    threads:    the most threads (RLIMIT_NPROC, where it binds; None: threads_most())
     """
     read: tuple = ()
     execute: tuple = ()
@@ -84,6 +85,7 @@ class Policy:
     memory_bytes: int = None
     file_bytes: int = None
     cpu_seconds: int = None
+    threads: int = None
     exec_program: bool = False   # set by run(): the one execve of argv[0] (see run)
 
     def to_json(self):
@@ -228,11 +230,11 @@ def compile_policy(scratch, read=(), *, memory_bytes=4 * GiB, cpu_seconds=600):
                   memory_bytes=memory_bytes, cpu_seconds=cpu_seconds)
 
 
-def run_policy(scratch, read=(), devices=False, *, memory_bytes=None):
+def run_policy(scratch, read=(), devices=False, *, memory_bytes=None, threads=None):
     """A child that runs student code: what it loads readable, `scratch` writable, no exec."""
     return Policy(read=tuple(read) + _python_paths(), write=(scratch,),
                   devices=devices,
-                  memory_bytes=memory_bytes)
+                  memory_bytes=memory_bytes, threads=threads)
 
 
 def _default_memory():
@@ -708,7 +710,7 @@ def _limits(policy):
     except OSError:
         pass
     drop = (_CAP_SYS_RESOURCE,)
-    if not policy.allow_exec and _bind_threads():
+    if not policy.allow_exec and _bind_threads(policy.threads or threads_most()):
         drop += (_CAP_SYS_ADMIN,)
     _drop_sys_resource(drop)
 
@@ -721,19 +723,28 @@ def _limits(policy):
 NPROC_UID_BASE = 0x7f000000
 
 
-def threads_most():
-    """The most tasks (threads) a confined child that runs student code may have."""
-    return max(128, 8 * (os.cpu_count() or 1))
+# The most blocks a cooperative launch holds on the emulator: every block resident at once, at
+# most 32 per SM (emu_internal.h kMaxBlocksPerSM) on the emulated device with the most SMs (132:
+# program_runtime.h's presets); scheduler.cpp runs each on an OS thread of its own, so that a
+# block waiting in grid.sync() keeps its own static __shared__ variables (thread_local there)
+COOPERATIVE_BLOCKS_MOST = 132 * 32
 
 
-def _bind_threads():
-    """Where this process is root: RLIMIT_NPROC and the real uid change that makes it bind.
-    True when the limit binds (the caller then drops CAP_SYS_ADMIN)."""
+def threads_most(program=False):
+    """The most tasks (threads) a confined child that runs student code may have: 8 a core, at
+    least 128; a whole program on the emulator (`program`) also a thread for each block of the
+    largest cooperative launch. Memory bounds a thread bomb too: each thread's stack counts
+    toward RLIMIT_DATA."""
+    return max(128, 8 * (os.cpu_count() or 1)) + (COOPERATIVE_BLOCKS_MOST if program else 0)
+
+
+def _bind_threads(n):
+    """Where this process is root: RLIMIT_NPROC of `n` and the real uid change that makes it
+    bind. True when the limit binds (the caller then drops CAP_SYS_ADMIN)."""
     if os.getuid() != 0 or os.geteuid() != 0:
         # not root: RLIMIT_NPROC would count every process of the user (a desktop session),
         # and RLIMIT_DATA already bounds the threads (their stacks)
         return False
-    n = threads_most()
     try:
         resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
         os.setresuid(NPROC_UID_BASE + os.getpid(), 0, 0)

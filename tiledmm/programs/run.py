@@ -769,7 +769,8 @@ def execute(image, source_name, backend, args=(), stdin=None, timeout=None, capt
         with open(os.open(so, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o700), "wb") as f:
             f.write(image)
         report = os.path.join(scratch, "report.jsonl")
-        policy = sandbox.run_policy(scratch, read=(so, *read, HERE), devices=backend == "cuda")
+        policy = sandbox.run_policy(scratch, read=(so, *read, HERE), devices=backend == "cuda",
+                                    threads=sandbox.threads_most(program=backend == "emu"))
         feed = b"" if stdin is None and capture else stdin
         if isinstance(feed, str):
             feed = feed.encode()

@@ -72,6 +72,7 @@ extern "C" void tm_emu_syncthreads(const char *file, int line);
 extern "C" int tm_emu_syncthreads_op(int op, int pred, const char *file, int line);
 // grid.sync() in a cooperative launch; the next launch of this thread cooperative (scheduler.cpp)
 extern "C" void tm_emu_grid_sync(const char *file, int line);
+extern "C" void tm_emu_split_grid_sync(const char *file, int line);   // the same, split kernels
 extern "C" void tm_emu_set_cooperative_launch(int on);
 // The calling block's barrier epoch: changes at each completed __syncthreads() and block start
 // (check mode's shared-memory race detection).

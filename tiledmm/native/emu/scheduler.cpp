@@ -28,6 +28,7 @@
 #endif
 #include <pthread.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -257,6 +258,7 @@ struct Worker {
     // Set by split_warp_stuck while a split kernel runs a block (run_block reports it).
     std::string split_stuck;
     int split_stuck_threads = 0;
+    const Launch *split_launch = nullptr;   // the launch of the split block running (grid sync)
 #ifdef TM_EMU_ASAN
     const void *sched_bottom = nullptr;
     size_t sched_size = 0;
@@ -800,7 +802,9 @@ bool run_block(Worker &w, Launch *L, uint3 bid, long long index)
         tm_emu_tls.linear_tid = -1;
         w.split_stuck.clear();
         w.split_stuck_threads = 0;
+        w.split_launch = L;
         L->invoke(L->pack);
+        w.split_launch = nullptr;
         tm_emu_tls.linear_tid = 0;
         if (!w.split_stuck.empty()) {   // a divergent full-mask __syncwarp (split_warp_stuck)
             L->fail(cudaErrorLaunchFailure,
@@ -1100,8 +1104,11 @@ long long clock64()
         .count();
 }
 
-// The OS thread stack of each block of a cooperative launch (its kernel runs on fibers).
+// The OS thread stack of each block of a cooperative launch: on fibers it holds only the
+// scheduler; a split kernel's thread loops run on it with their per-thread arrays (at most the
+// transform's MAX_FRAME, 512 KiB) and the kernel's own locals.
 constexpr size_t kCooperativeThreadStack = 1 << 20;
+constexpr size_t kCooperativeSplitStack = kCooperativeThreadStack + (512 << 10);
 
 // Blocks per grab of a worker: at least 1, at most the grid / (workers x this) (launch_impl).
 constexpr long long kChunksPerWorker = 64;
@@ -1194,7 +1201,7 @@ static cudaError_t launch_impl(const void *func, void (*invoke)(void *), void *p
 #else
     const bool serial = true;   // built without OpenMP: see default_threads
 #endif
-    if (cooperative && nblocks > 1 && !whole_block) {
+    if (cooperative && nblocks > 1) {
         // every block resident at once: an OS thread each (cudaLaunchCooperativeKernel has
         // bounded the grid by the occupancy), so that a block waiting in grid.sync() never holds
         // up another
@@ -1219,20 +1226,22 @@ static cudaError_t launch_impl(const void *func, void (*invoke)(void *), void *p
         };
         std::vector<Arg> args((size_t)nblocks);
         std::vector<pthread_t> blocks;
-        // The kernel runs on fibers: an OS thread's own stack holds only the scheduler, so
-        // small ones (a grid of 64 blocks would otherwise reserve 512 MiB of thread stacks).
+        // Small stacks (a grid of 64 blocks would otherwise reserve 512 MiB of thread stacks).
         pthread_attr_t attr;
         pthread_attr_init(&attr);
-        pthread_attr_setstacksize(&attr, kCooperativeThreadStack);
+        pthread_attr_setstacksize(&attr,
+                                  whole_block ? kCooperativeSplitStack : kCooperativeThreadStack);
         TM_TSAN_RELEASE(&L);
         for (long long i = 0; i < nblocks; ++i) {
             args[(size_t)i] = Arg{&run_one, i};
             pthread_t t;
-            if (pthread_create(&t, &attr, start, &args[(size_t)i]) != 0) {
+            const int started = pthread_create(&t, &attr, start, &args[(size_t)i]);
+            if (started != 0) {
                 L.fail(cudaErrorLaunchOutOfResources,
                        "tiledmm emulator: a cooperative launch runs each of its " +
                            std::to_string(nblocks) + " blocks on an OS thread of its own, and " +
-                           "thread " + std::to_string(i + 1) + " could not be started",
+                           "thread " + std::to_string(i + 1) + " could not be started (" +
+                           strerror(started) + ")",
                        i);
                 for (long long k = i; k < nblocks; ++k)   // the started ones stop waiting
                     barrier.leave();
@@ -1392,23 +1401,24 @@ extern "C" int tm_emu_syncthreads_op(int op, int pred, const char *file, int lin
 // every other block of the grid to get there, then the block's barrier again, so that no thread
 // goes on before every thread of the grid has arrived. Outside a cooperative launch a GPU's
 // grid.sync() is undefined (the grid may not be resident): refused at its line.
+[[noreturn]] static void refuse_grid_sync(const char *file, int line)
+{
+    fflush(stdout);
+    fprintf(stderr,
+            "tiledmm: %s:%d: grid.sync() outside a cooperative launch: every block must be "
+            "resident at once, so launch the kernel with cudaLaunchCooperativeKernel\n",
+            file, line);
+    fflush(stderr);
+    abort();
+}
+
 extern "C" void tm_emu_grid_sync(const char *file, int line)
 {
     using namespace tm_emu;
     Worker &w = worker();
     Block *b = w.b;
     const Launch *L = b ? b->L : nullptr;
-    if (!L || !L->grid_barrier || tm_emu_tls.linear_tid < 0) {
-        fflush(stdout);
-        fprintf(stderr,
-                "tiledmm: %s:%d: grid.sync() outside a cooperative launch: every block must be "
-                "resident at once, so launch the kernel with cudaLaunchCooperativeKernel%s\n",
-                file, line,
-                L && L->whole_block ? " (and the emulator runs it on fibers, not thread loops)"
-                                    : "");
-        fflush(stderr);
-        abort();
-    }
+    if (!L || !L->grid_barrier || tm_emu_tls.linear_tid < 0) refuse_grid_sync(file, line);
     tm_emu_syncthreads(file, line);
     if (!b->grid_waited) {   // the first of the block's threads to run after the barrier
         b->grid_waited = true;
@@ -1416,6 +1426,18 @@ extern "C" void tm_emu_grid_sync(const char *file, int line)
     }
     tm_emu_syncthreads(file, line);
     b->grid_waited = false;   // every thread sets it before any can reach the next grid.sync
+}
+
+// grid.sync() in a kernel split at its barriers (transform._emit_seq emits this call between the
+// thread loops before and after it): the block's OS thread waits for the grid's other blocks.
+extern "C" void tm_emu_split_grid_sync(const char *file, int line)
+{
+    using namespace tm_emu;
+    const Launch *L = worker().split_launch;
+    if (!L || !L->grid_barrier) refuse_grid_sync(file, line);
+    // false when another block failed: this one runs on to its end, as a block of a failed
+    // launch on fibers does not (its results are not read)
+    L->grid_barrier->arrive_and_wait(L->failed);
 }
 
 // Whether the next launch of this OS thread is cooperative (program_graphs.h's

@@ -51,13 +51,37 @@ struct thread_block {
     dim3 dim_threads() const; dim3 group_dim() const;
 };
 thread_block this_thread_block(); void sync(const thread_block &);
+struct grid_group {
+    void sync() const; unsigned long long thread_rank() const; unsigned long long size() const;
+    unsigned long long num_threads() const; unsigned long long block_rank() const;
+    unsigned long long num_blocks() const; bool is_valid() const;
+};
+grid_group this_grid(); void sync(const grid_group &);
+template <unsigned N> struct thread_block_tile {
+    unsigned thread_rank() const; unsigned size() const; unsigned num_threads() const;
+    unsigned meta_group_rank() const; unsigned meta_group_size() const;
+};
+template <unsigned N> thread_block_tile<N> tiled_partition(const thread_block &);
+template <class T = void> struct plus { T operator()(const T &, const T &) const; };
+template <class T = void> struct bit_and { T operator()(const T &, const T &) const; };
+template <class T = void> struct bit_or { T operator()(const T &, const T &) const; };
+template <class T = void> struct bit_xor { T operator()(const T &, const T &) const; };
+template <unsigned N, class T, class Op> T reduce(const thread_block_tile<N> &, T, Op);
 }
+void tm_split_grid_sync();
 """
-# What the body parse's prelude declares of cooperative groups: the block as a group, nothing
-# else (a tile, the grid, cg::reduce stay undeclared: a kernel using them keeps the fibers).
-# split/inline.lower_block_groups rewrites its calls in the kernel to the built-ins; any other
-# use of it (a helper's, a group passed on) keeps the fibers.
+# What the body parse's prelude declares of cooperative groups: the block, the grid (in a
+# cooperative launch), static tiles of a block up to a warp and cg::reduce over them with plus
+# and the bitwise operations. split/inline.lower_block_groups rewrites their calls in the kernel
+# to the built-ins (a grid's sync() to tm_split_grid_sync(), GRID_BARRIER; a tile's reduce to
+# the xor shuffles the fibers' cg::reduce makes); any other use of a group (a helper's, a group
+# passed on) keeps the fibers.
 GROUPS_NAMESPACE, BLOCK_GROUP = "cooperative_groups", "thread_block"
+GRID_GROUP, TILE_GROUP = "grid_group", "thread_block_tile"
+# grid.sync() as the split sees it: a barrier (a region boundary) after which the block's thread
+# waits for the grid's other blocks (transform._emit_seq; tm_emu_split_grid_sync)
+GRID_BARRIER = "tm_split_grid_sync"
+BLOCK_BARRIERS = {"__syncthreads", GRID_BARRIER}
 
 # Calls a uniform or recomputed expression may make: pure functions of their arguments.
 PURE_CALLS = {f"{f}{s}" for f in ("sqrt", "rsqrt", "exp", "exp2", "log", "log2", "log10", "sin",
@@ -80,7 +104,7 @@ VOTE_OPS = {"__ballot_sync": "OP_BALLOT", "__all_sync": "OP_ALL", "__any_sync": 
 FULL_MASKS = {"0xffffffff", "0xffffffffu", "0xffffffffU", "0xFFFFFFFF", "0xFFFFFFFFu",
               "0xFFFFFFFFU", "~0u", "~0U", "4294967295u", "4294967295U"}
 BARRIER_OPS = {"__syncthreads_count", "__syncthreads_and", "__syncthreads_or"}
-SYNC_NAMES = WARP_OPS | BARRIER_OPS | {"__syncthreads"}
+SYNC_NAMES = WARP_OPS | BARRIER_OPS | BLOCK_BARRIERS
 # Functions the body parse's prelude declares: a call to one needs no further check.
 KNOWN_CALLS = PURE_CALLS | SYNC_NAMES | {
     "atomicAdd", "atomicSub", "atomicExch", "atomicMin", "atomicMax", "atomicAnd", "atomicOr",
@@ -285,7 +309,7 @@ class KernelAnalysis:
                         self.fiber_guards.append((" && ".join(guard), str(exc)))
             if kind in (ci.CursorKind.DECL_REF_EXPR, ci.CursorKind.OVERLOADED_DECL_REF) and \
                     c.spelling in SYNC_NAMES and \
-                    c.spelling != "__syncthreads":
+                    c.spelling not in BLOCK_BARRIERS:
                 if not guard:
                     raise Fallback(f"{c.spelling}")
                 self.fiber_guards.append((" && ".join(guard), c.spelling))
@@ -510,8 +534,12 @@ class KernelAnalysis:
         while c.kind in (ci.CursorKind.UNEXPOSED_EXPR, ci.CursorKind.PAREN_EXPR) and \
                 len(list(c.get_children())) == 1:
             c = next(c.get_children())
-        return c.kind == ci.CursorKind.CALL_EXPR and (c.spelling == "__syncthreads" or (
+        return c.kind == ci.CursorKind.CALL_EXPR and (c.spelling in BLOCK_BARRIERS or (
             self._in_warp_if and c.hash in self.warp_syncs))
+
+    def is_grid_barrier_stmt(self, s):
+        """`tm_split_grid_sync();`: a grid.sync() lowered (split_inline.lower_block_groups)."""
+        return self.is_barrier_stmt(s) and GRID_BARRIER in [t.spelling for t in s.get_tokens()]
 
     def is_warp_sync_stmt(self, s):
         """A `__syncwarp();` statement of the warp `if` (a stretch boundary)."""
@@ -670,7 +698,7 @@ class KernelAnalysis:
     def has_barrier(self, s):
         """Whether `s` holds a __syncthreads() or a shuffle statement (both end a thread loop)."""
         return any(c.kind == self.ci.CursorKind.CALL_EXPR and (
-            c.spelling == "__syncthreads" or c.hash in self.shuffle_calls) for c in self.walk(s))
+            c.spelling in BLOCK_BARRIERS or c.hash in self.shuffle_calls) for c in self.walk(s))
 
     def is_shuffle_stmt(self, s):
         return s.hash in self.shuffle_stmts
@@ -965,7 +993,7 @@ class KernelAnalysis:
     def _sync_word(self, s):
         """What in `s` ends a thread loop: a barrier, or only warp shuffles and votes."""
         return "a barrier" if any(c.kind == self.ci.CursorKind.CALL_EXPR and
-                                  c.spelling == "__syncthreads" for c in self.walk(s)) \
+                                  c.spelling in BLOCK_BARRIERS for c in self.walk(s)) \
             else "a warp shuffle or vote"
 
     def _local_decls(self, s):

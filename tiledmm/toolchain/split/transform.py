@@ -220,6 +220,8 @@ class _Emitter:
             if self.a.is_barrier_stmt(s):
                 flush(False)
                 out.append(_profile_barrier(s.location.line))
+                if self.a.is_grid_barrier_stmt(s):   # the block's thread waits for the grid
+                    out.append(f"tm_emu_split_grid_sync(__FILE__, {s.location.line});")
                 continue
             if self.a.is_shared_decl(s):
                 # in place: it may use a uniform local declared above. Inside a loop or an if
