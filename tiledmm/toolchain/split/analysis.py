@@ -69,7 +69,26 @@ template <class T = void> struct bit_xor { T operator()(const T &, const T &) co
 template <unsigned N, class T, class Op> T reduce(const thread_block_tile<N> &, T, Op);
 }
 void tm_split_grid_sync();
+namespace cuda {
+enum thread_scope { thread_scope_system, thread_scope_device, thread_scope_block,
+                    thread_scope_thread };
+template <unsigned long A> struct aligned_size_t {
+    explicit aligned_size_t(unsigned long); operator unsigned long() const;
+};
+template <thread_scope S> struct pipeline {
+    void producer_acquire(); void producer_commit(); void consumer_wait(); void consumer_release();
+    bool quit(); template <class D> bool consumer_wait_for(const D &);
+    template <class D> bool consumer_wait_until(const D &);
+};
+pipeline<thread_scope_thread> make_pipeline();
+template <class T, class Size, thread_scope S> void memcpy_async(T *, const T *, Size, pipeline<S> &);
+template <class Size, thread_scope S> void memcpy_async(void *, const void *, Size, pipeline<S> &);
+template <unsigned char Prior, thread_scope S> void pipeline_consumer_wait_prior(pipeline<S> &);
+}
 """
+# The prelude's cuda:: is libcu++'s thread-scope pipeline (<cuda/pipeline>), so that a kernel
+# using one parses: where the pipeline lives across a barrier the kernel keeps the fibers (a
+# per-thread object), elsewhere it is the thread's own as on fibers (its copies as late).
 # What the body parse's prelude declares of cooperative groups: the block, the grid (in a
 # cooperative launch), static tiles of a block up to a warp and cg::reduce over them with plus
 # and the bitwise operations. split/inline.lower_block_groups rewrites their calls in the kernel

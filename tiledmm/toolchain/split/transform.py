@@ -67,7 +67,8 @@ from ..diagnostics import SOURCE_NAME
 from ..source import alignas_in_front, cindex, emu_dialect, split_top_level
 from .analysis import (MAX_FRAME, PURE_CALLS, SHUFFLE_OPS, VOTE_OPS,  # noqa: F401
                              KernelAnalysis, Fallback, kernel_names)
-from .inline import inline_helpers, lower_block_groups
+from .inline import inline_helpers
+from .lower import lower_block_groups
 
 
 @dataclass
@@ -350,6 +351,11 @@ class _Emitter:
                 raise Fallback(f"an initializer form not handled (line {s.location.line})")
             return f"/* {d.spelling}: per-thread */"
         init = part[eq + 1:].strip()
+        if d.type.get_canonical().spelling.startswith("cuda::pipeline<") and \
+                re.fullmatch(r"(cuda::)?make_pipeline\(\s*\)", init):
+            # the per-thread array's element is that new pipeline already (a pipeline is
+            # neither copied nor assigned); its copies no one waited for land at the block's end
+            return f"/* {d.spelling}: per-thread, made */"
         if d.type.kind in (self.ci.TypeKind.CONSTANTARRAY, self.ci.TypeKind.DEPENDENTSIZEDARRAY):
             return (f"{{ std::remove_cv_t<std::remove_reference_t<decltype({d.spelling})>>"
                     f" tm_init_ = {init}; std::memcpy(&{d.spelling}, &tm_init_, "
@@ -737,9 +743,16 @@ class _Emitter:
                 element = element.get_array_element_type()
             if element.kind in (ci.TypeKind.LVALUEREFERENCE, ci.TypeKind.RVALUEREFERENCE):
                 raise Fallback(f"{d.spelling}: a reference live across a barrier")
-            if element.kind in (ci.TypeKind.INCOMPLETEARRAY, ci.TypeKind.VARIABLEARRAY,
-                                ci.TypeKind.DEPENDENTSIZEDARRAY, ci.TypeKind.RECORD,
-                                ci.TypeKind.INVALID) and element.spelling not in _VECTOR_TYPES:
+            # a class that is not plain data (however spelt: `cuda::aligned_size_t<4>` is an
+            # elaborated type) may lack the default constructor and assignment the array needs;
+            # a thread-scope pipeline made by make_pipeline() is default-made (_decl_assign)
+            canonical = element.get_canonical()
+            record = canonical.kind == ci.TypeKind.RECORD and not canonical.is_pod() and \
+                not canonical.spelling.startswith("cuda::pipeline<")
+            if (record or element.kind in (ci.TypeKind.INCOMPLETEARRAY, ci.TypeKind.VARIABLEARRAY,
+                                           ci.TypeKind.DEPENDENTSIZEDARRAY, ci.TypeKind.RECORD,
+                                           ci.TypeKind.INVALID)) and \
+                    element.spelling not in _VECTOR_TYPES:
                 raise Fallback(f"{d.spelling}: a per-thread variable of type {d.type.spelling}")
             # clang's spelling of the type; a dependent array's (`T[TM][TN]`) names only the
             # template's parameters, which the split template declares too. remove_cv_t of it
