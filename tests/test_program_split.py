@@ -493,6 +493,29 @@ def test_a_failing_transform_falls_back_to_fibers(compile_child_here, monkeypatc
         ("did not compile" in reason)
 
 
+def test_a_split_that_does_not_compile_costs_only_its_own_kernel(compile_child_here,
+                                                                 monkeypatch):
+    """One kernel's split that g++ rejects: the program is built again without that split
+    alone (the compiler's log names its tm_split_ function); the other kernel keeps its."""
+    real = program_build.barrier_split.split_kernel
+
+    def broken_for_tiled(source, name, define_lines=(), templates=False, profile=False):
+        plan = real(source, name, define_lines, templates=templates, profile=profile)
+        if name == "tiled":
+            plan.text = "static void tm_split_tiled( { this is not C++"
+        return plan
+    monkeypatch.setattr(program_build.barrier_split, "split_kernel", broken_for_tiled)
+    flip = ("__global__ void flip(float *x)\n{\n    __shared__ float s[32];\n"
+            "    s[threadIdx.x] = x[threadIdx.x];\n    __syncthreads();\n"
+            "    x[threadIdx.x] = s[31 - threadIdx.x];\n}\n")
+    main = TILED_MAIN.replace("    cudaFree(dA);", "    flip<<<1, 32>>>(dC);\n    cudaFree(dA);")
+    fresh = f"// {uuid.uuid4()}\n" + TILED_KERNEL + flip + main   # a new cache entry
+    c, want, r = run_tiled(19, 23, 29, seed=9, program=fresh)
+    np.testing.assert_allclose(c, want, rtol=tolerance(29), atol=tolerance(29))
+    assert r.paths["tiled"][0] == "fibers" and "did not compile" in r.paths["tiled"][1]
+    assert r.paths["flip"] == ("thread loops", ""), r.paths
+
+
 def test_a_program_that_does_not_compile_still_says_why():
     with pytest.raises(tm.CompileError, match="undeclared|not declared"):
         run(TILED_KERNEL + "int main() { return missing_name; }\n")

@@ -53,8 +53,9 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
     if split is not None:
         def split_kernels(ci, tu, path):
             splits = _split_kernels(ci, tu, path, source, source_name, scratch, includes,
-                                    split["define_lines"], split["paths"], split["profile"])
-            split["split"] = sorted(splits)
+                                    split["define_lines"], split["paths"], split["profile"],
+                                    split.get("exclude", ()))
+            split.setdefault("split", []).extend(sorted(splits))
             return splits
     return launch_rewrite.rewrite_launches(source, source_name, scratch, includes, defines,
                                            user_includes, check=check,
@@ -70,13 +71,14 @@ _SYSTEM_ROOTS = ("/usr/include/", "/usr/lib/", "/usr/local/include/", "/usr/shar
 
 
 def _split_kernels(ci, tu, path, source, source_name, scratch, includes, define_lines, paths,
-                   profile):
+                   profile, exclude=()):
     """{kernel: (offset just past its definition, the text inserted there, whether a template)}
     for the kernels of this file that the transform splits; every kernel of the file gets its
     reason in `paths` ("" when split). profile: profile mode's build (split_kernel(profile=True),
     as in tm.compile). The transform (barrier_split.split_kernel) reads this file alone,
     without its headers; the real parse here (headers read) refuses first the kernels that
-    reach into the program's own headers (_split_guard)."""
+    reach into the program's own headers (_split_guard). `exclude`: kernels whose split did not
+    compile in an earlier try (build)."""
     trusted = tuple(os.path.join(os.path.realpath(d), "") for d in
                     [*includes, launch_rewrite.gcc_include() or "/usr"]) \
         + _SYSTEM_ROOTS
@@ -105,6 +107,8 @@ def _split_kernels(ci, tu, path, source, source_name, scratch, includes, define_
         try:
             if len(defs) != 1:
                 raise _NoSplit("several kernels of this name")
+            if name in exclude:
+                raise _NoSplit(_SPLIT_DID_NOT_COMPILE)
             if defs[0].semantic_parent is None or defs[0].semantic_parent.kind not in (
                     ci.CursorKind.TRANSLATION_UNIT, ci.CursorKind.LINKAGE_SPEC):
                 raise _NoSplit("a kernel in a namespace")
@@ -289,9 +293,10 @@ def _split_request(req):
 
 
 def build(req):
-    """The program built (result.json's answer); with splits where the transform applies, or,
-    when that build fails, once more without them (a program that does not compile fails
-    there with the compiler's own log)."""
+    """The program built (result.json's answer); with splits where the transform applies. When
+    that build fails in the splits of some kernels (the compiler's log names their tm_split_
+    functions), once more without those; failing again, or elsewhere, once more without any
+    (a program that does not compile fails there with the compiler's own log)."""
     split = _split_request(req)
     if split is None:
         result = _build(req, None)
@@ -300,14 +305,23 @@ def build(req):
         return result
     try:
         result = _build(req, split)
-    except BuildError:
+    except BuildError as exc:
         if not split.get("split"):
             raise
-        result = _build(req, None)
-        result["paths"] = {k: _SPLIT_DID_NOT_COMPILE if k in split["split"] else v
-                           for k, v in split["paths"].items()}
-    else:
-        result["paths"] = dict(split["paths"])
+        failed = set(re.findall(r"\btm_split_(\w+)", str(exc))) & set(split["split"])
+        result = None
+        if failed:
+            retry = {**_split_request(req), "exclude": failed}
+            try:
+                result = _build(req, retry)
+                split = retry
+            except BuildError:
+                pass
+        if result is None:
+            result = _build(req, None)
+            split["paths"] = {k: _SPLIT_DID_NOT_COMPILE if k in split["split"] else v
+                              for k, v in split["paths"].items()}
+    result["paths"] = dict(split["paths"])
     for ln in result["launches"]:   # launched here, defined in a header or another file
         result["paths"].setdefault(ln["kernel"], "not defined in the file that launches it")
     return result
