@@ -6,8 +6,10 @@ tiledmm._cuda  nvcc compiles cuda/*.cu for the GPU; the C glue links the CUDA ru
 tiledmm._emu   g++ compiles the same cuda/*.cu against the emulator in tiledmm/native/emu/.
 
 Environment:
-  TILEDMM_CUDA_ARCHS  compute capabilities to build, e.g. "90" or "80;90"
-                      (default "75;80;86;89;90"; PTX of the last is embedded too)
+  TILEDMM_CUDA_ARCHS  compute capabilities to build, e.g. "90" or "80;90" or "90a"
+                      (default "75;80;86;89;90"; PTX of the last is embedded too). Where the
+                      list has 90 (or 90a), cuda/matmul_tf32x3.cu is built for sm_90a instead,
+                      with its wgmma kernel (a 90a binary runs on compute capability 9.0 only)
   TILEDMM_CUTLASS_INCLUDE  CUTLASS's include folder (the one holding cutlass/): builds the
                       `cutlass` reference kernel (cuda/matmul_cutlass.cu, sm_80+ only). Without
                       it, the nvidia-cutlass wheel's cutlass_library/source/include is used when
@@ -205,14 +207,34 @@ def cutlass_include():
     return None
 
 
+# Kernel files with a kernel for sm_90a (wgmma): where the list has 90 or 90a they are built for
+# sm_90a instead of sm_90, with -DTM_TF32X3_WGMMA so that the host code dispatches to it on
+# compute capability 9.0; the PTX embedded is the last plain architecture's (an sm_90a binary
+# has none that other GPUs could use), compute_90's when the list has no other.
+SM90A = {"cuda/matmul_tf32x3.cu"}
+
+
+def sm90a_flags(archs):
+    """gencode flags for an SM90A file: sm_90a machine code in place of sm_90's."""
+    plain = [a for a in archs if a.rstrip("af") != "90"]
+    flags = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in plain]
+    flags.append("-gencode=arch=compute_90a,code=sm_90a")
+    ptx = plain[-1] if plain else "90"
+    flags += [f"-gencode=arch=compute_{ptx},code=compute_{ptx}", "-DTM_TF32X3_WGMMA"]
+    return flags
+
+
 def kernel_nvcc_flags(src):
     """Architecture and extra flags for one kernel file: MIN_ARCH's files only for the listed
-    architectures they support; matmul_cutlass.cu with CUTLASS's headers where they are found
-    (else it compiles to a stub that says how to build it)."""
+    architectures they support; SM90A's for sm_90a where the list has 90; matmul_cutlass.cu with
+    CUTLASS's headers where they are found (else it compiles to a stub that says how to build
+    it)."""
     archs = cuda_archs()
     least = MIN_ARCH.get(src)
     if least is not None:
         archs = [a for a in archs if int(a.rstrip("af")) >= least]
+    if src in SM90A and any(a.rstrip("af") == "90" for a in archs):
+        return sm90a_flags(archs)
     extra = []
     if src == "cuda/matmul_cutlass.cu":
         include = cutlass_include() if archs else None

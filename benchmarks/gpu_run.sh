@@ -197,7 +197,9 @@ if [ "$stage" = tensor ]; then
     PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} python3 benchmarks/tf32x3_accuracy.py \
         --csv "$OUT/tf32x3_accuracy.csv" | tee "$OUT/tf32x3_accuracy.txt"
     echo "== tensor cores: tf32x3's tuning variants beside cuBLAS SGEMM, TF32 and FP16 (benchmarks/tf32x3_probe.cu)"
-    nvcc -std=c++17 -O3 -arch=sm_$arch -Icuda -Itiledmm/native -Icsrc benchmarks/tf32x3_probe.cu \
+    # sm_90a on compute capability 9.0: the wgmma kernel's rows (an sm_90 build leaves them out)
+    probe_arch=$arch; [ "$arch" = 90 ] && probe_arch=90a
+    nvcc -std=c++17 -O3 -arch=sm_$probe_arch -Icuda -Itiledmm/native -Icsrc benchmarks/tf32x3_probe.cu \
         -lcublas -o "$OUT/tf32x3_probe" >"$OUT/tf32x3_probe_build.log" 2>&1 \
         && "$OUT/tf32x3_probe" 8192 | tee "$OUT/tf32x3_probe.txt"
     rm -f "$OUT/tf32x3_probe"

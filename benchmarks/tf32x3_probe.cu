@@ -1,12 +1,14 @@
 // tf32x3_probe.cu: the tf32x3 rung's tuning variants (cuda/matmul_tf32x3.cu's template
-// parameters: k-steps per FP32 promotion, compensated or plain addition)
+// parameters: k-steps (mma.sync) or k-tiles (wgmma) per FP32 promotion, compensated or plain
+// addition; the wgmma kernel's rows need compute capability 9.0 and the sm_90a build below)
 // side by side with cuBLAS in one run: SGEMM, TF32 (CUBLAS_COMPUTE_32F_FAST_TF32) and FP16 inputs
 // with FP32 accumulation (the wmma rung's reference; inputs converted before timing): TFLOP/s at
 // n^3 (median of CUDA-event timings after warm-up) and the normwise error max|C - AB| / max(|A||B|)
-// against float64 on uniform [-1,1] and [0,1] inputs at K = 256 and 8192 (64 rows checked). The
-// registry's choice is X3_* in the .cu.
+// against float64 on uniform [-1,1] and [0,1] inputs at K = 256 and 8192 (64 rows checked), and
+// the largest error over odd shapes (M, N, K not multiples of the tiles). The registry's choice
+// is X3_* and W3_* in the .cu.
 //
-//   nvcc -std=c++17 -O3 -arch=sm_90 -Icuda -Itiledmm/native -Icsrc \
+//   nvcc -std=c++17 -O3 -arch=sm_90a -Icuda -Itiledmm/native -Icsrc \
 //        benchmarks/tf32x3_probe.cu -lcublas -o /tmp/tf32x3_probe && /tmp/tf32x3_probe 8192
 #include "../cuda/matmul_tf32x3.cu"
 #include "probe_common.h"
@@ -22,16 +24,26 @@ typedef void (*Kernel)(const float *, const float *, float *, int, int, int, uns
 struct Variant {
     const char *name;
     Kernel kernel;
+    bool wgmma;   // matmul_tf32x3_wgmma_kernel: W3_ tiles, threads and shared memory
 };
 
-#define X3_VARIANT(PROMOTE, KAHAN) \
-    {"promote=" #PROMOTE " kahan=" #KAHAN, matmul_tf32x3_kernel<true, int, PROMOTE, KAHAN>}
+#define X3_VARIANT(PROMOTE, KAHAN)                  \
+    {"mma.sync promote=" #PROMOTE " kahan=" #KAHAN, \
+     matmul_tf32x3_kernel<true, int, PROMOTE, KAHAN>, false}
+#define W3_VARIANT(SUM, LEAVE_OUT) \
+    {"wgmma " #SUM " " #LEAVE_OUT, matmul_tf32x3_wgmma_kernel<true, int, SUM, LEAVE_OUT>, true}
 
+// The W3_NO_* rows time the wgmma kernel's parts (their errors are meaningless).
 static const Variant VARIANTS[] = {
-    X3_VARIANT(1, false), X3_VARIANT(1, true), X3_VARIANT(2, true),
-    X3_VARIANT(4, false), X3_VARIANT(4, true),
+    X3_VARIANT(4, true),
+    W3_VARIANT(W3_TWO_LEVEL, W3_ALL),
+    W3_VARIANT(W3_KAHAN, W3_ALL),
+    W3_VARIANT(W3_PLAIN, W3_ALL),
+    W3_VARIANT(W3_TWO_LEVEL, W3_NO_DATA),
+    W3_VARIANT(W3_TWO_LEVEL, W3_NO_PRODUCTS),
 };
 static const int N_VARIANTS = sizeof VARIANTS / sizeof VARIANTS[0];
+static bool g_sm90 = false;   // compute capability 9.0: the wgmma rows run
 static const char *CUBLAS_ROWS[] = {"cuBLAS SGEMM", "cuBLAS TF32", "cuBLAS FP16 in, FP32 acc."};
 static const int N_ROWS = N_VARIANTS + 3;
 
@@ -80,11 +92,15 @@ static void free_operands(Operands &o)
 static void run_row(int row, cublasHandle_t h, const Operands &o)
 {
     if (row < N_VARIANTS) {
-        const Kernel k = VARIANTS[row].kernel;
-        CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                (int)X3_SHARED_BYTES));
-        dim3 grid((o.N + X3_BN - 1) / X3_BN, (o.M + X3_BM - 1) / X3_BM);
-        k<<<grid, X3_THREADS, X3_SHARED_BYTES>>>(o.A, o.B, o.C, o.M, o.N, o.K, 0);
+        const Variant &v = VARIANTS[row];
+        if (v.wgmma && !g_sm90) return;
+        const size_t shared = v.wgmma ? W3_SHARED_BYTES : X3_SHARED_BYTES;
+        const int bm = v.wgmma ? W3_BM : X3_BM, bn = v.wgmma ? W3_BN : X3_BN;
+        CK(cudaFuncSetAttribute(v.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)shared));
+        dim3 grid((o.N + bn - 1) / bn, (o.M + bm - 1) / bm);
+        v.kernel<<<grid, v.wgmma ? W3_THREADS : X3_THREADS, shared>>>(o.A, o.B, o.C, o.M, o.N, o.K,
+                                                                      0);
         CK(cudaGetLastError());
         return;
     }
@@ -164,21 +180,36 @@ static std::vector<float> uniform(std::mt19937 &gen, float low, size_t n)
     return v;
 }
 
+#define CKB(call)                                                                                \
+    do {                                                                                         \
+        const cublasStatus_t st_ = (call);                                                       \
+        if (st_ != CUBLAS_STATUS_SUCCESS) {                                                      \
+            std::fprintf(stderr, "%s:%d: %s: status %d\n", __FILE__, __LINE__, #call, (int)st_); \
+            std::exit(1);                                                                        \
+        }                                                                                        \
+    } while (0)
+
 int main(int argc, char **argv)
 {
     const int n = argc > 1 ? std::atoi(argv[1]) : 8192;
+    int device = 0, major = 0, minor = 0;
+    CK(cudaGetDevice(&device));
+    CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    CK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    g_sm90 = major == 9 && minor == 0;
     cublasHandle_t handle;
-    cublasCreate(&handle);
+    CKB(cublasCreate(&handle));
     std::mt19937 gen(47);
 
-    // Errors: M = N = 512, K = 256 and 8192, inputs in [-1,1] and [0,1].
-    std::printf("%-38s", "error (normwise)");
+    // Errors: M = N = 512, K = 256 and 8192, inputs in [-1,1] and [0,1]; then every row of an odd
+    // shape (not multiples of the tiles: the bounds checks).
+    std::printf("%-50s", "error (normwise)");
     const float lows[] = {-1.0f, 0.0f};
     const int ks[] = {256, 8192};
     for (float low : lows)
         for (int K : ks)
             std::printf(" [%g,1] K=%-5d", low, K);
-    std::printf("\n");
+    std::printf(" 300x260x1004 \n");
     std::vector<std::vector<double>> errors(N_ROWS);
     for (float low : lows)
         for (int K : ks) {
@@ -194,6 +225,20 @@ int main(int argc, char **argv)
             }
             free_operands(o);
         }
+    {
+        const int M = 300, N = 260, K = 1004;
+        const std::vector<float> A = uniform(gen, -1.0f, (size_t)M * K),
+                                 B = uniform(gen, -1.0f, (size_t)K * N);
+        std::vector<float> C((size_t)M * N);
+        Operands o = make_operands(A, B, M, N, K);
+        for (int row = 0; row < N_ROWS; ++row) {
+            CK(cudaMemset(o.C, 0xff, C.size() * 4));   // NaN: an element not written shows
+            run_row(row, handle, o);
+            CK(cudaMemcpy(C.data(), o.C, C.size() * 4, cudaMemcpyDeviceToHost));
+            errors[row].push_back(normwise_error(A, B, C, N, K, M));
+        }
+        free_operands(o);
+    }
 
     // Speed at n^3, each row against SGEMM (row N_VARIANTS).
     const std::vector<float> h = uniform(gen, -1.0f, (size_t)n * n);
@@ -203,13 +248,17 @@ int main(int argc, char **argv)
     for (int row = 0; row < N_ROWS; ++row)
         ms[row] = median_ms([&] { run_row(row, handle, o); });
     for (int row = 0; row < N_ROWS; ++row) {
-        std::printf("%-38s", row_name(row));
+        std::printf("%-50s", row_name(row));
+        if (row < N_VARIANTS && VARIANTS[row].wgmma && !g_sm90) {
+            std::printf("   (needs compute capability 9.0)\n");
+            continue;
+        }
         for (double e : errors[row])
             std::printf(" %14.2e", e);
         std::printf("   %d^3 %8.3f ms %6.1f TFLOP/s %4.0f%% cuBLAS SGEMM\n", n, ms[row],
                     flop / ms[row] / 1e9, 100.0 * ms[N_VARIANTS] / ms[row]);
     }
     free_operands(o);
-    cublasDestroy(handle);
+    CKB(cublasDestroy(handle));
     return 0;
 }
