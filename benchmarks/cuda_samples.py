@@ -82,6 +82,17 @@ FIGURE_TOLERANCE = (1e-3, 1e-4)
 _FIGURE = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+(?=[eE]))(?:[eE][-+]?\d+)?")
 
 
+def markdown_table(rows, backend):
+    """The rows as docs/programs.md shows them: sample, result, seconds, what stops it."""
+    out = ["| sample | result | seconds | what stops it |", "|---|---|---|---|"]
+    for r in rows:
+        detail = (r["detail"] or "").replace("|", "\\|")
+        out.append(f"| {r['sample']} | {r['result']} | {r['seconds']} | "
+                   f"{detail[:157] + '...' if len(detail) > 160 else detail} |")
+    passed = sum(r["result"] == "pass" for r in rows)
+    return "\n".join(out) + f"\n\n**{passed} of {len(rows)} pass** through tm.run on {backend}.\n"
+
+
 def masked_lines(stdout):
     """stdout's lines, right-stripped, without the blank ones and MASKED_LINES'."""
     keep = []
@@ -192,6 +203,7 @@ def main():
     ap.add_argument("--reference", default=REFERENCE,
                     help="nvcc's stdout of each sample (JSON); a pass needs the same masked "
                          "stdout ('' for none)")
+    ap.add_argument("--markdown", help="also write the table as Markdown (docs/programs.md's)")
     ap.add_argument("--save-reference", help="write nvcc's stdout of each sample to this file")
     ap.add_argument("--machine", default="", help="what ran nvcc's builds, for the reference")
     ap.add_argument("--one", help=argparse.SUPPRESS)
@@ -240,6 +252,9 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)
+    if a.markdown:
+        with open(a.markdown, "w") as f:
+            f.write(markdown_table(rows, a.backend))
     if a.save_reference:
         with open(a.save_reference, "w") as f:
             json.dump({"machine": a.machine, "commit": SAMPLES_COMMIT,
