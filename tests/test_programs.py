@@ -468,4 +468,4 @@ def test_failed_device_assert_names_the_kernel():
     # and the launch's error (cudaErrorAssert) is the next synchronising call's; the program goes on
     assert r.returncode == 0, r.stderr
     assert "program.cu:2: void check(int): block: [0,0,0], thread: [0,0,0] Assertion `n > 5` failed." \
-        in r.stdout
+        in r.stderr

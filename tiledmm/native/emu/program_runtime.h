@@ -134,6 +134,7 @@ struct State {
     cudaError_t sticky = cudaSuccess;   // an execution error seen by a synchronising call
     cudaError_t pending = cudaSuccess;   // an execution error not yet seen by one
     std::string printf_buf;   // device printf since the last synchronising call
+    std::string assert_buf;   // failed device asserts' messages since then (stderr, as a GPU's)
     std::mutex printf_mu;
     int report_fd = -1;
     volatile sig_atomic_t open = 0;   // the device view is readable (a launch runs)
@@ -293,12 +294,17 @@ inline void set_open(bool open)
 inline void flush_printf()
 {
     State &s = st();
-    std::string out;
+    std::string out, asserts;
     {
         std::lock_guard<std::mutex> g(s.printf_mu);
         out.swap(s.printf_buf);
+        asserts.swap(s.assert_buf);
     }
     if (!out.empty()) { fwrite(out.data(), 1, out.size(), stdout); }
+    if (!asserts.empty()) {
+        fflush(stdout);
+        fwrite(asserts.data(), 1, asserts.size(), stderr);
+    }
 }
 
 // A synchronising call: device printf appears, and an execution error of an earlier kernel is
@@ -1496,7 +1502,7 @@ extern "C" inline void __assert_fail(const char *expr, const char *file, unsigne
                  line, function, b.x, b.y, b.z, t.x, t.y, t.z, expr);
         {
             std::lock_guard<std::mutex> g(s.printf_mu);
-            s.printf_buf += buf;
+            s.assert_buf += buf;
         }
         s.pending = cudaErrorAssert;
         tm_emu_end_thread();
