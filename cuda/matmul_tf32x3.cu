@@ -275,7 +275,11 @@ __global__ void __launch_bounds__(X3_THREADS)
 // of it and the copy and split move 128 KiB more. Measured (H200, 8192^3, the probe's W3_NO_*
 // rows): the products alone 8.7 ms, the copies and splits alone 8.8 ms, both 15.1 ms: they
 // overlap only in part (shared-memory bandwidth, by this count); with 246-250 registers (acc,
-// extra, part: 192) no staging registers or double-buffered accumulators fit.
+// extra, part: 192) no staging registers or double-buffered accumulators fit. Measured and not
+// kept: warp specialisation (a producer warpgroup for copies and splits, setmaxnreg 40, two
+// consumer warpgroups for the wgmma, setmaxnreg 232, per-stage mbarriers instead of the block
+// barrier) 16.95 ms against this kernel's 15.26 in the same run; with two producer warpgroups
+// 17.05 (products alone 7.66, data alone 10.7): the halves share shared-memory bandwidth.
 #define W3_BM 128
 #define W3_BN 128
 #define W3_BK 32
