@@ -541,13 +541,14 @@ __global__ void __launch_bounds__(W3_THREADS, 1)
 #define X3_PROMOTE 4
 #define X3_KAHAN true
 
-template <bool VEC, typename Index>
-static int launch_tf32x3(const tm_problem *p, tm_launch_facts *facts)
+// One launch of a tf32x3 kernel of BM x BN tiles: its dynamic shared memory allowed, then the
+// grid's rows of blocks in chunks a grid dimension holds.
+template <typename Index, typename Kernel>
+static int launch_tiles(Kernel kernel, int bm, int bn, int threads, size_t shared,
+                        const tm_problem *p, tm_launch_facts *facts)
 {
-    auto kernel = matmul_tf32x3_kernel<VEC, Index, X3_PROMOTE, X3_KAHAN>;
-    const dim3 block(X3_THREADS);
-    const dim3 grid(tm_ceil_div(p->N, X3_BN), tm_ceil_div(p->M, X3_BM));
-    const size_t shared = X3_SHARED_BYTES;
+    const dim3 block(threads);
+    const dim3 grid(tm_ceil_div(p->N, bn), tm_ceil_div(p->M, bm));
     cudaError_t err =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared);
     if (err != cudaSuccess) return err;
@@ -560,6 +561,13 @@ static int launch_tf32x3(const tm_problem *p, tm_launch_facts *facts)
     return status;
 }
 
+template <bool VEC, typename Index>
+static int launch_tf32x3(const tm_problem *p, tm_launch_facts *facts)
+{
+    return launch_tiles<Index>(matmul_tf32x3_kernel<VEC, Index, X3_PROMOTE, X3_KAHAN>, X3_BM, X3_BN,
+                               X3_THREADS, X3_SHARED_BYTES, p, facts);
+}
+
 // The registry's wgmma variant (benchmarks/tf32x3_probe.cu measures the others).
 #define W3_SUM W3_TWO_LEVEL
 
@@ -567,20 +575,8 @@ static int launch_tf32x3(const tm_problem *p, tm_launch_facts *facts)
 template <bool VEC, typename Index>
 static int launch_tf32x3_wgmma(const tm_problem *p, tm_launch_facts *facts)
 {
-    auto kernel = matmul_tf32x3_wgmma_kernel<VEC, Index, W3_SUM>;
-    const dim3 block(W3_THREADS);
-    const dim3 grid(tm_ceil_div(p->N, W3_BN), tm_ceil_div(p->M, W3_BM));
-    const size_t shared = W3_SHARED_BYTES;
-    cudaError_t err =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared);
-    if (err != cudaSuccess) return err;
-    int status = tm_launch_row_chunks((const void *)kernel, grid, block, shared, facts,
-                                      [&](dim3 chunk, unsigned first_block_y) {
-        return tm_launch(kernel, chunk, block, shared, (const float *)p->in0, (const float *)p->in1,
-                         (float *)p->out, (Index)p->M, (Index)p->N, (Index)p->K, first_block_y);
-    });
-    facts->dynamic_shared_bytes = shared;
-    return status;
+    return launch_tiles<Index>(matmul_tf32x3_wgmma_kernel<VEC, Index, W3_SUM>, W3_BM, W3_BN,
+                               W3_THREADS, W3_SHARED_BYTES, p, facts);
 }
 #endif
 
