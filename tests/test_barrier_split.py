@@ -1051,3 +1051,54 @@ def test_a_tile_use_the_split_does_not_lower_says_why(old, new, reason):
                           "struct less {}; }\nnamespace cg", 1)
     plan = split_kernel(src, "tile_sum")
     assert plan.text is None and reason in plan.reason, plan.reason
+
+
+# A loop with barriers whose variables an inner loop steps in its header alone (NVIDIA's
+# globalToShmemAsyncCopy fills its stages ahead: `for (; fetched <= t + 1; ++fetched)`), in a
+# block of two rows: the inner loop runs once per block, its body per thread.
+STEPPED = """
+__global__ void stepped(const float *x, float *y, int tiles)
+{
+    __shared__ float stage[4][64];
+    const int tid = threadIdx.y * blockDim.x + threadIdx.x;
+    float acc = 0.0f;
+    for (int t = 0, fetched = 0; t < tiles; ++t) {
+        for (; fetched < tiles && fetched <= t + 1; ++fetched)
+            stage[fetched % 4][tid] = x[(blockIdx.x * tiles + fetched) * 64 + tid];
+        __syncthreads();
+        acc += stage[t % 4][(tid + 1) % 64] * (float)(t + 1);
+        __syncthreads();
+    }
+    y[blockIdx.x * 64 + tid] = acc;
+}
+"""
+
+
+def _stepped_expected(x, blocks, tiles):
+    t = x.reshape(blocks, tiles, 64).astype(np.float64)
+    return (np.roll(t, -1, axis=2) * np.arange(1, tiles + 1)[None, :, None]).sum(axis=1)
+
+
+@pytest.mark.parametrize("tiles", [1, 5])
+def test_a_loop_stepped_by_an_inner_loops_header_splits(tiles):
+    assert split_kernel(STEPPED, "stepped").reason == ""
+    x = np.random.default_rng(tiles).standard_normal(3 * tiles * 64).astype(np.float32)
+    got = {}
+    for check in (False, True):   # check mode: the fibers
+        y = np.zeros(3 * 64, np.float32)
+        res = tm.compile(STEPPED, backend="emu", check=check)((3,), (32, 2), x, y, np.int32(tiles))
+        assert res.launch.path == ("fibers" if check else "thread loops"), res.launch.path_reason
+        got[check] = y
+    np.testing.assert_array_equal(got[False], got[True])
+    np.testing.assert_allclose(got[False], _stepped_expected(x, 3, tiles).ravel(), rtol=1e-5,
+                               atol=1e-5)
+
+
+def test_an_inner_loop_that_steps_from_its_body_keeps_the_fibers():
+    src = STEPPED.replace("for (; fetched < tiles && fetched <= t + 1; ++fetched)\n",
+                          "for (; fetched < tiles && fetched <= t + 1;)\n").replace(
+        "+ tid];\n", "+ tid], ++fetched;\n", 1)
+    assert "++fetched;" in src
+    plan = split_kernel(src, "stepped")
+    assert plan.text is None and "changes its variable inside its body" in plan.reason, \
+        plan.reason

@@ -135,6 +135,9 @@ CUDA_BUILTINS = UNIFORM_BUILTINS | {"threadIdx"}
 _WRITE_AFTER = {"=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=", "++", "--"}
 _READ_OPERATORS = {"+", "-", "*", "/", "%", "<", ">", "<=", ">=", "==", "!=", "&&", "||", "&",
                    "|", "^", "<<", ">>"}
+# The body parse's prelude, as the parse names it: what it declares neither synchronises nor
+# reads threadIdx (beyond the built-ins it declares)
+PRELUDE_NAME = "/tiledmm-split/p.h"
 # The largest per-thread frame (bytes of per-thread arrays times threads) run as thread loops:
 # they live on the OS thread's stack; larger blocks run on fibers (the launcher decides).
 MAX_FRAME = 512 * 1024
@@ -170,15 +173,16 @@ class KernelAnalysis:
         self.data = blanked.encode()
         index = ci.Index.create()
         self.tu = index.parse(SOURCE_NAME, args=["-x", "c++", "-std=c++17", "-nostdinc",
-                                                 "-nostdinc++", "-include", "/tiledmm-split/p.h"],
+                                                 "-nostdinc++", "-include", PRELUDE_NAME],
                               unsaved_files=[(SOURCE_NAME, blanked),
-                                             ("/tiledmm-split/p.h", prelude)] +
+                                             (PRELUDE_NAME, prelude)] +
                               [(h, t.decode()) for h, t in self.header_data.items()],
                               options=ci.TranslationUnit.PARSE_INCOMPLETE)
         self.live_types = {}     # VAR_DECL hash -> (cursor) of per-thread arrays
         self.uniform = set()     # VAR_DECL hashes of block-uniform scalars
         self.written = set()     # VAR_DECL hashes written anywhere in the body
         self.hoisted = set()     # FOR_STMT hashes the thread loops go inside of
+        self.stepping = set()    # FOR_STMT hashes that must be hoisted (_steps)
         self.split_ifs = set()   # IF_STMT hashes with barriers and a block-uniform condition
         self.round_loops = set() # FOR_STMT hashes run as rounds over the threads (round_loop)
         # Template kernels: compile-time conditions (C++ text over the template's parameters)
@@ -420,6 +424,11 @@ class KernelAnalysis:
             raise Fallback(f"{name} (warp operations and barriers with a value: fibers)")
         if name in KNOWN_CALLS:
             return
+        overloads = [d for d in self._declared(self.tu.cursor) if d.spelling == name] \
+            if refs else []
+        if overloads and all(o.location.file is not None and
+                             o.location.file.name == PRELUDE_NAME for o in overloads):
+            return   # the prelude's (cuda::memcpy_async with a template's dependent arguments)
         decls = [d for d in self.tu.cursor.get_children() if d.spelling == name and d.kind in (
             ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE)] if refs else []
         if not decls or any(d.location.file is None or d.location.file.name != SOURCE_NAME
@@ -430,6 +439,15 @@ class KernelAnalysis:
             if d.hash not in seen:
                 seen.add(d.hash)
                 self._check_helper(d, seen)
+
+    def _declared(self, scope):
+        """The functions declared at file level and in namespaces under `scope`."""
+        ci = self.ci
+        for d in scope.get_children():
+            if d.kind == ci.CursorKind.NAMESPACE:
+                yield from self._declared(d)
+            elif d.kind in (ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE):
+                yield d
 
     def _check_helper(self, fn, seen):
         """A helper function the kernel calls may not synchronise. It may read threadIdx: a
@@ -464,6 +482,20 @@ class KernelAnalysis:
             parents.pop()
         visit(body, [])
 
+    def _copied(self, p, kids):
+        """Whether `p` copies its one operand (a class's constructor taking a const reference
+        or a value: cuda::aligned_size_t passed by value), which reads it as its use does."""
+        K = self.ci.CursorKind
+        if p.kind != K.CALL_EXPR or p.referenced is None or \
+                p.referenced.kind != K.CONSTRUCTOR or len(kids) != 1:
+            return False
+        params = [a.type for a in p.referenced.get_children() if a.kind == K.PARM_DECL] or \
+            list(p.referenced.type.argument_types())   # (an implicit copy constructor's)
+        return len(params) == 1 and (
+            params[0].kind not in (self.ci.TypeKind.LVALUEREFERENCE,
+                                   self.ci.TypeKind.RVALUEREFERENCE) or
+            params[0].get_pointee().is_const_qualified())
+
     def _op_token(self, op, lhs):
         """The operator token of binary operator `op` (the first token after its left operand)."""
         for t in op.get_tokens():
@@ -487,7 +519,8 @@ class KernelAnalysis:
             kids = list(p.get_children())
             if p.kind == K.PAREN_EXPR or (p.kind == K.MEMBER_REF_EXPR and "->" not in [
                     t.spelling for t in p.get_tokens()]) or (
-                    p.kind == K.CONDITIONAL_OPERATOR and kids and kids[0].hash != child.hash):
+                    p.kind == K.CONDITIONAL_OPERATOR and kids and kids[0].hash != child.hash) \
+                    or self._copied(p, kids):
                 child, i = p, i - 1
                 continue
             break
@@ -529,11 +562,13 @@ class KernelAnalysis:
             if idx is None or not fns:
                 return False
             for fn in fns:   # every candidate takes it by value or by const reference
-                params = [a for a in fn.get_children() if a.kind == K.PARM_DECL]
+                params = [a.type for a in fn.get_children() if a.kind == K.PARM_DECL]
+                if not params and fn.kind == K.FUNCTION_DECL:   # a template's specialisation
+                    params = list(fn.type.argument_types())   # (cuda::memcpy_async<...>)
                 if idx >= len(params) or (
-                        params[idx].type.kind in (ci.TypeKind.LVALUEREFERENCE,
-                                                  ci.TypeKind.RVALUEREFERENCE) and
-                        not params[idx].type.get_pointee().is_const_qualified()):
+                        params[idx].kind in (ci.TypeKind.LVALUEREFERENCE,
+                                             ci.TypeKind.RVALUEREFERENCE) and
+                        not params[idx].get_pointee().is_const_qualified()):
                     return False
             return True
         refs = {ci.TypeKind.LVALUEREFERENCE, ci.TypeKind.RVALUEREFERENCE}
@@ -719,20 +754,27 @@ class KernelAnalysis:
         return any(c.kind == self.ci.CursorKind.CALL_EXPR and (
             c.spelling in BLOCK_BARRIERS or c.hash in self.shuffle_calls) for c in self.walk(s))
 
+    def has_barrier_in(self, extent):
+        """Whether the body holds a barrier or shuffle statement within (start, end) offsets."""
+        start, end = extent
+        return any(c.kind == self.ci.CursorKind.CALL_EXPR and start <= c.extent.start.offset < end
+                   and (c.spelling in BLOCK_BARRIERS or c.hash in self.shuffle_calls)
+                   for c in self.walk(self.body))
+
     def is_shuffle_stmt(self, s):
         return s.hash in self.shuffle_stmts
 
     def callees(self, c):
         """The functions call `c` may call: the one it refers to, or, for a call a template
-        leaves unresolved, every function of that name the parse declares (at file level)."""
+        leaves unresolved, every function of that name the parse declares (at file level and
+        in namespaces: cuda::memcpy_async)."""
         ci = self.ci
         fn = c.referenced
         if fn is not None and fn.kind in (ci.CursorKind.FUNCTION_DECL,
                                           ci.CursorKind.FUNCTION_TEMPLATE):
             return [fn]
         name = self.call_name(c)
-        return [d for d in self.tu.cursor.get_children() if d.spelling == name and d.kind in (
-            ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE)] if name else []
+        return [d for d in self._declared(self.tu.cursor) if d.spelling == name] if name else []
 
     def call_name(self, c):
         """The called function's name; in a template, a dependent call's (libclang spells the
@@ -927,9 +969,9 @@ class KernelAnalysis:
             barrier_loop = s.kind == ci.CursorKind.FOR_STMT and self.has_barrier(s)
             if barrier_loop:
                 self._check_uniform_for(s)
-            if barrier_loop or (not seen_return and not self.has_barrier(s) and
-                                not self._in_warp_if and self.interchange and
-                                self._hoistable(s)):
+            if barrier_loop or s.hash in self.stepping or (
+                    not seen_return and not self.has_barrier(s) and not self._in_warp_if and
+                    self.interchange and self._hoistable(s)):
                 self.hoisted.add(s.hash)
                 counter[0] += 1
                 header, body, inner = self.for_parts(s)
@@ -1189,8 +1231,12 @@ class KernelAnalysis:
     def _uniform_expr(self, cursor, allowed=()):
         ci = self.ci
         for c in self.walk(cursor):
-            if c.kind == ci.CursorKind.CALL_EXPR and c.spelling not in PURE_CALLS:
-                return False   # a helper or clock64() could return anything
+            if c.kind == ci.CursorKind.CALL_EXPR and c.spelling not in PURE_CALLS and not (
+                    c.referenced is not None and c.referenced.kind == ci.CursorKind.CONSTRUCTOR
+                    and c.referenced.location.file is not None and
+                    c.referenced.location.file.name == PRELUDE_NAME):
+                return False   # a helper or clock64() could return anything (a prelude type's
+                # constructor, cuda::aligned_size_t<16>(16), is its arguments' value)
             if c.kind != ci.CursorKind.DECL_REF_EXPR:
                 continue
             r = c.referenced
@@ -1247,7 +1293,7 @@ class KernelAnalysis:
 
     def _uniform_for_problem(self, s):
         """Why the loop's trip count may differ between threads, or None."""
-        header, body, _ = self.for_parts(s)
+        header, body, stmts = self.for_parts(s)
         loop_vars = {c.hash for h in header for c in self.walk(h)
                      if c.kind == self.ci.CursorKind.VAR_DECL}
         for h in header:
@@ -1255,8 +1301,39 @@ class KernelAnalysis:
                 return (f"a barrier inside a loop whose trip count may differ between "
                         f"threads (line {s.location.line})")
         if loop_vars & self._body_writes(body):
-            return f"the loop at line {s.location.line} changes its variable inside its body"
+            stepping = [st for st in map(self.unwrap, stmts) if self._steps(st, loop_vars)]
+            rest = set()
+            for st in map(self.unwrap, stmts):
+                rest |= self._body_writes(self.for_parts(st)[1] if st in stepping else st)
+            if loop_vars & rest:
+                return f"the loop at line {s.location.line} changes its variable inside its body"
+            self.stepping.update(st.hash for st in stepping)
         return None
+
+    def _steps(self, s, loop_vars):
+        """Whether `s` is a barrier-free `for (; cond; step)` whose header alone writes the
+        enclosing loop's variables (`loop_vars`), reading only those and block-uniform values,
+        and whose body writes nothing its header reads, holds no loop and does not leave
+        (NVIDIA's globalToShmemAsyncCopy fills its pipeline ahead in `for (; aStage <= a +
+        aStep * stages; aStage += aStep, ...)`): it runs at block level (stepping), the
+        thread loops inside it, so that the block steps those variables once."""
+        ci = self.ci
+        if s.kind != ci.CursorKind.FOR_STMT or self.has_barrier(s):
+            return False
+        header, body, stmts = self.for_parts(s)
+        tokens = [t.spelling for t in s.get_tokens()][:3]
+        if len(header) != 2 or tokens[1:3] != ["(", ";"] or \
+                not all(h.kind.is_expression() for h in header):
+            return False   # (the condition and the step, no initialisation)
+        cond, step = header
+        read = {c.referenced.hash for h in header for c in self.walk(h)
+                if c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None}
+        loops = (ci.CursorKind.FOR_STMT, ci.CursorKind.WHILE_STMT, ci.CursorKind.DO_STMT,
+                 ci.CursorKind.CXX_FOR_RANGE_STMT)
+        return self._uniform_expr(cond, loop_vars) and self._uniform_expr(step, loop_vars) and \
+            not self._body_writes(cond) and self._body_writes(step) <= loop_vars and \
+            not read & self._body_writes(body) and not self._exits(stmts) and \
+            not any(c.kind in loops for b in stmts for c in self.walk(b))
 
     def _check_uniform_for(self, s):
         problem = self._uniform_for_problem(s)
@@ -1280,9 +1357,9 @@ def kernel_names(source):
     ci = cindex()
     index = ci.Index.create()
     tu = index.parse(SOURCE_NAME, args=["-x", "c++", "-std=c++17", "-nostdinc", "-nostdinc++",
-                                        "-include", "/tiledmm-split/p.h"],
+                                        "-include", PRELUDE_NAME],
                      unsaved_files=[(SOURCE_NAME, INCLUDE_RE.sub(
                          lambda m: " " * len(m.group(0)), source)),
-                         ("/tiledmm-split/p.h", _BODY_PRELUDE)],
+                         (PRELUDE_NAME, _BODY_PRELUDE)],
                      options=ci.TranslationUnit.PARSE_INCOMPLETE)
     return sorted({c.spelling for c in kernel_cursors(ci, tu.cursor) if c.is_definition()})

@@ -292,8 +292,8 @@ class _Emitter:
         and around the one over x (_thread_loop's `around`), so a row's set-up (its per-thread
         arrays' pointers, the recomputed `ty`) is done once per row, not once per iteration."""
         a, ci = self.a, self.ci
-        if self._warp_masks is not None or a.has_barrier(s):
-            return False
+        if self._warp_masks is not None or a.has_barrier(s) or s.hash in a.stepping:
+            return False   # (a stepping loop's header runs once per block: split_analysis._steps)
         for st in map(a.unwrap, stmts):
             if a.is_barrier_stmt(st) or a.is_shuffle_stmt(st) or a.is_shared_decl(st) or \
                     a.split_loop(st) or a.round_loop(st) or a.warp_if(st) or a.split_if(st):
@@ -419,19 +419,28 @@ class _Emitter:
         for p in self.a.kernel.get_children():
             if p.kind == ci.CursorKind.PARM_DECL and p.spelling:
                 decls.setdefault(p.spelling, []).append((p.hash, whole, p.location.line))
-        refs = []
+        refs, inner_blocks = [], {}   # VAR_DECL hash -> its block, where a statement's own
 
-        def visit(c, block):
+        def visit(c, block, kind):
             if c.kind in (ci.CursorKind.VAR_DECL, ci.CursorKind.PARM_DECL) and c.spelling:
                 decls.setdefault(c.spelling, []).append((c.hash, block, c.location.line))
+                if kind == ci.CursorKind.COMPOUND_STMT and not self.a.has_barrier_in(block):
+                    inner_blocks[c.hash] = block
             elif c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None:
                 refs.append(c)
             inner = (c.extent.start.offset, c.extent.end.offset) if c.kind in blocks else block
             for k in c.get_children():
-                visit(k, inner)
-        visit(body, whole)
+                visit(k, inner, c.kind if c.kind in blocks else kind)
+        visit(body, whole, ci.CursorKind.COMPOUND_STMT)
         for r in refs:
+            mine = inner_blocks.get(r.referenced.hash)
             for h, (start, end), line in decls.get(r.spelling, ()):
+                if mine is not None and start <= mine[0] and mine[1] <= end and \
+                        mine != (start, end):
+                    # (declared in a block of statements inside the other's, with no barrier
+                    # in it: a thread loop's text holds that declaration, which hides the
+                    # other there as in the source: globalToShmemAsyncCopy's two `j`)
+                    continue
                 if h != r.referenced.hash and start <= r.extent.start.offset < end:
                     raise Fallback(f"`{r.spelling}` names two things (line {line} and the use "
                                     f"on line {r.location.line}): the thread loops' locals "
