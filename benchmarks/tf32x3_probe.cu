@@ -24,14 +24,19 @@ typedef void (*Kernel)(const float *, const float *, float *, int, int, int, uns
 struct Variant {
     const char *name;
     Kernel kernel;
-    bool wgmma;   // matmul_tf32x3_wgmma_kernel: W3_ tiles, threads and shared memory
+    bool wgmma;   // a wgmma kernel: W3_ tiles and threads, compute capability 9.0
+    size_t shared;   // dynamic shared memory
 };
 
 #define X3_VARIANT(PROMOTE, KAHAN)                  \
     {"mma.sync promote=" #PROMOTE " kahan=" #KAHAN, \
-     matmul_tf32x3_kernel<true, int, PROMOTE, KAHAN>, false}
-#define W3_VARIANT(SUM, LEAVE_OUT) \
-    {"wgmma " #SUM " " #LEAVE_OUT, matmul_tf32x3_wgmma_kernel<true, int, SUM, LEAVE_OUT>, true}
+     matmul_tf32x3_kernel<true, int, PROMOTE, KAHAN>, false, X3_SHARED_BYTES}
+#define W3_VARIANT(SUM, LEAVE_OUT)                                                              \
+    {"wgmma " #SUM " " #LEAVE_OUT, matmul_tf32x3_wgmma_kernel<true, int, SUM, LEAVE_OUT>, true, \
+     W3_SHARED_BYTES}
+#define W3R_VARIANT(SUM, RAW, LEAVE_OUT)                       \
+    {"wgmma A in registers " #SUM " raw=" #RAW " " #LEAVE_OUT, \
+     matmul_tf32x3_wgmma_rs_kernel<true, int, SUM, RAW, LEAVE_OUT>, true, W3R_SHARED_BYTES(RAW)}
 
 // The W3_NO_* rows time the wgmma kernel's parts (their errors are meaningless).
 static const Variant VARIANTS[] = {
@@ -41,6 +46,10 @@ static const Variant VARIANTS[] = {
     W3_VARIANT(W3_PLAIN, W3_ALL),
     W3_VARIANT(W3_TWO_LEVEL, W3_NO_DATA),
     W3_VARIANT(W3_TWO_LEVEL, W3_NO_PRODUCTS),
+    W3R_VARIANT(W3_TWO_LEVEL, 4, W3_ALL),
+    W3R_VARIANT(W3_TWO_LEVEL, 5, W3_ALL),
+    W3R_VARIANT(W3_TWO_LEVEL, 4, W3_NO_DATA),
+    W3R_VARIANT(W3_TWO_LEVEL, 4, W3_NO_PRODUCTS),
 };
 static const int N_VARIANTS = sizeof VARIANTS / sizeof VARIANTS[0];
 static bool g_sm90 = false;   // compute capability 9.0: the wgmma rows run
@@ -94,7 +103,7 @@ static void run_row(int row, cublasHandle_t h, const Operands &o)
     if (row < N_VARIANTS) {
         const Variant &v = VARIANTS[row];
         if (v.wgmma && !g_sm90) return;
-        const size_t shared = v.wgmma ? W3_SHARED_BYTES : X3_SHARED_BYTES;
+        const size_t shared = v.shared;
         const int bm = v.wgmma ? W3_BM : X3_BM, bn = v.wgmma ? W3_BN : X3_BN;
         CK(cudaFuncSetAttribute(v.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 (int)shared));
