@@ -28,7 +28,7 @@
 // block of 8 warps fills an SM's registers; more speed needs fewer registers per product and
 // asynchronous products (WGMMA, sm_90a: operands read from shared memory by a warpgroup), not
 // fewer instructions. H200, 8192^3 (bench, 2026-11-28): this kernel 39.3 TFLOP/s (77% of cuBLAS
-// SGEMM); the WGMMA kernel with A from registers (the registry's) 76.6 (150%; 75.6, 148%, at
+// SGEMM); the WGMMA kernel with A from registers (the registry's) 76.6 (149.6%; 75.6, 148%, at
 // 4096^3; 2026-11-28), errors no worse than SGEMM's on [-1,1] and within 1.2x on [0,1]
 // (docs/measured.md).
 #include "common.h"

@@ -315,7 +315,7 @@ __global__ void __launch_bounds__(W3_THREADS, 1)
 // after wgmma.wait_group 1 says their products are done: 16 A registers beside the 192; the
 // next k-tile's k-step 0 is loaded and split before the sum and barrier. 247-255 registers, no
 // spills. Measured (H200, 8192^3, the probe, 2026-11-28): 14.80 ms against the shared-A kernel's
-// 15.30 in the same run (bench: 14.35 ms, 76.6 TFLOP/s, 150% of SGEMM); the products alone 9.38
+// 15.30 in the same run (bench: 14.35 ms, 76.6 TFLOP/s, 149.6% of SGEMM); the products alone 9.38
 // ms (8.82 with A from shared memory: the waits inside the k-tile), the copies and splits alone
 // 6.89 (8.79); a ring of 4 or 5 k-tiles the same (14.80, 14.81).
 #define W3R_A_CHUNK(i) ((i) * W3_THREADS * 4)   // this thread's chunk i: + tid * 4 floats
