@@ -168,6 +168,72 @@ static __device__ __forceinline__ void w3_split(float *stage, const float *raw)
 }
 #endif
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// One k-tile's products (part, summed by the tensor core from zero) added to the running sum in
+// FP32, rounded to nearest: plainly, Kahan-compensated (extra: the lost low parts), or in two
+// levels (every W3_TWO_LEVEL_TILES k-tiles the partial sum acc joins the outer one, extra).
+template <int SUM>
+static __device__ __forceinline__ void w3_add(float acc[64], float extra[64], const float part[64],
+                                              int &inner)
+{
+    if (SUM == W3_TWO_LEVEL && ++inner == W3_TWO_LEVEL_TILES) {
+        inner = 0;
+#pragma unroll
+        for (int i = 0; i < 64; ++i) {
+            extra[i] += acc[i] + part[i];
+            acc[i] = 0.0f;
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < 64; ++i) {
+            if (SUM == W3_KAHAN) {
+                const float y = part[i] - extra[i];
+                const float sum = acc[i] + y;
+                const float lost = (sum - acc[i]) - y;
+                extra[i] = lost != lost ? 0.0f : lost;   // sum infinite
+                acc[i] = sum;
+            } else {
+                acc[i] += part[i];
+            }
+        }
+    }
+}
+
+// The warpgroup's 64 x 128 piece of C (rows from row0, columns from col0), this thread's 64
+// values (wgmma's accumulator layout: wgmma.h), each the sum's final value.
+template <bool VEC, int SUM, typename Index>
+static __device__ __forceinline__ void w3_store(float *__restrict__ C, const float acc[64],
+                                                const float extra[64], Index M, Index N, Index row0,
+                                                Index col0, int tid)
+{
+    const int warp = (tid % 128) / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        const Index r = row0 + warp * 16 + g, c = col0 + j * 8 + 2 * t;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {   // rows r and r + 8
+            const Index rr = r + 8 * h;
+            if (rr >= M) continue;
+            float v[2];
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+                const int i = 4 * j + 2 * h + q;
+                v[q] = SUM == W3_KAHAN       ? acc[i] - extra[i]
+                       : SUM == W3_TWO_LEVEL ? extra[i] + acc[i]
+                                             : acc[i];
+            }
+            if (VEC && c + 1 < N) {
+                *(float2 *)&C[rr * N + c] = make_float2(v[0], v[1]);
+            } else {
+                if (c < N) C[rr * N + c] = v[0];
+                if (c + 1 < N) C[rr * N + c + 1] = v[1];
+            }
+        }
+    }
+}
+
+#endif
+
 // SUM: W3_PLAIN, W3_KAHAN or W3_TWO_LEVEL (above). LEAVE_OUT
 // (benchmarks/tf32x3_probe.cu's timing of the parts; wrong results): W3_NO_DATA, no copies or
 // splits after the first k-tile's; W3_NO_PRODUCTS, no wgmma.
@@ -241,56 +307,13 @@ __global__ void __launch_bounds__(W3_THREADS, 1)
 #pragma unroll
         for (int i = 0; i < 64; ++i)
             wgmma_fence_operand(part[i]);
-        if (SUM == W3_TWO_LEVEL && ++inner == W3_TWO_LEVEL_TILES) {
-            inner = 0;
-#pragma unroll
-            for (int i = 0; i < 64; ++i) {
-                extra[i] += acc[i] + part[i];
-                acc[i] = 0.0f;
-            }
-        } else {
-#pragma unroll
-            for (int i = 0; i < 64; ++i) {   // FP32, rounded to nearest
-                if (SUM == W3_KAHAN) {
-                    const float y = part[i] - extra[i];
-                    const float sum = acc[i] + y;
-                    const float lost = (sum - acc[i]) - y;
-                    extra[i] = lost != lost ? 0.0f : lost;   // sum infinite
-                    acc[i] = sum;
-                } else {
-                    acc[i] += part[i];
-                }
-            }
-        }
+        w3_add<SUM>(acc, extra, part, inner);
         fence_proxy_async_shared();   // this thread's split stores, visible to the next wgmma
         __syncthreads();   // the next stage is written; this one's wgmma are done (all threads)
     }
     cp_async_wait<0>();
 
-    const int warp = (tid % 128) / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-        const Index r = row0 + warpgroup * 64 + warp * 16 + g, c = col0 + j * 8 + 2 * t;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {   // rows r and r + 8
-            const Index rr = r + 8 * h;
-            if (rr >= M) continue;
-            float v[2];
-#pragma unroll
-            for (int q = 0; q < 2; ++q) {
-                const int i = 4 * j + 2 * h + q;
-                v[q] = SUM == W3_KAHAN       ? acc[i] - extra[i]
-                       : SUM == W3_TWO_LEVEL ? extra[i] + acc[i]
-                                             : acc[i];
-            }
-            if (VEC && c + 1 < N) {
-                *(float2 *)&C[rr * N + c] = make_float2(v[0], v[1]);
-            } else {
-                if (c < N) C[rr * N + c] = v[0];
-                if (c + 1 < N) C[rr * N + c + 1] = v[1];
-            }
-        }
-    }
+    w3_store<VEC, SUM>(C, acc, extra, M, N, row0 + warpgroup * 64, col0, tid);
 #else
     __trap();   // built without sm_90a: the launcher never chooses this kernel then
 #endif
@@ -524,56 +547,13 @@ __global__ void __launch_bounds__(W3_THREADS, 1)
             hi = *(const float4 *)&rn[W3R_A_CHUNK(2)];
             w3r_split_a(lo, hi, false, big0, small0);
         }
-        if (SUM == W3_TWO_LEVEL && ++inner == W3_TWO_LEVEL_TILES) {
-            inner = 0;
-#pragma unroll
-            for (int i = 0; i < 64; ++i) {
-                extra[i] += acc[i] + part[i];
-                acc[i] = 0.0f;
-            }
-        } else {
-#pragma unroll
-            for (int i = 0; i < 64; ++i) {
-                if (SUM == W3_KAHAN) {
-                    const float y = part[i] - extra[i];
-                    const float sum = acc[i] + y;
-                    const float lost = (sum - acc[i]) - y;
-                    extra[i] = lost != lost ? 0.0f : lost;
-                    acc[i] = sum;
-                } else {
-                    acc[i] += part[i];
-                }
-            }
-        }
+        w3_add<SUM>(acc, extra, part, inner);
         fence_proxy_async_shared();
         __syncthreads();
     }
     cp_async_wait<0>();
 
-    const int warp = (tid % 128) / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-        const Index r = row0 + warpgroup * 64 + warp * 16 + g, c = col0 + j * 8 + 2 * t;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const Index rr = r + 8 * h;
-            if (rr >= M) continue;
-            float v[2];
-#pragma unroll
-            for (int q = 0; q < 2; ++q) {
-                const int i = 4 * j + 2 * h + q;
-                v[q] = SUM == W3_KAHAN       ? acc[i] - extra[i]
-                       : SUM == W3_TWO_LEVEL ? extra[i] + acc[i]
-                                             : acc[i];
-            }
-            if (VEC && c + 1 < N) {
-                *(float2 *)&C[rr * N + c] = make_float2(v[0], v[1]);
-            } else {
-                if (c < N) C[rr * N + c] = v[0];
-                if (c + 1 < N) C[rr * N + c + 1] = v[1];
-            }
-        }
-    }
+    w3_store<VEC, SUM>(C, acc, extra, M, N, row0 + warpgroup * 64, col0, tid);
 #else
     __trap();
 #endif
