@@ -11,6 +11,7 @@ That ASan does catch an out-of-bounds kernel in this emulator is tested in
 tests/test_emu_runtime.py (TestAsan); here the question is whether any real kernel does one.
 About 1.5 minutes on 2 cores (build 1 minute, run 30 s).
 """
+import fcntl
 import os
 import re
 import shutil
@@ -50,11 +51,22 @@ def _in_place_modules():
     return {p: p.stat().st_mtime_ns for p in (ROOT / "tiledmm").glob("_*.so")}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def asan_build(tmp_path_factory):
-    """A folder holding the tiledmm package with an ASan-built tiledmm._emu."""
-    tmp = tmp_path_factory.mktemp("asan")
-    lib, temp = tmp / "lib", tmp / "temp"
+    """A folder holding the tiledmm package with an ASan-built tiledmm._emu: built once per
+    run, in a folder the run's pytest-xdist workers share (each would otherwise build its own:
+    100 s of a 2-core machine's CI each), the first worker to get there building it."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    with open(shared / "asan.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)   # released when the file closes
+        lib = shared / "asan" / "lib"
+        if not (lib / "tiledmm" / "__init__.py").exists():
+            _build_asan(lib, shared / "asan" / "temp")
+    return lib
+
+
+def _build_asan(lib, temp):
     before = _in_place_modules()
     env = dict(os.environ, TILEDMM_NO_CUDA="1", TILEDMM_EMU_ASAN="1")
     r = subprocess.run([sys.executable, "setup.py", "build_ext", "--build-lib", str(lib),
@@ -66,7 +78,6 @@ def asan_build(tmp_path_factory):
     # (tiledmm/native: the prelude and the emulator); not the in-place extension modules
     shutil.copytree(ROOT / "tiledmm", lib / "tiledmm", dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("*.so", "__pycache__"))
-    return lib
 
 
 def _run_asan(lib, args, timeout):
