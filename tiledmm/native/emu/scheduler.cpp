@@ -1105,10 +1105,10 @@ long long clock64()
 }
 
 // The OS thread stack of each block of a cooperative launch: on fibers it holds only the
-// scheduler; a split kernel's thread loops run on it with their per-thread arrays (at most the
-// transform's MAX_FRAME, 512 KiB) and the kernel's own locals.
+// scheduler; a split kernel's thread loops run on it with their per-thread arrays (at most
+// TM_EMU_SPLIT_MAX_FRAME, the launcher's bound) and the kernel's own locals.
 constexpr size_t kCooperativeThreadStack = 1 << 20;
-constexpr size_t kCooperativeSplitStack = kCooperativeThreadStack + (512 << 10);
+constexpr size_t kCooperativeSplitStack = kCooperativeThreadStack + TM_EMU_SPLIT_MAX_FRAME;
 
 // Blocks per grab of a worker: at least 1, at most the grid / (workers x this) (launch_impl).
 constexpr long long kChunksPerWorker = 64;
@@ -1435,8 +1435,8 @@ extern "C" void tm_emu_split_grid_sync(const char *file, int line)
     using namespace tm_emu;
     const Launch *L = worker().split_launch;
     if (!L || !L->grid_barrier) refuse_grid_sync(file, line);
-    // false when another block failed: this one runs on to its end, as a block of a failed
-    // launch on fibers does not (its results are not read)
+    // false when another block failed: this block then runs on to its end without the others
+    // (the launch has failed: its results are not read)
     L->grid_barrier->arrive_and_wait(L->failed);
 }
 

@@ -87,11 +87,11 @@ template <unsigned char Prior, thread_scope S> void pipeline_consumer_wait_prior
 }
 """
 # The prelude's cuda:: is libcu++'s thread-scope pipeline (<cuda/pipeline>), so that a kernel
-# using one parses: where the pipeline lives across a barrier the kernel keeps the fibers (a
-# per-thread object), elsewhere it is the thread's own as on fibers (its copies as late).
+# using one parses: a pipeline made by make_pipeline() is a per-thread object of the thread
+# loops (transform._decl_assign), copying as late as on fibers.
 # What the body parse's prelude declares of cooperative groups: the block, the grid (in a
 # cooperative launch), static tiles of a block up to a warp and cg::reduce over them with plus
-# and the bitwise operations. split/inline.lower_block_groups rewrites their calls in the kernel
+# and the bitwise operations. split/lower.lower_block_groups rewrites their calls in the kernel
 # to the built-ins (a grid's sync() to tm_split_grid_sync(), GRID_BARRIER; a tile's reduce to
 # the xor shuffles the fibers' cg::reduce makes); any other use of a group (a helper's, a group
 # passed on) keeps the fibers.
@@ -183,6 +183,7 @@ class KernelAnalysis:
         self.written = set()     # VAR_DECL hashes written anywhere in the body
         self.hoisted = set()     # FOR_STMT hashes the thread loops go inside of
         self.stepping = set()    # FOR_STMT hashes that must be hoisted (_steps)
+        self._barrier_offsets = None   # has_barrier_in's, found once
         self.split_ifs = set()   # IF_STMT hashes with barriers and a block-uniform condition
         self.round_loops = set() # FOR_STMT hashes run as rounds over the threads (round_loop)
         # Template kernels: compile-time conditions (C++ text over the template's parameters)
@@ -592,7 +593,7 @@ class KernelAnalysis:
             self._in_warp_if and c.hash in self.warp_syncs))
 
     def is_grid_barrier_stmt(self, s):
-        """`tm_split_grid_sync();`: a grid.sync() lowered (split_inline.lower_block_groups)."""
+        """`tm_split_grid_sync();`: a grid.sync() lowered (split/lower.lower_block_groups)."""
         return self.is_barrier_stmt(s) and GRID_BARRIER in [t.spelling for t in s.get_tokens()]
 
     def is_warp_sync_stmt(self, s):
@@ -755,11 +756,15 @@ class KernelAnalysis:
             c.spelling in BLOCK_BARRIERS or c.hash in self.shuffle_calls) for c in self.walk(s))
 
     def has_barrier_in(self, extent):
-        """Whether the body holds a barrier or shuffle statement within (start, end) offsets."""
+        """Whether the body holds a barrier or shuffle call within (start, end) offsets (their
+        offsets found in one walk of the body, for every question)."""
+        if self._barrier_offsets is None:
+            self._barrier_offsets = [
+                c.extent.start.offset for c in self.walk(self.body)
+                if c.kind == self.ci.CursorKind.CALL_EXPR and
+                (c.spelling in BLOCK_BARRIERS or c.hash in self.shuffle_calls)]
         start, end = extent
-        return any(c.kind == self.ci.CursorKind.CALL_EXPR and start <= c.extent.start.offset < end
-                   and (c.spelling in BLOCK_BARRIERS or c.hash in self.shuffle_calls)
-                   for c in self.walk(self.body))
+        return any(start <= offset < end for offset in self._barrier_offsets)
 
     def is_shuffle_stmt(self, s):
         return s.hash in self.shuffle_stmts
