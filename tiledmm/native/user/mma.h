@@ -137,7 +137,8 @@ struct count {
 // PTX ISA's mma.m16n8k16 (16- and 8-bit inputs), mma.m16n8k8 (TF32) and mma.m8n8k4 (FP64)
 // fragment layouts, tiled over the wmma shape.
 // `use`: 0 matrix_a, 1 matrix_b, 2 accumulator; `k`: kind (accumulators: any).
-static inline void coord(int use, int k, int TmM_, int TmN_, int TmK_, int l, int j, int *r, int *c)
+static constexpr inline void coord(int use, int k, int TmM_, int TmN_, int TmK_, int l, int j,
+                                   int *r, int *c)
 {
     const int g = l >> 2, t = l & 3;
     if (TmM_ == 8 && TmN_ == 32) {
@@ -206,6 +207,25 @@ template <>
 struct use_index<accumulator> {
     static constexpr int value = 2;
 };
+
+// Where element j of lane l's fragment sits in its matrix (row * cols + col): coord's layouts
+// tabled when the program compiles, for mma_sync's gather and scatter of the warp's 32 lanes
+// (coord called per element was a tenth of a 16x16x16 product's time).
+template <int TmUse_, int TmKind_, int TmM_, int TmN_, int TmK_, int TmCols_, int TmCount_>
+struct places {
+    int at[32][TmCount_];
+    constexpr places() : at()
+    {
+        for (int l = 0; l < 32; ++l)
+            for (int j = 0; j < TmCount_; ++j) {
+                int r = 0, c = 0;
+                coord(TmUse_, TmKind_, TmM_, TmN_, TmK_, l, j, &r, &c);
+                at[l][j] = r * TmCols_ + c;
+            }
+    }
+};
+template <int TmUse_, int TmKind_, int TmM_, int TmN_, int TmK_, int TmCols_, int TmCount_>
+inline constexpr places<TmUse_, TmKind_, TmM_, TmN_, TmK_, TmCols_, TmCount_> places_v{};
 
 // A lane's element as a double, exactly (TF32 fragments hold floats; their truncation is
 // mma_sync's).
@@ -338,60 +358,71 @@ static inline double block_sum(double c, const double *prod, const int *pfield, 
     return (double)sum * unit;
 }
 
-// block_sum for a row of C at once: sum[j] = block_sum(c[j], {a[k] * b[k * N + j]}, G) for the N
-// columns j, as vectors of N doubles (GCC's vector extensions: SSE2, AVX or NEON, whatever the
-// target has). A product's exponent field is its inputs' fields summed (each at least
-// `emin_field`, the inputs' smallest normal exponent), E the largest with C's; each term times
-// 2^(25-E) converted to int32 truncates as block_sum's int64 does (below 2^27 in magnitude; C and
-// the first 8 products summed in one int32, the rest in another, both exact in a double). A
-// column without a nonzero term takes E = 2^-997, which gives +0.0 as block_sum's c + 0.0 does.
-// False, with sum unset, when an input is Inf or NaN: the caller then takes block_sum column by
-// column.
-template <int TmN_>
-struct row_vectors {   // (a function template's own typedefs would lose vector_size)
-    typedef double vd __attribute__((vector_size(TmN_ * 8)));
-    typedef long long vl __attribute__((vector_size(TmN_ * 8)));
-    typedef int vi __attribute__((vector_size(TmN_ * 4)));
-};
-template <int TmN_, int TmG_>
-static inline bool row_block_sums(const double *a, const double *b, const double *c, double *sum,
-                                  int emin_field)
+// The powers of two of B's elements (a product's exponent is its inputs' summed), at least
+// 2^(emin_field - 1023) (the inputs' smallest normal exponent: subnormal inputs align as the
+// smallest normal), zero where the element is zero: once per product, for every row of C.
+template <int TmN_, int TmK_>
+static inline void b_powers(const double *b, double *pb, int emin_field)
 {
-    typedef typename row_vectors<TmN_>::vd vd;
-    typedef typename row_vectors<TmN_>::vl vl;
-    typedef typename row_vectors<TmN_>::vi vi;
-    const vl zero = (vl){}, magnitude = zero + 0x7fffffffffffffffll;
-    vd cv, prod[TmG_];
-    std::memcpy(&cv, c, sizeof cv);
-    vl field = ((vl)cv & magnitude) >> 52;
-    vl special = field == 0x7ff;
-    for (int k = 0; k < TmG_; ++k) {
-        vd bk;
-        std::memcpy(&bk, b + k * TmN_, sizeof bk);
-        prod[k] = a[k] * bk;
-        const int fa = field_of(a[k]);
-        if (fa == 0x7ff) return false;
-        vl fb = ((vl)bk & magnitude) >> 52;
-        special |= fb == 0x7ff;
-        const vl nonzero = ((vl)bk & magnitude) != 0 && (a[k] != 0.0 ? zero - 1 : zero);
-        fb = fb < emin_field ? zero + emin_field : fb;
-        const vl pf = fb + ((fa < emin_field ? emin_field : fa) - 1023);
-        field = nonzero && pf > field ? pf : field;
+    const double emin = pow2_field(emin_field);
+    for (int i = 0; i < TmK_ * TmN_; ++i) {
+        const double p = pow2_field(field_of(b[i]));
+        pb[i] = b[i] == 0.0 ? 0.0 : p < emin ? emin : p;
     }
-    for (int j = 0; j < TmN_; ++j)
-        if (special[j]) return false;
-    field = field < 26 ? zero + 26 : field;
-    const vd scale = (vd)((2071 - field) << 52), unit = (vd)((field - 25) << 52);
-    vi q0 = __builtin_convertvector(cv * scale, vi), q1 = (vi){};
+}
+
+// block_sum for a row of C at once, on finite inputs: sum[j] = block_sum(c[j],
+// {a[k] * b[k * N + j]}, G) for the N columns j, two columns at a time as vectors of two doubles
+// (GCC's vector extensions: SSE2 or NEON, which every target has; the largest exponent is kept as
+// a power of two in a double, as SSE2 has no 64-bit integer compare, and wider vectors spilled).
+// Each term times 2^(25-E) converted to int32 truncates as block_sum's int64 does (below 2^27 in
+// magnitude) and back to double, where the 17 integers add exactly. A column without a nonzero
+// term takes E = 2^-997, which gives +0.0 as block_sum's c + 0.0 does.
+template <int TmN_, int TmG_>
+static inline void row_block_sums(const double *a, const double *b, const double *pb,
+                                  const double *c, double *sum, int emin_field)
+{
+    typedef double vd __attribute__((vector_size(16)));
+    typedef long long vl __attribute__((vector_size(16)));
+    typedef int vi __attribute__((vector_size(8)));
+    const vl exponent = (vl){} + 0x7ff0000000000000ll;
+    const double emin = pow2_field(emin_field), floor = pow2_field(26);
+    double pa[TmG_];
     for (int k = 0; k < TmG_; ++k) {
-        if (k < 8)
-            q0 += __builtin_convertvector(prod[k] * scale, vi);
-        else
-            q1 += __builtin_convertvector(prod[k] * scale, vi);
+        const double p = pow2_field(field_of(a[k]));
+        pa[k] = a[k] == 0.0 ? 0.0 : p < emin ? emin : p;
     }
-    const vd r = (__builtin_convertvector(q0, vd) + __builtin_convertvector(q1, vd)) * unit;
-    std::memcpy(sum, &r, sizeof r);
-    return true;
+    for (int j = 0; j < TmN_; j += 2) {
+        vd cv, top;
+        std::memcpy(&cv, c + j, sizeof cv);
+        top = (vd)((vl)cv & exponent);
+        for (int k = 0; k < TmG_; ++k) {
+            vd p;
+            std::memcpy(&p, pb + k * TmN_ + j, sizeof p);
+            p *= pa[k];
+            top = p > top ? p : top;
+        }
+        top = top < floor ? (vd){} + floor : top;
+        const vd scale = (vd)(((vl){} + (2071ll << 52)) - (vl)top),
+                 unit = (vd)((vl)top - (25ll << 52));
+        vd s = __builtin_convertvector(__builtin_convertvector(cv * scale, vi), vd);
+        for (int k = 0; k < TmG_; ++k) {
+            vd bk;
+            std::memcpy(&bk, b + k * TmN_ + j, sizeof bk);
+            s += __builtin_convertvector(__builtin_convertvector(a[k] * bk * scale, vi), vd);
+        }
+        const vd r = s * unit;
+        std::memcpy(sum + j, &r, sizeof r);
+    }
+}
+
+// False where one of the n values is Inf or NaN.
+static inline bool all_finite(const double *x, int n)
+{
+    double z = 0.0;
+    for (int i = 0; i < n; ++i)
+        z += x[i] * 0.0;
+    return z == 0.0;
 }
 
 // Per OS thread (a block's fibers share one): each lane's fragment pointers for mma_sync, and
@@ -568,29 +599,30 @@ static inline void mma_sync(fragment<accumulator, TmM_, TmN_, TmK_, TmTD_> &d,
         double(&TmA_)[TmM_][TmK_] = *reinterpret_cast<double(*)[TmM_][TmK_]>(s.TmA_);
         double(&TmB_)[TmK_][TmN_] = *reinterpret_cast<double(*)[TmK_][TmN_]>(s.TmB_);
         double(&TmC_)[TmM_][TmN_] = *reinterpret_cast<double(*)[TmM_][TmN_]>(s.TmC_);
-        std::memset(s.TmA_, 0, sizeof TmA_);
-        std::memset(s.TmB_, 0, sizeof TmB_);
-        std::memset(s.TmC_, 0, sizeof TmC_);
+        constexpr int ua = tm_wmma::count<matrix_a, TmM_, TmN_, TmK_, TmTA_>::unique,
+                      ub = tm_wmma::count<matrix_b, TmM_, TmN_, TmK_, TmTB_>::unique,
+                      uc = TmFC_::num_elements;
+        constexpr const auto &at_a = tm_wmma::places_v<0, kd, TmM_, TmN_, TmK_, TmK_, ua>.at,
+                             &at_b = tm_wmma::places_v<1, kd, TmM_, TmN_, TmK_, TmN_, ub>.at,
+                             &at_c = tm_wmma::places_v<2, kd, TmM_, TmN_, TmK_, TmN_, uc>.at;
         const int lanes = tm_wmma::lanes_in_warp(t);
+        if (lanes < 32) {   // a partial warp: the missing lanes' elements are zero
+            std::memset(s.TmA_, 0, sizeof TmA_);
+            std::memset(s.TmB_, 0, sizeof TmB_);
+            std::memset(s.TmC_, 0, sizeof TmC_);
+        }
         for (int q = 0; q < lanes; ++q) {
             const TmFA_ &fa = *static_cast<const TmFA_ *>(s.a[base + q]);
             const TmFB_ &fb = *static_cast<const TmFB_ *>(s.b[base + q]);
             const TmFC_ &fc = *static_cast<const TmFC_ *>(s.c[base + q]);
-            int r, cc;
-            for (int j = 0; j < tm_wmma::count<matrix_a, TmM_, TmN_, TmK_, TmTA_>::unique; ++j) {
-                tm_wmma::coord(0, kd, TmM_, TmN_, TmK_, q, j, &r, &cc);
-                TmA_[r][cc] =
+            for (int j = 0; j < ua; ++j)
+                s.TmA_[at_a[q][j]] =
                     kd == 1 ? tm_wmma::tf32_truncate((float)fa.x[j]) : tm_wmma::value(fa.x[j]);
-            }
-            for (int j = 0; j < tm_wmma::count<matrix_b, TmM_, TmN_, TmK_, TmTB_>::unique; ++j) {
-                tm_wmma::coord(1, kd, TmM_, TmN_, TmK_, q, j, &r, &cc);
-                TmB_[r][cc] =
+            for (int j = 0; j < ub; ++j)
+                s.TmB_[at_b[q][j]] =
                     kd == 1 ? tm_wmma::tf32_truncate((float)fb.x[j]) : tm_wmma::value(fb.x[j]);
-            }
-            for (int j = 0; j < TmFC_::num_elements; ++j) {
-                tm_wmma::coord(2, kd, TmM_, TmN_, TmK_, q, j, &r, &cc);
-                TmC_[r][cc] = tm_wmma::value(fc.x[j]);
-            }
+            for (int j = 0; j < uc; ++j)
+                s.TmC_[at_c[q][j]] = tm_wmma::value(fc.x[j]);
         }
         if (kd == 2 || kd == 3) {
             for (int r = 0; r < TmM_; ++r)
@@ -613,14 +645,23 @@ static inline void mma_sync(fragment<accumulator, TmM_, TmN_, TmK_, TmTD_> &d,
             constexpr int group = kd == 1 ? 4 : 16;
             // the inputs' smallest normal exponent, biased: FP16's -14, BF16's and TF32's -126
             constexpr int emin_field = std::is_same<TmTA_, __half>::value ? 1009 : 897;
+            // Inf or NaN among the inputs: term by term (block_sum), where IEEE arithmetic says
+            // what comes out
+            const bool finite = tm_wmma::all_finite(s.TmA_, TmM_ * TmK_) &&
+                                tm_wmma::all_finite(s.TmB_, TmK_ * TmN_) &&
+                                tm_wmma::all_finite(s.TmC_, TmM_ * TmN_);
+            double pb[TmK_ * TmN_];
+            if (finite) tm_wmma::b_powers<TmN_, TmK_>(s.TmB_, pb, emin_field);
             for (int r = 0; r < TmM_; ++r) {
                 double v[TmN_], sum[TmN_];
                 for (int cc = 0; cc < TmN_; ++cc)
                     v[cc] = TmC_[r][cc];
                 for (int k0 = 0; k0 < TmK_; k0 += group) {
-                    if (!tm_wmma::row_block_sums<TmN_, group>(&TmA_[r][k0], &TmB_[k0][0], v, sum,
-                                                              emin_field))
-                        for (int cc = 0; cc < TmN_; ++cc) {   // Inf or NaN: term by term
+                    if (finite)
+                        tm_wmma::row_block_sums<TmN_, group>(&TmA_[r][k0], &TmB_[k0][0],
+                                                             &pb[k0 * TmN_], v, sum, emin_field);
+                    else
+                        for (int cc = 0; cc < TmN_; ++cc) {
                             double prod[group];
                             int pfield[group];
                             for (int k = 0; k < group; ++k) {
@@ -646,11 +687,10 @@ static inline void mma_sync(fragment<accumulator, TmM_, TmN_, TmK_, TmTD_> &d,
         }
     }
     __syncwarp(0xffffffffu, file, line);
-    for (int i = 0; i < fragment<accumulator, TmM_, TmN_, TmK_, TmTD_>::num_elements; ++i) {
-        int r, cc;
-        tm_wmma::coord(2, kd, TmM_, TmN_, TmK_, l, i, &r, &cc);
-        d.x[i] = tm_wmma::from_double<TmTD_>(s.d[w][r * TmN_ + cc]);
-    }
+    constexpr int ud = fragment<accumulator, TmM_, TmN_, TmK_, TmTD_>::num_elements;
+    constexpr const auto &at_d = tm_wmma::places_v<2, kd, TmM_, TmN_, TmK_, TmN_, ud>.at;
+    for (int i = 0; i < ud; ++i)
+        d.x[i] = tm_wmma::from_double<TmTD_>(s.d[w][at_d[l][i]]);
 }
 
 }   // namespace wmma
