@@ -1102,3 +1102,55 @@ def test_an_inner_loop_that_steps_from_its_body_keeps_the_fibers():
     plan = split_kernel(src, "stepped")
     assert plan.text is None and "changes its variable inside its body" in plan.reason, \
         plan.reason
+
+
+# A row of dot products from shared memory: each thread's sum over k in a barrier-free loop the
+# thread loops are interchanged with; it writes only the thread's own `acc`, so the threads run
+# it in chunks of STRIP_THREADS (the sums stay in vector registers), then the rest one by one.
+ROW_DOTS = r"""
+__global__ void row_dots(const float *a, const float *b, float *out, int k)
+{
+    __shared__ float as[64], bs[64][48];
+    const int tx = threadIdx.x;
+    for (int i = tx; i < 64; i += blockDim.x)
+        as[i] = a[blockIdx.x * 64 + i];
+    for (int i = 0; i < 64; ++i)
+        bs[i][tx] = b[(blockIdx.x * 64 + i) * 48 + tx];
+    __syncthreads();
+    float acc = 0.5f;
+    for (int j = 0; j < k; ++j)
+        acc = acc * 0.75f + as[j] * bs[j][tx];
+    out[blockIdx.x * 48 + tx] = acc;
+}
+"""
+
+
+@pytest.mark.parametrize("width", [8, 16, 24, 40, 48])
+def test_a_loop_that_writes_only_its_threads_state_runs_in_chunks_with_the_fibers_bits(width):
+    from tiledmm.toolchain.split.transform import STRIP_THREADS
+    assert "tm_x0_ + %d" % STRIP_THREADS in split_kernel(ROW_DOTS, "row_dots").text
+    rng = np.random.default_rng(width)
+    a = rng.standard_normal(3 * 64).astype(np.float32)
+    b = rng.standard_normal(3 * 64 * 48).astype(np.float32)
+    got = {}
+    for check in (False, True):   # check mode: the fibers
+        out = np.full(3 * 48, np.nan, np.float32)
+        res = tm.compile(ROW_DOTS, backend="emu", check=check)((3,), (width,), a, b, out,
+                                                                np.int32(61))
+        assert res.launch.path == ("fibers" if check else "thread loops"), res.launch.path_reason
+        got[check] = out
+    np.testing.assert_array_equal(got[False], got[True])
+    want = np.full((3, width), 0.5)
+    A, B = a.reshape(3, 64).astype(np.float64), b.reshape(3, 64, 48).astype(np.float64)
+    for j in range(61):
+        want = want * 0.75 + A[:, j, None] * B[:, j, :width]
+    np.testing.assert_allclose(got[False].reshape(3, 48)[:, :width], want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_loop_that_writes_shared_memory_is_not_run_in_chunks():
+    # each thread's step j reads its neighbour's step j - 1: thread by thread within each j, as
+    # the interchange runs it, never a chunk's threads through all their steps first
+    src = ROW_DOTS.replace("acc = acc * 0.75f + as[j] * bs[j][tx];",
+                           "bs[j + 1][tx] += bs[j][tx ^ 1];")
+    text = split_kernel(src, "row_dots").text
+    assert text is not None and "tm_x0_" not in text

@@ -3,7 +3,7 @@ no error limit and reports a missing header as such; launches inside macro argum
 program's own headers, relying on default arguments, of templates; quoted includes from the
 including file's folder first.
 
-The parse-only tests call toolchain/launch_rewrite.py's rewrite_launches directly (a libclang parse, no
+The parse-only tests call programs/launch_rewrite.py's rewrite_launches directly (a libclang parse, no
 compile); one program (tests/programs/runpath/) is built and run on emu.
 """
 import os
@@ -13,7 +13,8 @@ import pytest
 import tiledmm as tm
 from conftest import HAVE_GPU
 from tiledmm.programs import run as programs
-from tiledmm.toolchain import compile_emu, launch_rewrite
+from tiledmm.programs import launch_rewrite
+from tiledmm.toolchain import compile_emu
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNPATH = os.path.join(HERE, "programs", "runpath")

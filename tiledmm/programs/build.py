@@ -2,7 +2,7 @@
 
 tiledmm/programs/run.py writes a request (JSON) into the child's scratch folder and runs
 `main([request])` through tiledmm.confine.sandbox.run_python with a compile policy. Here the
-program's launches are read and rewritten by tiledmm/toolchain/launch_rewrite.py (libclang, the
+program's launches are read and rewritten by tiledmm/programs/launch_rewrite.py (libclang, the
 emulator compile's own headers) into
 
     tm_prog::config("k", "param,names", __FILE__, __LINE__, k, grid, block, shared, stream)(args)
@@ -30,9 +30,9 @@ import subprocess
 
 from .._emu_build import COMPILER_RUN_SECONDS
 from ..toolchain.split import transform as barrier_split
-from ..toolchain import launch_rewrite
+from . import launch_rewrite
 from ..toolchain.check_rewrite import checked_casts, checked_shared
-from ..toolchain.launch_rewrite import EditedFile, ParseError
+from .launch_rewrite import EditedFile, ParseError
 from ..toolchain.diagnostics import SOURCE_NAME as SPLIT_SOURCE_NAME
 from ..toolchain.compile_emu import PROGRAM_PRELUDE, PROGRAM_PRELUDE_HEADER
 from ..toolchain.source import EMU_DIALECT_HINT, emu_dialect

@@ -490,7 +490,7 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
                     PROFILE_HOOK_FLAGS,
                     PROFILE_WRAPPED, _headers_text(compile_emu.emu_headers()[0]), runtime, _DIALECT,
                     open(os.path.join(HERE, "programs", "build.py"), "rb").read(),
-                    open(os.path.join(HERE, "toolchain", "launch_rewrite.py"), "rb").read(),
+                    open(os.path.join(HERE, "programs", "launch_rewrite.py"), "rb").read(),
                     compile_emu.SPLIT_SOURCE,   # the barrier transform program_build applies
                     *_group_key_parts(extra_sources, source_dir, compiler_args))
     so_entry = cache.entry_path(f"user-program-{key}.so")

@@ -1145,6 +1145,47 @@ class KernelAnalysis:
             return False
         return not self._exits(stmts)
 
+    def chunkable(self, s):
+        """Whether the threads may run a hoisted barrier-free loop in chunks of a few threads,
+        each chunk all its iterations before the next (_thread_loop's strip): its body writes
+        only per-thread variables and locals of its own, so nothing another thread reads changes
+        while it runs (warp-synchronous code that writes shared memory keeps every thread's
+        iteration k before any thread's k + 1)."""
+        ci, K = self.ci, self.ci.CursorKind
+        refs = (ci.TypeKind.POINTER, ci.TypeKind.LVALUEREFERENCE, ci.TypeKind.RVALUEREFERENCE)
+        header, body, inner = self.for_parts(s)
+        own = set()
+        for c in self.walk(body):
+            if c.kind == K.VAR_DECL:
+                if c.type.get_canonical().kind in refs:
+                    return False   # an alias of something else's memory
+                own.add(c.hash)
+
+        def thread_state(target):   # an element or member of a variable of the thread's own
+            while True:
+                kids = list(target.get_children())
+                if target.kind == K.DECL_REF_EXPR:
+                    return target.referenced is not None and (
+                        target.referenced.hash in self.live_types or target.referenced.hash in own)
+                if target.kind == K.ARRAY_SUBSCRIPT_EXPR and kids and \
+                        kids[0].type.get_canonical().kind in refs:
+                    return False   # through a pointer (an array's decay is UNEXPOSED below)
+                if target.kind not in (K.PAREN_EXPR, K.UNEXPOSED_EXPR, K.ARRAY_SUBSCRIPT_EXPR,
+                                       K.MEMBER_REF_EXPR) or not kids:
+                    return False
+                target = kids[0]
+
+        for c in self.walk(body):
+            kids = list(c.get_children())
+            if c.kind in (K.BINARY_OPERATOR, K.COMPOUND_ASSIGNMENT_OPERATOR) and len(kids) == 2:
+                if self._op_token(c, kids[0]) in _WRITE_AFTER and not thread_state(kids[0]):
+                    return False
+            elif c.kind == K.UNARY_OPERATOR and kids:
+                op = [t.spelling for t in c.get_tokens()]
+                if "&" in op[:1] or (("++" in op or "--" in op) and not thread_state(kids[0])):
+                    return False
+        return True
+
     def round_loop(self, s):
         """Whether `s` runs as rounds over the threads (see _is_round_loop)."""
         return s.hash in self.round_loops

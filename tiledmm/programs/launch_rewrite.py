@@ -20,7 +20,7 @@ import os
 import re
 import subprocess
 
-from .source import require_cindex
+from ..toolchain.source import require_cindex
 
 # The parse sees the compile's own headers (tiledmm's prelude, the emulator's runtime and its
 # stand-ins for the toolkit's headers, the program's -I folders), as CUDA to clang: the
