@@ -3,13 +3,15 @@
 // addition; the wgmma kernel's rows need compute capability 9.0 and the sm_90a build below)
 // side by side with cuBLAS in one run: SGEMM, TF32 (CUBLAS_COMPUTE_32F_FAST_TF32) and FP16 inputs
 // with FP32 accumulation (the wmma rung's reference; inputs converted before timing): TFLOP/s at
-// n^3 (median of CUDA-event timings after warm-up) and the normwise error max|C - AB| / max(|A||B|)
+// n^3 (A and B distinct; the median of CUDA-event timings after warm-up, in each of two passes
+// over the rows) and the normwise error max|C - AB| / max(|A||B|)
 // against float64 on uniform [-1,1] and [0,1] inputs at K = 256 and 8192 (64 rows checked), and
-// the largest error over odd shapes (M, N, K not multiples of the tiles). The registry's choice
-// is X3_* and W3_* in the .cu.
+// the largest error over odd shapes (M, N, K not multiples of the tiles; one where the wgmma
+// launcher's whole tiles meet its split tail). The registry's choice is X3_* and W3_* in the .cu.
 //
 //   nvcc -std=c++17 -O3 -arch=sm_90a -Icuda -Itiledmm/native -Icsrc \
 //        benchmarks/tf32x3_probe.cu -lcublas -o /tmp/tf32x3_probe && /tmp/tf32x3_probe 8192
+//   /tmp/tf32x3_probe N [TEXT]: speed at N^3 (0: errors only) of the rows whose names contain TEXT
 #include "../cuda/matmul_tf32x3.cu"
 #include "probe_common.h"
 
@@ -20,39 +22,53 @@
 #include <random>
 
 typedef void (*Kernel)(const float *, const float *, float *, int, int, int, unsigned);
+typedef int (*Launcher)(const tm_problem *, tm_launch_facts *);
 
+// A kernel launched here on its plain grid, or a launcher (the registry's way: launch_tf32x3_wgmma
+// and its split-K tail, which `one_sm` turns off by saying the GPU has one multiprocessor).
 struct Variant {
     const char *name;
     Kernel kernel;
+    Launcher launch;
+    bool one_sm;
     bool wgmma;   // a wgmma kernel: W3_ tiles and threads, compute capability 9.0
-    size_t shared;   // dynamic shared memory
+    size_t shared;   // dynamic shared memory (kernel rows)
 };
 
-#define X3_VARIANT(PROMOTE, KAHAN)                  \
-    {"mma.sync promote=" #PROMOTE " kahan=" #KAHAN, \
-     matmul_tf32x3_kernel<true, int, PROMOTE, KAHAN>, false, X3_SHARED_BYTES}
-#define W3_VARIANT(SUM, LEAVE_OUT)                                                              \
-    {"wgmma " #SUM " " #LEAVE_OUT, matmul_tf32x3_wgmma_kernel<true, int, SUM, LEAVE_OUT>, true, \
+#define X3_VARIANT(PROMOTE, KAHAN)                    \
+    {"mma.sync promote=" #PROMOTE " kahan=" #KAHAN,   \
+     matmul_tf32x3_kernel<true, int, PROMOTE, KAHAN>, \
+     nullptr,                                         \
+     false,                                           \
+     false,                                           \
+     X3_SHARED_BYTES}
+#define W3_VARIANT(SUM, LEAVE_OUT)                          \
+    {"wgmma " #SUM " " #LEAVE_OUT,                          \
+     matmul_tf32x3_wgmma_kernel<true, int, SUM, LEAVE_OUT>, \
+     nullptr,                                               \
+     false,                                                 \
+     true,                                                  \
      W3_SHARED_BYTES}
-#define W3R_VARIANT(SUM, RAW, LEAVE_OUT)                       \
-    {"wgmma A in registers " #SUM " raw=" #RAW " " #LEAVE_OUT, \
-     matmul_tf32x3_wgmma_rs_kernel<true, int, SUM, RAW, LEAVE_OUT>, true, W3R_SHARED_BYTES(RAW)}
+#define W3R_VARIANT(LEAVE_OUT, ONE_SM, NOTE)    \
+    {"wgmma A in registers " #LEAVE_OUT NOTE,   \
+     nullptr,                                   \
+     launch_tf32x3_wgmma<true, int, LEAVE_OUT>, \
+     ONE_SM,                                    \
+     true,                                      \
+     0}
 
-// The W3_NO_* rows time the wgmma kernel's parts (their errors are meaningless).
+// The W3_NO_* rows time the wgmma kernels' parts (their errors are meaningless).
 static const Variant VARIANTS[] = {
     X3_VARIANT(4, true),
     W3_VARIANT(W3_TWO_LEVEL, W3_ALL),
-    W3_VARIANT(W3_KAHAN, W3_ALL),
-    W3_VARIANT(W3_PLAIN, W3_ALL),
-    W3_VARIANT(W3_TWO_LEVEL, W3_NO_DATA),
-    W3_VARIANT(W3_TWO_LEVEL, W3_NO_PRODUCTS),
-    W3R_VARIANT(W3_TWO_LEVEL, 4, W3_ALL),
-    W3R_VARIANT(W3_TWO_LEVEL, 5, W3_ALL),
-    W3R_VARIANT(W3_TWO_LEVEL, 4, W3_NO_DATA),
-    W3R_VARIANT(W3_TWO_LEVEL, 4, W3_NO_PRODUCTS),
+    W3R_VARIANT(W3_ALL, false, ""),
+    W3R_VARIANT(W3_ALL, true, ", no split tail"),
+    W3R_VARIANT(W3_NO_DATA, true, ", no split tail"),
+    W3R_VARIANT(W3_NO_PRODUCTS, true, ", no split tail"),
 };
 static const int N_VARIANTS = sizeof VARIANTS / sizeof VARIANTS[0];
 static bool g_sm90 = false;   // compute capability 9.0: the wgmma rows run
+static int g_sm_count = 0;   // the GPU's multiprocessors, for the launchers' tail
 static const char *CUBLAS_ROWS[] = {"cuBLAS SGEMM", "cuBLAS TF32", "cuBLAS FP16 in, FP32 acc."};
 static const int N_ROWS = N_VARIANTS + 3;
 
@@ -96,13 +112,42 @@ static void free_operands(Operands &o)
     CK(cudaFree(o.Bh));
 }
 
+static const char *row_name(int row)
+{
+    return row < N_VARIANTS ? VARIANTS[row].name : CUBLAS_ROWS[row - N_VARIANTS];
+}
+
+static const char *g_only = nullptr;   // the rows whose names contain it (all: null)
+
+static bool selected(int row)
+{
+    return !g_only || std::strstr(row_name(row), g_only);
+}
+
 // Row `row`: a tf32x3 variant, then cuBLAS SGEMM, TF32, FP16 (row-major C = A B as column-major
 // C^T = B^T A^T).
 static void run_row(int row, cublasHandle_t h, const Operands &o)
 {
+    if (!selected(row)) return;
     if (row < N_VARIANTS) {
         const Variant &v = VARIANTS[row];
         if (v.wgmma && !g_sm90) return;
+        if (v.launch) {
+            tm_problem p;
+            std::memset(&p, 0, sizeof p);
+            p.dtype = TM_F32;
+            p.M = o.M;
+            p.N = o.N;
+            p.K = o.K;
+            p.in0 = o.A;
+            p.in1 = o.B;
+            p.out = o.C;
+            p.sm_count = v.one_sm ? 1 : g_sm_count;
+            tm_launch_facts facts;
+            CK((cudaError_t)v.launch(&p, &facts));
+            CK(cudaGetLastError());
+            return;
+        }
         const size_t shared = v.shared;
         const int bm = v.wgmma ? W3_BM : X3_BM, bn = v.wgmma ? W3_BN : X3_BN;
         CK(cudaFuncSetAttribute(v.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -129,11 +174,6 @@ static void run_row(int row, cublasHandle_t h, const Operands &o)
     }
 }
 
-static const char *row_name(int row)
-{
-    return row < N_VARIANTS ? VARIANTS[row].name : CUBLAS_ROWS[row - N_VARIANTS];
-}
-
 template <typename Launch>
 static double median_ms(Launch launch)
 {
@@ -155,13 +195,13 @@ static double median_ms(Launch launch)
     return median(ms);
 }
 
-// max |C - AB| / max(|A||B|) over the first `rows` rows, in double.
+// max |C - AB| / max(|A||B|) over rows [first, end), in double.
 static double normwise_error(const std::vector<float> &A, const std::vector<float> &B,
-                             const std::vector<float> &C, int N, int K, int rows)
+                             const std::vector<float> &C, int N, int K, int first, int end)
 {
     double worst = 0, scale = 0;
     std::vector<double> exact(N), absolute(N);
-    for (int i = 0; i < rows; ++i) {
+    for (int i = first; i < end; ++i) {
         std::fill(exact.begin(), exact.end(), 0.0);
         std::fill(absolute.begin(), absolute.end(), 0.0);
         for (int k = 0; k < K; ++k) {
@@ -201,11 +241,13 @@ static std::vector<float> uniform(std::mt19937 &gen, float low, size_t n)
 int main(int argc, char **argv)
 {
     const int n = argc > 1 ? std::atoi(argv[1]) : 8192;
+    g_only = argc > 2 ? argv[2] : nullptr;
     int device = 0, major = 0, minor = 0;
     CK(cudaGetDevice(&device));
     CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
     CK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
     g_sm90 = major == 9 && minor == 0;
+    CK(cudaDeviceGetAttribute(&g_sm_count, cudaDevAttrMultiProcessorCount, device));
     cublasHandle_t handle;
     CKB(cublasCreate(&handle));
     std::mt19937 gen(47);
@@ -218,7 +260,7 @@ int main(int argc, char **argv)
     for (float low : lows)
         for (int K : ks)
             std::printf(" [%g,1] K=%-5d", low, K);
-    std::printf(" 300x260x1004 \n");
+    std::printf("  300x260x1004 1100x1948x1004\n");
     std::vector<std::vector<double>> errors(N_ROWS);
     for (float low : lows)
         for (int K : ks) {
@@ -230,44 +272,60 @@ int main(int argc, char **argv)
             for (int row = 0; row < N_ROWS; ++row) {
                 run_row(row, handle, o);
                 CK(cudaMemcpy(C.data(), o.C, C.size() * 4, cudaMemcpyDeviceToHost));
-                errors[row].push_back(normwise_error(A, B, C, N, K, 64));
+                errors[row].push_back(normwise_error(A, B, C, N, K, 0, 64));
             }
             free_operands(o);
         }
-    {
-        const int M = 300, N = 260, K = 1004;
+    // Odd shapes, C poisoned with NaN first (an element not written shows): 300 x 260 x 1004, all
+    // rows; 1100 x 1948 x 1004, 144 tiles (the launchers on 132 multiprocessors: 132 tiles whole,
+    // the last 12 split across clusters), the last 100 rows, where the two meet.
+    const int odd[2][4] = {{300, 260, 1004, 0}, {1100, 1948, 1004, 1000}};   // M, N, K, first row
+    for (const int *shape : odd) {
+        const int M = shape[0], N = shape[1], K = shape[2];
         const std::vector<float> A = uniform(gen, -1.0f, (size_t)M * K),
                                  B = uniform(gen, -1.0f, (size_t)K * N);
         std::vector<float> C((size_t)M * N);
         Operands o = make_operands(A, B, M, N, K);
         for (int row = 0; row < N_ROWS; ++row) {
-            CK(cudaMemset(o.C, 0xff, C.size() * 4));   // NaN: an element not written shows
+            CK(cudaMemset(o.C, 0xff, C.size() * 4));
             run_row(row, handle, o);
             CK(cudaMemcpy(C.data(), o.C, C.size() * 4, cudaMemcpyDeviceToHost));
-            errors[row].push_back(normwise_error(A, B, C, N, K, M));
+            errors[row].push_back(normwise_error(A, B, C, N, K, shape[3], M));
         }
         free_operands(o);
     }
 
-    // Speed at n^3, each row against SGEMM (row N_VARIANTS).
-    const std::vector<float> h = uniform(gen, -1.0f, (size_t)n * n);
-    Operands o = make_operands(h, h, n, n, n);
+    // Speed at n^3 (n = 0: none, errors only, e.g. under compute-sanitizer), each row against
+    // SGEMM (row N_VARIANTS): two passes over the rows, to show the runs' noise.
+    std::vector<double> ms[2] = {std::vector<double>(N_ROWS), std::vector<double>(N_ROWS)};
     const double flop = 2.0 * n * (double)n * n;
-    std::vector<double> ms(N_ROWS);
-    for (int row = 0; row < N_ROWS; ++row)
-        ms[row] = median_ms([&] { run_row(row, handle, o); });
+    if (n > 0) {
+        const std::vector<float> a = uniform(gen, -1.0f, (size_t)n * n),
+                                 b = uniform(gen, -1.0f, (size_t)n * n);
+        Operands o = make_operands(a, b, n, n, n);
+        for (int pass = 0; pass < 2; ++pass)
+            for (int row = 0; row < N_ROWS; ++row)
+                ms[pass][row] = median_ms([&] { run_row(row, handle, o); });
+        free_operands(o);
+    }
     for (int row = 0; row < N_ROWS; ++row) {
         std::printf("%-50s", row_name(row));
         if (row < N_VARIANTS && VARIANTS[row].wgmma && !g_sm90) {
             std::printf("   (needs compute capability 9.0)\n");
             continue;
         }
+        if (!selected(row)) {
+            std::printf("   (not selected)\n");
+            continue;
+        }
         for (double e : errors[row])
             std::printf(" %14.2e", e);
-        std::printf("   %d^3 %8.3f ms %6.1f TFLOP/s %4.0f%% cuBLAS SGEMM\n", n, ms[row],
-                    flop / ms[row] / 1e9, 100.0 * ms[N_VARIANTS] / ms[row]);
+        if (n > 0)
+            std::printf("   %d^3 %8.3f / %8.3f ms %6.1f TFLOP/s %4.1f%% cuBLAS SGEMM", n,
+                        ms[0][row], ms[1][row], flop / ms[0][row] / 1e9,
+                        100.0 * ms[0][N_VARIANTS] / ms[0][row]);
+        std::printf("\n");
     }
-    free_operands(o);
     CKB(cublasDestroy(handle));
     return 0;
 }

@@ -199,8 +199,30 @@ static __device__ __forceinline__ void w3_add(float acc[64], float extra[64], co
     }
 }
 
+// Two adjacent values of C, (r, c) and (r, c + 1), those inside it.
+template <bool VEC, typename Index>
+static __device__ __forceinline__ void w3_store_pair(float *__restrict__ C, float v0, float v1,
+                                                     Index M, Index N, Index r, Index c)
+{
+    if (r >= M) return;
+    if (VEC && c + 1 < N) {
+        *(float2 *)&C[r * N + c] = make_float2(v0, v1);
+    } else {
+        if (c < N) C[r * N + c] = v0;
+        if (c + 1 < N) C[r * N + c + 1] = v1;
+    }
+}
+
+// The final value of accumulator i (acc and extra as w3_add leaves them).
+template <int SUM>
+static __device__ __forceinline__ float w3_final(const float acc[64], const float extra[64], int i)
+{
+    return SUM == W3_KAHAN ? acc[i] - extra[i] : SUM == W3_TWO_LEVEL ? extra[i] + acc[i] : acc[i];
+}
+
 // The warpgroup's 64 x 128 piece of C (rows from row0, columns from col0), this thread's 64
-// values (wgmma's accumulator layout: wgmma.h), each the sum's final value.
+// values (wgmma's accumulator layout: wgmma.h; i = 4j + 2h + q at row 16 warp + g + 8h, column
+// 8j + 2t + q), each the sum's final value.
 template <bool VEC, int SUM, typename Index>
 static __device__ __forceinline__ void w3_store(float *__restrict__ C, const float acc[64],
                                                 const float extra[64], Index M, Index N, Index row0,
@@ -209,25 +231,11 @@ static __device__ __forceinline__ void w3_store(float *__restrict__ C, const flo
     const int warp = (tid % 128) / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
-        const Index r = row0 + warp * 16 + g, c = col0 + j * 8 + 2 * t;
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {   // rows r and r + 8
-            const Index rr = r + 8 * h;
-            if (rr >= M) continue;
-            float v[2];
-#pragma unroll
-            for (int q = 0; q < 2; ++q) {
-                const int i = 4 * j + 2 * h + q;
-                v[q] = SUM == W3_KAHAN       ? acc[i] - extra[i]
-                       : SUM == W3_TWO_LEVEL ? extra[i] + acc[i]
-                                             : acc[i];
-            }
-            if (VEC && c + 1 < N) {
-                *(float2 *)&C[rr * N + c] = make_float2(v[0], v[1]);
-            } else {
-                if (c < N) C[rr * N + c] = v[0];
-                if (c + 1 < N) C[rr * N + c + 1] = v[1];
-            }
+        for (int h = 0; h < 2; ++h) {   // rows g and g + 8
+            const int i = 4 * j + 2 * h;
+            w3_store_pair<VEC>(C, w3_final<SUM>(acc, extra, i), w3_final<SUM>(acc, extra, i + 1), M,
+                               N, row0 + warp * 16 + g + 8 * h, col0 + j * 8 + 2 * t);
         }
     }
 }
@@ -328,23 +336,33 @@ __global__ void __launch_bounds__(W3_THREADS, 1)
 // (the product does not change): wgmma k 8s + t + 4h of k-step s is k-tile k
 // 16 (s / 2) + 4t + 2 (s % 2) + h, so a thread's fragments for all 4 k-steps are two 16-byte
 // chunks of each of its rows, and the 4 lanes of a row copy 64 contiguous bytes (whole sectors;
-// 8t + 2s + h, 32 bytes a lane: copies and splits alone 10.8 ms instead of 6.9); B's 16-byte chunk c of a column
-// holds k 16 (c / 4) + c % 4 + 4j, j = 0 .. 3 (its copying thread takes those rows). A's split
-// stores, A's split stages and the wgmma's shared reads of A are gone: per k-tile the wgmma read
-// 96 KiB, the copies and splits move 80 KiB (A 16 KiB in, 16 out; B 16 in, 16 out, 32 stored).
-// Shared memory: 2 split stages of B (64 KiB) and a ring of RAW x 32 KiB (W3R_RAW = 5: 224 KiB).
-// Global traffic: as the kernel above.
+// 8t + 2s + h, 32 bytes a lane: copies and splits alone 10.8 ms instead of 6.9); B's 16-byte
+// chunk c of a column holds k 16 (c / 4) + c % 4 + 4j, j = 0 .. 3 (its copying thread takes
+// those rows). A's split stores, A's split stages and the wgmma's shared reads of A are gone: per
+// k-tile the wgmma read 96 KiB, the copies and splits move 80 KiB (A 16 KiB in, 16 out; B 16 in,
+// 16 out, 32 stored). Global traffic: as the kernel above.
 // k-steps are committed one group each so that a k-step's A registers (8) are rewritten only
-// after wgmma.wait_group 1 says their products are done: 16 A registers beside the 192; the
-// next k-tile's k-step 0 is loaded and split before the sum and barrier. 247-255 registers, no
-// spills. Measured (H200, 8192^3, the probe, 2026-11-28): 14.80 ms against the shared-A kernel's
-// 15.30 in the same run (bench: 14.35 ms, 76.6 TFLOP/s, 149.6% of SGEMM); the products alone 9.38
-// ms (8.82 with A from shared memory: the waits inside the k-tile), the copies and splits alone
-// 6.89 (8.79); a ring of 4 or 5 k-tiles the same (14.80, 14.81).
+// after wgmma.wait_group 1 says their products are done: 16 A registers beside the 192.
+// A k-tile's last products are still running at the barrier that ends it: the next k-tile waits
+// for them (wgmma.wait_group 0) and adds the fragment to the running sum after that barrier, so
+// the tensor core works through the barrier's wait. That needs 3 split stages of B: the stage
+// written in k-tile kt + 1 held k-tile kt - 2, whose products every thread waited for before
+// k-tile kt's barrier. Shared memory: 3 split stages (96 KiB) and a ring of W3R_RAW = 4 k-tiles
+// (128 KiB). 255 registers, no spills (the variants for 64-bit indices or unaligned operands
+// spill 4 to 24 bytes). Measured (H200, 8192^3, the probe, A and B distinct, 2026-11-29; the same
+// kernel varied by up to 5% from run to run): 13.0-13.8 ms against 14.5 with the sum before the
+// barrier (2 split stages, the kernel before this one); bench 13.11 ms, 83.9 TFLOP/s, 163% of
+// SGEMM (84.6, 165%, at 4096^3); the products alone 8.3 ms (9.4 before), the copies and splits
+// alone 7.5. Measured and not kept: warpgroup 1 summing k-steps 2, 3 of one k-tile and 0, 1 of the
+// next (the two waits for the tensor core at different times) 13.7-14.6 ms; the copies and splits
+// after k-step 0 or 1 rather than 2, alike within the runs' spread.
 #define W3R_A_CHUNK(i) ((i) * W3_THREADS * 4)   // this thread's chunk i: + tid * 4 floats
 #define W3R_STAGE_FLOATS (2 * W3_OPERAND_FLOATS)   // B big, B small
-#define W3R_SHARED_BYTES(RAW) \
-    ((2 * W3R_STAGE_FLOATS + (RAW) * W3_RAW_FLOATS) * sizeof(float) + 1024)
+#define W3R_SPLIT_STAGES 3
+#define W3R_RAW 4   // k-tiles in the copy ring
+#define W3R_SHARED_BYTES \
+    ((W3R_SPLIT_STAGES * W3R_STAGE_FLOATS + W3R_RAW * W3_RAW_FLOATS) * sizeof(float) + 1024)
+#define W3R_GROUP 16   // tile-rows per group of the launch order (w3r_tile)
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // The k-tile row of B that wgmma k 4 c + j holds (the permutation above).
@@ -450,21 +468,55 @@ static __device__ __forceinline__ void w3r_products(float part[64], const unsign
 }
 #endif
 
-template <bool VEC, typename Index, int SUM, int RAW, int LEAVE_OUT = W3_ALL>
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// Tile t of the launch order (row `tile_y`, column `tile_x` of C's tiles): groups of W3R_GROUP
+// tile-rows, each column by column, so that the blocks running at once share their k-tiles in
+// L2 (a wave of 132 blocks reads 16 row-tiles of A and 8-9 column-tiles of B: 97 MiB at
+// 8192^3, against 2 of A and all 64 of B, 264 MiB, in row-major order). Measured (the probe, one
+// run): 13.1 ms against 13.3 with groups of 8 and 13.8 row-major, within the runs' spread.
+template <typename Index>
+static __device__ __forceinline__ void w3r_tile(Index t, Index tiles_x, Index tiles_y,
+                                                Index &tile_y, Index &tile_x)
+{
+    const Index group = t / (W3R_GROUP * tiles_x), first = group * W3R_GROUP;
+    const Index rows = tiles_y - first < W3R_GROUP ? tiles_y - first : W3R_GROUP;
+    const Index local = t - first * tiles_x;
+    tile_y = first + local % rows;
+    tile_x = local / rows;
+}
+#endif
+
+// The tiles of C in w3r_tile's order: with splits = 1, a block computes tile
+// (blockIdx.y + first_block_y) * gridDim.x + blockIdx.x whole, if it is below `tail` (blocks past
+// it exit); with splits > 1 (launched in clusters of `splits` blocks), block b computes k-tiles
+// [tiles_k * p / splits, tiles_k * (p + 1) / splits) of tile tail + b / splits (p = b % splits,
+// its rank in the cluster) and the cluster adds its sums through distributed shared memory.
+template <bool VEC, typename Index, int SUM, int LEAVE_OUT = W3_ALL>
 __global__ void __launch_bounds__(W3_THREADS, 1)
     matmul_tf32x3_wgmma_rs_kernel(const float *__restrict__ A, const float *__restrict__ B,
                                   float *__restrict__ C, Index M, Index N, Index K,
-                                  unsigned first_block_y)
+                                  unsigned first_block_y, Index tail, int splits)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ __align__(16) unsigned char w3_bytes[];
     const unsigned misalign = (unsigned)__cvta_generic_to_shared(w3_bytes) & 1023u;
     float *const split0 = (float *)(w3_bytes + (misalign ? 1024 - misalign : 0));
-    float *const raw0 = split0 + 2 * W3R_STAGE_FLOATS;
+    float *const raw0 = split0 + W3R_SPLIT_STAGES * W3R_STAGE_FLOATS;
     const int tid = threadIdx.x, warpgroup = tid / 128;
-    const Index row0 = (Index)(blockIdx.y + first_block_y) * W3_BM;
-    const Index col0 = (Index)blockIdx.x * W3_BN;
-    const Index tiles = (K + W3_BK - 1) / W3_BK;
+    const Index tiles_k = (K + W3_BK - 1) / W3_BK;
+    const Index tiles_x = (N + W3_BN - 1) / W3_BN, tiles_y = (M + W3_BM - 1) / W3_BM;
+    const int piece = (int)(blockIdx.x % splits);
+    Index tile = tail + blockIdx.x / splits, kt0 = 0, kt1 = tiles_k;   // k-tiles [kt0, kt1)
+    if (splits == 1) {
+        tile = ((Index)blockIdx.y + (Index)first_block_y) * tiles_x + (Index)blockIdx.x;
+        if (tile >= tail) return;
+    } else {
+        kt0 = tiles_k * piece / splits;
+        kt1 = tiles_k * (piece + 1) / splits;
+    }
+    Index tile_y, tile_x;
+    w3r_tile(tile, tiles_x, tiles_y, tile_y, tile_x);
+    const Index row0 = tile_y * W3_BM, col0 = tile_x * W3_BN;
     const uint64_t desc0 = wgmma_desc(split0, 16, 1024) | (1ull << 62);
 
     float acc[64], extra[64], part[64];
@@ -472,88 +524,101 @@ __global__ void __launch_bounds__(W3_THREADS, 1)
     for (int i = 0; i < 64; ++i)
         acc[i] = extra[i] = part[i] = 0.0f;
 
-        // the ring: k-tile x in slot x % RAW, copied RAW - 1 k-tiles ahead
+        // the ring: k-tile x in slot (x - kt0) % W3R_RAW, copied W3R_RAW - 1 k-tiles ahead
 #pragma unroll
-    for (int s = 0; s < RAW - 1; ++s) {
-        if (s < tiles)
-            w3r_copy<VEC>(raw0 + s * W3_RAW_FLOATS, A, B, M, N, K, row0, col0, (Index)s * W3_BK);
+    for (int s = 0; s < W3R_RAW - 1; ++s) {
+        if (kt0 + s < kt1)
+            w3r_copy<VEC>(raw0 + s * W3_RAW_FLOATS, A, B, M, N, K, row0, col0, (kt0 + s) * W3_BK);
         cp_async_commit();
     }
-    if (tiles > 0) {
-        cp_async_wait<RAW - 2>();
+    if (kt0 < kt1) {
+        cp_async_wait<W3R_RAW - 2>();
         w3r_split_b(split0, raw0);
     }
     fence_proxy_async_shared();
     __syncthreads();
-    int slot = 0;   // k-tile kt's ring slot
-    int inner = 0;
-    // k-step 0's A fragment of the k-tile to come, split ahead (over the previous sum and
-    // barrier), and the rest of its chunks (k-step 1)
-    unsigned big0[4], small0[4], big1[4], small1[4];
-    float4 lo = *(const float4 *)&raw0[W3R_A_CHUNK(0) + tid * 4],
-           hi = *(const float4 *)&raw0[W3R_A_CHUNK(2) + tid * 4];
-    w3r_split_a(lo, hi, false, big0, small0);
-    for (Index kt = 0; kt < tiles; ++kt) {
-        const int stage = (int)(kt & 1);
-        const int copy_slot = slot == 0 ? RAW - 1 : slot - 1;   // k-tile kt - 1's: all read
-        const int next_slot = slot == RAW - 1 ? 0 : slot + 1;
+    int slot = 0, stage = 0, inner = 0;   // k-tile kt's ring slot and split stage
+    unsigned big[2][4], small[2][4];   // k-steps 2m and 2m + 1's A fragments (m = 0, 1)
+    for (Index kt = kt0; kt < kt1; ++kt) {
+        const int copy_slot = slot == 0 ? W3R_RAW - 1 : slot - 1;   // k-tile kt - 1's: all read
+        const int next_slot = slot == W3R_RAW - 1 ? 0 : slot + 1;
+        const int next_stage = stage == W3R_SPLIT_STAGES - 1 ? 0 : stage + 1;
         const float *ra = raw0 + slot * W3_RAW_FLOATS + tid * 4;
-        const int b_big0 = (stage * W3R_STAGE_FLOATS) / 4;   // 16-byte units
-        const int b_small0 = b_big0 + W3_OPERAND_FLOATS / 4;
-        wgmma_fence();
-        if (LEAVE_OUT != W3_NO_PRODUCTS)
-            w3r_products(part, big0, small0, desc0 + b_big0 + w3_offset(0, 0) / 4,
-                         desc0 + b_small0 + w3_offset(0, 0) / 4, 0);
-        wgmma_commit();
-        w3r_split_a(lo, hi, true, big1, small1);
-        wgmma_fence();
-        if (LEAVE_OUT != W3_NO_PRODUCTS)
-            w3r_products(part, big1, small1, desc0 + b_big0 + w3_offset(0, 8) / 4,
-                         desc0 + b_small0 + w3_offset(0, 8) / 4, 1);
-        wgmma_commit();
-        // while they run: copy k-tile kt + RAW - 1, split B of k-tile kt + 1
-        if (kt + RAW - 1 < tiles && LEAVE_OUT != W3_NO_DATA)
-            w3r_copy<VEC>(raw0 + copy_slot * W3_RAW_FLOATS, A, B, M, N, K, row0, col0,
-                          (kt + RAW - 1) * W3_BK);
-        cp_async_commit();
-        if (kt + 1 < tiles && LEAVE_OUT != W3_NO_DATA) {
-            cp_async_wait<RAW - 2>();
-            w3r_split_b(split0 + (stage ^ 1) * W3R_STAGE_FLOATS, raw0 + next_slot * W3_RAW_FLOATS);
-        }
-        lo = *(const float4 *)&ra[W3R_A_CHUNK(1)];
-        hi = *(const float4 *)&ra[W3R_A_CHUNK(3)];
-        wgmma_wait<1>();   // k-step 0 done: its A registers free
-        w3r_split_a(lo, hi, false, big0, small0);
-        wgmma_fence();
-        if (LEAVE_OUT != W3_NO_PRODUCTS)
-            w3r_products(part, big0, small0, desc0 + b_big0 + w3_offset(0, 16) / 4,
-                         desc0 + b_small0 + w3_offset(0, 16) / 4, 1);
-        wgmma_commit();
-        wgmma_wait<1>();
-        w3r_split_a(lo, hi, true, big1, small1);
-        wgmma_fence();
-        if (LEAVE_OUT != W3_NO_PRODUCTS)
-            w3r_products(part, big1, small1, desc0 + b_big0 + w3_offset(0, 24) / 4,
-                         desc0 + b_small0 + w3_offset(0, 24) / 4, 1);
-        wgmma_commit();
-        wgmma_wait<0>();
+        const int b_big0 = stage * W3R_STAGE_FLOATS / 4;   // 16-byte units
+        float4 lo, hi;
 #pragma unroll
-        for (int i = 0; i < 64; ++i)
-            wgmma_fence_operand(part[i]);
-        slot = next_slot;
-        if (kt + 1 < tiles) {   // landed: this thread's cp.async.wait_group above
-            const float *rn = raw0 + slot * W3_RAW_FLOATS + tid * 4;
-            lo = *(const float4 *)&rn[W3R_A_CHUNK(0)];
-            hi = *(const float4 *)&rn[W3R_A_CHUNK(2)];
-            w3r_split_a(lo, hi, false, big0, small0);
+        for (int s = 0; s < W3_BK / 8; ++s) {
+            if (s % 2 == 0) {   // this k-half's chunks (k-steps s, s + 1)
+                lo = *(const float4 *)&ra[W3R_A_CHUNK(s / 2)];
+                hi = *(const float4 *)&ra[W3R_A_CHUNK(s / 2 + 2)];
+            }
+            if (s == 0) {   // the last k-tile's products done: into the running sum (at kt0:
+                wgmma_wait<0>();   // the zeroed fragment, no change)
+#pragma unroll
+                for (int i = 0; i < 64; ++i)
+                    wgmma_fence_operand(part[i]);
+                w3_add<SUM>(acc, extra, part, inner);
+            } else if (s > 1) {
+                wgmma_wait<1>();   // k-step s - 2's products done: its A registers free
+            }
+            w3r_split_a(lo, hi, s % 2, big[s % 2], small[s % 2]);
+            wgmma_fence();
+            if (LEAVE_OUT != W3_NO_PRODUCTS)
+                w3r_products(part, big[s % 2], small[s % 2],
+                             desc0 + b_big0 + w3_offset(0, 8 * s) / 4,
+                             desc0 + b_big0 + (W3_OPERAND_FLOATS + w3_offset(0, 8 * s)) / 4, s > 0);
+            wgmma_commit();
+            if (s == 2) {   // while they run: copy k-tile kt + W3R_RAW - 1, split B of kt + 1
+                if (kt + W3R_RAW - 1 < kt1 && LEAVE_OUT != W3_NO_DATA)
+                    w3r_copy<VEC>(raw0 + copy_slot * W3_RAW_FLOATS, A, B, M, N, K, row0, col0,
+                                  (kt + W3R_RAW - 1) * W3_BK);
+                cp_async_commit();
+                if (kt + 1 < kt1 && LEAVE_OUT != W3_NO_DATA) {
+                    cp_async_wait<W3R_RAW - 2>();
+                    w3r_split_b(split0 + next_stage * W3R_STAGE_FLOATS,
+                                raw0 + next_slot * W3_RAW_FLOATS);
+                }
+            }
         }
-        w3_add<SUM>(acc, extra, part, inner);
-        fence_proxy_async_shared();
+        slot = next_slot;
+        stage = next_stage;
+        fence_proxy_async_shared();   // this thread's split stores, visible to the next wgmma
         __syncthreads();
     }
     cp_async_wait<0>();
+    wgmma_wait<0>();
+#pragma unroll
+    for (int i = 0; i < 64; ++i)
+        wgmma_fence_operand(part[i]);
+    w3_add<SUM>(acc, extra, part, inner);
 
-    w3_store<VEC, SUM>(C, acc, extra, M, N, row0 + warpgroup * 64, col0, tid);
+    if (splits == 1) {
+        w3_store<VEC, SUM>(C, acc, extra, M, N, row0 + warpgroup * 64, col0, tid);
+        return;
+    }
+    // Each block's sums to its shared memory (value i of thread tid at i * 256 + tid: no bank
+    // conflicts), then block `piece` adds values [64 piece / splits, 64 (piece + 1) / splits)
+    // of every thread position across the cluster in rank order and stores them.
+    float *const sums = split0;
+    __syncthreads();   // all wgmma and copies of the block done: its shared memory is free
+#pragma unroll
+    for (int i = 0; i < 64; ++i)
+        sums[i * W3_THREADS + tid] = w3_final<SUM>(acc, extra, i);
+    cluster_sync();
+    const int warp = (tid % 128) / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    for (int i = 64 * piece / splits; i < 64 * (piece + 1) / splits; i += 2) {
+        float v[2];
+        for (int q = 0; q < 2; ++q) {
+            const float *const own = &sums[(i + q) * W3_THREADS + tid];
+            v[q] = *cluster_peer(own, 0);
+            for (int r = 1; r < splits; ++r)
+                v[q] += *cluster_peer(own, r);
+        }
+        const int j = i / 4, h = (i / 2) % 2;
+        w3_store_pair<VEC>(C, v[0], v[1], M, N, row0 + warpgroup * 64 + warp * 16 + g + 8 * h,
+                           col0 + j * 8 + 2 * t);
+    }
+    cluster_sync();   // no block leaves while the others read its shared memory
 #else
     __trap();
 #endif

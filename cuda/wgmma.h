@@ -1,5 +1,6 @@
 // wgmma.h: the Hopper warpgroup matrix-multiply (wgmma, sm_90a only) as the tf32x3 rung uses it:
-// shared-memory matrix descriptors, the fences, commit and wait, and one m64n128k8 TF32 product.
+// shared-memory matrix descriptors, the fences, commit and wait, and one m64n128k8 TF32 product;
+// and the thread-block cluster's barrier and distributed shared memory (its split-K tail).
 // Everything here compiles only where __CUDA_ARCH_FEAT_SM90_ALL is defined (an sm_90a device
 // pass); the including file keeps its callers under the same test.
 #pragma once
@@ -99,6 +100,24 @@ static __device__ __forceinline__ void wgmma_m64n128k8_tf32_rs(float d[64], cons
                  ", {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
                  : W3_D64_OUTS(d)
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+}
+
+// A barrier of all the cluster's threads; shared-memory writes before it are visible after it
+// to every block of the cluster (release, acquire).
+static __device__ __forceinline__ void cluster_sync()
+{
+    asm volatile("barrier.cluster.arrive.release.aligned;\n"
+                 "barrier.cluster.wait.acquire.aligned;\n" ::
+                     : "memory");
+}
+
+// The same shared-memory location in the block of rank `rank` of the cluster, as a generic
+// pointer that plain loads read (distributed shared memory).
+static __device__ __forceinline__ const float *cluster_peer(const float *p, unsigned rank)
+{
+    uint64_t peer;
+    asm volatile("mapa.u64 %0, %1, %2;\n" : "=l"(peer) : "l"(p), "r"(rank));
+    return (const float *)peer;
 }
 
 #endif
