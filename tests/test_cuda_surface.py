@@ -237,6 +237,37 @@ int main()
     assert r.stdout == "29 3 2048 4\n"
 
 
+def test_cuda_bf16_is_the_emulators_own_and_rounds_to_nearest_even():
+    # NVIDIA's bf16TensorCoreGemm includes <cuda_bf16.h>: without tiledmm's stand-in, g++ found
+    # the toolkit's own (in /usr/local/include where the toolkit is installed), whose vector
+    # types and __half redefine the emulator's
+    src = """#include <cuda_bf16.h>
+#include <cstdio>
+__global__ void k(const __nv_bfloat16 *a, float *out)
+{
+    out[0] = __bfloat162float(a[0]) + __bfloat162float(a[1]);
+    out[1] = __bfloat162float(__float2bfloat16(1.0f + 1.0f / 256));   // a tie: to even, 1
+    out[2] = __bfloat162float(__float2bfloat16(1.0f + 3.0f / 256));   // a tie: to even, 1 + 2^-6
+}
+int main()
+{
+    __nv_bfloat16 *a;
+    float *out;
+    cudaMallocManaged(&a, 2 * sizeof(__nv_bfloat16));
+    cudaMallocManaged(&out, 3 * sizeof(float));
+    a[0] = (__nv_bfloat16)(float)(257);   // 257 is not a bf16: 256
+    a[1] = __float2bfloat16(0.5f);
+    k<<<1, 1>>>(a, out);
+    cudaDeviceSynchronize();
+    printf("%g %g %g %zu\\n", out[0], out[1], out[2], sizeof(__nv_bfloat16));
+    return 0;
+}
+"""
+    r = run(src)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "256.5 1 1.01562 2\n"
+
+
 def test_device_assert_fails_the_launch_with_cuda_error_assert():
     src = """#include <cassert>
 #include <cstdio>
