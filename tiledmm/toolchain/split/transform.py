@@ -617,9 +617,9 @@ class _Emitter:
         the warps whose mask is not zero, in linear order. `around`: the header of a
         block-uniform loop (`for (int k = 0; k < TILE; ++k)`) put around the loop over x, inside
         those over z and y: each thread still runs its iterations in order. `chunks` (the loop
-        writes only per-thread state: split_analysis.chunkable): where the loop vectorises, the
-        threads first run it in chunks of STRIP_THREADS, each chunk all its iterations, then the
-        rest as above."""
+        writes only per-thread state: split_analysis.chunkable): where the loop vectorises and a
+        row holds two chunks or more of STRIP_THREADS, a chunk's threads run all their iterations
+        before the next chunk's."""
         self.n_regions += 1
         if warps is None:
             warps = self._warp_masks
@@ -705,20 +705,24 @@ class _Emitter:
                     + (f"{label}: ;\n" if label else "") + "}\n")
         # A chunk's per-thread values stay in vector registers across the loop's iterations
         # (g++ keeps a chunk's loads out of the loop when the chunk's own loop has a constant
-        # trip count and is not unrolled before it is vectorised); thread by thread, each iteration reloaded what the one before had just stored
-        # (tiled 32's k loop: 2.7x slower). Not in profile builds, whose order is the fibers'.
-        strip = (f"{index} tm_x0_ = 0;\n#if TM_SPLIT_FAST\n"
-                 f"for (; tm_x0_ + {STRIP_THREADS} <= ({index})tm_bd_.x; "
-                 f"tm_x0_ += {STRIP_THREADS}) {around}{{\n#pragma GCC unroll 1\n"
-                 + x_loop("tm_x0_", STRIP_THREADS, chunk=True) + "}\n#endif\n"
-                 if around and chunks and vector else "")
+        # trip count and is not unrolled before it is vectorised); thread by thread, each
+        # iteration reloaded what the one before had just stored (tiled 32's k loop: 1.3x
+        # slower). Rows narrower than two chunks keep the thread-by-thread loop: one or two
+        # chains of dependent adds per row ran slower than it (tiled 8 and 16: 0.84x, 0.92x).
+        # Not in profile builds, whose order is the fibers'.
+        chunked = (f"#if TM_SPLIT_FAST\nif (tm_bd_.x >= {2 * STRIP_THREADS} && "
+                   f"tm_bd_.x % {STRIP_THREADS} == 0)\n"
+                   f"for ({index} tm_x0_ = 0; tm_x0_ < ({index})tm_bd_.x; "
+                   f"tm_x0_ += {STRIP_THREADS}) {around}{{\n#pragma GCC unroll 1\n"
+                   + x_loop("tm_x0_", STRIP_THREADS, chunk=True) + "}\nelse\n#endif\n"
+                   if around and chunks and vector else "")
         return (f"tm_emu_tls.linear_tid = {0 if precise else -1};\n"
                 f"for (unsigned tm_z_ = 0; tm_z_ < tm_bd_.z; ++tm_z_)\n"
                 f"for (unsigned tm_y_ = 0; tm_y_ < tm_bd_.y; ++tm_y_) {{\n"
                 f"const size_t tm_row_ = (size_t)tm_bd_.x * (tm_y_ + (size_t)tm_bd_.y * tm_z_);\n"
-                f"{rows}\n{note_row}{strip}" + (f"{around}{{\n" if around else "")
-                + x_loop("tm_x0_" if strip else "0", f"({index})tm_bd_.x") + _PROFILE_TURN_LAST
-                + ("}\n" if around else "") + "}")
+                f"{rows}\n{note_row}{chunked}{{\n" + (f"{around}{{\n" if around else "")
+                + x_loop("0", f"({index})tm_bd_.x") + _PROFILE_TURN_LAST
+                + ("}\n" if around else "") + "}\n}")
 
     def _calls_function(self, stmts):
         return any(c.kind == self.ci.CursorKind.CALL_EXPR and c.spelling not in PURE_CALLS and
