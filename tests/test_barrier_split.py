@@ -1154,3 +1154,15 @@ def test_a_loop_that_writes_shared_memory_is_not_run_in_chunks():
                            "bs[j + 1][tx] += bs[j][tx ^ 1];")
     text = split_kernel(src, "row_dots").text
     assert text is not None and "tm_x0_" not in text
+
+
+@pytest.mark.parametrize("loop,chunked", [
+    ("float part[2] = {0.f, 0.f}; for (int j = 0; j < k; ++j) part[j & 1] += as[j] * bs[j][tx];"
+     " acc = part[0] + part[1];", True),   # a local array of its own: the thread's state
+    ("for (int j = 0; j < k; ++j) as[j & 63] += bs[j][tx];", False),   # shared memory
+])
+def test_which_loops_run_in_chunks(loop, chunked):
+    src = ROW_DOTS.replace("    for (int j = 0; j < k; ++j)\n        acc = acc * 0.75f + as[j] * bs[j][tx];",
+                           "    " + loop)
+    assert src != ROW_DOTS
+    assert ("tm_x0_" in split_kernel(src, "row_dots").text) == chunked

@@ -1162,14 +1162,12 @@ class KernelAnalysis:
                 own.add(c.hash)
 
         def thread_state(target):   # an element or member of a variable of the thread's own
-            while True:
+            while True:   # (not through a pointer: the variable is not one)
                 kids = list(target.get_children())
                 if target.kind == K.DECL_REF_EXPR:
-                    return target.referenced is not None and (
-                        target.referenced.hash in self.live_types or target.referenced.hash in own)
-                if target.kind == K.ARRAY_SUBSCRIPT_EXPR and kids and \
-                        kids[0].type.get_canonical().kind in refs:
-                    return False   # through a pointer (an array's decay is UNEXPOSED below)
+                    v = target.referenced
+                    return v is not None and (v.hash in self.live_types or v.hash in own) and \
+                        v.type.get_canonical().kind not in refs
                 if target.kind not in (K.PAREN_EXPR, K.UNEXPOSED_EXPR, K.ARRAY_SUBSCRIPT_EXPR,
                                        K.MEMBER_REF_EXPR) or not kids:
                     return False
