@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import tiledmm as tm
+from tiledmm.programs.run import toolkit_header
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAMS = os.path.join(HERE, "programs")
@@ -266,6 +267,36 @@ int main()
     r = run(src)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "256.5 1 1.01562 2\n"
+
+
+def test_a_toolkit_header_without_a_stand_in_is_named(tmp_path):
+    toolkit = tmp_path / "cuda" / "include"
+    toolkit.mkdir(parents=True)
+    (toolkit / "cuda_fp8.h").write_text("")
+    (toolkit / "cuda_fp16.h").write_text("")
+    linked = tmp_path / "usr_local_include"   # g++'s default folder, linked into the toolkit
+    linked.mkdir()
+    (linked / "cuda_fp8.h").symlink_to(toolkit / "cuda_fp8.h")
+    log = (f"In file included from {toolkit}/cuda_fp16.h:131,\n"
+           f"                 from {linked}/cuda_fp8.h:12,\n"
+           "                 from p.cu:3:\n"
+           f"{toolkit}/cuda_fp16.h:9:8: error: redefinition of 'struct __half'\n")
+    assert toolkit_header(log, str(toolkit)) == "cuda_fp8.h"
+    # a program's own header that includes one of the toolkit's: that one
+    assert toolkit_header(log.replace(str(linked), str(tmp_path)), str(toolkit)) == "cuda_fp16.h"
+    assert toolkit_header("p.cu:3:10: error: 'x' was not declared\n", str(toolkit)) is None
+    assert toolkit_header(log, None) is None
+
+
+def test_a_program_including_a_toolkit_header_without_a_stand_in_is_told_which(tmp_path):
+    reachable = [d for d in ("/usr/local/include", "/usr/include")
+                 if os.path.isfile(os.path.join(d, "cuda_fp8.h"))]
+    if not reachable:
+        pytest.skip("no CUDA toolkit header on the host compiler's default path")
+    with pytest.raises(tm.CompileError) as info:
+        run("#include <cuda_fp8.h>\nint main() { return 0; }\n")
+    assert "it includes cuda_fp8.h, a CUDA toolkit header the emulator has no stand-in for" \
+        in str(info.value)
 
 
 def test_device_assert_fails_the_launch_with_cuda_error_assert():

@@ -411,6 +411,29 @@ def _emu_build_plan(compiler_args, profile):
             [compile_emu.cxx_compiler(), *flags, "-shared", "-x", "none"])
 
 
+def toolkit_header(log, toolkit_include):
+    """The CUDA toolkit header that a program whose emu build failed included itself: in the
+    compiler's include chains ("In file included from A:1, from B:2, from p.cu:3:"), the last
+    header inside the toolkit's include folder (`toolkit_include`, links resolved: a system may
+    link them into /usr/local/include, where g++ looks by default) before a file outside it.
+    None where no chain enters the toolkit."""
+    if not toolkit_include:
+        return None
+    root = os.path.realpath(toolkit_include) + os.sep
+    chain = []
+    for line in log.splitlines() + [""]:
+        m = re.match(r"(?:In file included from|\s+from) (.+?):\d+[,:]$", line)
+        if m:
+            chain.append(m.group(1))
+            continue
+        for inner, outer in zip(chain, chain[1:]):
+            if os.path.realpath(inner).startswith(root) and \
+                    not os.path.realpath(outer).startswith(root):
+                return os.path.basename(inner)
+        chain = []
+    return None
+
+
 def _headers_text(includes):
     """The program's prelude as the compiler sees it (part of the cache key)."""
     parts = [compile_emu.prelude_text()]
@@ -564,6 +587,11 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
                           *_built_names(extra_sources)):
                 log = log.replace(os.path.join(scratch, built), source_name)
             first = next((ln for ln in log.splitlines() if "error" in ln), log[:200])
+            header = toolkit_header(log, _toolkit.include_dir()) if backend == "emu" else None
+            if header:
+                first = (f"it includes {header}, a CUDA toolkit header the emulator has no "
+                         "stand-in for (the toolkit's own redefines the emulator's types); "
+                         f"the compiler's first error: {first}")
             raise CompileError(f"the program {source_name} does not compile ({backend}): {first}"
                                f"\n\n{log}", log)
         image = sandbox.read_bounded("program.so", 1 << 30, folder=scratch, whole=True)
