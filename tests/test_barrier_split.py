@@ -1157,9 +1157,11 @@ def test_a_loop_that_writes_shared_memory_is_not_run_in_chunks():
 
 
 @pytest.mark.parametrize("loop,chunked", [
-    ("float part[2] = {0.f, 0.f}; for (int j = 0; j < k; ++j) part[j & 1] += as[j] * bs[j][tx];"
+    ("float part[2] = {0.f, 0.f}; for (int j = 0; j < k; ++j) part[1] += as[j] * bs[j][tx];"
      " acc = part[0] + part[1];", True),   # a local array of its own: the thread's state
     ("for (int j = 0; j < k; ++j) as[j & 63] += bs[j][tx];", False),   # shared memory
+    ("float part[64]; for (int j = 0; j < k; ++j) part[j] = as[j] * bs[j][tx]; acc = part[3];",
+     False),   # nothing carried from one iteration to the next
 ])
 def test_which_loops_run_in_chunks(loop, chunked):
     src = ROW_DOTS.replace("    for (int j = 0; j < k; ++j)\n        acc = acc * 0.75f + as[j] * bs[j][tx];",
