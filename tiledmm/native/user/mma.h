@@ -358,17 +358,21 @@ static inline double block_sum(double c, const double *prod, const int *pfield, 
     return (double)sum * unit;
 }
 
-// The powers of two of B's elements (a product's exponent is its inputs' summed), at least
+// An input's power of two (a product's exponent is its inputs' summed), at least
 // 2^(emin_field - 1023) (the inputs' smallest normal exponent: subnormal inputs align as the
-// smallest normal), zero where the element is zero: once per product, for every row of C.
+// smallest normal), zero for a zero input.
+static inline double input_power(double x, int emin_field)
+{
+    const double p = pow2_field(field_of(x)), emin = pow2_field(emin_field);
+    return x == 0.0 ? 0.0 : p < emin ? emin : p;
+}
+
+// input_power of each of B's elements: once per product, for every row of C.
 template <int TmN_, int TmK_>
 static inline void b_powers(const double *b, double *pb, int emin_field)
 {
-    const double emin = pow2_field(emin_field);
-    for (int i = 0; i < TmK_ * TmN_; ++i) {
-        const double p = pow2_field(field_of(b[i]));
-        pb[i] = b[i] == 0.0 ? 0.0 : p < emin ? emin : p;
-    }
+    for (int i = 0; i < TmK_ * TmN_; ++i)
+        pb[i] = input_power(b[i], emin_field);
 }
 
 // block_sum for a row of C at once, on finite inputs: sum[j] = block_sum(c[j],
@@ -386,12 +390,10 @@ static inline void row_block_sums(const double *a, const double *b, const double
     typedef long long vl __attribute__((vector_size(16)));
     typedef int vi __attribute__((vector_size(8)));
     const vl exponent = (vl){} + 0x7ff0000000000000ll;
-    const double emin = pow2_field(emin_field), floor = pow2_field(26);
+    const double floor = pow2_field(26);
     double pa[TmG_];
-    for (int k = 0; k < TmG_; ++k) {
-        const double p = pow2_field(field_of(a[k]));
-        pa[k] = a[k] == 0.0 ? 0.0 : p < emin ? emin : p;
-    }
+    for (int k = 0; k < TmG_; ++k)
+        pa[k] = input_power(a[k], emin_field);
     for (int j = 0; j < TmN_; j += 2) {
         vd cv, top;
         std::memcpy(&cv, c + j, sizeof cv);
