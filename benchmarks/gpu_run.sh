@@ -3,7 +3,7 @@
 # backends, compute-sanitizer over every kernel, the demo, the benchmarks (kernels against
 # cuBLAS and a device copy; NumPy round trips against pinned copies and numpy.matmul), and the
 # notebooks with their outputs. Logs go to $OUT (or ./out); short tables come last.
-#   usage: bash benchmarks/gpu_run.sh [all|test|pytest|sanitize|bench|l2|callcost|lessons|cutlass|profile|programs|progcheck|tensor|samples|magics] [extra bench args]
+#   usage: bash benchmarks/gpu_run.sh [all|test|pytest [FILES]|sanitize|bench|l2|callcost|lessons|cutlass|profile|programs|progcheck|tensor|samples|magics] [extra bench args]
 #   test:  build, pytest (both backends), compute-sanitizer (memcheck, racecheck, synccheck,
 #          initcheck) over every kernel; `pytest` and `sanitize` run its two halves apart (each
 #          fits one 10-minute call of a lent machine)
@@ -64,11 +64,15 @@ if [ "$stage" = all ] || [ "$stage" = test ] || [ "$stage" = pytest ]; then
     echo "== tests (both backends)"
     # In parallel where pytest-xdist is there, except the tests that measure device memory:
     # other processes on the GPU would move their readings. Those run after, serially.
+    # One line per test (-v) in the log, so a run cut off by the machine's time limit before
+    # pytest's summary still names what failed; `pytest FILES...` runs only those files.
     workers=$(python3 -c "import xdist" 2>/dev/null && echo "-n 8" || echo "")
-    python3 -m pytest -q $workers -m "not device_memory and not gpu_alone" --maxfail=20 -p no:cacheprovider 2>&1 \
-        | tee "$OUT/pytest.log" | tail -8
-    python3 -m pytest -q -m "device_memory or gpu_alone" --maxfail=20 -p no:cacheprovider 2>&1 \
-        | tee -a "$OUT/pytest.log" | tail -8
+    files=(); [ "$stage" = pytest ] && files=("$@")
+    python3 -m pytest -v -rf $workers -m "not device_memory and not gpu_alone" --maxfail=20 -p no:cacheprovider \
+        "${files[@]}" >"$OUT/pytest.log" 2>&1
+    python3 -m pytest -v -rf -m "device_memory or gpu_alone" --maxfail=20 -p no:cacheprovider "${files[@]}" \
+        >>"$OUT/pytest.log" 2>&1
+    grep -E "(FAILED|ERROR) |passed|failed" "$OUT/pytest.log" | tail -30
 fi
 
 if [ "$stage" = all ] || [ "$stage" = test ] || [ "$stage" = sanitize ]; then

@@ -26,6 +26,7 @@ namespace tm_prog {
 struct Timed {
     cudaEvent_t start, stop;
     cudaStream_t stream;   // where they were recorded: never queried while it captures
+    bool stream_alive;     // false once the program destroyed that stream (never query it then)
     std::string line;      // the JSON record less its "ms"
 };
 
@@ -85,7 +86,7 @@ inline void drain(bool wait)
     RelaxedCapture relaxed;
     std::vector<Timed> left;
     for (Timed &t : s.timed) {
-        if (!wait && capturing(t.stream)) {
+        if (!wait && t.stream_alive && capturing(t.stream)) {
             left.push_back(t);
             continue;
         }
@@ -118,6 +119,21 @@ inline cudaError_t device_reset()
 {
     drain(true);
     return ::cudaDeviceReset();
+}
+
+// cudaStreamDestroy: the launches still timed on that stream forget it. drain() asked the
+// destroyed stream whether it captured, and the H200 then ended 5 of 8 runs of a program
+// (tests/programs/runtime_api.cu) with SIGSEGV inside cuStreamIsCapturing. A destroyed stream
+// captures nothing, and its events stay valid until tiledmm destroys them.
+inline cudaError_t stream_destroy(cudaStream_t stream)
+{
+    {
+        State &s = st();
+        std::lock_guard<std::mutex> g(s.mu);
+        for (Timed &t : s.timed)
+            if (t.stream == stream) t.stream_alive = false;
+    }
+    return ::cudaStreamDestroy(stream);
 }
 
 #ifdef __CUDACC__   // a host file of the program (.cpp, compiled as C++) launches nothing
@@ -164,7 +180,7 @@ struct Launcher {
             }
             {
                 std::lock_guard<std::mutex> g(s.mu);
-                s.timed.push_back(Timed{a, b, stream, rec});
+                s.timed.push_back(Timed{a, b, stream, true, rec});
                 if (!s.atexit_set) {   // after cudart's own handler: ours runs first
                     s.atexit_set = true;
                     atexit(at_exit);
@@ -195,6 +211,7 @@ inline Launcher<P...> config(const char *kernel_name, const char *params, const 
 
 // The program's own calls (after cuda_runtime.h's declaration, which this leaves alone).
 #define cudaDeviceReset() tm_prog::device_reset()
+#define cudaStreamDestroy(stream) tm_prog::stream_destroy(stream)
 
 // ---- what tiledmm's program runner calls (tiledmm/programs/main.py) ----
 // once per program: a program of several files (tm.run of a group) defines them in its first
