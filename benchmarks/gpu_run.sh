@@ -72,7 +72,7 @@ if [ "$stage" = all ] || [ "$stage" = test ] || [ "$stage" = pytest ]; then
         "${files[@]}" >"$OUT/pytest.log" 2>&1
     python3 -m pytest -v -rf -m "device_memory or gpu_alone" --maxfail=20 -p no:cacheprovider "${files[@]}" \
         >>"$OUT/pytest.log" 2>&1
-    grep -E "(FAILED|ERROR) |passed|failed" "$OUT/pytest.log" | tail -30
+    grep -E "^(FAILED|ERROR) |\] (FAILED|ERROR) |^=+ .* in [0-9.]+s" "$OUT/pytest.log" | tail -30
 fi
 
 if [ "$stage" = all ] || [ "$stage" = test ] || [ "$stage" = sanitize ]; then
