@@ -976,7 +976,7 @@ class KernelAnalysis:
                 self._check_uniform_for(s)
             if barrier_loop or s.hash in self.stepping or (
                     not seen_return and not self.has_barrier(s) and not self._in_warp_if and
-                    self.interchange and self._hoistable(s)):
+                    self.interchange and self.hoistable(s)):
                 self.hoisted.add(s.hash)
                 counter[0] += 1
                 header, body, inner = self.for_parts(s)
@@ -1128,7 +1128,7 @@ class KernelAnalysis:
         and the compiler can vectorise across threads (decided once per loop, in order)."""
         return s.hash in self.hoisted
 
-    def _hoistable(self, s):
+    def hoistable(self, s):
         ci = self.ci
         if s.kind != ci.CursorKind.FOR_STMT:
             return False
@@ -1258,7 +1258,7 @@ class KernelAnalysis:
                    not self._constant_local(c.referenced)
                    for c in self.walk(header[1])):
             return False
-        if var & self._body_writes(body) or self._exits(stmts):
+        if var & self.writes_in(body) or self._exits(stmts):
             return False
         return True
 
@@ -1366,11 +1366,11 @@ class KernelAnalysis:
             if not self._uniform_expr(h, loop_vars):
                 return (f"a barrier inside a loop whose trip count may differ between "
                         f"threads (line {s.location.line})")
-        if loop_vars & self._body_writes(body):
+        if loop_vars & self.writes_in(body):
             stepping = [st for st in map(self.unwrap, stmts) if self._steps(st, loop_vars)]
             rest = set()
             for st in map(self.unwrap, stmts):
-                rest |= self._body_writes(self.for_parts(st)[1] if st in stepping else st)
+                rest |= self.writes_in(self.for_parts(st)[1] if st in stepping else st)
             if loop_vars & rest:
                 return f"the loop at line {s.location.line} changes its variable inside its body"
             self.stepping.update(st.hash for st in stepping)
@@ -1397,8 +1397,8 @@ class KernelAnalysis:
         loops = (ci.CursorKind.FOR_STMT, ci.CursorKind.WHILE_STMT, ci.CursorKind.DO_STMT,
                  ci.CursorKind.CXX_FOR_RANGE_STMT)
         return self._uniform_expr(cond, loop_vars) and self._uniform_expr(step, loop_vars) and \
-            not self._body_writes(cond) and self._body_writes(step) <= loop_vars and \
-            not read & self._body_writes(body) and not self._exits(stmts) and \
+            not self.writes_in(cond) and self.writes_in(step) <= loop_vars and \
+            not read & self.writes_in(body) and not self._exits(stmts) and \
             not any(c.kind in loops for b in stmts for c in self.walk(b))
 
     def _check_uniform_for(self, s):
@@ -1406,7 +1406,7 @@ class KernelAnalysis:
         if problem is not None:
             raise Fallback(problem)
 
-    def _body_writes(self, body):
+    def writes_in(self, body):
         saved = self.written
         self.written = set()
         self._find_writes(body)

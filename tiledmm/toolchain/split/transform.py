@@ -13,7 +13,11 @@ loop of that kind also goes outside the thread loops (interchange: `for k { for 
 sum += As[ty][k] * Bs[k][tx]; } }`, which g++ vectorises across threads) when its body holds
 no further loop, and locals computed only from threadIdx and uniform values (tx, row, col) are
 recomputed in each thread loop rather than stored, so the compiler sees them as affine in the
-thread index. An `if` holding barriers whose condition is block-uniform (`if (STEP == 3)`)
+thread index. A thread-dependent `if` around such a loop (the naive matmul's `if (row < n &&
+col < n) { ... for (k...) ... }`, or `if (...) return;` before it) is first written as guarded
+statements at the top level (split/guard.py), so that its loop is interchanged too, and a chunk
+of threads all taking the branch runs it unguarded. An `if` holding barriers whose condition is
+block-uniform (`if (STEP == 3)`)
 stays at block level and its branches are split. A grid-stride loop (`for (i = tid; i < n;
 i += blockDim.x)`: the thread only in its start, a bound of the data's size) runs as rounds:
 every active thread's next iteration, until none is left. A thread loop calling a function
@@ -67,6 +71,7 @@ from ..diagnostics import SOURCE_NAME
 from ..source import alignas_in_front, cindex, emu_dialect, split_top_level
 from .analysis import (MAX_FRAME, PURE_CALLS, SHUFFLE_OPS, VOTE_OPS,  # noqa: F401
                              KernelAnalysis, Fallback, kernel_names)
+from .guard import GUARD_PREFIX, guard_loops
 from .inline import inline_helpers
 from .lower import lower_block_groups
 
@@ -112,6 +117,15 @@ def split_kernel(source, name, define_lines=(), templates=False, headers=None, p
                                   interchange=not profile)
         analysis.inlined_sync_lines = sync_lines
         analysis.analyse()
+        guarded = None if profile else guard_loops(analysis)
+        if guarded is not None:   # (split/guard.py); where it does not split, the text as it was
+            try:
+                again = KernelAnalysis(ci, guarded, name, define_lines, templates, headers)
+                again.inlined_sync_lines = sync_lines
+                again.analyse()
+                analysis, inlined = again, guarded
+            except Fallback:
+                pass
         plan = _Emitter(analysis).plan()
         if profile and plan.text is not None and plan.profile_reason:
             return SplitPlan(None, f"profile mode: {plan.profile_reason}")
@@ -137,6 +151,7 @@ class _Emitter:
         self.exchange_arrays = {}
         self.exchange_index = {}   # CALL_EXPR hash -> its call site's index
         self.vector_loops = 0   # thread loops g++ may vectorise (_thread_loop)
+        self.signed_chunks = False   # a chunk recomputes a local over int built-ins (_signed_decl)
 
     def plan(self):
         a = self.a
@@ -239,7 +254,8 @@ class _Emitter:
                 head = self.data[s.extent.start.offset:body.extent.start.offset].decode()
                 if self._one_region(s, inner):
                     out.append(self._thread_loop(inner, False, around=head,
-                                                 chunks=self.a.chunkable(s)))
+                                                 chunks=self.a.chunkable(s),
+                                                 long_loop=self._runtime_trips(s)))
                 else:
                     out.append(head + "{\n" + self._emit_seq(inner, False) + "\n}")
                 continue
@@ -611,7 +627,21 @@ class _Emitter:
                 "for (bool tm_more_ = true; tm_more_;) {\ntm_more_ = false;\n" +
                 self._thread_loop([cond, inc, body], False, text=step) + "\n}")
 
-    def _thread_loop(self, stmts, final, text=None, warps=None, around=None, chunks=False):
+    def _runtime_trips(self, s):
+        """Whether loop `s`'s condition reads a variable or parameter other than its counter
+        (`k < n`), not only constants (`k < TILE`): a loop as long as the data."""
+        ci = self.ci
+        header = self.a.for_parts(s)[0]
+        if len(header) != 3:
+            return False
+        counters = {c.hash for c in self.walk(header[0]) if c.kind == ci.CursorKind.VAR_DECL}
+        return any(c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None and
+                   c.referenced.hash not in counters and
+                   c.referenced.kind in (ci.CursorKind.PARM_DECL, ci.CursorKind.VAR_DECL)
+                   for c in self.walk(header[1]))
+
+    def _thread_loop(self, stmts, final, text=None, warps=None, around=None, chunks=False,
+                     long_loop=False):
         """One thread loop running `stmts` (or `text`, written from them) for every thread, or,
         with `warps` (the name of a per-warp array of lane masks, _warp_if), for the threads of
         the warps whose mask is not zero, in linear order. `around`: the header of a
@@ -619,7 +649,7 @@ class _Emitter:
         those over z and y: each thread still runs its iterations in order. `chunks` (the loop
         writes only per-thread state: split_analysis.chunkable): where the loop vectorises and a
         row holds two chunks or more of STRIP_THREADS, a chunk's threads run all their iterations
-        before the next chunk's."""
+        before the next chunk's; rows of one chunk too where the loop is `long_loop`."""
         self.n_regions += 1
         if warps is None:
             warps = self._warp_masks
@@ -643,8 +673,11 @@ class _Emitter:
             if d.hash not in decls:
                 decls[d.hash] = d
                 need |= self.a.recompute_deps[d.hash]
-        refs += "\n" + "\n".join(self.src(d) for d in sorted(
-            decls.values(), key=lambda d: d.extent.start.offset))
+        ordered = sorted(decls.values(), key=lambda d: d.extent.start.offset)
+        signed = [self._signed_decl(d) for d in ordered]
+        chunk_refs = refs + "\n" + "\n".join(t or self.src(d) for d, t in zip(ordered, signed))
+        signed = any(signed)
+        refs += "\n" + "\n".join(self.src(d) for d in ordered)
         label = f"tm_next_thread_{self.n_regions}_"
         body = text if text is not None else "\n".join(self._stmt_text(s, label) for s in stmts)
         has_return = any(c.kind == self.ci.CursorKind.RETURN_STMT for s in stmts
@@ -696,26 +729,56 @@ class _Emitter:
                     "}}")
         # size_t indices and restrict row pointers: what the vectoriser needs to see the
         # per-thread arrays as affine and unaliased along the innermost (x) loop
-        def x_loop(start, end, chunk=False):
+        def x_loop(start, end, chunk=False, index=index, note=note, shadow="", refs=refs):
             head = (f"for ({index} tm_i_ = 0; tm_i_ < {end}; ++tm_i_) {{\n"
                     f"const {index} tm_x_ = {start} + tm_i_;\n" if chunk else
                     f"for ({index} tm_x_ = {start}; tm_x_ < {end}; ++tm_x_) {{\n")
+            if chunk:   # the thread's index as ints, for _signed_decl's initializers
+                head += ("const tm_split_int3_ tm_stid_ = "
+                         "{(int)tm_x_, (int)tm_y_, (int)tm_z_};\n")
             return (head + f"const uint3 tm_threadIdx_ = {{(unsigned)tm_x_, tm_y_, tm_z_}};\n{note}"
-                    + _PROFILE_TURN + f"{refs}\n{{\n#line {line} \"{SOURCE_NAME}\"\n{body}\n}}\n"
-                    + (f"{label}: ;\n" if label else "") + "}\n")
+                    + _PROFILE_TURN + f"{refs}\n{{\n{shadow}#line {line} \"{SOURCE_NAME}\"\n"
+                    f"{body}\n}}\n" + (f"{label}: ;\n" if label else "") + "}\n")
         # A chunk's per-thread values stay in vector registers across the loop's iterations
         # (g++ keeps a chunk's loads out of the loop when the chunk's own loop has a constant
         # trip count and is not unrolled before it is vectorised); thread by thread, each
         # iteration reloaded what the one before had just stored (tiled 32's k loop: 1.3x
         # slower). Rows narrower than two chunks keep the thread-by-thread loop: one or two
-        # chains of dependent adds per row ran slower than it (tiled 8 and 16: 0.84x, 0.92x).
-        # Not in profile builds, whose order is the fibers'.
-        chunked = (f"#if TM_SPLIT_FAST\nif (tm_bd_.x >= {2 * STRIP_THREADS} && "
-                   f"tm_bd_.x % {STRIP_THREADS} == 0)\n"
-                   f"for ({index} tm_x0_ = 0; tm_x0_ < ({index})tm_bd_.x; "
-                   f"tm_x0_ += {STRIP_THREADS}) {around}{{\n#pragma GCC unroll 1\n"
-                   + x_loop("tm_x0_", STRIP_THREADS, chunk=True) + "}\nelse\n#endif\n"
-                   if around and chunks and vector else "")
+        # chains of dependent adds per row ran slower than it (tiled 8 and 16: 0.84x, 0.92x),
+        # except in a loop as long as the data (the naive matmul's k < n, in 16 x 16 blocks).
+        # Not in profile builds, whose order is the fibers'. A chunk that reads global memory
+        # notes no thread (a volatile store per thread kept the naive matmul's k loop scalar):
+        # a fault there names the block, as in the loops that vectorise.
+        chunked = ""
+        if around and chunks and not label and warps is None and not self._calls_function(stmts):
+            self.vector_loops += not vector
+            def chunk(shadow=""):
+                return (f"{around}{{\n#pragma GCC unroll 1\n" +
+                        x_loop("tm_x0_", STRIP_THREADS, chunk=True, index="int", note="",
+                               shadow=shadow, refs=chunk_refs) + "}\n")
+            guards = sorted({c.referenced.spelling for st in stmts for c in self.walk(st)
+                             if c.kind == self.ci.CursorKind.DECL_REF_EXPR and
+                             c.referenced is not None and
+                             c.referenced.spelling.startswith(GUARD_PREFIX)})
+            inner = chunk()
+            if guards:
+                # split/guard.py's guards: where every thread of the chunk is active, the
+                # chunk's loop runs with them known true (no branch in the vectorised loop)
+                inner = ("bool tm_all_ = true;\n"
+                         f"for (int tm_i_ = 0; tm_i_ < {STRIP_THREADS}; ++tm_i_) {{\n"
+                         "const int tm_x_ = tm_x0_ + tm_i_;\n"
+                         "const uint3 tm_threadIdx_ = {(unsigned)tm_x_, tm_y_, tm_z_};\n"
+                         f"{refs}\ntm_all_ = tm_all_ && " + " && ".join(guards) + ";\n}\n"
+                         "if (tm_all_) " +
+                         chunk("".join(f"const bool {g} = true;\n" for g in guards)) +
+                         "else " + inner)
+            self.signed_chunks |= signed
+            widest = STRIP_THREADS if long_loop else 2 * STRIP_THREADS
+            chunked = (f"#if TM_SPLIT_FAST\nif (tm_bd_.x >= {widest} && "
+                       f"tm_bd_.x % {STRIP_THREADS} == 0{' && tm_int_ok_' if signed else ''}) {{\n"
+                       + ("tm_emu_tls.linear_tid = -1;\n" if precise else "") +
+                       f"for (int tm_x0_ = 0; tm_x0_ < (int)tm_bd_.x; "
+                       f"tm_x0_ += {STRIP_THREADS}) {{\n{inner}}}\n}}\nelse\n#endif\n")
         return (f"tm_emu_tls.linear_tid = {0 if precise else -1};\n"
                 f"for (unsigned tm_z_ = 0; tm_z_ < tm_bd_.z; ++tm_z_)\n"
                 f"for (unsigned tm_y_ = 0; tm_y_ < tm_bd_.y; ++tm_y_) {{\n"
@@ -723,6 +786,45 @@ class _Emitter:
                 f"{rows}\n{note_row}{chunked}{{\n" + (f"{around}{{\n" if around else "")
                 + x_loop("0", f"({index})tm_bd_.x") + _PROFILE_TURN_LAST
                 + ("}\n" if around else "") + "}\n}")
+
+    def _signed_decl(self, d):
+        """A recomputed declaration's text for a chunk (_thread_loop), its initializers taken
+        over the built-ins as int (tm_split_int3_), or None where that could change a value.
+        `int col = blockIdx.x * blockDim.x + threadIdx.x` is unsigned arithmetic converted to
+        int, which g++ cannot prove free of wrapping, so a chunk's `B[k * n + col]` was 16
+        scalar loads (the naive matmul); over ints it is one contiguous vector load. The same
+        value wherever the declared type is a 32-bit integer and the initializer only adds,
+        subtracts and multiplies names and integer literals (both are arithmetic modulo 2^32)
+        and no int overflows: the caller runs chunks only where every grid extent times the
+        block's is below 2^31 (tm_int_ok_)."""
+        ci = self.ci
+        edits = []
+        for v in self.a.var_decls(d):
+            if v.type.get_canonical().kind not in (ci.TypeKind.INT, ci.TypeKind.UINT):
+                return None
+            inits = [c for c in v.get_children() if c.kind.is_expression()]
+            if len(inits) != 1 or any(c.kind == ci.CursorKind.CALL_EXPR
+                                      for c in self.walk(inits[0])):
+                return None
+            for t in inits[0].get_tokens():
+                if t.kind == ci.TokenKind.PUNCTUATION and t.spelling not in "+-*().":
+                    return None
+                if t.kind == ci.TokenKind.LITERAL and not t.spelling.rstrip("uUlL").isdigit():
+                    return None
+                if t.kind == ci.TokenKind.KEYWORD:
+                    return None
+            e = inits[0].extent
+            edits.append((e.start.offset, e.end.offset,
+                          "({ const tm_split_int3_ &tm_blockIdx_ = tm_sbi_, &tm_bd_ = tm_sbd_, "
+                          "&tm_gridDim_ = tm_sgd_, &tm_threadIdx_ = tm_stid_; ("
+                          + self.data[e.start.offset:e.end.offset].decode() + "); })"))
+        if not edits:
+            return None
+        start = d.extent.start.offset
+        text = self.src(d).encode()
+        for a, b, new in sorted(edits, reverse=True):
+            text = text[:a - start] + new.encode() + text[b - start:]
+        return text.decode()
 
     def _calls_function(self, stmts):
         return any(c.kind == self.ci.CursorKind.CALL_EXPR and c.spelling not in PURE_CALLS and
@@ -823,6 +925,15 @@ class _Emitter:
         # -mfma): every lane's arithmetic is the baseline's, bit for bit, and with no -march
         # the object (and the kernel cache's copy) runs on any x86-64. GCC on ELF only.
         targets = "TM_SPLIT_TARGETS " if self.vector_loops else ""
+        # the built-ins as ints (_signed_decl), where no grid extent overflows an int
+        ints = """
+    const tm_split_int3_ tm_sbi_ = {(int)tm_blockIdx_.x, (int)tm_blockIdx_.y, (int)tm_blockIdx_.z},
+        tm_sbd_ = {(int)tm_bd_.x, (int)tm_bd_.y, (int)tm_bd_.z},
+        tm_sgd_ = {(int)tm_gridDim_.x, (int)tm_gridDim_.y, (int)tm_gridDim_.z};
+    const bool tm_int_ok_ = (unsigned long long)tm_gridDim_.x * tm_bd_.x < (1ull << 31) &&
+        (unsigned long long)tm_gridDim_.y * tm_bd_.y < (1ull << 31) &&
+        (unsigned long long)tm_gridDim_.z * tm_bd_.z < (1ull << 31);
+    (void)tm_sbi_; (void)tm_sbd_; (void)tm_sgd_; (void)tm_int_ok_;""" if self.signed_chunks else ""
         return f"""
 #line 1 "tiledmm-split"
 #pragma GCC diagnostic push
@@ -841,6 +952,9 @@ class _Emitter:
 #endif
 #endif
 #ifndef TM_SPLIT_FAST
+struct tm_split_int3_ {{
+    int x, y, z;
+}};
 template <typename tm_T_> static inline tm_T_ *tm_split_opaque(tm_T_ *tm_p_)
 {{
     __asm__("" : "+r"(tm_p_));
@@ -878,7 +992,7 @@ template <typename tm_T_> static inline tm_T_ *tm_split_opaque(tm_T_ *tm_p_)
     // opaque: g++ would compute a TLS address again at each use, a __tls_get_addr call per
     // thread in a thread loop that notes the thread (15% of tiled 32's instructions)
     volatile unsigned *const tm_tv_ = tm_split_opaque(&tm_emu_tls.thread_idx.x);
-    (void)tm_blockIdx_; (void)tm_gridDim_; (void)tm_nt_; (void)tm_tv_;
+    (void)tm_blockIdx_; (void)tm_gridDim_; (void)tm_nt_; (void)tm_tv_;{ints}
     TM_SPLIT_STATE
     {' '.join(arrays)}
 {inner}
