@@ -16,6 +16,7 @@ import pytest
 
 import tiledmm as tm
 from tiledmm.programs import run as programs
+from tiledmm.programs import sanitize
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -157,7 +158,7 @@ def test_check_and_profile_together_are_refused():
 
 
 def test_cuda_check_without_compute_sanitizer_names_emu(monkeypatch):
-    monkeypatch.setattr(programs, "_compute_sanitizer", lambda: None)
+    monkeypatch.setattr(sanitize, "compute_sanitizer", lambda: None)
     with pytest.raises(RuntimeError, match='compute-sanitizer.*backend="emu"'):
         tm.run(MISTAKES, backend="cuda", check=True)
 
@@ -178,14 +179,14 @@ SANITIZER_LOG = """\
 
 
 def test_compute_sanitizer_log_becomes_problems_with_lines():
-    found = programs._sanitizer_problems(SANITIZER_LOG, "memcheck")
+    found = sanitize.sanitizer_problems(SANITIZER_LOG, "memcheck")
     assert [(p["file"], p["line"]) for p in found] == [("mistakes.cu", 51), ("mistakes.cu", 47)]
     assert found[0]["message"].startswith("compute-sanitizer memcheck: Program hit "
                                           "cudaErrorInvalidValue")
     assert "Leaked 4000 bytes" in found[1]["message"]
 
 
-@pytest.mark.skipif(programs._compute_sanitizer() is None or not programs._gpu_arch(),
+@pytest.mark.skipif(sanitize.compute_sanitizer() is None or not programs._gpu_arch(),
                     reason="needs a GPU and compute-sanitizer")
 @pytest.mark.parametrize("mode,kind", [("past_end", "cudaMemcpy"), ("leak", "Leaked 4,000 bytes"),
                                        ("oob", "Invalid __global__ read"),
@@ -207,7 +208,7 @@ def test_the_sanitizer_runs_its_binary_not_the_toolkits_shell_wrapper(tmp_path, 
         f.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
     monkeypatch.setenv("CUDA_HOME", str(tmp_path))
-    assert programs._compute_sanitizer() == str(binary)
+    assert sanitize.compute_sanitizer() == str(binary)
 
 
 def test_error_checking_idioms_compile_and_a_correct_program_gets_no_report():

@@ -15,6 +15,7 @@ import tiledmm as tm
 from tiledmm.toolchain import compile_emu
 from tiledmm.programs import build as program_build
 from tiledmm.programs import run as programs
+from tiledmm.programs import report
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUN_S = 120
@@ -527,23 +528,23 @@ def test_launch_records_outside_the_schema_give_no_path():
     rec = {"event": "launch", "kernel": "k", "grid": [1, 1, 1], "block": [32, 1, 1],
            "shared_bytes": 0, "ms": 1.0, "error": 0}
     paths = {"k": "a reason from the build"}
-    assert programs._launch_path(dict(rec, path="thread loops", path_reason="x"), paths) == \
+    assert report.launch_path(dict(rec, path="thread loops", path_reason="x"), paths) == \
         ("thread loops", "")
-    assert programs._launch_path(dict(rec, path="fibers", path_reason=""), paths) == \
+    assert report.launch_path(dict(rec, path="fibers", path_reason=""), paths) == \
         ("fibers", "a reason from the build")
-    assert programs._launch_path(dict(rec, path="fibers", path_reason="y" * 10**6), paths) == \
-        ("fibers", "y" * programs.PATH_REASON_CHARS)
+    assert report.launch_path(dict(rec, path="fibers", path_reason="y" * 10**6), paths) == \
+        ("fibers", "y" * report.PATH_REASON_CHARS)
     for bad in ("rm -rf", 7, None, ["fibers"]):
-        assert programs._launch_path(dict(rec, path=bad), paths) == (None, "")
-    ln, = programs._launches([dict(rec, path="fibers", path_reason=3)], "emu", paths)
+        assert report.launch_path(dict(rec, path=bad), paths) == (None, "")
+    ln, = report.launches([dict(rec, path="fibers", path_reason=3)], "emu", paths)
     assert (ln.path, ln.path_reason) == ("fibers", "a reason from the build")
 
 
 def test_build_paths_outside_the_schema_are_refused():
     assert programs._build_paths({"k": "", "j": "why"}) == {"k": "", "j": "why"}
-    assert programs._build_paths({"k": "z" * 1500})["k"] == "z" * programs.PATH_REASON_CHARS
+    assert programs._build_paths({"k": "z" * 1500})["k"] == "z" * report.PATH_REASON_CHARS
     for bad in (["k"], {"k": 1}, {1: "x"}, {"k" * 500: ""},
-                {f"k{i}": "" for i in range(programs.PATHS_MOST + 1)}, "k"):
+                {f"k{i}": "" for i in range(report.PATHS_MOST + 1)}, "k"):
         with pytest.raises(RuntimeError, match="schema"):
             programs._build_paths(bad)
     json.dumps(programs._build_paths(None))

@@ -22,7 +22,8 @@ from .grading.checkers import (CheckReport, GradeTable, check_matmul, check_redu
                       grade_reduce)
 from . import grading  # noqa: F401 -- tm.grading, the grader's package
 from .grading import GradeReport, grade
-from .programs.run import ProgramLaunch, ProgramResult, run
+from .programs.report import ProgramLaunch, ProgramResult
+from .programs.run import run
 from . import magics
 
 __version__ = "0.1.0"

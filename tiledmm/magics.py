@@ -25,6 +25,7 @@ import uuid
 
 from .programs import nvcc_args
 from .programs import run as programs
+from .programs.report import PACKAGE_PARENT, ProgramResult
 from .confine import sandbox
 from . import _toolkit
 from ._backend import cuda_device_count, get_backend
@@ -231,7 +232,7 @@ def _profile_on_gpu(files, compiler_args, profiler, profiler_args, args, stdin, 
         with open(so, "wb") as f:
             f.write(image)
         report = os.path.join(scratch, "report.jsonl")
-        runner = (f"import sys; sys.path.insert(0, {programs.PACKAGE_PARENT!r}); "
+        runner = (f"import sys; sys.path.insert(0, {PACKAGE_PARENT!r}); "
                   "from tiledmm.programs import main as program_main; sys.exit(program_main.main(sys.argv[1:]))")
         # The profiler attaches to the program (injection, its own sockets), which the sandbox
         # refuses a confined process: under ncu or nsys the program runs outside it, as
@@ -385,7 +386,7 @@ def plugin_class():
                 if opts.profile and backend == "cuda" and not opts.timeit:
                     out, err, code, timed_out = _profile_on_gpu(
                         files, compiler_args, profiler, profiler_args, argv, opts.stdin, timeout)
-                    _show(programs.ProgramResult(out, err, code, timed_out, [], backend))
+                    _show(ProgramResult(out, err, code, timed_out, [], backend))
                     return
                 profile = bool(opts.profile) and not opts.timeit
                 if profile and profiler_args:
