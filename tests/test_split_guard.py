@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import tiledmm as tm
-from tiledmm.toolchain.split.transform import split_kernel
+from tiledmm.toolchain.split.transform import K_TILE, split_kernel
 
 # Every launch here has tm.compile's kernel time limit (60 s by default): a hang fails.
 
@@ -74,8 +74,10 @@ def _run(src, block, m, n, k, check=False, shift=0):
 
 @pytest.mark.parametrize("src,shift", [(NAIVE_IF, 0), (NAIVE_RETURN, 0), (SHIFTED, 3)])
 @pytest.mark.parametrize("block", [(16, 16), (32, 4), (48, 2), (8, 8)])
-@pytest.mark.parametrize("m,n,k", [(37, 53, 29), (16, 64, 100), (5, 17, 40)])
+# k = 300: tiles of 128, 128 and 44 iterations (K_TILE)
+@pytest.mark.parametrize("m,n,k", [(37, 53, 29), (16, 64, 100), (5, 17, 300)])
 def test_a_guarded_loop_splits_with_the_fibers_bits(src, shift, block, m, n, k):
+    assert K_TILE == 128   # (the shapes above take one tile, and three)
     res, got = _run(src, block, m, n, k, shift=shift)
     assert res.launch.path == "thread loops", res.launch.path_reason
     res_f, want = _run(src, block, m, n, k, check=True, shift=shift)
@@ -88,8 +90,10 @@ def test_the_loop_leaves_the_threads_and_full_chunks_drop_the_guard(src):
     text = split_kernel(src, "naive").text
     assert text is not None
     assert "const bool tm_guard_1_ = " in text
-    # the k loop around the loop over a row's threads, in chunks, with the all-active path
-    assert "for (int i = 0; i < k; ++i)" in text.split("tm_x0_ += ")[1]
+    # the k loop around the loop over a row's threads, in chunks and in tiles of K_TILE
+    # iterations around the block's rows, with the all-active path
+    assert "const int tm_kend_ = (k);" in text
+    assert "for (int i = tm_k0_; i < tm_k1_; ++i)" in text.split("tm_x0_ += ")[1]
     assert "if (tm_all_)" in text and "const bool tm_guard_1_ = true;" in text
     # col over int built-ins in the chunk (one vector load of B, not 16 scalar ones)
     assert "&tm_threadIdx_ = tm_stid_; (blockIdx.x * blockDim.x + threadIdx.x" in text

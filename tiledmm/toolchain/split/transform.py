@@ -255,7 +255,8 @@ class _Emitter:
                 if self._one_region(s, inner):
                     out.append(self._thread_loop(inner, False, around=head,
                                                  chunks=self.a.chunkable(s),
-                                                 long_loop=self._runtime_trips(s)))
+                                                 long_loop=self._runtime_trips(s),
+                                                 tiles=self._k_tiles(s)))
                 else:
                     out.append(head + "{\n" + self._emit_seq(inner, False) + "\n}")
                 continue
@@ -640,8 +641,33 @@ class _Emitter:
                    c.referenced.kind in (ci.CursorKind.PARM_DECL, ci.CursorKind.VAR_DECL)
                    for c in self.walk(header[1]))
 
+    def _k_tiles(self, s):
+        """(type, variable, first, end) of a counted loop `for (T v = first; v < end; ++v)`
+        (T a signed integer type, v not written in the body), else None: _thread_loop runs
+        such a loop as long as the data in tiles of K_TILE iterations."""
+        ci, K = self.ci, self.ci.CursorKind
+        header, body, _ = self.a.for_parts(s)
+        if len(header) != 3 or header[0].kind != K.DECL_STMT:
+            return None
+        decls = self.a.var_decls(header[0])
+        if len(decls) != 1:
+            return None
+        v = decls[0]
+        inits = [c for c in v.get_children() if c.kind.is_expression()]
+        if v.type.get_canonical().kind not in (ci.TypeKind.INT, ci.TypeKind.LONG,
+                                               ci.TypeKind.LONGLONG) or len(inits) != 1 or \
+                v.hash in self.a.writes_in(body):
+            return None
+        cond = [t for t in header[1].get_tokens()]
+        step = [t.spelling for t in header[2].get_tokens()]
+        if len(cond) < 3 or cond[0].spelling != v.spelling or cond[1].spelling != "<" or \
+                step not in (["++", v.spelling], [v.spelling, "++"], [v.spelling, "+=", "1"]):
+            return None
+        end = self.data[cond[2].extent.start.offset:header[1].extent.end.offset].decode()
+        return v.type.spelling, v.spelling, self.src(inits[0]).rstrip(";"), end
+
     def _thread_loop(self, stmts, final, text=None, warps=None, around=None, chunks=False,
-                     long_loop=False):
+                     long_loop=False, tiles=None):
         """One thread loop running `stmts` (or `text`, written from them) for every thread, or,
         with `warps` (the name of a per-warp array of lane masks, _warp_if), for the threads of
         the warps whose mask is not zero, in linear order. `around`: the header of a
@@ -649,7 +675,9 @@ class _Emitter:
         those over z and y: each thread still runs its iterations in order. `chunks` (the loop
         writes only per-thread state: split_analysis.chunkable): where the loop vectorises and a
         row holds two chunks or more of STRIP_THREADS, a chunk's threads run all their iterations
-        before the next chunk's; rows of one chunk too where the loop is `long_loop`."""
+        before the next chunk's; rows of one chunk too where the loop is `long_loop`, and a
+        counted one (`tiles`, _k_tiles) in tiles of K_TILE iterations, each tile over every
+        row of the block before the next, so the rows reuse the tile's data from L1."""
         self.n_regions += 1
         if warps is None:
             warps = self._warp_masks
@@ -752,8 +780,12 @@ class _Emitter:
         chunked = ""
         if around and chunks and not label and warps is None and not self._calls_function(stmts):
             self.vector_loops += not vector
+            head = around
+            if tiles is not None and long_loop:
+                head = f"for ({tiles[0]} {tiles[1]} = tm_k0_; {tiles[1]} < tm_k1_; ++{tiles[1]}) "
+
             def chunk(shadow=""):
-                return (f"{around}{{\n#pragma GCC unroll 1\n" +
+                return (f"{head}{{\n#pragma GCC unroll 1\n" +
                         x_loop("tm_x0_", STRIP_THREADS, chunk=True, index="int", note="",
                                shadow=shadow, refs=chunk_refs) + "}\n")
             guards = sorted({c.referenced.spelling for st in stmts for c in self.walk(st)
@@ -774,11 +806,28 @@ class _Emitter:
                          "else " + inner)
             self.signed_chunks |= signed
             widest = STRIP_THREADS if long_loop else 2 * STRIP_THREADS
-            chunked = (f"#if TM_SPLIT_FAST\nif (tm_bd_.x >= {widest} && "
-                       f"tm_bd_.x % {STRIP_THREADS} == 0{' && tm_int_ok_' if signed else ''}) {{\n"
-                       + ("tm_emu_tls.linear_tid = -1;\n" if precise else "") +
-                       f"for (int tm_x0_ = 0; tm_x0_ < (int)tm_bd_.x; "
-                       f"tm_x0_ += {STRIP_THREADS}) {{\n{inner}}}\n}}\nelse\n#endif\n")
+            test = (f"#if TM_SPLIT_FAST\nif (tm_bd_.x >= {widest} && tm_bd_.x % {STRIP_THREADS} "
+                    f"== 0{' && tm_int_ok_' if signed else ''}) {{\n"
+                    + ("tm_emu_tls.linear_tid = -1;\n" if precise else ""))
+            chunks_of_row = (f"for (int tm_x0_ = 0; tm_x0_ < (int)tm_bd_.x; "
+                             f"tm_x0_ += {STRIP_THREADS}) {{\n{inner}}}\n")
+            if head is not around:   # the tiles around the rows (see above)
+                T = tiles[0]
+                chunked = (test + f"const {T} tm_kend_ = ({tiles[3]});\n"
+                           f"for ({T} tm_k0_ = ({tiles[2]}), tm_k1_; tm_k0_ < tm_kend_; "
+                           "tm_k0_ = tm_k1_) {\n"
+                           f"tm_k1_ = tm_kend_ - tm_k0_ > {K_TILE} ? tm_k0_ + {K_TILE} : tm_kend_;\n"
+                           "for (unsigned tm_z_ = 0; tm_z_ < tm_bd_.z; ++tm_z_)\n"
+                           "for (unsigned tm_y_ = 0; tm_y_ < tm_bd_.y; ++tm_y_) {\n"
+                           "const size_t tm_row_ = (size_t)tm_bd_.x * (tm_y_ + (size_t)tm_bd_.y * "
+                           f"tm_z_);\n{rows}\n{chunks_of_row}}}\n}}\n}}\nelse\n#endif\n")
+                return (f"tm_emu_tls.linear_tid = {0 if precise else -1};\n{chunked}{{\n"
+                        f"for (unsigned tm_z_ = 0; tm_z_ < tm_bd_.z; ++tm_z_)\n"
+                        f"for (unsigned tm_y_ = 0; tm_y_ < tm_bd_.y; ++tm_y_) {{\n"
+                        f"const size_t tm_row_ = (size_t)tm_bd_.x * (tm_y_ + (size_t)tm_bd_.y * "
+                        f"tm_z_);\n{rows}\n{note_row}{{\n{around}{{\n"
+                        + x_loop("0", f"({index})tm_bd_.x") + _PROFILE_TURN_LAST + "}\n}\n}\n}")
+            chunked = test + chunks_of_row + "}\nelse\n#endif\n"
         return (f"tm_emu_tls.linear_tid = {0 if precise else -1};\n"
                 f"for (unsigned tm_z_ = 0; tm_z_ < tm_bd_.z; ++tm_z_)\n"
                 f"for (unsigned tm_y_ = 0; tm_y_ < tm_bd_.y; ++tm_y_) {{\n"
@@ -1020,6 +1069,10 @@ template <typename tm_T_> static inline tm_T_ *tm_split_opaque(tm_T_ *tm_p_)
 # Threads a chunk of _thread_loop's strip: two AVX2 vectors of floats (four SSE2 ones), two
 # independent sums in flight per iteration.
 STRIP_THREADS = 16
+# Iterations of a counted loop as long as the data run per tile (_thread_loop's tiles): a
+# 32-thread row's tile of the naive matmul's B is 128 lines, 16 KiB, read again from L1 by
+# the block's other rows.
+K_TILE = 128
 _PROFILE_TURN = "TM_SPLIT_TURN(tm_row_ + tm_x_)\n"
 _PROFILE_TURN_END = "TM_SPLIT_TURN_END()\n"
 _PROFILE_TURN_LAST = "TM_SPLIT_TURN_LAST()\n"
