@@ -1145,6 +1145,19 @@ class KernelAnalysis:
             return False
         return not self._exits(stmts)
 
+    def runtime_trips(self, s):
+        """Whether loop `s`'s condition reads a variable or parameter other than its counter
+        (`k < n`), not only constants (`k < TILE`): a loop as long as the data."""
+        ci = self.ci
+        header = self.for_parts(s)[0]
+        if len(header) != 3:
+            return False
+        counters = {c.hash for c in self.walk(header[0]) if c.kind == ci.CursorKind.VAR_DECL}
+        return any(c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None and
+                   c.referenced.hash not in counters and
+                   c.referenced.kind in (ci.CursorKind.PARM_DECL, ci.CursorKind.VAR_DECL)
+                   for c in self.walk(header[1]))
+
     def chunkable(self, s):
         """Whether the threads run a hoisted barrier-free loop in chunks of a few threads, each
         chunk all its iterations before the next (_thread_loop's strip): its body writes only

@@ -255,7 +255,7 @@ class _Emitter:
                 if self._one_region(s, inner):
                     out.append(self._thread_loop(inner, False, around=head,
                                                  chunks=self.a.chunkable(s),
-                                                 long_loop=self._runtime_trips(s),
+                                                 long_loop=self.a.runtime_trips(s),
                                                  tiles=self._k_tiles(s)))
                 else:
                     out.append(head + "{\n" + self._emit_seq(inner, False) + "\n}")
@@ -628,19 +628,6 @@ class _Emitter:
                 "for (bool tm_more_ = true; tm_more_;) {\ntm_more_ = false;\n" +
                 self._thread_loop([cond, inc, body], False, text=step) + "\n}")
 
-    def _runtime_trips(self, s):
-        """Whether loop `s`'s condition reads a variable or parameter other than its counter
-        (`k < n`), not only constants (`k < TILE`): a loop as long as the data."""
-        ci = self.ci
-        header = self.a.for_parts(s)[0]
-        if len(header) != 3:
-            return False
-        counters = {c.hash for c in self.walk(header[0]) if c.kind == ci.CursorKind.VAR_DECL}
-        return any(c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None and
-                   c.referenced.hash not in counters and
-                   c.referenced.kind in (ci.CursorKind.PARM_DECL, ci.CursorKind.VAR_DECL)
-                   for c in self.walk(header[1]))
-
     def _k_tiles(self, s):
         """(type, variable, first, end) of a counted loop `for (T v = first; v < end; ++v)`
         (T a signed integer type, v not written in the body), else None: _thread_loop runs
@@ -761,7 +748,7 @@ class _Emitter:
             head = (f"for ({index} tm_i_ = 0; tm_i_ < {end}; ++tm_i_) {{\n"
                     f"const {index} tm_x_ = {start} + tm_i_;\n" if chunk else
                     f"for ({index} tm_x_ = {start}; tm_x_ < {end}; ++tm_x_) {{\n")
-            if chunk:   # the thread's index as ints, for _signed_decl's initializers
+            if chunk and signed:   # the thread's index as ints, for _signed_decl's initializers
                 head += ("const tm_split_int3_ tm_stid_ = "
                          "{(int)tm_x_, (int)tm_y_, (int)tm_z_};\n")
             return (head + f"const uint3 tm_threadIdx_ = {{(unsigned)tm_x_, tm_y_, tm_z_}};\n{note}"
@@ -848,6 +835,8 @@ class _Emitter:
         block's is below 2^31 (tm_int_ok_)."""
         ci = self.ci
         edits = []
+        if not {t.spelling for t in d.get_tokens()} & {"+", "-", "*"}:
+            return None   # `int tx = threadIdx.x`: g++ sees that one as affine already
         for v in self.a.var_decls(d):
             if v.type.get_canonical().kind not in (ci.TypeKind.INT, ci.TypeKind.UINT):
                 return None
