@@ -113,6 +113,8 @@ def test_a_profile_build_is_not_guarded():
     # a jump out of the branch's loop
     ("sum += A[row * k + i] * B[i * n + col];",
      "{ sum += A[row * k + i] * B[i * n + col]; if (sum > 1e30f) break; }"),
+    # one thread's serial loop: every thread would step through it to find its guard false
+    ("if (row < m && col < n) {", "if (row == 0 && col == 0) {"),
     # no loop in the branch: nothing to gain
     ("        for (int i = 0; i < k; ++i)\n            sum += A[row * k + i] * B[i * n + col];\n",
      "        sum += A[row * k] * B[col];\n"),

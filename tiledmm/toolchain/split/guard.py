@@ -19,8 +19,9 @@ The same thing: a thread whose guard is false runs none of the branch's statemen
 whose guard is true runs them in order. What changes is only that inactive threads evaluate
 the loops' headers, so each header must be safe anywhere (no memory, no call, no division), as
 must any initializer left unguarded; a declaration whose initializer is not is written
-`T x = tm_guard_1_ ? (init) : 0` (arithmetic and pointer types only). Flattening a branch's
-scope needs names the rest of the kernel does not use. Only where the branch (or the rest of
+`T x = tm_guard_1_ ? (init) : 0` (arithmetic and pointer types only). Only bounds checks
+are guards (_bounds_check), since every thread steps through the loop to find its guard.
+Flattening a branch's scope needs names the rest of the kernel does not use. Only where the branch (or the rest of
 the kernel, for the early exit) holds a loop the interchange takes and nothing that
 synchronises or jumps; anything else leaves the text as it was. Every edit stays on its line,
 so the kernel's line numbers do not move. Not for profile builds (no interchange there).
@@ -77,6 +78,8 @@ def _shape(a, s, rest):
     if len(kids) != 2 or not kids[0].kind.is_expression() or a.has_barrier(s):
         return None
     cond, branch = kids
+    if not _bounds_check(cond):
+        return None
     if branch.kind == ci.CursorKind.RETURN_STMT and not list(branch.get_children()):
         return cond, rest, True   # `if (c) return;`: the rest of the kernel runs under !c
     if branch.kind != ci.CursorKind.COMPOUND_STMT or \
@@ -87,6 +90,19 @@ def _shape(a, s, rest):
     if not _names_free(a, inner):
         return None
     return cond, inner, False
+
+
+# A guard's condition: bounds checks alone (`row < n && col < n`, `i >= n || j >= m`), which
+# leave nearly every thread active. `if (tid == 0) { for (i < n) ... }` (one thread's serial
+# loop) guarded would have every thread of the block step through the loop to find its guard
+# false: n x blockDim checks where the fibers ran n iterations.
+_BOUNDS_WORDS = {"<", "<=", ">", ">=", "&&", "||", "(", ")", "+", "-", "*", "."}
+_RELATIONS = {"<", "<=", ">", ">="}
+
+
+def _bounds_check(cond):
+    words = {t.spelling for t in cond.get_tokens() if t.kind.name == "PUNCTUATION"}
+    return bool(words & _RELATIONS) and words <= _BOUNDS_WORDS
 
 
 def _spelled_here(a, c):
