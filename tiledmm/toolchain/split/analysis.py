@@ -1145,6 +1145,11 @@ class KernelAnalysis:
             return False
         return not self._exits(stmts)
 
+    def loop_vars(self, s):
+        """The VAR_DECL hashes for loop `s`'s header declares (its counters)."""
+        return {c.hash for h in self.for_parts(s)[0] for c in self.walk(h)
+                if c.kind == self.ci.CursorKind.VAR_DECL}
+
     def runtime_trips(self, s):
         """Whether loop `s`'s condition reads a variable or parameter other than its counter
         (`k < n`), not only constants (`k < TILE`): a loop as long as the data."""
@@ -1152,7 +1157,7 @@ class KernelAnalysis:
         header = self.for_parts(s)[0]
         if len(header) != 3:
             return False
-        counters = {c.hash for c in self.walk(header[0]) if c.kind == ci.CursorKind.VAR_DECL}
+        counters = self.loop_vars(s)
         return any(c.kind == ci.CursorKind.DECL_REF_EXPR and c.referenced is not None and
                    c.referenced.hash not in counters and
                    c.referenced.kind in (ci.CursorKind.PARM_DECL, ci.CursorKind.VAR_DECL)
@@ -1188,7 +1193,7 @@ class KernelAnalysis:
                     return False
                 target = kids[0]
 
-        counters = {c.hash for h in header for c in self.walk(h) if c.kind == K.VAR_DECL}
+        counters = self.loop_vars(s)
 
         def refs_of(c):
             return {r.referenced.hash for r in self.walk(c)
@@ -1373,8 +1378,7 @@ class KernelAnalysis:
     def _uniform_for_problem(self, s):
         """Why the loop's trip count may differ between threads, or None."""
         header, body, stmts = self.for_parts(s)
-        loop_vars = {c.hash for h in header for c in self.walk(h)
-                     if c.kind == self.ci.CursorKind.VAR_DECL}
+        loop_vars = self.loop_vars(s)
         for h in header:
             if not self._uniform_expr(h, loop_vars):
                 return (f"a barrier inside a loop whose trip count may differ between "

@@ -21,9 +21,9 @@ the loops' headers, so each header must be safe anywhere (no memory, no call, no
 must any initializer left unguarded; a declaration whose initializer is not is written
 `T x = tm_guard_1_ ? (init) : 0` (arithmetic and pointer types only). Only bounds checks
 are guards (_bounds_check), since every thread steps through the loop to find its guard.
-Flattening a branch's scope needs names the rest of the kernel does not use. Only where the branch (or the rest of
-the kernel, for the early exit) holds a loop the interchange takes and nothing that
-synchronises or jumps; anything else leaves the text as it was. Every edit stays on its line,
+Flattening a branch's scope needs names the rest of the kernel does not use. Only where the
+branch (or the rest of the kernel, for the early exit) holds a loop the interchange takes and
+nothing that synchronises or jumps; anything else leaves the text as it was. Every edit stays on its line,
 so the kernel's line numbers do not move. Not for profile builds (no interchange there).
 """
 from ..diagnostics import SOURCE_NAME
@@ -42,13 +42,12 @@ def guard_loops(analysis):
         shape = _shape(analysis, s, stmts[i + 1:])
         if shape is None:
             continue
-        n += 1
-        name = f"{GUARD_PREFIX}{n}_"
+        name = f"{GUARD_PREFIX}{n + 1}_"
         cond, branch, negate = shape
         guarded = _branch_edits(analysis, branch, name)
         if guarded is None:
-            n -= 1
             continue
+        n += 1
         if negate:   # `if (c) return;` (libclang's extent ends before the `;`)
             head_end = analysis.data.index(b";", s.extent.end.offset) + 1
         else:        # `if (c) {`
@@ -137,9 +136,7 @@ def _branch_edits(a, stmts, name):
             continue
         if s.kind == ci.CursorKind.FOR_STMT:
             header, body, _inner = a.for_parts(s)
-            counters = {c.hash for h in header for c in a.walk(h)
-                        if c.kind == ci.CursorKind.VAR_DECL}
-            if not all(_safe(a, h, counters) for h in header) or not a.hoistable(s):
+            if not all(_safe(a, h, a.loop_vars(s)) for h in header) or not a.hoistable(s):
                 return None
             loops += a.runtime_trips(s)
             edits.append((body.extent.start.offset, body.extent.start.offset, f"if ({name}) "))

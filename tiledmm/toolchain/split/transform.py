@@ -742,6 +742,13 @@ class _Emitter:
                     "if (++tm_xx_ == tm_bd_.x) { tm_xx_ = 0; "
                     "if (++tm_y_ == tm_bd_.y) { tm_y_ = 0; ++tm_z_; } }\n"
                     "}}")
+        def row_loops(inner):
+            """The loops over z and y around `inner`, each row's per-thread array pointers set."""
+            return ("for (unsigned tm_z_ = 0; tm_z_ < tm_bd_.z; ++tm_z_)\n"
+                    "for (unsigned tm_y_ = 0; tm_y_ < tm_bd_.y; ++tm_y_) {\n"
+                    "const size_t tm_row_ = (size_t)tm_bd_.x * (tm_y_ + (size_t)tm_bd_.y * "
+                    f"tm_z_);\n{rows}\n{inner}}}")
+
         # size_t indices and restrict row pointers: what the vectoriser needs to see the
         # per-thread arrays as affine and unaliased along the innermost (x) loop
         def x_loop(start, end, chunk=False, index=index, note=note, shadow="", refs=refs):
@@ -804,24 +811,15 @@ class _Emitter:
                            f"for ({T} tm_k0_ = ({tiles[2]}), tm_k1_; tm_k0_ < tm_kend_; "
                            "tm_k0_ = tm_k1_) {\n"
                            f"tm_k1_ = tm_kend_ - tm_k0_ > {K_TILE} ? tm_k0_ + {K_TILE} : tm_kend_;\n"
-                           "for (unsigned tm_z_ = 0; tm_z_ < tm_bd_.z; ++tm_z_)\n"
-                           "for (unsigned tm_y_ = 0; tm_y_ < tm_bd_.y; ++tm_y_) {\n"
-                           "const size_t tm_row_ = (size_t)tm_bd_.x * (tm_y_ + (size_t)tm_bd_.y * "
-                           f"tm_z_);\n{rows}\n{chunks_of_row}}}\n}}\n}}\nelse\n#endif\n")
+                           + row_loops(chunks_of_row) + "\n}\n}\nelse\n#endif\n")
                 return (f"tm_emu_tls.linear_tid = {0 if precise else -1};\n{chunked}{{\n"
-                        f"for (unsigned tm_z_ = 0; tm_z_ < tm_bd_.z; ++tm_z_)\n"
-                        f"for (unsigned tm_y_ = 0; tm_y_ < tm_bd_.y; ++tm_y_) {{\n"
-                        f"const size_t tm_row_ = (size_t)tm_bd_.x * (tm_y_ + (size_t)tm_bd_.y * "
-                        f"tm_z_);\n{rows}\n{note_row}{{\n{around}{{\n"
-                        + x_loop("0", f"({index})tm_bd_.x") + _PROFILE_TURN_LAST + "}\n}\n}\n}")
+                        + row_loops(f"{note_row}{{\n{around}{{\n" + x_loop("0", f"({index})tm_bd_.x")
+                                    + _PROFILE_TURN_LAST + "}\n}\n") + "\n}")
             chunked = test + chunks_of_row + "}\nelse\n#endif\n"
         return (f"tm_emu_tls.linear_tid = {0 if precise else -1};\n"
-                f"for (unsigned tm_z_ = 0; tm_z_ < tm_bd_.z; ++tm_z_)\n"
-                f"for (unsigned tm_y_ = 0; tm_y_ < tm_bd_.y; ++tm_y_) {{\n"
-                f"const size_t tm_row_ = (size_t)tm_bd_.x * (tm_y_ + (size_t)tm_bd_.y * tm_z_);\n"
-                f"{rows}\n{note_row}{chunked}{{\n" + (f"{around}{{\n" if around else "")
-                + x_loop("0", f"({index})tm_bd_.x") + _PROFILE_TURN_LAST
-                + ("}\n" if around else "") + "}\n}")
+                + row_loops(f"{note_row}{chunked}{{\n" + (f"{around}{{\n" if around else "")
+                            + x_loop("0", f"({index})tm_bd_.x") + _PROFILE_TURN_LAST
+                            + ("}\n" if around else "") + "}\n"))
 
     def _signed_decl(self, d):
         """A recomputed declaration's text for a chunk (_thread_loop), its initializers taken
