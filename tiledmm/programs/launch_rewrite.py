@@ -20,7 +20,7 @@ import os
 import re
 import subprocess
 
-from ..toolchain.source import require_cindex
+from ..toolchain.source import apply_edits, require_cindex
 
 # The parse sees the compile's own headers (tiledmm's prelude, the emulator's runtime and its
 # stand-ins for the toolkit's headers, the program's -I folders), as CUDA to clang: the
@@ -201,12 +201,8 @@ class EditedFile:
         self.data, self.edits, self.seen = data, [], set()
 
     def apply(self):
-        out = self.data
-        # from the end; at one offset a replacement (`<<<`) before an insertion
-        for offset, length, text in sorted(self.edits, key=lambda e: (e[0], e[1]),
-                                           reverse=True):
-            out = out[:offset] + text + out[offset + length:]
-        return out
+        return apply_edits(self.data, [(offset, offset + length, text)
+                                       for offset, length, text in self.edits])
 
 
 def rewrite_launches(source, source_name, scratch, includes, defines=(), user_includes=(),

@@ -5,7 +5,7 @@ race-checked `tm_sh_array` / `tm_sh_scalar` (tiledmm/native/tiledmm_kernel.h), o
 lines so that diagnostics keep the user's line numbers."""
 import re
 
-from .source import blank_source, split_top_level
+from .source import apply_edits, blank_source, split_top_level
 
 
 def checked_source(source, params):
@@ -96,7 +96,4 @@ def checked_shared(source):
             continue
         text = " ".join(pieces) + "\n" * source.count("\n", m.start(), m.end())
         edits.append((m.start(), m.end(), text))
-    out = source
-    for start, end, text in reversed(edits):
-        out = out[:start] + text + out[end:]
-    return out
+    return apply_edits(source, edits)

@@ -142,6 +142,18 @@ def split_top_level(text):
     return parts
 
 
+def apply_edits(text, edits, base=0):
+    """`text` (str, or bytes: libclang's offsets are bytes) with each edit `(start, end, new,
+    ...)` made: `new` replaces text[start - base:end - base]. Edits must not overlap; they are
+    made from the end so that the offsets of those before hold, and at one offset a replacement
+    before an insertion, so that the insertion lands in front of it."""
+    for start, end, new, *_ in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
+        if isinstance(text, bytes) and isinstance(new, str):
+            new = new.encode()
+        text = text[:start - base] + new + text[end - base:]
+    return text
+
+
 def blank_source(source):
     """The source with comments and string/char literals replaced by spaces (newlines kept), so
     positions found in it are positions in the source."""
@@ -597,9 +609,7 @@ def _alignas_in_front(source, blank):
 def alignas_in_front(source):
     """`source` with each `__shared__ alignas(n)` written `alignas(n) __shared__`, at the same
     offsets (the barrier transform's parse of a program's text, whose offsets it keeps)."""
-    for start, end, text in reversed(_alignas_in_front(source, blank_source(source))):
-        source = source[:start] + text + source[end:]
-    return source
+    return apply_edits(source, _alignas_in_front(source, blank_source(source)))
 
 
 def emu_dialect(source):
@@ -638,11 +648,8 @@ def emu_dialect(source):
         edits.append((m.start(), m.end(), text))
     edits += _alignas_in_front(source, blank)
     if "asm" in source:
-        edits = sorted(edits + _emu_inline_ptx(source, blank))
-    out = source
-    for start, end, text in reversed(edits):
-        out = out[:start] + text + out[end:]
-    return out
+        edits += _emu_inline_ptx(source, blank)
+    return apply_edits(source, edits)
 
 
 def full_source(source, extra="", defines=(), backend="emu"):

@@ -27,6 +27,7 @@ nothing that synchronises or jumps; anything else leaves the text as it was. Eve
 so the kernel's line numbers do not move. Not for profile builds (no interchange there).
 """
 from ..diagnostics import SOURCE_NAME
+from ..source import apply_edits
 from .analysis import PURE_CALLS, SYNC_NAMES
 
 GUARD_PREFIX = "tm_guard_"
@@ -62,10 +63,7 @@ def guard_loops(analysis):
         edits += guarded
     if not edits:
         return None
-    data = analysis.data
-    for start, end, text in sorted(edits, reverse=True):
-        data = data[:start] + text.encode() + data[end:]
-    return data.decode()
+    return apply_edits(analysis.data, edits).decode()
 
 
 def _shape(a, s, rest):

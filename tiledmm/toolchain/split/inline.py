@@ -10,7 +10,7 @@ of the names the transform reserves.
 import re
 
 from ..diagnostics import SOURCE_NAME
-from ..source import kernel_cursors
+from ..source import apply_edits, kernel_cursors
 from .analysis import SYNC_NAMES, KernelAnalysis, Fallback
 from .lower import LOWERED_PREFIX, is_block_group
 
@@ -92,10 +92,7 @@ def inline_warp_helpers(ci, text, name, define_lines=(), templates=False, header
     visit(body[0], None, 0)
     if not edits:
         return text, {}
-    data = text.encode()
-    for start, end, new, _ in sorted(edits, reverse=True):
-        data = data[:start] + new.encode() + data[end:]
-    return data.decode(), {line: sync for _, _, _, (line, sync) in edits if sync is not None}
+    return apply_edits(text.encode(), edits).decode(), {line: sync for _, _, _, (line, sync) in edits if sync is not None}
 
 
 def _check_reserved_names(ci, a, k, text):

@@ -7,7 +7,7 @@ emulator's headers.
 import re
 
 from ..diagnostics import SOURCE_NAME
-from ..source import kernel_cursors
+from ..source import apply_edits, kernel_cursors
 from .analysis import (BLOCK_GROUP, GRID_BARRIER, GRID_GROUP, GROUPS_NAMESPACE, TILE_GROUP,
                        KernelAnalysis, Fallback)
 
@@ -132,10 +132,7 @@ def lower_block_groups(ci, text, name, define_lines=(), templates=False, headers
                                        fn.extent.end.offset > kernel.extent.end.offset):
             raise Fallback(f"helper function {fn.spelling} uses cooperative groups")
         edits += _lowered_group_calls(ci, a, fn, functions)
-    data = text.encode()
-    for start, end, new in sorted(edits, reverse=True):
-        data = data[:start] + new.encode() + data[end:]
-    return data.decode()
+    return apply_edits(text.encode(), edits).decode()
 
 
 def _lowered_group_calls(ci, a, fn, functions):

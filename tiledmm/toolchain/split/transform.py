@@ -68,7 +68,7 @@ import re
 from dataclasses import dataclass
 
 from ..diagnostics import SOURCE_NAME
-from ..source import alignas_in_front, cindex, emu_dialect, split_top_level
+from ..source import alignas_in_front, apply_edits, cindex, emu_dialect, split_top_level
 from .analysis import (MAX_FRAME, PURE_CALLS, SHUFFLE_OPS, VOTE_OPS,  # noqa: F401
                              KernelAnalysis, Fallback, kernel_names)
 from .guard import GUARD_PREFIX, guard_loops
@@ -388,10 +388,8 @@ class _Emitter:
         for c in self.walk(s):
             if c.kind == ci.CursorKind.RETURN_STMT:
                 self._written_here(c, "return")
-                edits.append((c.extent.start.offset - base, c.extent.end.offset - base))
-        for a, b in sorted(edits, reverse=True):
-            text = text[:a] + "goto " + label + text[b:]
-        return text
+                edits.append((c.extent.start.offset, c.extent.end.offset, "goto " + label))
+        return apply_edits(text, edits, base)
 
     def _check_text(self, body):
         """Refuses what the emitter's copies of the kernel's text would change: control flow a
@@ -598,15 +596,9 @@ class _Emitter:
             if not init:
                 raise Fallback(f"a declaration not understood (line {s.location.line})")
             base = init[-1].extent.start.offset
-            text = self._text(init[-1])
-            for a, b, new in sorted(edits, reverse=True):
-                text = text[:a - (base - s.extent.start.offset)] + new + \
-                    text[b - (base - s.extent.start.offset):]
+            text = apply_edits(self._text(init[-1]), edits, base - s.extent.start.offset)
             return f"{d.spelling} = {text};"
-        text = self.src(s)
-        for a, b, new in sorted(edits, reverse=True):
-            text = text[:a] + new + text[b:]
-        return text
+        return apply_edits(self.src(s), edits)
 
     def _text(self, c):
         return self.data[c.extent.start.offset:c.extent.end.offset].decode()
@@ -856,11 +848,7 @@ class _Emitter:
                           + self.data[e.start.offset:e.end.offset].decode() + "); })"))
         if not edits:
             return None
-        start = d.extent.start.offset
-        text = self.src(d).encode()
-        for a, b, new in sorted(edits, reverse=True):
-            text = text[:a - start] + new.encode() + text[b - start:]
-        return text.decode()
+        return apply_edits(self.src(d).encode(), edits, d.extent.start.offset).decode()
 
     def _calls_function(self, stmts):
         return any(c.kind == self.ci.CursorKind.CALL_EXPR and c.spelling not in PURE_CALLS and
@@ -1119,11 +1107,8 @@ def registry_source(source, path):
         pair += _kernel_is_split(name, plan.profile_reason)
         line = source.count("\n", 0, plan.end) + 1
         text = plan.text.replace(f'"{SOURCE_NAME}"', f'"{path}"')
-        inserts.append((plan.end, text + pair + f'#line {line} "{path}"\n'))
-    out = source
-    for end, text in sorted(inserts, reverse=True):
-        out = out[:end] + "\n" + text + out[end:]
-    return f'#line 1 "{path}"\n' + out, reasons
+        inserts.append((plan.end, plan.end, "\n" + text + pair + f'#line {line} "{path}"\n'))
+    return f'#line 1 "{path}"\n' + apply_edits(source, inserts), reasons
 
 
 def guarded_reason(plan):
