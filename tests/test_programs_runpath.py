@@ -24,10 +24,62 @@ RUN_S = 120
 pytest.importorskip("clang.cindex")
 
 
-def rewrite(source, tmp_path, headers=None, folder=None):
-    includes = compile_emu.emu_headers()[0] + [compile_emu.stand_ins()]
-    return launch_rewrite.rewrite_launches(source, "p.cu", str(tmp_path), includes,
-                                           folder=folder or str(tmp_path), headers=headers)
+INCLUDES = compile_emu.emu_headers()[0] + [compile_emu.stand_ins()]
+
+
+def rewrite(source, tmp_path, headers=None, folder=None, pch=None, defines=()):
+    return launch_rewrite.rewrite_launches(source, "p.cu", str(tmp_path), INCLUDES, defines,
+                                           folder=folder or str(tmp_path), headers=headers,
+                                           pch=pch)
+
+
+# launches in a template, in a macro's argument and leaving out a default argument
+LAUNCHES = ("#define RUN(call) do { call; } while (0)\n"
+            "__global__ void k(float *x, int n = 4) { x[threadIdx.x] = n; }\n"
+            "template <int T> __global__ void t(float *x) { x[threadIdx.x] = T; }\n"
+            "template <int T> void go(float *x) { t<T><<<1, T>>>(x); }\n"
+            "int main() { RUN((k<<<1, 8>>>(nullptr))); go<16>(nullptr); return 0; }\n")
+
+
+def test_the_precompiled_prelude_is_cached_and_parses_as_the_prelude(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    monkeypatch.setenv("TILEDMM_CACHE_DIR", str(cache))
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir(), second.mkdir()
+    pch = launch_rewrite.parse_pch(str(first), INCLUDES)
+    assert pch is not None and os.path.getsize(pch) > 0
+    stored = list(cache.glob("user-parse-prelude-*.pch"))
+    assert len(stored) == 1
+    again = launch_rewrite.parse_pch(str(second), INCLUDES)   # a copy of the cached one
+    assert list(cache.glob("user-parse-prelude-*.pch")) == stored
+    assert open(again, "rb").read() == stored[0].read_bytes()
+    assert _headers_read(tmp_path, again) < 5 < _headers_read(tmp_path, None)
+    plain = rewrite(LAUNCHES, tmp_path / "first")
+    assert sorted(ln["kernel"] for ln in plain[1]) == ["k", "t"], plain[1]
+    assert rewrite(LAUNCHES, tmp_path / "second", pch=again) == plain
+
+
+def _headers_read(tmp_path, pch, defines=()):
+    """How many files the parse of LAUNCHES read (over a precompiled prelude, one: it)."""
+    path = tmp_path / "launches.cu"
+    path.write_text(LAUNCHES)
+    args = launch_rewrite._parse_args(INCLUDES, defines, (), str(tmp_path))
+    tu = launch_rewrite._parse(launch_rewrite.require_cindex(), str(path), args, 0, pch)
+    return len(list(tu.get_includes()))
+
+
+def test_a_precompiled_prelude_clang_refuses_is_passed_over(tmp_path):
+    plain = rewrite(LAUNCHES, tmp_path)
+    broken = tmp_path / "broken.pch"
+    broken.write_bytes(b"not an AST file" * 100)
+    assert rewrite(LAUNCHES, tmp_path, pch=str(broken)) == plain
+    assert _headers_read(tmp_path, str(broken)) > 5
+    # a -D that contradicts the prelude's (clang refuses the precompiled copy for it)
+    pch = launch_rewrite.parse_pch(str(tmp_path), INCLUDES)
+    assert _headers_read(tmp_path, pch, ["-DTM_EMU=2"]) > 5
+    assert rewrite(LAUNCHES, tmp_path, pch=pch, defines=["-DTM_EMU=2"]) == \
+        rewrite(LAUNCHES, tmp_path, defines=["-DTM_EMU=2"])
 
 
 def test_more_than_twenty_errors_still_find_template_launches(tmp_path):

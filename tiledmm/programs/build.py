@@ -43,7 +43,7 @@ class BuildError(Exception):
 
 
 def rewrite_launches(source, source_name, scratch, includes, defines=(), user_includes=(),
-                     check=False, split=None, folder=None, headers=None, emu=False):
+                     check=False, split=None, folder=None, headers=None, emu=False, pch=None):
     """launch_rewrite.rewrite_launches, with the file's kernels split at their barriers where
     `split` (emu plain and profile builds) is {"define_lines": [...], "paths": {}, "profile":
     bool}: the kernels get their split twins (module docstring), "paths" is filled with kernel
@@ -60,7 +60,7 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
     return launch_rewrite.rewrite_launches(source, source_name, scratch, includes, defines,
                                            user_includes, check=check,
                                            split_kernels=split_kernels, folder=folder,
-                                           headers=headers, emu=emu)
+                                           headers=headers, emu=emu, pch=pch)
 
 
 # ---- kernels split at their barriers (issue 34) ----
@@ -82,7 +82,7 @@ def _split_kernels(ci, tu, path, source, source_name, scratch, includes, define_
     trusted = tuple(os.path.join(os.path.realpath(d), "") for d in
                     [*includes, launch_rewrite.gcc_include() or "/usr"]) \
         + _SYSTEM_ROOTS
-    users = _users_header(path, trusted, os.path.realpath(os.path.join(scratch, "parse-prelude.h")))
+    users = _users_header(path, trusted, launch_rewrite.PRELUDE_PATH)
     constants = _header_constants(ci, tu, users)
     typedefs = _header_typedefs(ci, tu, users)
     define_lines = [*define_lines, *(f"#define {k} {v}" for k, v in constants.items()),
@@ -428,7 +428,7 @@ def _read_units(req, split):
                 text, found = rewrite_launches(
                     f.read(), name, req["scratch"], req["parse_includes"], req["defines"],
                     req["user_includes"], check=check, split=split, folder=folder,
-                    headers=headers, emu=req["backend"] == "emu")
+                    headers=headers, emu=req["backend"] == "emu", pch=req.get("parse_pch"))
             if check:   # shared arrays race-checked, casts of checked pointers kept checked
                 text = checked_shared(checked_casts(text))
             launches += [dict(ln, file=ln.get("file", name)) if i else ln for ln in found]

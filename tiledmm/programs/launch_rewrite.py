@@ -20,7 +20,8 @@ import os
 import re
 import subprocess
 
-from ..toolchain.source import apply_edits, require_cindex
+from ..toolchain import cache, compile_emu
+from ..toolchain.source import apply_edits, cindex, require_cindex
 
 # The parse sees the compile's own headers (tiledmm's prelude, the emulator's runtime and its
 # stand-ins for the toolkit's headers, the program's -I folders), as CUDA to clang: the
@@ -78,22 +79,82 @@ def gcc_include():
         return None
 
 
-def _parse_args(scratch, includes, defines, user_includes, folder):
+# The prelude reaches the parse as an unsaved file at a path no folder holds: its quoted includes
+# find tiledmm's headers (-isystem), never a file beside the program (as g++'s precompiled
+# prelude, which is built without the program's folders), and its precompiled copy (parse_pch)
+# names the same file in every build.
+PRELUDE_PATH = "/tiledmm-parse/prelude.h"
+
+
+def _parse_args(includes, defines, user_includes, folder):
     """clang's arguments: the compile's headers (`includes`: tiledmm/native and its user/
     stand-ins, as -isystem, as g++ gets them), no error limit (past clang's default 20 errors
     the parse turns fatal and stops instantiating templates, whose launches then vanish), the
-    file's own folder first for its quoted includes (as nvcc)."""
-    prelude = os.path.join(scratch, "parse-prelude.h")
-    if not os.path.exists(prelude):
-        with open(prelude, "w") as f:
-            f.write(PARSE_PRELUDE)
+    file's own folder first for its quoted includes (as nvcc); the prelude not yet."""
     args = ["-x", "cuda", "--cuda-host-only", "-nocudainc", "-nocudalib", "-std=c++17",
             "-ferror-limit=0", "-Wno-unknown-cuda-version", "-DTM_EMU",
-            *[f"-isystem{d}" for d in includes], "-iquote", folder, *user_includes, *defines]
+            *[f"-isystem{d}" for d in includes], *(["-iquote", folder] if folder else []),
+            *user_includes, *defines]
     gcc = gcc_include()
     if gcc:
         args += ["-isystem", gcc]
-    return args + ["-include", prelude]
+    return args
+
+
+def parse_pch(scratch, includes):
+    """The parse's prelude precompiled by libclang (a file in scratch, which the parse reads with
+    -include-pch in the prelude's place), or None where libclang is missing or fails on it.
+    Parsing the prelude is most of a small program's parse: 1.7 of 2.3 s (session 19). Built once
+    per cache folder, libclang and set of headers, kept in the cache as compile_emu.prelude_pch's
+    is; clang itself refuses a copy whose headers changed since (the parse then reads them)."""
+    ci = cindex()
+    if ci is None:
+        return None
+    args = _parse_args(includes, (), (), None)
+    library = os.stat(ci.conf.lib._name)   # the precompiled form is the one library's own
+    key = cache.key("parse-prelude", PARSE_PRELUDE, PRELUDE_PATH, args, ci.conf.lib._name,
+                    library.st_size, library.st_mtime_ns, compile_emu.header_stamps(includes))
+    entry = cache.entry_path(f"user-parse-prelude-{key}.pch")
+    path = os.path.join(scratch, "parse-prelude.pch")
+    data = cache.read_verified(entry)
+    if data is None:
+        try:
+            tu = ci.Index.create().parse(
+                PRELUDE_PATH, args=args, unsaved_files=[(PRELUDE_PATH, PARSE_PRELUDE)],
+                options=ci.TranslationUnit.PARSE_INCOMPLETE | _FOR_SERIALIZATION)
+            if any(d.severity >= 3 for d in tu.diagnostics):
+                return None
+            tu.save(path)
+        except (ci.TranslationUnitLoadError, ci.TranslationUnitSaveError):
+            return None
+        with open(path, "rb") as f:
+            cache.store_bytes(f.read(), entry)
+    else:
+        with open(path, "wb") as f:
+            f.write(data)
+    return path
+
+
+_FOR_SERIALIZATION = 0x10   # CXTranslationUnit_ForSerialization, which the binding does not name
+
+
+def _parse(ci, path, args, options, pch):
+    """The program's translation unit: over the precompiled prelude where there is one and clang
+    takes it (it refuses one that a -D or -U of the program's contradicts), else over the
+    prelude itself."""
+    unsaved = [(PRELUDE_PATH, PARSE_PRELUDE)]
+    index = ci.Index.create()
+    if pch:
+        try:
+            tu = index.parse(path, args=[*args, "-include-pch", pch], unsaved_files=unsaved,
+                             options=options)
+            if not any("precompiled header" in d.spelling or "AST file" in d.spelling
+                       for d in tu.diagnostics):
+                return tu
+        except ci.TranslationUnitLoadError:
+            pass
+    return index.parse(path, args=[*args, "-include", PRELUDE_PATH], unsaved_files=unsaved,
+                       options=options)
 
 
 _FILE_LOCATION = []
@@ -206,7 +267,8 @@ class EditedFile:
 
 
 def rewrite_launches(source, source_name, scratch, includes, defines=(), user_includes=(),
-                     check=False, split_kernels=None, folder=None, headers=None, emu=False):
+                     check=False, split_kernels=None, folder=None, headers=None, emu=False,
+                     pch=None):
     """(the source with every launch rewritten on its own lines, the launches found: a list of
     {"kernel", "params", "line"} and "file" for a launch in a header). Raises ParseError for a
     `<<<` the parse could not read, or a header it could not find. folder: the program file's
@@ -218,7 +280,8 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
     or f(ci, tu, path) -> {kernel: (offset, text inserted there, whether a template)}: the
     texts are inserted, and the launches of a template kernel split name its pair
     `tm_with_split_<k>`. emu: the build is the emulator's (members named like its macro
-    built-ins renamed, kernels entered in its table of kernels by address)."""
+    built-ins renamed, kernels entered in its table of kernels by address). pch: parse_pch's
+    file, or None."""
     ci = require_cindex()
     data = source.encode()
     path = os.path.join(scratch, source_name)
@@ -229,9 +292,8 @@ def rewrite_launches(source, source_name, scratch, includes, defines=(), user_in
     main = files[os.path.realpath(path)]
     # the detailed record (macro expansions) only where the kernels are split (their guard)
     options = ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD if split_kernels else 0
-    tu = ci.Index.create().parse(path, args=_parse_args(scratch, includes, defines, user_includes,
-                                                        folder or scratch),
-                                 options=options)
+    tu = _parse(ci, path, _parse_args(includes, defines, user_includes, folder or scratch),
+                options, pch)
     problem = _parse_problem(tu, source_name, path)
     if problem:
         raise ParseError(problem)

@@ -21,7 +21,7 @@ import termios
 from .. import _backend, _toolkit
 from ..toolchain import compile_emu
 from ..toolchain import cache
-from . import workdir
+from . import launch_rewrite, workdir
 from ..confine import sandbox
 from .._backend import get_backend
 from ..confine.isolation import default_timeout
@@ -414,6 +414,7 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
             if profile:   # the counters' hooks (tiledmm's own source), wrapping the emulator
                 link += [compile_emu.profile_hooks_object(includes, hooks, scratch),
                          *(f"-Wl,--wrap={sym}" for sym in PROFILE_WRAPPED)]
+        parse_pch = launch_rewrite.parse_pch(scratch, parse_includes)
         src_path = os.path.join(scratch, "source.cu")
         with open(src_path, "w") as f:
             f.write(source)
@@ -428,7 +429,7 @@ def build(source, source_name, backend, compiler_args=(), source_dir=None, profi
                    # each file's own folder first for its quoted includes, as for nvcc
                    # (programs/build.py adds it per file)
                    "compile": [*compile_cmd, f"-I{source_dir}"], "link": link,
-                   "prelude": prelude,
+                   "prelude": prelude, "parse_pch": parse_pch,
                    "link_cmd": link_cmd, "check": bool(check),
                    "no_split": _no_split_reason(backend, check), "profile": bool(profile),
                    "extra_sources": _write_extra_sources(extra_sources, scratch)}

@@ -111,10 +111,14 @@ def runtime_key(includes, sources):
     """What the emulator runtime is built from: its sources, every header it may include
     (the emulator's fiber switches and host-memory helper too), the compiler and the flags."""
     stamps = [(os.path.basename(p), open(p, "rb").read()) for p in sources]
+    return cache.key("emu-runtime", stamps, header_stamps(includes), cxx_compiler(), EMU_FLAGS)
+
+
+def header_stamps(includes):
+    """[(path, modification time)] of every header below the folders `includes`."""
     headers = sorted(h for d in includes for h in glob.glob(os.path.join(d, "**", "*.h"),
                                                             recursive=True))
-    return cache.key("emu-runtime", stamps, [(h, os.path.getmtime(h)) for h in headers],
-                     cxx_compiler(), EMU_FLAGS)
+    return [(h, os.path.getmtime(h)) for h in headers]
 
 
 def runtime_objects(includes, sources, build_dir, key):
