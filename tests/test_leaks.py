@@ -8,6 +8,7 @@ import gc
 import itertools
 import os
 import random
+import signal
 import sys
 import threading
 import time
@@ -141,7 +142,16 @@ def interrupt_after(seconds):
     return timer
 
 
-def test_keyboard_interrupt_during_a_loop_of_calls(backend):
+@pytest.fixture
+def sigint_raises():
+    """Python's own SIGINT handler during the test: a shell's background job (`nohup ... &`)
+    starts with SIGINT ignored, and Python then leaves it so, and interrupt_main does nothing."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
+def test_keyboard_interrupt_during_a_loop_of_calls(backend, sigint_raises):
     calls, _ = tiny_calls(backend)
     free = tm.mem_info(backend=backend)[0]
     done = 0
@@ -160,7 +170,7 @@ def test_keyboard_interrupt_during_a_loop_of_calls(backend):
         fn()
 
 
-def test_keyboard_interrupt_during_a_long_call(backend):
+def test_keyboard_interrupt_during_a_long_call(backend, sigint_raises):
     """The kernel runs without the GIL and is not cut short; the interrupt is raised when the
     call returns, and nothing is left allocated."""
     rng = np.random.default_rng(1)
@@ -178,7 +188,7 @@ def test_keyboard_interrupt_during_a_long_call(backend):
                           small[0].astype(np.float64) @ small[1])
 
 
-def test_keyboard_interrupt_during_a_sweep(backend):
+def test_keyboard_interrupt_during_a_sweep(backend, sigint_raises):
     # Once first: on cuda the sweep's cuBLAS reference makes its handle and workspace once per
     # process, which is not a leak.
     bench.bench_matmul(sizes=[8], kernels=["naive"], backend=backend, warmup=0, repeat=1)
