@@ -114,25 +114,21 @@ def parse_pch(scratch, includes):
     library = os.stat(ci.conf.lib._name)   # the precompiled form is the one library's own
     key = cache.key("parse-prelude", PARSE_PRELUDE, PRELUDE_PATH, args, ci.conf.lib._name,
                     library.st_size, library.st_mtime_ns, compile_emu.header_stamps(includes))
-    entry = cache.entry_path(f"user-parse-prelude-{key}.pch")
     path = os.path.join(scratch, "parse-prelude.pch")
-    data = cache.read_verified(entry)
-    if data is None:
+
+    def precompile(path):
         try:
             tu = ci.Index.create().parse(
                 PRELUDE_PATH, args=args, unsaved_files=[(PRELUDE_PATH, PARSE_PRELUDE)],
                 options=ci.TranslationUnit.PARSE_INCOMPLETE | _FOR_SERIALIZATION)
             if any(d.severity >= 3 for d in tu.diagnostics):
-                return None
+                return False
             tu.save(path)
         except (ci.TranslationUnitLoadError, ci.TranslationUnitSaveError):
-            return None
-        with open(path, "rb") as f:
-            cache.store_bytes(f.read(), entry)
-    else:
-        with open(path, "wb") as f:
-            f.write(data)
-    return path
+            return False
+        return True
+    return path if compile_emu.cached_copy(f"user-parse-prelude-{key}.pch", path, precompile) \
+        else None
 
 
 _FOR_SERIALIZATION = 0x10   # CXTranslationUnit_ForSerialization, which the binding does not name

@@ -130,21 +130,36 @@ def runtime_objects(includes, sources, build_dir, key):
     for src in sources:
         name = f"user-rt-{key}-{os.path.basename(src)}.o"
         path = os.path.join(build_dir, name)
-        with _LOCK:
-            data = cache.read_verified(cache.entry_path(name))
-        if data is None:
+
+        def compile_runtime(path, src=src):
             cmd = [cxx_compiler(), *kernel_build_flags(), *[f"-I{d}" for d in includes], "-c", src, "-o", path]
             proc = _run_compiler(cmd, "building the emulator runtime for user kernels", build_dir)
             if proc.returncode != 0:
                 raise RuntimeError("building the emulator runtime for user kernels failed:\n"
                                    + proc.stderr[-4000:])
-            with open(path, "rb") as f:
-                cache.store_bytes(f.read(), cache.entry_path(name))
-        else:
-            with open(path, "wb") as f:
-                f.write(data)
+            return True
+        cached_copy(name, path, compile_runtime)
         local.append(path)
     return local
+
+
+def cached_copy(name, path, build):
+    """Cache entry `name` copied to `path` (a build's scratch, which its confined child may read,
+    and which clearing the cache meanwhile cannot take away); where the cache holds none, or a
+    damaged one, build(path) writes the file and it is stored. False where build returns False
+    (nothing stored: the caller goes without)."""
+    entry = cache.entry_path(name)
+    with _LOCK:
+        data = cache.read_verified(entry)
+    if data is None:
+        if not build(path):
+            return False
+        with open(path, "rb") as f:
+            cache.store_bytes(f.read(), entry)
+    else:
+        with open(path, "wb") as f:
+            f.write(data)
+    return True
 
 
 # A whole program's first file starts with its prelude (programs/build.py): tiledmm's kernel
@@ -167,18 +182,11 @@ def prelude_pch(compile_cmd, build_dir, runtime):
         f.write(PROGRAM_PRELUDE)
     flags = [a for a in compile_cmd[1:] if a not in ("-shared", "-c")]
     name = f"user-prelude-{cache.key('emu-prelude', runtime, compile_cmd, PROGRAM_PRELUDE)}.gch"
-    with _LOCK:
-        data = cache.read_verified(cache.entry_path(name))
-    if data is None:
-        cmd = [compile_cmd[0], *flags, "-c", "-x", "c++-header", header, "-o", header + ".gch"]
-        proc = _run_compiler(cmd, "precompiling the program prelude", build_dir)
-        if proc.returncode != 0:   # the programs build without it (and say why if they fail)
-            return folder
-        with open(header + ".gch", "rb") as f:
-            cache.store_bytes(f.read(), cache.entry_path(name))
-    else:
-        with open(header + ".gch", "wb") as f:
-            f.write(data)
+
+    def precompile(gch):   # failing, the programs build without it (and say why if they fail)
+        cmd = [compile_cmd[0], *flags, "-c", "-x", "c++-header", header, "-o", gch]
+        return _run_compiler(cmd, "precompiling the program prelude", build_dir).returncode == 0
+    cached_copy(name, header + ".gch", precompile)
     return folder
 
 
