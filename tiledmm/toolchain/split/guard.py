@@ -23,8 +23,8 @@ must any initializer left unguarded; a declaration whose initializer is not is w
 are guards (_bounds_check), since every thread steps through the loop to find its guard.
 Flattening a branch's scope needs names the rest of the kernel does not use. Only where the
 branch (or the rest of the kernel, for the early exit) holds a loop the interchange takes and
-nothing that synchronises or jumps; anything else leaves the text as it was. Every edit stays on its line,
-so the kernel's line numbers do not move. Not for profile builds (no interchange there).
+nothing that synchronises or jumps; anything else leaves the text as it was. Every edit stays
+on its line, so the kernel's line numbers do not move. Not for profile builds (no interchange there).
 """
 from ..diagnostics import SOURCE_NAME
 from ..source import apply_edits

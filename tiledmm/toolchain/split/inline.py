@@ -92,7 +92,8 @@ def inline_warp_helpers(ci, text, name, define_lines=(), templates=False, header
     visit(body[0], None, 0)
     if not edits:
         return text, {}
-    return apply_edits(text.encode(), edits).decode(), {line: sync for _, _, _, (line, sync) in edits if sync is not None}
+    syncs = {line: sync for _, _, _, (line, sync) in edits if sync is not None}
+    return apply_edits(text.encode(), edits).decode(), syncs
 
 
 def _check_reserved_names(ci, a, k, text):
